@@ -1,0 +1,308 @@
+//! Typed errors. Every variant carries the values the caller needs: the
+//! rejected value and the bound it broke, or the conflicting key.
+//!
+//! After any error the engine is fully usable. A transaction stays usable
+//! after a timestamp error; after [`Error::WriteConflict`] or
+//! [`Error::PrepareConflict`] on a write it must roll back
+//! ([`Error::MustRollBack`] for anything else it tries).
+
+use crate::ts::Timestamp;
+use std::fmt;
+
+/// Which timestamp an error talks about.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TimestampRole {
+    /// A transaction's read timestamp.
+    Read,
+    /// A transaction's commit timestamp.
+    Commit,
+    /// A transaction's durable timestamp.
+    Durable,
+    /// A transaction's prepare timestamp.
+    Prepare,
+    /// The global oldest timestamp.
+    Oldest,
+    /// The global stable timestamp.
+    Stable,
+    /// The global durable timestamp.
+    GlobalDurable,
+}
+
+/// Everything the engine can refuse.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// Every session slot is taken (`EngineConfig::max_sessions`).
+    SessionTableFull {
+        /// The configured table size.
+        max_sessions: usize,
+    },
+    /// A timestamp was `0` or above [`Timestamp::MAX`].
+    TimestampOutOfRange {
+        /// Which timestamp.
+        role: TimestampRole,
+        /// The rejected raw value.
+        value: u64,
+    },
+    /// A read timestamp below the oldest timestamp (without round-up).
+    ReadTimestampTooOld {
+        /// The rejected read timestamp.
+        read: Timestamp,
+        /// The oldest timestamp it fell below.
+        oldest: Timestamp,
+    },
+    /// The transaction already has a read timestamp.
+    ReadTimestampAlreadySet {
+        /// The read timestamp it has.
+        current: Timestamp,
+    },
+    /// A commit timestamp at or below the stable timestamp.
+    CommitTimestampNotAfterStable {
+        /// The rejected commit timestamp.
+        commit: Timestamp,
+        /// The stable timestamp it must exceed.
+        stable: Timestamp,
+    },
+    /// A commit timestamp below the oldest timestamp.
+    CommitTimestampBeforeOldest {
+        /// The rejected commit timestamp.
+        commit: Timestamp,
+        /// The oldest timestamp.
+        oldest: Timestamp,
+    },
+    /// A commit timestamp below the transaction's read timestamp.
+    CommitTimestampBeforeRead {
+        /// The rejected commit timestamp.
+        commit: Timestamp,
+        /// The transaction's read timestamp.
+        read: Timestamp,
+    },
+    /// A second, different commit timestamp for the same transaction.
+    CommitTimestampAlreadySet {
+        /// The commit timestamp it has.
+        current: Timestamp,
+    },
+    /// A durable timestamp on a transaction that was not prepared.
+    DurableTimestampWithoutPrepare {
+        /// The rejected durable timestamp.
+        durable: Timestamp,
+    },
+    /// A durable timestamp below the commit timestamp.
+    DurableTimestampBeforeCommit {
+        /// The rejected durable timestamp.
+        durable: Timestamp,
+        /// The commit timestamp.
+        commit: Timestamp,
+    },
+    /// A global timestamp would move backwards.
+    TimestampMovedBackwards {
+        /// Which global timestamp.
+        role: TimestampRole,
+        /// The requested value.
+        requested: Timestamp,
+        /// The current value.
+        current: Timestamp,
+    },
+    /// Oldest would pass stable.
+    OldestAfterStable {
+        /// The oldest timestamp after the update.
+        oldest: Timestamp,
+        /// The stable timestamp after the update.
+        stable: Timestamp,
+    },
+    /// Another transaction updated the key first, or updated it after this
+    /// transaction's snapshot. The transaction must roll back.
+    WriteConflict {
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// The read met a prepared update whose prepare timestamp is at or below
+    /// the read timestamp. Retry later or roll back.
+    PrepareConflict {
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// A write in a read-only transaction (`TxnOptions::read_only`,
+    /// `read_at_stable`, or ignoring prepared updates without allowing writes).
+    ReadOnlyTransaction,
+    /// The transaction hit a conflict on a write and must roll back.
+    MustRollBack,
+    /// A key longer than `EngineConfig::max_key_len`.
+    KeyTooLarge {
+        /// The key's length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A value longer than `EngineConfig::max_value_len`.
+    ValueTooLarge {
+        /// The value's length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A prepare timestamp at or below the stable timestamp.
+    PrepareTimestampNotAfterStable {
+        /// The rejected prepare timestamp.
+        prepare: Timestamp,
+        /// The stable timestamp.
+        stable: Timestamp,
+    },
+    /// A prepare timestamp below an active reader's read timestamp.
+    PrepareTimestampBeforeActiveRead {
+        /// The rejected prepare timestamp.
+        prepare: Timestamp,
+        /// The newest active read timestamp.
+        read: Timestamp,
+    },
+    /// A commit timestamp below the transaction's prepare timestamp.
+    CommitTimestampBeforePrepare {
+        /// The rejected commit timestamp.
+        commit: Timestamp,
+        /// The prepare timestamp.
+        prepare: Timestamp,
+    },
+    /// A durable timestamp at or below stable on a prepared commit.
+    DurableTimestampNotAfterStable {
+        /// The rejected durable timestamp.
+        durable: Timestamp,
+        /// The stable timestamp.
+        stable: Timestamp,
+    },
+    /// Prepare was called twice.
+    AlreadyPrepared,
+    /// Prepare after a commit timestamp was set.
+    PrepareAfterCommitTimestamp {
+        /// The commit timestamp already set.
+        commit: Timestamp,
+    },
+    /// A prepared transaction may only commit or roll back.
+    TransactionPrepared,
+    /// The transaction already committed or rolled back.
+    TransactionFinished,
+    /// A prepared transaction committed without a commit timestamp.
+    PreparedCommitNeedsTimestamp,
+    /// Stable may not pass a prepared transaction's durable timestamp before
+    /// that transaction resolves.
+    StablePastPreparedDurable {
+        /// The requested stable timestamp.
+        stable: Timestamp,
+        /// The prepared transaction's durable timestamp.
+        durable: Timestamp,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use Error::*;
+        match self {
+            SessionTableFull { max_sessions } => {
+                write!(f, "session table is full ({max_sessions} sessions)")
+            }
+            TimestampOutOfRange { role, value } => write!(
+                f,
+                "{role:?} timestamp {value} is out of range (1..={})",
+                Timestamp::MAX.get()
+            ),
+            ReadTimestampTooOld { read, oldest } => {
+                write!(f, "read timestamp {read} is below the oldest timestamp {oldest}")
+            }
+            ReadTimestampAlreadySet { current } => {
+                write!(f, "read timestamp already set to {current}; it may be set once")
+            }
+            CommitTimestampNotAfterStable { commit, stable } => write!(
+                f,
+                "commit timestamp {commit} must be after the stable timestamp {stable}"
+            ),
+            CommitTimestampBeforeOldest { commit, oldest } => write!(
+                f,
+                "commit timestamp {commit} is below the oldest timestamp {oldest}"
+            ),
+            CommitTimestampBeforeRead { commit, read } => write!(
+                f,
+                "commit timestamp {commit} is below the read timestamp {read}"
+            ),
+            CommitTimestampAlreadySet { current } => {
+                write!(f, "commit timestamp already set to {current}")
+            }
+            DurableTimestampWithoutPrepare { durable } => write!(
+                f,
+                "durable timestamp {durable} given for a transaction that was not prepared"
+            ),
+            DurableTimestampBeforeCommit { durable, commit } => write!(
+                f,
+                "durable timestamp {durable} is below the commit timestamp {commit}"
+            ),
+            TimestampMovedBackwards {
+                role,
+                requested,
+                current,
+            } => write!(
+                f,
+                "{role:?} timestamp may not move backwards: {requested} < {current}"
+            ),
+            OldestAfterStable { oldest, stable } => write!(
+                f,
+                "oldest timestamp {oldest} would pass the stable timestamp {stable}"
+            ),
+            WriteConflict { key } => write!(f, "write conflict on key {key:02x?}"),
+            PrepareConflict { key } => write!(f, "prepare conflict on key {key:02x?}"),
+            ReadOnlyTransaction => write!(f, "write in a read-only transaction"),
+            MustRollBack => write!(f, "transaction hit a conflict and must roll back"),
+            KeyTooLarge { len, max } => write!(f, "key of {len} bytes exceeds the limit {max}"),
+            ValueTooLarge { len, max } => {
+                write!(f, "value of {len} bytes exceeds the limit {max}")
+            }
+            PrepareTimestampNotAfterStable { prepare, stable } => write!(
+                f,
+                "prepare timestamp {prepare} must be after the stable timestamp {stable}"
+            ),
+            PrepareTimestampBeforeActiveRead { prepare, read } => write!(
+                f,
+                "prepare timestamp {prepare} is below an active read timestamp {read}"
+            ),
+            CommitTimestampBeforePrepare { commit, prepare } => write!(
+                f,
+                "commit timestamp {commit} is below the prepare timestamp {prepare}"
+            ),
+            DurableTimestampNotAfterStable { durable, stable } => write!(
+                f,
+                "durable timestamp {durable} must be after the stable timestamp {stable}"
+            ),
+            AlreadyPrepared => write!(f, "transaction is already prepared"),
+            PrepareAfterCommitTimestamp { commit } => write!(
+                f,
+                "prepare after the commit timestamp {commit} was set"
+            ),
+            TransactionFinished => write!(f, "the transaction already committed or rolled back"),
+            TransactionPrepared => {
+                write!(f, "a prepared transaction may only commit or roll back")
+            }
+            PreparedCommitNeedsTimestamp => {
+                write!(f, "a prepared transaction needs a commit timestamp")
+            }
+            StablePastPreparedDurable { stable, durable } => write!(
+                f,
+                "stable timestamp {stable} would pass a prepared transaction's durable timestamp {durable}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// `Result` with the engine's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Checks a caller-supplied timestamp is in `1..=Timestamp::MAX`.
+pub(crate) fn check_ts(role: TimestampRole, ts: Timestamp) -> Result<Timestamp> {
+    if ts.is_none() || ts > Timestamp::MAX {
+        Err(Error::TimestampOutOfRange {
+            role,
+            value: ts.get(),
+        })
+    } else {
+        Ok(ts)
+    }
+}

@@ -1,0 +1,562 @@
+//! The lock-free snapshot machinery (PROTOCOL rules 1-7).
+//!
+//! * Snapshots: one Acquire load of the published generation; when it has
+//!   not changed the session reuses its cached copy, otherwise it copies the
+//!   current descriptor under a pin (`raw/descriptor.rs`).
+//! * Completions derive the next descriptor and CAS it in; nobody scans the
+//!   session table to take a snapshot.
+//! * Pins: each session publishes its snapshot xmin and read timestamp in its
+//!   own slot (`raw/slots.rs`) and validates them against the floors the
+//!   horizon advancer publishes.
+//!
+//! # Orderings
+//!
+//! Three store-fence-load handshakes, each written with `fence(SeqCst)` on
+//! both sides (loom models SeqCst accesses as AcqRel, but models fences
+//! correctly; STYLE "Loom facts"):
+//!
+//! 1. **Snapshot pin versus horizon** (invariants 1, 2). Reader: store
+//!    `slot.xmin`, fence, load `floor_xmin`. Advancer: store `floor_xmin`,
+//!    fence, load every `slot.xmin`. Either the advancer's scan sees the pin
+//!    (and the horizon stays at or below it) or the reader sees the new floor
+//!    (and retakes a newer snapshot, whose xmin is at least the floor);
+//!    never neither. The same handshake covers `slot.read_ts` against
+//!    `floor_ts`.
+//! 2. **Commit timestamp versus stable** (invariant 8). Committer: store
+//!    `slot.claim`, fence, load `stable_bound`. Stable setter: store
+//!    `stable_bound`, fence, load every `slot.claim`, wait for claims at or
+//!    below the new stable, then store `stable` with Release. Either the
+//!    setter sees the claim and waits for the commit to finish, or the
+//!    committer sees the bound and refuses its timestamp.
+//! 3. **Announced prepared durable timestamp versus stable** (issue 5): the
+//!    same shape as 2, but the setter refuses instead of waiting.
+
+use crate::config::{EngineConfig, TimestampKind, TimestampUpdate};
+use crate::error::{check_ts, Error, Result, TimestampRole};
+use crate::protocol::{Machinery, StableView};
+use crate::raw::chain::Horizon;
+use crate::raw::descriptor::DescriptorCell;
+use crate::raw::reclaim::Reclaimer;
+use crate::raw::slots::SlotTable;
+use crate::snapshot::Snapshot;
+use crate::stats::Counters;
+use crate::sync::{fence, mutant as m, mutant_on, spin_hint, AtomicBool, AtomicU64, Mutex, Ordering};
+use crate::ts::Timestamp;
+use crossbeam_utils::CachePadded;
+
+/// Global timestamps and the floors readers validate against. Read-mostly:
+/// written by the timestamp setter and the horizon advancer only.
+struct Clocks {
+    oldest: AtomicU64,
+    stable: AtomicU64,
+    /// The value committers check against: raised before `stable`, after
+    /// which the setter waits for claims at or below it.
+    stable_bound: AtomicU64,
+    /// Published by the horizon advancer before its scan: no horizon
+    /// computed after a reader saw `floor_xmin <= pin` passes the pin.
+    floor_xmin: AtomicU64,
+    floor_ts: AtomicU64,
+    horizon_xmin: AtomicU64,
+    horizon_ts: AtomicU64,
+}
+
+/// The lock-free snapshot machinery: the default for [`Engine`](crate::Engine).
+pub struct LockFree {
+    desc: CachePadded<DescriptorCell>,
+    next_id: CachePadded<AtomicU64>,
+    clocks: CachePadded<Clocks>,
+    /// The global durable timestamp: max of every commit's durable timestamp
+    /// and the one the application set. Written by committers.
+    durable: CachePadded<AtomicU64>,
+    advancing: AtomicBool,
+    /// Serializes `set_timestamps` callers (the timekeeper); readers and
+    /// writers never touch it.
+    admin: Mutex<()>,
+    slots: SlotTable,
+    rc: Reclaimer,
+}
+
+impl LockFree {
+    /// Publishes `snap.xmin` as the session's pin and validates it against
+    /// the floor (handshake 1); retakes a newer snapshot if the advancer got
+    /// ahead.
+    fn publish_xmin(&self, slot: usize, snap: &mut Snapshot, ctr: &Counters) {
+        let s = self.slots.get(slot);
+        loop {
+            s.xmin.store(snap.xmin, Ordering::Relaxed);
+            if !mutant_on(m::PIN_WITHOUT_FENCE) {
+                // SeqCst fence: pairs with the advancer's fence between its
+                // floor store and its scan (handshake 1, invariant 2).
+                fence(Ordering::SeqCst);
+            }
+            // Relaxed: ordered after our pin store by the fence above.
+            let floor = self.clocks.floor_xmin.load(Ordering::Relaxed);
+            if floor <= snap.xmin {
+                return;
+            }
+            // The advancer may have passed our snapshot without seeing our
+            // pin: take the current descriptor, whose xmin is at least the
+            // floor (xmin never goes backwards), and publish again.
+            self.desc.copy_into(&self.rc, snap);
+            ctr.snapshot_rebuilt.bump(1);
+        }
+    }
+
+    /// Takes the current snapshot into `snap`, reusing the cached copy when
+    /// the published generation has not changed (invariant 5).
+    #[inline]
+    fn take_snapshot(&self, snap: &mut Snapshot, ctr: &Counters) {
+        if self.desc.published_generation() == snap.generation {
+            ctr.snapshot_reused.bump(1);
+        } else {
+            self.desc.copy_into(&self.rc, snap);
+            ctr.snapshot_rebuilt.bump(1);
+        }
+    }
+}
+
+impl Machinery for LockFree {
+    fn new(config: &EngineConfig) -> Self {
+        LockFree {
+            desc: CachePadded::new(DescriptorCell::new()),
+            next_id: CachePadded::new(AtomicU64::new(1)),
+            clocks: CachePadded::new(Clocks {
+                oldest: AtomicU64::new(0),
+                stable: AtomicU64::new(0),
+                stable_bound: AtomicU64::new(0),
+                floor_xmin: AtomicU64::new(1),
+                floor_ts: AtomicU64::new(0),
+                horizon_xmin: AtomicU64::new(1),
+                horizon_ts: AtomicU64::new(0),
+            }),
+            durable: CachePadded::new(AtomicU64::new(0)),
+            advancing: AtomicBool::new(false),
+            admin: Mutex::new(()),
+            slots: SlotTable::new(config.max_sessions),
+            rc: Reclaimer::new(),
+        }
+    }
+
+    fn open_session(&self) -> Result<usize> {
+        self.slots.claim().ok_or(Error::SessionTableFull {
+            max_sessions: self.slots.len(),
+        })
+    }
+
+    fn close_session(&self, slot: usize) {
+        self.slots.release(slot);
+    }
+
+    #[inline]
+    fn begin(&self, slot: usize, snap: &mut Snapshot, ctr: &Counters) {
+        self.take_snapshot(snap, ctr);
+        self.publish_xmin(slot, snap, ctr);
+    }
+
+    #[inline]
+    fn refresh(&self, _slot: usize, snap: &mut Snapshot, ctr: &Counters) {
+        // The new snapshot's xmin is at least the old one's, so the pin
+        // published at begin still protects it (invariant 2).
+        self.take_snapshot(snap, ctr);
+    }
+
+    fn set_read_timestamp(
+        &self,
+        slot: usize,
+        snap: &mut Snapshot,
+        ts: Timestamp,
+        roundup: bool,
+        ctr: &Counters,
+    ) -> Result<Timestamp> {
+        let s = self.slots.get(slot);
+        let mut r = ts.get();
+        loop {
+            let late = mutant_on(m::READ_TS_PUBLISH_AFTER_CHECK);
+            if !late {
+                s.read_ts.store(r, Ordering::Relaxed);
+                // SeqCst fence: handshake 1 for timestamps; pairs with the
+                // advancer's fence after it stores `floor_ts` (invariant 2).
+                fence(Ordering::SeqCst);
+            }
+            // Relaxed: ordered after the pin by the fence. The floor is a
+            // copy of an earlier oldest, so max() also covers a stale oldest.
+            let oldest = self.clocks.oldest.load(Ordering::Relaxed);
+            let floor = self.clocks.floor_ts.load(Ordering::Relaxed);
+            let bound = oldest.max(floor);
+            if r < bound {
+                if roundup {
+                    r = bound;
+                    continue;
+                }
+                s.read_ts.store(0, Ordering::Relaxed);
+                return Err(Error::ReadTimestampTooOld {
+                    read: ts,
+                    oldest: Timestamp::new(bound),
+                });
+            }
+            if late {
+                s.read_ts.store(r, Ordering::Relaxed);
+            }
+            break;
+        }
+        // PROTOCOL rule 5: a fresh snapshot is one load (and a copy only if
+        // a completion happened since begin).
+        self.take_snapshot(snap, ctr);
+        Ok(Timestamp::new(r))
+    }
+
+    fn begin_at_stable(&self, slot: usize, _ctr: &Counters) -> StableView {
+        let s = self.slots.get(slot);
+        loop {
+            // Acquire: pairs with the Release store of `stable` in
+            // `set_timestamps`, made after every commit at or below it
+            // finished (invariant 8).
+            let stable = self.clocks.stable.load(Ordering::Acquire);
+            // Acquire: pairs with the advancer's Release store; transactions
+            // below the floor completed, and their status flips are visible.
+            let below = self.clocks.floor_xmin.load(Ordering::Acquire);
+            s.read_ts.store(stable, Ordering::Relaxed);
+            s.xmin.store(below, Ordering::Relaxed);
+            // SeqCst fence: handshake 1, as in `publish_xmin`.
+            fence(Ordering::SeqCst);
+            let fx = self.clocks.floor_xmin.load(Ordering::Relaxed);
+            let ft = self.clocks.floor_ts.load(Ordering::Relaxed);
+            if fx <= below && ft <= stable {
+                return StableView {
+                    stable,
+                    complete_below: below,
+                };
+            }
+        }
+    }
+
+    #[inline]
+    fn end(&self, slot: usize) {
+        self.slots.get(slot).clear_pins();
+    }
+
+    #[inline]
+    fn allocate_id(&self, _slot: usize) -> u64 {
+        // Relaxed: ids only need to be unique; visibility of the writer's
+        // versions is decided by the descriptor, not by the id counter.
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn claim_commit(&self, slot: usize, ts: Timestamp, prepared: bool) -> Result<()> {
+        let s = self.slots.get(slot);
+        s.claim.store(ts.get(), Ordering::Relaxed);
+        // SeqCst fence: handshake 2; pairs with the setter's fence between
+        // raising `stable_bound` and scanning claims (invariant 8).
+        fence(Ordering::SeqCst);
+        let bound = self.clocks.stable_bound.load(Ordering::Relaxed);
+        if ts.get() <= bound {
+            s.claim.store(0, Ordering::Release);
+            let stable = Timestamp::new(bound);
+            return Err(if prepared {
+                Error::DurableTimestampNotAfterStable { durable: ts, stable }
+            } else {
+                Error::CommitTimestampNotAfterStable { commit: ts, stable }
+            });
+        }
+        Ok(())
+    }
+
+    fn complete(&self, _slot: usize, id: u64, ctr: &Counters) {
+        let cost = self.desc.complete(&self.rc, id);
+        ctr.descriptor_installs.bump(1);
+        ctr.descriptor_cas_retries.bump(cost.cas_retries);
+    }
+
+    fn release_claim(&self, slot: usize, durable: Timestamp) {
+        if !durable.is_none() {
+            // Relaxed: `durable` is a report (all_durable), not a guard for
+            // any data.
+            self.durable.fetch_max(durable.get(), Ordering::Relaxed);
+        }
+        // Release: pairs with the setter's Acquire load while it waits; the
+        // commit (status flips, descriptor install) happens-before the
+        // setter's Release store of the new stable.
+        self.slots.get(slot).claim.store(0, Ordering::Release);
+    }
+
+    fn claim_prepare(&self, slot: usize, ts: Timestamp, roundup: bool) -> Result<Timestamp> {
+        let s = self.slots.get(slot);
+        let stable = self.clocks.stable_bound.load(Ordering::Acquire);
+        let mut p = ts.get();
+        if p <= stable {
+            if !roundup {
+                return Err(Error::PrepareTimestampNotAfterStable {
+                    prepare: ts,
+                    stable: Timestamp::new(stable),
+                });
+            }
+            p = stable + 1;
+        }
+        // "Not below any active read timestamp": checked against the pins we
+        // can see. A reader publishing concurrently may miss the check; it
+        // then meets the prepared update at or below its read timestamp and
+        // gets PrepareConflict, never a wrong value.
+        for (i, other) in self.slots.iter().enumerate() {
+            let r = other.read_ts.load(Ordering::Acquire);
+            if i != slot && r != 0 && p < r {
+                return Err(Error::PrepareTimestampBeforeActiveRead {
+                    prepare: Timestamp::new(p),
+                    read: Timestamp::new(r),
+                });
+            }
+        }
+        s.prepared.store(p, Ordering::Release);
+        Ok(Timestamp::new(p))
+    }
+
+    fn announce(&self, slot: usize, ts: Timestamp, prepared: bool) -> Result<()> {
+        let s = self.slots.get(slot);
+        s.announced.store(ts.get(), Ordering::Relaxed);
+        // SeqCst fence: handshake 3; pairs with the setter's fence between
+        // raising `stable_bound` and scanning announcements.
+        fence(Ordering::SeqCst);
+        let bound = self.clocks.stable_bound.load(Ordering::Relaxed);
+        if ts.get() <= bound {
+            s.announced.store(0, Ordering::Release);
+            let stable = Timestamp::new(bound);
+            return Err(if prepared {
+                Error::DurableTimestampNotAfterStable { durable: ts, stable }
+            } else {
+                Error::CommitTimestampNotAfterStable { commit: ts, stable }
+            });
+        }
+        Ok(())
+    }
+
+    fn release_prepare(&self, slot: usize) {
+        let s = self.slots.get(slot);
+        s.prepared.store(0, Ordering::Release);
+        s.announced.store(0, Ordering::Release);
+    }
+
+    #[inline]
+    fn horizon(&self) -> Horizon {
+        Horizon {
+            // Acquire: pairs with the advancer's Release stores.
+            xmin: self.clocks.horizon_xmin.load(Ordering::Acquire),
+            ts: self.clocks.horizon_ts.load(Ordering::Acquire),
+        }
+    }
+
+    fn advance_horizon(&self, ctr: &Counters) {
+        // Acquire/Release: one advancer at a time, so floors and horizons
+        // only move forward.
+        if self
+            .advancing
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        let c = &self.clocks;
+        let fx = self
+            .desc
+            .xmin(&self.rc)
+            .max(c.floor_xmin.load(Ordering::Relaxed));
+        // Acquire: pairs with the Release store of oldest in set_timestamps.
+        // With no oldest set, no timestamped version may be discarded
+        // (ts floor 0).
+        let ft = c
+            .oldest
+            .load(Ordering::Acquire)
+            .max(c.floor_ts.load(Ordering::Relaxed));
+        // Release: a reader that acquires the floor sees the completions
+        // below it (used by the read-only fast path).
+        c.floor_xmin.store(fx, Ordering::Release);
+        c.floor_ts.store(ft, Ordering::Release);
+        if !mutant_on(m::SCAN_WITHOUT_FENCE) {
+            // SeqCst fence: handshake 1; pairs with the readers' fences
+            // between publishing a pin and loading the floor (invariant 2).
+            fence(Ordering::SeqCst);
+        }
+        let (mut hx, mut ht) = (fx, ft);
+        for s in self.slots.iter() {
+            // Relaxed: ordered after the floor stores by the fence.
+            let x = s.xmin.load(Ordering::Relaxed);
+            if x != 0 && x < hx {
+                hx = x;
+            }
+            let r = s.read_ts.load(Ordering::Relaxed);
+            if r != 0 && r < ht {
+                ht = r;
+            }
+        }
+        // Every pin was validated against a floor at least the previous
+        // horizon, so the horizon never moves back (invariant 4); max()
+        // keeps that true even if a future change breaks the argument.
+        debug_assert!(hx >= c.horizon_xmin.load(Ordering::Relaxed));
+        let hx = hx.max(c.horizon_xmin.load(Ordering::Relaxed));
+        let ht = ht.max(c.horizon_ts.load(Ordering::Relaxed));
+        // Release: pairs with the Acquire loads in `horizon`.
+        c.horizon_xmin.store(hx, Ordering::Release);
+        c.horizon_ts.store(ht, Ordering::Release);
+        ctr.horizon_advances.bump(1);
+        self.advancing.store(false, Ordering::Release);
+    }
+
+    fn oldest_stable(&self) -> (Timestamp, Timestamp) {
+        (
+            Timestamp::new(self.clocks.oldest.load(Ordering::Acquire)),
+            Timestamp::new(self.clocks.stable.load(Ordering::Acquire)),
+        )
+    }
+
+    fn set_timestamps(&self, u: &TimestampUpdate) -> Result<()> {
+        let c = &self.clocks;
+        let guard = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        let cur_oldest = c.oldest.load(Ordering::Relaxed);
+        let cur_stable = c.stable.load(Ordering::Relaxed);
+        let new_oldest = match u.oldest {
+            Some(o) => check_ts(TimestampRole::Oldest, o)?.get(),
+            None => cur_oldest,
+        };
+        let new_stable = match u.stable {
+            Some(s) => check_ts(TimestampRole::Stable, s)?.get(),
+            None => cur_stable,
+        };
+        if let Some(d) = u.durable {
+            check_ts(TimestampRole::GlobalDurable, d)?;
+        }
+        if new_oldest < cur_oldest {
+            return Err(Error::TimestampMovedBackwards {
+                role: TimestampRole::Oldest,
+                requested: Timestamp::new(new_oldest),
+                current: Timestamp::new(cur_oldest),
+            });
+        }
+        if new_stable < cur_stable {
+            return Err(Error::TimestampMovedBackwards {
+                role: TimestampRole::Stable,
+                requested: Timestamp::new(new_stable),
+                current: Timestamp::new(cur_stable),
+            });
+        }
+        if new_stable != 0 && new_oldest > new_stable {
+            return Err(Error::OldestAfterStable {
+                oldest: Timestamp::new(new_oldest),
+                stable: Timestamp::new(new_stable),
+            });
+        }
+        if new_stable > cur_stable {
+            let early = mutant_on(m::STABLE_BEFORE_WAIT);
+            if early {
+                c.stable.store(new_stable, Ordering::Release);
+            }
+            let old_bound = c.stable_bound.load(Ordering::Relaxed);
+            c.stable_bound.store(new_stable, Ordering::Relaxed);
+            // SeqCst fence: handshakes 2 and 3; pairs with the fences in
+            // `claim_commit` and `announce`.
+            fence(Ordering::SeqCst);
+            for s in self.slots.iter() {
+                let p = s.prepared.load(Ordering::Acquire);
+                let a = s.announced.load(Ordering::Acquire);
+                if p != 0 && a != 0 && a <= new_stable {
+                    c.stable_bound.store(old_bound, Ordering::Relaxed);
+                    return Err(Error::StablePastPreparedDurable {
+                        stable: Timestamp::new(new_stable),
+                        durable: Timestamp::new(a),
+                    });
+                }
+            }
+            for s in self.slots.iter() {
+                loop {
+                    // Acquire: pairs with the Release clear in
+                    // `release_claim`: the commit is fully installed.
+                    let claim = s.claim.load(Ordering::Acquire);
+                    if claim == 0 || claim > new_stable {
+                        break;
+                    }
+                    spin_hint();
+                }
+            }
+            if !early {
+                // Release: pairs with the Acquire load in `begin_at_stable`
+                // and `oldest_stable`; every commit at or below it is done
+                // (invariant 8).
+                c.stable.store(new_stable, Ordering::Release);
+            }
+        }
+        if let Some(d) = u.durable {
+            // The global durable timestamp may move backwards, as in
+            // WiredTiger (invariant 4's exception).
+            self.durable.store(d.get(), Ordering::Relaxed);
+        }
+        let oldest_moved = new_oldest > cur_oldest;
+        if oldest_moved {
+            // Release: pairs with the Acquire load in `advance_horizon`.
+            c.oldest.store(new_oldest, Ordering::Release);
+        }
+        drop(guard);
+        if oldest_moved {
+            self.advance_horizon(&Counters::default());
+        }
+        Ok(())
+    }
+
+    fn query_timestamp(&self, kind: TimestampKind) -> Option<Timestamp> {
+        let c = &self.clocks;
+        let oldest_reader = || {
+            self.slots
+                .iter()
+                .map(|s| s.read_ts.load(Ordering::Acquire))
+                .filter(|&r| r != 0)
+                .min()
+        };
+        let v = match kind {
+            TimestampKind::Oldest => c.oldest.load(Ordering::Acquire),
+            TimestampKind::Stable => c.stable.load(Ordering::Acquire),
+            TimestampKind::AllDurable => {
+                let mut d = self.durable.load(Ordering::Acquire);
+                for s in self.slots.iter() {
+                    for t in [
+                        s.claim.load(Ordering::Acquire),
+                        s.announced.load(Ordering::Acquire),
+                    ] {
+                        if t != 0 {
+                            d = d.min(t - 1);
+                        }
+                    }
+                }
+                d
+            }
+            TimestampKind::OldestReader => oldest_reader().unwrap_or(0),
+            TimestampKind::Pinned => {
+                let o = c.oldest.load(Ordering::Acquire);
+                match oldest_reader() {
+                    Some(r) if o == 0 || r < o => r,
+                    _ => o,
+                }
+            }
+        };
+        Timestamp::new(v).to_option()
+    }
+
+    fn current_xmin(&self) -> u64 {
+        self.desc.xmin(&self.rc)
+    }
+
+    fn sessions_open(&self) -> usize {
+        (0..self.slots.len())
+            .filter(|&i| self.slots.in_use(i))
+            .count()
+    }
+
+    fn pins(&self) -> Vec<(usize, u64, u64)> {
+        (0..self.slots.len())
+            .filter(|&i| self.slots.in_use(i))
+            .map(|i| {
+                let s = self.slots.get(i);
+                (
+                    i,
+                    s.xmin.load(Ordering::Acquire),
+                    s.read_ts.load(Ordering::Acquire),
+                )
+            })
+            .collect()
+    }
+}

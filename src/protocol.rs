@@ -1,0 +1,103 @@
+//! The snapshot machinery as a trait, so the store and transaction code is
+//! shared between the lock-free engine and the read-write-lock baseline and
+//! a benchmark ratio isolates the machinery.
+
+use crate::config::{EngineConfig, TimestampKind, TimestampUpdate};
+use crate::error::Result;
+use crate::raw::chain::Horizon;
+use crate::snapshot::Snapshot;
+use crate::stats::Counters;
+use crate::ts::Timestamp;
+
+/// What a read-only transaction at the stable watermark reads with.
+#[derive(Clone, Copy, Debug)]
+pub struct StableView {
+    /// The stable timestamp it reads at (0: none set).
+    pub(crate) stable: u64,
+    /// Untimestamped versions by transactions below this are visible.
+    pub(crate) complete_below: u64,
+}
+
+/// A snapshot machinery an [`Engine`](crate::Engine) can run on: the
+/// lock-free [`LockFree`](crate::LockFree) (the default) or the read-write
+/// lock baseline the benchmarks compare it with. Sealed: its methods are the
+/// crate's internals.
+pub trait Protocol: Machinery {
+    /// A short name for reports (`"lock-free"`, ...).
+    const NAME: &'static str;
+}
+
+impl Protocol for crate::LockFree {
+    const NAME: &'static str = "lock-free";
+}
+
+/// Internals of a snapshot machinery (sealed: the trait is not nameable
+/// outside the crate).
+pub trait Machinery: Send + Sync + Sized + 'static {
+    /// Builds the machinery for an engine.
+    fn new(config: &EngineConfig) -> Self;
+
+    /// Claims a session slot.
+    fn open_session(&self) -> Result<usize>;
+    /// Releases a session slot, clearing its pins (invariant 12).
+    fn close_session(&self, slot: usize);
+
+    /// Takes a snapshot for a new transaction into `snap` and publishes its
+    /// pin.
+    fn begin(&self, slot: usize, snap: &mut Snapshot, ctr: &Counters);
+    /// Replaces `snap` with a current snapshot (read-committed, or after a
+    /// read timestamp is set). The pin published at begin stays valid.
+    fn refresh(&self, slot: usize, snap: &mut Snapshot, ctr: &Counters);
+    /// Publishes and validates a read timestamp, then refreshes `snap`.
+    /// Returns the timestamp in force (rounded up when `roundup`).
+    fn set_read_timestamp(
+        &self,
+        slot: usize,
+        snap: &mut Snapshot,
+        ts: Timestamp,
+        roundup: bool,
+        ctr: &Counters,
+    ) -> Result<Timestamp>;
+    /// The read-only fast path: publish pins for a read at stable.
+    fn begin_at_stable(&self, slot: usize, ctr: &Counters) -> StableView;
+    /// Clears the session's read pins at the end of a transaction.
+    fn end(&self, slot: usize);
+
+    /// Allocates a transaction id (first write).
+    fn allocate_id(&self, slot: usize) -> u64;
+    /// Validates `ts` against stable and claims it until
+    /// [`Machinery::release_claim`] (a commit timestamp, or a prepared
+    /// commit's durable timestamp).
+    fn claim_commit(&self, slot: usize, ts: Timestamp, prepared: bool) -> Result<()>;
+    /// Transaction `id` leaves the running set (commit, abort, prepare).
+    fn complete(&self, slot: usize, id: u64, ctr: &Counters);
+    /// Ends the claim of `claim_commit`, recording `durable`.
+    fn release_claim(&self, slot: usize, durable: Timestamp);
+    /// Validates and publishes a prepare timestamp (after stable, not below
+    /// an active read timestamp); returns it, rounded up when asked.
+    fn claim_prepare(&self, slot: usize, ts: Timestamp, roundup: bool) -> Result<Timestamp>;
+    /// Announces a timestamp ahead of commit (a commit timestamp set early,
+    /// or a prepared transaction's durable timestamp), validated against
+    /// stable and counted by `all_durable` until [`Machinery::release_prepare`].
+    fn announce(&self, slot: usize, ts: Timestamp, prepared: bool) -> Result<()>;
+    /// Clears the prepare claim and any announcement when the transaction
+    /// resolves.
+    fn release_prepare(&self, slot: usize);
+
+    /// The current reclaim horizon.
+    fn horizon(&self) -> Horizon;
+    /// Recomputes the reclaim horizon (scans the session table).
+    fn advance_horizon(&self, ctr: &Counters);
+    /// Current (oldest, stable) for validation.
+    fn oldest_stable(&self) -> (Timestamp, Timestamp);
+    /// Sets global timestamps.
+    fn set_timestamps(&self, update: &TimestampUpdate) -> Result<()>;
+    /// Reports a global timestamp.
+    fn query_timestamp(&self, kind: TimestampKind) -> Option<Timestamp>;
+    /// The xmin of a snapshot taken now (no pin).
+    fn current_xmin(&self) -> u64;
+    /// Slots in use now.
+    fn sessions_open(&self) -> usize;
+    /// The pins each open session holds: `(slot, snapshot xmin, read ts)`.
+    fn pins(&self) -> Vec<(usize, u64, u64)>;
+}

@@ -1,0 +1,95 @@
+//! Epoch-based reclamation of descriptors and versions.
+//!
+//! The engine uses crossbeam-epoch's default collector (see DESIGN.md,
+//! "Why crossbeam-epoch"). Memory retired with [`Reclaimer::defer`] is freed
+//! only after every thread that was pinned when it was retired has unpinned
+//! (invariant 11). Nobody holds a guard longer than one operation: a guard is
+//! taken per `get`, per write, per descriptor load, and dropped before the
+//! call returns, so a long transaction never stalls reclamation.
+//!
+//! Under `--cfg loom` without `--cfg crossbeam_loom` loom cannot see
+//! crossbeam-epoch's atomics, so a loom-visible stand-in replaces it: guards
+//! are empty and retired memory is freed when the [`Reclaimer`] drops, which
+//! is trivially safe (nothing is freed while any model thread runs) and lets
+//! loom check for leaks. With `--cfg crossbeam_loom` the real collector runs
+//! inside the models.
+
+#[cfg(any(not(loom), crossbeam_loom))]
+mod imp {
+    /// Protection for reading shared pointers; see [`Reclaimer::pin`].
+    pub(crate) type Guard = crossbeam_epoch::Guard;
+
+    /// Hands out guards and takes retired memory.
+    #[derive(Default)]
+    pub(crate) struct Reclaimer;
+
+    impl Reclaimer {
+        pub(crate) fn new() -> Reclaimer {
+            Reclaimer
+        }
+
+        /// Pins the current thread. Pointers loaded while the guard lives
+        /// stay valid until it drops.
+        #[inline]
+        pub(crate) fn pin(&self) -> Guard {
+            crossbeam_epoch::pin()
+        }
+
+        /// Runs `f` once no thread pinned now can still be pinned.
+        #[inline]
+        pub(crate) fn defer<F: FnOnce() + Send + 'static>(&self, guard: &Guard, f: F) {
+            guard.defer(f);
+        }
+    }
+}
+
+#[cfg(all(loom, not(crossbeam_loom)))]
+mod imp {
+    use crate::sync::Mutex;
+
+    /// The stand-in guard: protection comes from never freeing early.
+    pub(crate) struct Guard(());
+
+    type Deferred = Box<dyn FnOnce() + Send>;
+
+    /// The stand-in collector: frees everything when it drops.
+    #[derive(Default)]
+    pub(crate) struct Reclaimer {
+        retired: Mutex<Vec<Deferred>>,
+    }
+
+    impl Reclaimer {
+        pub(crate) fn new() -> Reclaimer {
+            Reclaimer::default()
+        }
+
+        #[inline]
+        pub(crate) fn pin(&self) -> Guard {
+            Guard(())
+        }
+
+        pub(crate) fn defer<F: FnOnce() + Send + 'static>(&self, _guard: &Guard, f: F) {
+            self.retired.lock().unwrap().push(Box::new(f));
+        }
+    }
+
+    impl Drop for Reclaimer {
+        fn drop(&mut self) {
+            let v = std::mem::take(&mut *self.retired.lock().unwrap());
+            for f in v {
+                f();
+            }
+        }
+    }
+}
+
+pub(crate) use imp::{Guard, Reclaimer};
+
+/// A raw pointer that may cross into a deferred destructor.
+pub(crate) struct SendPtr<T>(pub(crate) *mut T);
+
+// SAFETY: a SendPtr is only created for memory that has been unlinked from
+// every shared structure and is handed, whole, to one deferred destructor;
+// no other thread can reach it through the SendPtr. The pointee types
+// (Descriptor, Version) are themselves Send.
+unsafe impl<T: Send> Send for SendPtr<T> {}

@@ -1,0 +1,84 @@
+//! Counters that make the protocol visible.
+//!
+//! Each session counts into its own cache-padded block with owner-only
+//! load-and-store increments (no read-modify-write, no shared line), and
+//! [`Engine::stats`](crate::Engine::stats) sums the blocks. Blocks are never
+//! reset, so counts survive their sessions.
+
+use crate::sync::{AtomicU64, Ordering};
+
+macro_rules! counters {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// One session's counters.
+        #[derive(Debug)]
+        pub struct Counters {
+            $(pub(crate) $name: AtomicU64,)*
+        }
+
+        impl Default for Counters {
+            fn default() -> Self {
+                Counters { $($name: AtomicU64::new(0),)* }
+            }
+        }
+
+        /// A sum of every session's counters, from [`Engine::stats`](crate::Engine::stats).
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub struct Stats {
+            $($(#[$doc])* pub $name: u64,)*
+            /// Versions whose memory the epoch collector has freed.
+            pub versions_freed: u64,
+            /// Atomic read-modify-writes issued through the `sync` shim while
+            /// read-only transactions ran (begin to end). `None` unless the
+            /// crate is built with the `count-rmw` feature. The goal is 0.
+            pub read_path_rmw: Option<u64>,
+            /// Sessions open now.
+            pub sessions_open: usize,
+        }
+
+        impl Stats {
+            pub(crate) fn add(&mut self, c: &Counters) {
+                $(self.$name += c.$name.load(Ordering::Relaxed);)*
+            }
+        }
+    };
+}
+
+counters! {
+    /// Transactions begun.
+    begins,
+    /// Transactions committed.
+    commits,
+    /// Transactions rolled back (explicitly or by drop).
+    rollbacks,
+    /// Read-only transactions finished (commit or rollback with no writes).
+    read_only_txns,
+    /// Writes refused with `WriteConflict`.
+    write_conflicts,
+    /// Reads that met a prepared update and reported `PrepareConflict`.
+    prepare_conflicts,
+    /// Snapshot requests served from the session's cached copy because the
+    /// descriptor generation had not changed (one load, no pin).
+    snapshot_reused,
+    /// Snapshot requests that copied a newer descriptor (lock-free engine)
+    /// or rebuilt a snapshot by scanning the session table (baseline).
+    snapshot_rebuilt,
+    /// Snapshot descriptors installed by completions.
+    descriptor_installs,
+    /// Failed descriptor compare-and-swaps (contention between completers).
+    descriptor_cas_retries,
+    /// Failed head compare-and-swaps on version chains.
+    chain_cas_retries,
+    /// Read-lock acquisitions on the shared transaction-table lock (baseline).
+    read_lock_acquisitions,
+    /// Write-lock acquisitions on the shared transaction-table lock (baseline).
+    write_lock_acquisitions,
+    /// Nanoseconds spent waiting for the shared lock (baseline).
+    lock_wait_ns,
+    /// Versions unlinked by pruning or rollback and handed to the collector.
+    versions_pruned,
+    /// Reclaim-horizon recomputations (session-table scans).
+    horizon_advances,
+    /// Read-path RMW count accumulator (see `read_path_rmw`).
+    read_rmw_raw,
+}

@@ -1,0 +1,297 @@
+//! The synchronization shim: the only file that names `std::sync::atomic`,
+//! `std::sync::Mutex` or `loom`.
+//!
+//! Every atomic the engine uses is one of the wrappers below. They exist for
+//! two reasons:
+//!
+//! * Under `--cfg loom` they wrap loom's atomics, so the loom models in
+//!   `loom_tests/` check the real protocol code, not a copy.
+//! * Under the `count-rmw` cargo feature every read-modify-write (CAS, swap,
+//!   fetch-op) increments a per-thread counter ([`thread_rmw_count`]), so the
+//!   benchmark driver can count shared-word read-modify-writes per transaction
+//!   mechanically instead of trusting hand-placed increments.
+//!
+//! Loads and stores are never counted: they are what readers are allowed to
+//! do. The wrappers are `#[inline(always)]` and compile to the bare atomic
+//! when the feature is off.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{fence, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{fence, Ordering};
+
+#[cfg(loom)]
+use loom::sync::atomic as imp;
+#[cfg(not(loom))]
+use std::sync::atomic as imp;
+
+/// A mutex for paths that are neither reads nor writes of data (setting
+/// global timestamps, the loom stand-ins). Loom sees it under `--cfg loom`.
+#[cfg(loom)]
+pub(crate) use loom::sync::Mutex;
+#[cfg(not(loom))]
+pub(crate) use std::sync::Mutex;
+
+/// Backs off inside a spin loop. Under loom this yields to the model
+/// scheduler, which loom requires for every spin loop.
+#[inline]
+pub(crate) fn spin_hint() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+}
+
+#[cfg(all(feature = "count-rmw", not(loom)))]
+mod counting {
+    use std::cell::Cell;
+    std::thread_local! {
+        pub(super) static RMW: Cell<u64> = const { Cell::new(0) };
+    }
+}
+
+/// Records one atomic read-modify-write on this thread (feature `count-rmw`).
+#[inline(always)]
+fn count_rmw() {
+    #[cfg(all(feature = "count-rmw", not(loom)))]
+    counting::RMW.with(|c| c.set(c.get() + 1));
+}
+
+/// The number of atomic read-modify-writes this thread has issued through the
+/// engine's `sync` shim since it started.
+///
+/// Only counts with the `count-rmw` cargo feature; without it this always
+/// returns `None`. Atomics inside crossbeam-epoch and crossbeam-skiplist do
+/// not go through the shim and are not counted (see DESIGN.md, "What the RMW
+/// counter sees").
+pub fn thread_rmw_count() -> Option<u64> {
+    #[cfg(all(feature = "count-rmw", not(loom)))]
+    {
+        Some(counting::RMW.with(|c| c.get()))
+    }
+    #[cfg(not(all(feature = "count-rmw", not(loom))))]
+    {
+        None
+    }
+}
+
+macro_rules! int_atomic {
+    ($name:ident, $int:ty) => {
+        #[derive(Debug)]
+        #[repr(transparent)]
+        pub(crate) struct $name(imp::$name);
+
+        #[allow(dead_code)]
+        impl $name {
+            #[inline(always)]
+            pub(crate) fn new(v: $int) -> Self {
+                Self(imp::$name::new(v))
+            }
+            #[inline(always)]
+            pub(crate) fn load(&self, o: Ordering) -> $int {
+                self.0.load(o)
+            }
+            #[inline(always)]
+            pub(crate) fn store(&self, v: $int, o: Ordering) {
+                self.0.store(v, o)
+            }
+            #[inline(always)]
+            pub(crate) fn swap(&self, v: $int, o: Ordering) -> $int {
+                count_rmw();
+                self.0.swap(v, o)
+            }
+            #[inline(always)]
+            pub(crate) fn fetch_add(&self, v: $int, o: Ordering) -> $int {
+                count_rmw();
+                self.0.fetch_add(v, o)
+            }
+            #[inline(always)]
+            pub(crate) fn fetch_max(&self, v: $int, o: Ordering) -> $int {
+                count_rmw();
+                self.0.fetch_max(v, o)
+            }
+            #[inline(always)]
+            pub(crate) fn compare_exchange(
+                &self,
+                current: $int,
+                new: $int,
+                success: Ordering,
+                failure: Ordering,
+            ) -> Result<$int, $int> {
+                count_rmw();
+                self.0.compare_exchange(current, new, success, failure)
+            }
+            /// Owner-only increment: a load and a store, not a read-modify-write.
+            /// Correct only when this thread is the word's single writer.
+            #[inline(always)]
+            pub(crate) fn bump(&self, by: $int) {
+                self.0
+                    .store(self.0.load(Ordering::Relaxed).wrapping_add(by), Ordering::Relaxed)
+            }
+        }
+    };
+}
+
+int_atomic!(AtomicU64, u64);
+int_atomic!(AtomicUsize, usize);
+
+/// A boolean atomic through the shim.
+#[derive(Debug)]
+#[repr(transparent)]
+pub(crate) struct AtomicBool(imp::AtomicBool);
+
+#[allow(dead_code)]
+impl AtomicBool {
+    #[inline(always)]
+    pub(crate) fn new(v: bool) -> Self {
+        Self(imp::AtomicBool::new(v))
+    }
+    #[inline(always)]
+    pub(crate) fn load(&self, o: Ordering) -> bool {
+        self.0.load(o)
+    }
+    #[inline(always)]
+    pub(crate) fn store(&self, v: bool, o: Ordering) {
+        self.0.store(v, o)
+    }
+    #[inline(always)]
+    pub(crate) fn compare_exchange(
+        &self,
+        current: bool,
+        new: bool,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<bool, bool> {
+        count_rmw();
+        self.0.compare_exchange(current, new, success, failure)
+    }
+}
+
+/// A pointer atomic through the shim.
+#[derive(Debug)]
+#[repr(transparent)]
+pub(crate) struct AtomicPtr<T>(imp::AtomicPtr<T>);
+
+#[allow(dead_code)]
+impl<T> AtomicPtr<T> {
+    #[inline(always)]
+    pub(crate) fn new(p: *mut T) -> Self {
+        Self(imp::AtomicPtr::new(p))
+    }
+    #[inline(always)]
+    pub(crate) fn load(&self, o: Ordering) -> *mut T {
+        self.0.load(o)
+    }
+    #[inline(always)]
+    pub(crate) fn store(&self, p: *mut T, o: Ordering) {
+        self.0.store(p, o)
+    }
+    #[inline(always)]
+    pub(crate) fn swap(&self, p: *mut T, o: Ordering) -> *mut T {
+        count_rmw();
+        self.0.swap(p, o)
+    }
+    #[inline(always)]
+    pub(crate) fn compare_exchange(
+        &self,
+        current: *mut T,
+        new: *mut T,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<*mut T, *mut T> {
+        count_rmw();
+        self.0.compare_exchange(current, new, success, failure)
+    }
+    /// Reads the pointer through exclusive access (no atomic operation).
+    #[inline(always)]
+    pub(crate) fn get_mut_ptr(&mut self) -> *mut T {
+        #[cfg(loom)]
+        {
+            self.0.with_mut(|p| *p)
+        }
+        #[cfg(not(loom))]
+        {
+            *self.0.get_mut()
+        }
+    }
+}
+
+/// Test-only switches that turn on a deliberately broken variant of the
+/// protocol, so the loom models can show that they catch it.
+///
+/// The switch functions exist only under `--cfg loom`; in every other build
+/// [`mutant_on`] is a constant `false` and the broken variants compile away.
+pub mod mutant {
+    /// No mutant active.
+    #[cfg_attr(not(loom), allow(dead_code))]
+    pub const NONE: u32 = 0;
+    /// The reader publishes its snapshot pin without the SeqCst fence before
+    /// it checks the horizon floor (invariant 2, publish window).
+    pub const PIN_WITHOUT_FENCE: u32 = 1;
+    /// The horizon advancer scans the slots without the fence after it
+    /// publishes the floor (invariant 2).
+    pub const SCAN_WITHOUT_FENCE: u32 = 2;
+    /// A completion installs its descriptor without bumping the generation
+    /// (invariant 5, cache validity).
+    pub const SKIP_GENERATION_BUMP: u32 = 3;
+    /// Readers load the descriptor pointer with Relaxed instead of Acquire
+    /// (invariant 11).
+    pub const RELAXED_DESCRIPTOR_LOAD: u32 = 4;
+    /// Commit flips a version's status with Relaxed instead of Release
+    /// (invariant 9).
+    pub const RELAXED_STATUS_STORE: u32 = 5;
+    /// Pruning cuts below the first committed version it meets instead of
+    /// the newest one at or below the horizon (invariant 3, safe point).
+    pub const PRUNE_PAST_SAFE_POINT: u32 = 6;
+    /// The reader validates its read timestamp against the floor before it
+    /// publishes the pin instead of after (invariant 2).
+    pub const READ_TS_PUBLISH_AFTER_CHECK: u32 = 7;
+    /// Releasing a slot forgets to clear its pins (invariant 12).
+    pub const SLOT_KEEPS_PINS: u32 = 8;
+    /// The stable-timestamp setter publishes stable before it waits for
+    /// commits at or below it (invariant 8).
+    pub const STABLE_BEFORE_WAIT: u32 = 9;
+    /// Prepare leaves the running set without bumping the descriptor
+    /// generation (invariant 5 for two-phase commit).
+    pub const PREPARE_SKIPS_EXIT: u32 = 10;
+
+    #[cfg(loom)]
+    static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);
+
+    /// Turns mutant `m` on (or [`NONE`] off) for the models that follow.
+    #[cfg(loom)]
+    pub fn set(m: u32) {
+        ACTIVE.store(m, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Is mutant `m` on?
+    #[cfg(loom)]
+    #[inline]
+    pub fn on(m: u32) -> bool {
+        ACTIVE.load(std::sync::atomic::Ordering::Relaxed) == m
+    }
+}
+
+/// Is mutant `m` on? Always false outside loom builds.
+#[inline(always)]
+#[allow(unused_variables)]
+pub(crate) fn mutant_on(m: u32) -> bool {
+    #[cfg(loom)]
+    {
+        mutant::on(m)
+    }
+    #[cfg(not(loom))]
+    {
+        false
+    }
+}
+
+/// Returns `strong`, or `Relaxed` when mutant `m` is on (loom builds only).
+#[inline(always)]
+pub(crate) fn ordering_or_mutant(strong: Ordering, m: u32) -> Ordering {
+    if mutant_on(m) {
+        Ordering::Relaxed
+    } else {
+        strong
+    }
+}

@@ -1,0 +1,558 @@
+//! [`Txn`]: reads, writes, timestamps, prepare, commit and rollback.
+
+use crate::config::{CommitOptions, Isolation, PrepareConflicts, TxnOptions};
+use crate::engine::{Session, WriteRec};
+use crate::error::{check_ts, Error, Result, TimestampRole};
+use crate::lockfree::LockFree;
+use crate::protocol::{Protocol, StableView};
+use crate::raw::chain::{Found, ReadAs, Version, View, ABORTED, COMMITTED, PREPARED};
+use crate::ts::{Timestamp, TxnId};
+use std::ops::{Bound, RangeBounds};
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum State {
+    Active,
+    /// A write conflict: only rollback is allowed.
+    Doomed,
+    Prepared,
+    Finished,
+}
+
+/// A transaction. Reads see one snapshot (or, with `read_at_stable`, the
+/// stable watermark); writes are visible to others only after commit.
+///
+/// Dropping an open transaction rolls it back.
+pub struct Txn<'s, 'e, P: Protocol = LockFree> {
+    sess: &'s mut Session<'e, P>,
+    opts: TxnOptions,
+    state: State,
+    id: u64,
+    read_ts: Timestamp,
+    commit_ts: Timestamp,
+    prepare_ts: Timestamp,
+    stable: Option<StableView>,
+    rmw_at_begin: u64,
+}
+
+impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
+    pub(crate) fn begin(sess: &'s mut Session<'e, P>, opts: &TxnOptions) -> Result<Self> {
+        let opts = *opts;
+        if let Some(ts) = opts.read_timestamp {
+            check_ts(TimestampRole::Read, ts)?;
+            if opts.read_at_stable {
+                return Err(Error::ReadTimestampAlreadySet {
+                    current: sess.engine.proto.oldest_stable().1,
+                });
+            }
+        }
+        let rmw_at_begin = crate::sync::thread_rmw_count().unwrap_or(0);
+        let engine = sess.engine;
+        let ctr = sess.ctr();
+        ctr.begins.bump(1);
+        let mut t = Txn {
+            opts,
+            state: State::Active,
+            id: 0,
+            read_ts: Timestamp::NONE,
+            commit_ts: Timestamp::NONE,
+            prepare_ts: Timestamp::NONE,
+            stable: None,
+            rmw_at_begin,
+            sess,
+        };
+        if opts.read_at_stable {
+            let sv = engine.proto.begin_at_stable(t.sess.slot, ctr);
+            t.read_ts = Timestamp::new(sv.stable);
+            t.stable = Some(sv);
+            return Ok(t);
+        }
+        engine.proto.begin(t.sess.slot, &mut t.sess.snap, ctr);
+        if let Some(ts) = opts.read_timestamp {
+            // On error `t` drops here, which ends it and clears its pins.
+            t.set_read_timestamp(ts)?;
+        }
+        Ok(t)
+    }
+
+    /// This transaction's id: [`TxnId::NONE`] until its first write.
+    pub fn id(&self) -> TxnId {
+        TxnId(self.id)
+    }
+
+    /// The read timestamp in force ([`Timestamp::NONE`] if none). For a
+    /// `read_at_stable` transaction, the stable timestamp it reads at.
+    pub fn read_timestamp(&self) -> Timestamp {
+        self.read_ts
+    }
+
+    /// The options it began with.
+    pub fn options(&self) -> &TxnOptions {
+        &self.opts
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        match self.state {
+            State::Active => Ok(()),
+            State::Doomed => Err(Error::MustRollBack),
+            State::Prepared => Err(Error::TransactionPrepared),
+            State::Finished => Err(Error::TransactionFinished),
+        }
+    }
+
+    /// Sets the read timestamp after begin (once). Publishes it, validates
+    /// it against oldest (an error, or round up to oldest with
+    /// `roundup_read`), and takes a fresh snapshot: a commit that landed
+    /// since begin is seen if its commit timestamp is at or below `ts`. No
+    /// lock. Returns the timestamp in force.
+    ///
+    /// After an error the transaction is still usable and may set a valid
+    /// read timestamp.
+    pub fn set_read_timestamp(&mut self, ts: Timestamp) -> Result<Timestamp> {
+        self.check_usable()?;
+        check_ts(TimestampRole::Read, ts)?;
+        if !self.read_ts.is_none() {
+            return Err(Error::ReadTimestampAlreadySet {
+                current: self.read_ts,
+            });
+        }
+        let ctr = self.sess.ctr();
+        let r = self.sess.engine.proto.set_read_timestamp(
+            self.sess.slot,
+            &mut self.sess.snap,
+            ts,
+            self.opts.roundup_read,
+            ctr,
+        )?;
+        self.read_ts = r;
+        Ok(r)
+    }
+
+    #[inline]
+    fn view(&self) -> View<'_> {
+        View {
+            own: self.id,
+            how: match self.stable {
+                Some(sv) => ReadAs::Stable {
+                    stable: sv.stable,
+                    complete_below: sv.complete_below,
+                },
+                None => ReadAs::Snapshot {
+                    snap: &self.sess.snap,
+                    read_ts: self.read_ts.get(),
+                },
+            },
+            ignore_prepared: self.opts.prepare_conflicts != PrepareConflicts::Enforce,
+        }
+    }
+
+    #[inline]
+    fn before_read(&mut self) -> Result<()> {
+        self.check_usable()?;
+        if self.opts.isolation == Isolation::ReadCommitted && self.stable.is_none() {
+            let ctr = self.sess.ctr();
+            self.sess
+                .engine
+                .proto
+                .refresh(self.sess.slot, &mut self.sess.snap, ctr);
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with the visible value of `key` (or `None`), borrowed from
+    /// the store with no copy. The epoch guard is held only while `f` runs.
+    pub fn get_with<R>(&mut self, key: &[u8], f: impl FnOnce(Option<&[u8]>) -> R) -> Result<R> {
+        self.before_read()?;
+        let store = &self.sess.engine.store;
+        let guard = store.rc.pin();
+        let found = match store.index.get(key, &guard) {
+            Some(e) => e.read(&self.view(), &guard),
+            None => Found::Absent,
+        };
+        match found {
+            Found::Value(v) => Ok(f(Some(v))),
+            Found::Deleted | Found::Absent => Ok(f(None)),
+            Found::PrepareConflict => {
+                self.sess.ctr().prepare_conflicts.bump(1);
+                Err(Error::PrepareConflict { key: key.to_vec() })
+            }
+        }
+    }
+
+    /// The visible value of `key`, copied out.
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with(key, |v| v.map(<[u8]>::to_vec))
+    }
+
+    /// Visits the visible key-value pairs with keys in `range`, in key
+    /// order (tombstones hidden), until `f` returns `false`. Values are
+    /// borrowed; the epoch guard is held for the scan.
+    pub fn scan<Q, R>(&mut self, range: R, mut f: impl FnMut(&[u8], &[u8]) -> bool) -> Result<()>
+    where
+        Q: AsRef<[u8]> + ?Sized,
+        R: RangeBounds<Q>,
+    {
+        self.before_read()?;
+        let bounds = (
+            map_bound(range.start_bound()),
+            map_bound(range.end_bound()),
+        );
+        let store = &self.sess.engine.store;
+        let guard = store.rc.pin();
+        let view = self.view();
+        let mut conflict: Option<Vec<u8>> = None;
+        store.index.range(bounds, &guard, |k, e| match e.read(&view, &guard) {
+            Found::Value(v) => f(k, v),
+            Found::Deleted | Found::Absent => true,
+            Found::PrepareConflict => {
+                conflict = Some(k.to_vec());
+                false
+            }
+        });
+        drop(guard);
+        match conflict {
+            Some(key) => {
+                self.sess.ctr().prepare_conflicts.bump(1);
+                Err(Error::PrepareConflict { key })
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The visible key-value pairs with keys in `range`, in key order.
+    pub fn range<Q, R>(&mut self, range: R) -> Result<Vec<(Vec<u8>, Vec<u8>)>>
+    where
+        Q: AsRef<[u8]> + ?Sized,
+        R: RangeBounds<Q>,
+    {
+        let mut out = Vec::new();
+        self.scan(range, |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// Writes `value` under `key`.
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        let max = self.sess.engine.config.max_value_len;
+        if value.len() > max {
+            return Err(Error::ValueTooLarge {
+                len: value.len(),
+                max,
+            });
+        }
+        self.write(key, Some(value))
+    }
+
+    /// Deletes `key` (writes a tombstone).
+    pub fn delete(&mut self, key: &[u8]) -> Result<()> {
+        self.write(key, None)
+    }
+
+    fn write(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        self.check_usable()?;
+        if self.opts.read_only
+            || self.opts.read_at_stable
+            || self.opts.prepare_conflicts == PrepareConflicts::Ignore
+        {
+            return Err(Error::ReadOnlyTransaction);
+        }
+        let max = self.sess.engine.config.max_key_len;
+        if key.len() > max {
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max,
+            });
+        }
+        self.before_read()?;
+        let engine = self.sess.engine;
+        if self.id == 0 {
+            // PROTOCOL rule 3: the id comes with the first write.
+            self.id = engine.proto.allocate_id(self.sess.slot);
+        }
+        let store = &engine.store;
+        let guard = store.rc.pin();
+        let entry = store.index.get_or_insert(key, &guard);
+        let v = Version::new(self.id, value.map(Box::from));
+        match entry.prepend(v, &self.view(), &guard) {
+            Ok((version, retries)) => {
+                self.sess.ctr().chain_cas_retries.bump(retries);
+                self.sess.writes.push(WriteRec {
+                    entry: entry as *const _,
+                    version,
+                });
+                Ok(())
+            }
+            Err(_) => {
+                self.state = State::Doomed;
+                self.sess.ctr().write_conflicts.bump(1);
+                Err(Error::WriteConflict { key: key.to_vec() })
+            }
+        }
+    }
+
+    /// Validates a commit timestamp against oldest and the read timestamp.
+    fn check_commit_ts(&self, commit: Timestamp) -> Result<()> {
+        check_ts(TimestampRole::Commit, commit)?;
+        let (oldest, _) = self.sess.engine.proto.oldest_stable();
+        if commit < oldest {
+            return Err(Error::CommitTimestampBeforeOldest { commit, oldest });
+        }
+        if !self.read_ts.is_none() && commit < self.read_ts {
+            return Err(Error::CommitTimestampBeforeRead {
+                commit,
+                read: self.read_ts,
+            });
+        }
+        if !self.prepare_ts.is_none() && commit < self.prepare_ts {
+            return Err(Error::CommitTimestampBeforePrepare {
+                commit,
+                prepare: self.prepare_ts,
+            });
+        }
+        Ok(())
+    }
+
+    /// Sets the commit timestamp before commit (once). It must be after
+    /// stable, at or above oldest and the read timestamp. Counted by
+    /// `all_durable` from now until the transaction ends. After an error the
+    /// transaction is still usable.
+    pub fn set_commit_timestamp(&mut self, ts: Timestamp) -> Result<()> {
+        match self.state {
+            State::Active | State::Prepared => {}
+            _ => self.check_usable()?,
+        }
+        if !self.commit_ts.is_none() {
+            return Err(Error::CommitTimestampAlreadySet {
+                current: self.commit_ts,
+            });
+        }
+        self.check_commit_ts(ts)?;
+        if self.state != State::Prepared {
+            self.sess
+                .engine
+                .proto
+                .announce(self.sess.slot, ts, false)?;
+        }
+        self.commit_ts = ts;
+        Ok(())
+    }
+
+    /// Announces a prepared transaction's durable timestamp before it
+    /// resolves. Stable may not pass it until the transaction commits or
+    /// rolls back ([`Error::StablePastPreparedDurable`]).
+    pub fn set_durable_timestamp(&mut self, ts: Timestamp) -> Result<()> {
+        if self.state != State::Prepared {
+            self.check_usable()?;
+            check_ts(TimestampRole::Durable, ts)?;
+            return Err(Error::DurableTimestampWithoutPrepare { durable: ts });
+        }
+        check_ts(TimestampRole::Durable, ts)?;
+        if !self.commit_ts.is_none() && ts < self.commit_ts {
+            return Err(Error::DurableTimestampBeforeCommit {
+                durable: ts,
+                commit: self.commit_ts,
+            });
+        }
+        self.sess.engine.proto.announce(self.sess.slot, ts, true)
+    }
+
+    /// Prepares the transaction (two-phase commit) at `ts`: it must be after
+    /// stable (or rounded up with `roundup_prepared`) and not below an
+    /// active read timestamp. Afterwards the transaction may only commit
+    /// (with `commit_ts >= prepare_ts` and `durable_ts >= commit_ts`) or roll
+    /// back; readers at or above `ts` meet its updates as prepare conflicts.
+    /// Returns the prepare timestamp in force.
+    pub fn prepare(&mut self, ts: Timestamp) -> Result<Timestamp> {
+        if self.state == State::Prepared {
+            return Err(Error::AlreadyPrepared);
+        }
+        self.check_usable()?;
+        if !self.commit_ts.is_none() {
+            return Err(Error::PrepareAfterCommitTimestamp {
+                commit: self.commit_ts,
+            });
+        }
+        check_ts(TimestampRole::Prepare, ts)?;
+        let engine = self.sess.engine;
+        let p = engine
+            .proto
+            .claim_prepare(self.sess.slot, ts, self.opts.roundup_prepared)?;
+        for w in &self.sess.writes {
+            // SAFETY: our own versions stay linked until we finish (pruning
+            // cuts only below committed versions; only we unlink ours), and
+            // the store outlives the session.
+            unsafe { &*w.version }.set_status(PREPARED, p.get());
+        }
+        if self.id != 0 && !crate::sync::mutant_on(crate::sync::mutant::PREPARE_SKIPS_EXIT) {
+            // Prepare is an exit from the running set: the generation is
+            // bumped (invariant 5; PostgreSQL's two-phase-commit bug).
+            engine
+                .proto
+                .complete(self.sess.slot, self.id, self.sess.ctr());
+        }
+        self.prepare_ts = p;
+        self.state = State::Prepared;
+        Ok(p)
+    }
+
+    /// Commits. With a commit timestamp (here or set earlier) it must be
+    /// after stable and at or above oldest and the read timestamp; a
+    /// prepared transaction needs one, and may give a durable timestamp at
+    /// or above it. A timestamp error leaves the transaction open and usable;
+    /// a transaction that hit a write conflict is rolled back and gets
+    /// [`Error::MustRollBack`].
+    pub fn commit(&mut self, opts: CommitOptions) -> Result<()> {
+        match self.state {
+            State::Doomed => {
+                self.abort();
+                return Err(Error::MustRollBack);
+            }
+            State::Finished => return Err(Error::TransactionFinished),
+            State::Active | State::Prepared => {}
+        }
+        let prepared = self.state == State::Prepared;
+        let commit = match (opts.commit_ts, self.commit_ts.to_option()) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(Error::CommitTimestampAlreadySet { current: b })
+            }
+            (a, b) => a.or(b).unwrap_or(Timestamp::NONE),
+        };
+        let durable = match (prepared, opts.durable_ts) {
+            (false, Some(d)) => return Err(Error::DurableTimestampWithoutPrepare { durable: d }),
+            (false, None) => commit,
+            (true, d) => {
+                if commit.is_none() {
+                    return Err(Error::PreparedCommitNeedsTimestamp);
+                }
+                let d = d.unwrap_or(commit);
+                check_ts(TimestampRole::Durable, d)?;
+                if d < commit {
+                    return Err(Error::DurableTimestampBeforeCommit { durable: d, commit });
+                }
+                d
+            }
+        };
+        if !commit.is_none() {
+            self.check_commit_ts(commit)?;
+        }
+        let engine = self.sess.engine;
+        let slot = self.sess.slot;
+        let ctr = self.sess.ctr();
+        if self.id != 0 || prepared {
+            let claim = if prepared { durable } else { commit };
+            if !claim.is_none() {
+                engine.proto.claim_commit(slot, claim, prepared)?;
+            }
+            for w in &self.sess.writes {
+                // SAFETY: as in `prepare`: our versions are linked and alive.
+                unsafe { &*w.version }.set_status(COMMITTED, commit.get());
+            }
+            if self.id != 0 && !prepared {
+                // The status flips above happen-before the Release CAS that
+                // installs the next descriptor (invariant 9).
+                engine.proto.complete(slot, self.id, ctr);
+            }
+            engine.proto.release_claim(slot, durable);
+        }
+        engine.proto.release_prepare(slot);
+        ctr.commits.bump(1);
+        self.prune_written();
+        self.finish();
+        Ok(())
+    }
+
+    /// Prunes the chains this transaction wrote, and refreshes the horizon
+    /// every `horizon_refresh_commits` commits.
+    fn prune_written(&mut self) {
+        if self.sess.writes.is_empty() {
+            return;
+        }
+        let engine = self.sess.engine;
+        let ctr = self.sess.ctr();
+        self.sess.commits += 1;
+        if self.sess.commits >= engine.config.horizon_refresh_commits {
+            self.sess.commits = 0;
+            engine.proto.advance_horizon(ctr);
+        }
+        let h = engine.proto.horizon();
+        let store = &engine.store;
+        let guard = store.rc.pin();
+        let mut pruned = 0;
+        for w in &self.sess.writes {
+            // SAFETY: key entries live until the store drops (keys are never
+            // removed), and the store outlives the session.
+            let e = unsafe { &*w.entry };
+            pruned += e.prune(h, &store.rc, &guard, || store.on_free());
+        }
+        ctr.versions_pruned.bump(pruned);
+    }
+
+    /// Rolls back: the transaction's writes are never seen by anyone.
+    pub fn rollback(&mut self) -> Result<()> {
+        if self.state == State::Finished {
+            return Err(Error::TransactionFinished);
+        }
+        self.abort();
+        Ok(())
+    }
+
+    fn abort(&mut self) {
+        let engine = self.sess.engine;
+        let slot = self.sess.slot;
+        let ctr = self.sess.ctr();
+        for w in &self.sess.writes {
+            // SAFETY: as in `prepare`: our versions are linked and alive.
+            unsafe { &*w.version }.set_status(ABORTED, 0);
+        }
+        if self.id != 0 && self.state != State::Prepared {
+            engine.proto.complete(slot, self.id, ctr);
+        }
+        engine.proto.release_prepare(slot);
+        let store = &engine.store;
+        let guard = store.rc.pin();
+        let mut unlinked = 0;
+        for w in self.sess.writes.iter().rev() {
+            // SAFETY: key entries live until the store drops; our version is
+            // still linked (we have not unlinked it yet).
+            if unsafe { &*w.entry }.unlink_head(w.version, &store.rc, &guard) {
+                unlinked += 1;
+            }
+        }
+        drop(guard);
+        ctr.versions_pruned.bump(unlinked);
+        ctr.rollbacks.bump(1);
+        self.finish();
+    }
+
+    fn finish(&mut self) {
+        let ctr = self.sess.ctr();
+        if self.id == 0 {
+            ctr.read_only_txns.bump(1);
+            if let Some(now) = crate::sync::thread_rmw_count() {
+                ctr.read_rmw_raw.bump(now - self.rmw_at_begin);
+            }
+        }
+        self.sess.engine.proto.end(self.sess.slot);
+        self.sess.writes.clear();
+        self.state = State::Finished;
+    }
+}
+
+impl<P: Protocol> Drop for Txn<'_, '_, P> {
+    fn drop(&mut self) {
+        // Dropping an open transaction (including during a panic) rolls it
+        // back and clears its pins (invariant 12).
+        if self.state != State::Finished {
+            self.abort();
+        }
+    }
+}
+
+fn map_bound<Q: AsRef<[u8]> + ?Sized>(b: Bound<&Q>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.as_ref()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_ref()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
