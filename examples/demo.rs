@@ -34,9 +34,9 @@ fn main() {
             let (e, clock, stop, writes, conflicts) = (&engine, &clock, &stop, &writes, &conflicts);
             sc.spawn(move || {
                 let mut s = e.session().unwrap();
-                let (mut k, mut x) = (0, w + 1);
+                let mut x = w + 1;
                 while !stop.load(Ordering::Relaxed) {
-                    k = next(&mut x) % keys;
+                    let k = next(&mut x) % keys;
                     let mut t = s.begin(&TxnOptions::default()).unwrap();
                     if t.put(&k.to_be_bytes(), &[w as u8; 100]).is_err() {
                         conflicts.fetch_add(1, Ordering::Relaxed);
@@ -53,16 +53,18 @@ fn main() {
             let (e, clock, stop, reads) = (&engine, &clock, &stop, &reads);
             sc.spawn(move || {
                 let mut s = e.session().unwrap();
-                let (mut k, mut x) = (0, r + 101);
+                let mut x = r + 101;
                 let mut n = 0;
                 while !stop.load(Ordering::Relaxed) {
-                    k = next(&mut x) % keys;
+                    let k = next(&mut x) % keys;
                     let mut t = s.begin(&TxnOptions::default()).unwrap();
                     let read_ts = Timestamp::new(clock.load(Ordering::Relaxed));
                     // A read timestamp set after begin; round up if the
                     // timekeeper moved oldest past it.
                     t.set_read_timestamp(read_ts).unwrap();
-                    let len = t.get_with(&k.to_be_bytes(), |v| v.map_or(0, <[u8]>::len)).unwrap();
+                    let len = t
+                        .get_with(&k.to_be_bytes(), |v| v.map_or(0, <[u8]>::len))
+                        .unwrap();
                     assert_eq!(len, 100);
                     t.rollback().unwrap();
                     n += 1;

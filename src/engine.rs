@@ -144,8 +144,16 @@ impl<P: Protocol> Engine<P> {
                 slot,
                 snapshot_xmin: (x != 0).then_some(x),
                 read_ts: Timestamp::new(r).to_option(),
-                xmin_lag: if x != 0 { floor_xmin.saturating_sub(x) } else { 0 },
-                ts_lag: if r != 0 { oldest.get().max(h.ts).saturating_sub(r) } else { 0 },
+                xmin_lag: if x != 0 {
+                    floor_xmin.saturating_sub(x)
+                } else {
+                    0
+                },
+                ts_lag: if r != 0 {
+                    oldest.get().max(h.ts).saturating_sub(r)
+                } else {
+                    0
+                },
             })
             .collect()
     }

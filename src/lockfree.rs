@@ -40,7 +40,9 @@ use crate::raw::reclaim::Reclaimer;
 use crate::raw::slots::SlotTable;
 use crate::snapshot::Snapshot;
 use crate::stats::Counters;
-use crate::sync::{fence, mutant as m, mutant_on, spin_hint, AtomicBool, AtomicU64, Mutex, Ordering};
+use crate::sync::{
+    fence, mutant as m, mutant_on, spin_hint, AtomicBool, AtomicU64, Mutex, Ordering,
+};
 use crate::ts::Timestamp;
 use crossbeam_utils::CachePadded;
 
@@ -253,7 +255,10 @@ impl Machinery for LockFree {
             s.claim.store(0, Ordering::Release);
             let stable = Timestamp::new(bound);
             return Err(if prepared {
-                Error::DurableTimestampNotAfterStable { durable: ts, stable }
+                Error::DurableTimestampNotAfterStable {
+                    durable: ts,
+                    stable,
+                }
             } else {
                 Error::CommitTimestampNotAfterStable { commit: ts, stable }
             });
@@ -320,7 +325,10 @@ impl Machinery for LockFree {
             s.announced.store(0, Ordering::Release);
             let stable = Timestamp::new(bound);
             return Err(if prepared {
-                Error::DurableTimestampNotAfterStable { durable: ts, stable }
+                Error::DurableTimestampNotAfterStable {
+                    durable: ts,
+                    stable,
+                }
             } else {
                 Error::CommitTimestampNotAfterStable { commit: ts, stable }
             });

@@ -23,7 +23,9 @@ pub(crate) struct Index {
 impl Index {
     pub(crate) fn new() -> Index {
         Index {
-            list: crossbeam_skiplist::base::SkipList::new(crossbeam_epoch::default_collector().clone()),
+            list: crossbeam_skiplist::base::SkipList::new(
+                crossbeam_epoch::default_collector().clone(),
+            ),
         }
     }
 
@@ -94,7 +96,9 @@ impl Index {
 
     pub(crate) fn get_or_insert<'g>(&'g self, key: &[u8], _guard: &'g Guard) -> &'g KeyEntry {
         let mut m = self.map.lock().unwrap();
-        let b = m.entry(key.into()).or_insert_with(|| Box::new(KeyEntry::new()));
+        let b = m
+            .entry(key.into())
+            .or_insert_with(|| Box::new(KeyEntry::new()));
         Self::extend(b)
     }
 

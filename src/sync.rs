@@ -125,8 +125,10 @@ macro_rules! int_atomic {
             /// Correct only when this thread is the word's single writer.
             #[inline(always)]
             pub(crate) fn bump(&self, by: $int) {
-                self.0
-                    .store(self.0.load(Ordering::Relaxed).wrapping_add(by), Ordering::Relaxed)
+                self.0.store(
+                    self.0.load(Ordering::Relaxed).wrapping_add(by),
+                    Ordering::Relaxed,
+                )
             }
         }
     };

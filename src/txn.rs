@@ -192,22 +192,21 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         R: RangeBounds<Q>,
     {
         self.before_read()?;
-        let bounds = (
-            map_bound(range.start_bound()),
-            map_bound(range.end_bound()),
-        );
+        let bounds = (map_bound(range.start_bound()), map_bound(range.end_bound()));
         let store = &self.sess.engine.store;
         let guard = store.rc.pin();
         let view = self.view();
         let mut conflict: Option<Vec<u8>> = None;
-        store.index.range(bounds, &guard, |k, e| match e.read(&view, &guard) {
-            Found::Value(v) => f(k, v),
-            Found::Deleted | Found::Absent => true,
-            Found::PrepareConflict => {
-                conflict = Some(k.to_vec());
-                false
-            }
-        });
+        store
+            .index
+            .range(bounds, &guard, |k, e| match e.read(&view, &guard) {
+                Found::Value(v) => f(k, v),
+                Found::Deleted | Found::Absent => true,
+                Found::PrepareConflict => {
+                    conflict = Some(k.to_vec());
+                    false
+                }
+            });
         drop(guard);
         match conflict {
             Some(key) => {
@@ -329,10 +328,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         }
         self.check_commit_ts(ts)?;
         if self.state != State::Prepared {
-            self.sess
-                .engine
-                .proto
-                .announce(self.sess.slot, ts, false)?;
+            self.sess.engine.proto.announce(self.sess.slot, ts, false)?;
         }
         self.commit_ts = ts;
         Ok(())

@@ -25,7 +25,9 @@
 
 use super::reclaim::{Guard, Reclaimer, SendPtr};
 use crate::snapshot::Snapshot;
-use crate::sync::{mutant as m, mutant_on, ordering_or_mutant, AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use crate::sync::{
+    mutant as m, mutant_on, ordering_or_mutant, AtomicBool, AtomicPtr, AtomicU64, Ordering,
+};
 use std::ptr;
 
 /// Version states, in the top two bits of the status word.
@@ -239,10 +241,10 @@ impl KeyEntry {
             } else {
                 match state_of(w) {
                     COMMITTED if view.committed_visible(v.txn, ts_of(w)) => return found(v),
-                    PREPARED if view.prepared_conflicts(v.txn, ts_of(w)) => {
-                        if !view.ignore_prepared {
-                            return Found::PrepareConflict;
-                        }
+                    PREPARED
+                        if !view.ignore_prepared && view.prepared_conflicts(v.txn, ts_of(w)) =>
+                    {
+                        return Found::PrepareConflict
                     }
                     _ => {}
                 }
@@ -468,7 +470,10 @@ mod tests {
         let g = rc.pin();
         let view = View {
             own: txn,
-            how: ReadAs::Snapshot { snap: s, read_ts: 0 },
+            how: ReadAs::Snapshot {
+                snap: s,
+                read_ts: 0,
+            },
             ignore_prepared: false,
         };
         e.prepend(Version::new(txn, Some(val.into())), &view, &g)
@@ -517,7 +522,10 @@ mod tests {
         let g = rc.pin();
         let view = View {
             own: 2,
-            how: ReadAs::Snapshot { snap: &s, read_ts: 0 },
+            how: ReadAs::Snapshot {
+                snap: &s,
+                read_ts: 0,
+            },
             ignore_prepared: false,
         };
         assert!(e.prepend(Version::new(2, None), &view, &g).is_err());
@@ -527,7 +535,10 @@ mod tests {
         let s2 = snap(2, 2, &[]);
         let view2 = View {
             own: 2,
-            how: ReadAs::Snapshot { snap: &s2, read_ts: 0 },
+            how: ReadAs::Snapshot {
+                snap: &s2,
+                read_ts: 0,
+            },
             ignore_prepared: false,
         };
         assert!(e.prepend(Version::new(2, None), &view2, &g).is_ok());

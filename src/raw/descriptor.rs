@@ -212,7 +212,10 @@ mod tests {
     #[test]
     fn completing_below_xmax_removes_the_id() {
         let n = d(3, 5, 9, &[5, 7]).next_without(5);
-        assert_eq!((n.generation, n.xmin, n.xmax, &*n.running), (4, 7, 9, &[7][..]));
+        assert_eq!(
+            (n.generation, n.xmin, n.xmax, &*n.running),
+            (4, 7, 9, &[7][..])
+        );
         let n = n.next_without(7);
         assert_eq!((n.xmin, n.xmax, &*n.running), (9, 9, &[][..]));
     }
@@ -236,7 +239,10 @@ mod tests {
         cell.complete(&rc, 3);
         assert_eq!(cell.published_generation(), 3);
         cell.copy_into(&rc, &mut s);
-        assert_eq!((s.generation, s.xmin, s.xmax, &s.running[..]), (3, 2, 4, &[2][..]));
+        assert_eq!(
+            (s.generation, s.xmin, s.xmax, &s.running[..]),
+            (3, 2, 4, &[2][..])
+        );
         assert!(s.sees(1) && !s.sees(2) && s.sees(3) && !s.sees(4));
     }
 }
