@@ -1,0 +1,773 @@
+//! WiredTiger's general timestamp rules (issue 2), as tables: global
+//! oldest/stable/durable, commit timestamps and read timestamps.
+//!
+//! Every row names the rule, the state it starts from, the call, and the
+//! expected outcome or typed error with the values it carries. After every
+//! row the harness checks that the engine is still usable: every session is
+//! closed, stable and oldest can advance past everything the row did, and a
+//! fresh transaction writes, commits and reads back.
+
+use snapshot_engine::*;
+
+/// Runs a generic table for the lock-free engine and both read-write-lock
+/// baselines: they share the transaction code, and must share its rules.
+macro_rules! on_every_machinery {
+    ($f:ident) => {
+        $f::<LockFree>();
+        $f::<RwLockBaseline>();
+        $f::<RwLockBaselineFixed>();
+    };
+}
+
+fn ts(v: u64) -> Timestamp {
+    Timestamp::new(v)
+}
+
+const OVER: u64 = Timestamp::MAX.get() + 1;
+
+fn read_at(r: u64) -> TxnOptions {
+    TxnOptions {
+        read_timestamp: Some(ts(r)),
+        ..TxnOptions::default()
+    }
+}
+
+fn roundup_read() -> TxnOptions {
+    TxnOptions {
+        roundup_read: true,
+        ..TxnOptions::default()
+    }
+}
+
+fn set(oldest: Option<u64>, stable: Option<u64>, durable: Option<u64>) -> TimestampUpdate {
+    TimestampUpdate {
+        oldest: oldest.map(ts),
+        stable: stable.map(ts),
+        durable: durable.map(ts),
+    }
+}
+
+fn fresh<P: Protocol>() -> Engine<P> {
+    let e = Engine::<P>::with_machinery(EngineConfig {
+        max_sessions: 8,
+        ..EngineConfig::default()
+    });
+    {
+        let mut s = e.session().unwrap();
+        let mut t = s.begin(&TxnOptions::default()).unwrap();
+        t.put(b"k", b"v0").unwrap();
+        t.commit(CommitOptions::at(5)).unwrap();
+    }
+    e
+}
+
+/// `k = v0` committed at 5, then oldest 10 and stable 20.
+fn standard<P: Protocol>() -> Engine<P> {
+    let e = fresh();
+    e.set_timestamps(set(Some(10), Some(20), None)).unwrap();
+    e
+}
+
+/// `k = v0` committed at 5, oldest 50, no stable timestamp.
+fn oldest_50_no_stable<P: Protocol>() -> Engine<P> {
+    let e = fresh();
+    e.set_timestamps(set(Some(50), None, None)).unwrap();
+    e
+}
+
+/// The global timestamps as (oldest, stable).
+fn globals<P: Protocol>(e: &Engine<P>) -> Out {
+    Out::Globals(
+        e.query_timestamp(TimestampKind::Oldest),
+        e.query_timestamp(TimestampKind::Stable),
+    )
+}
+
+/// What a row's call produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Out {
+    Done,
+    Ts(Timestamp),
+    Value(Option<Vec<u8>>),
+    Stamp(Option<Timestamp>),
+    Globals(Option<Timestamp>, Option<Timestamp>),
+}
+
+struct Row<P: Protocol> {
+    rule: &'static str,
+    state: &'static str,
+    setup: fn() -> Engine<P>,
+    call: fn(&Engine<P>) -> Result<Out>,
+    expect: Result<Out>,
+}
+
+fn row<P: Protocol>(
+    rule: &'static str,
+    state: &'static str,
+    call: fn(&Engine<P>) -> Result<Out>,
+    expect: Result<Out>,
+) -> Row<P> {
+    Row {
+        rule,
+        state,
+        setup: standard,
+        call,
+        expect,
+    }
+}
+
+/// After a row: no session is left open; stable and oldest advance past
+/// everything the row did; a fresh transaction writes, commits and reads
+/// back correctly.
+fn assert_usable<P: Protocol>(e: &Engine<P>, rule: &str) {
+    assert_eq!(e.stats().sessions_open, 0, "{rule}: a session leaked");
+    let far = e
+        .query_timestamp(TimestampKind::Stable)
+        .map_or(1_000, |s| s.get() + 1_000);
+    e.set_timestamps(set(None, Some(far), None))
+        .unwrap_or_else(|err| panic!("{rule}: stable cannot advance: {err}"));
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    t.get(b"k")
+        .unwrap_or_else(|err| panic!("{rule}: fresh read failed: {err}"));
+    t.put(b"usable", b"yes").unwrap();
+    t.commit(CommitOptions::at(far + 1)).unwrap();
+    drop(t);
+    let mut t = s.begin(&read_at(far + 1)).unwrap();
+    assert_eq!(t.get(b"usable").unwrap(), Some(b"yes".to_vec()), "{rule}");
+    drop(t);
+    let mut t = s.begin(&read_at(far)).unwrap();
+    assert_eq!(t.get(b"usable").unwrap(), None, "{rule}");
+    drop(t);
+    drop(s);
+    e.set_timestamps(set(Some(far), None, None))
+        .unwrap_or_else(|err| panic!("{rule}: oldest cannot advance: {err}"));
+}
+
+/// Runs every row, then fails listing every row whose outcome differed.
+fn run<P: Protocol>(rows: Vec<Row<P>>) {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let mut wrong = Vec::new();
+    for r in rows {
+        let e = (r.setup)();
+        // A step inside a row that panics is reported against its row.
+        match catch_unwind(AssertUnwindSafe(|| (r.call)(&e))) {
+            Ok(got) if got == r.expect => {}
+            Ok(got) => wrong.push(format!(
+                "[{}] rule `{}` from state `{}`:\n    expected {:?}\n         got {:?}",
+                P::NAME,
+                r.rule,
+                r.state,
+                r.expect,
+                got
+            )),
+            Err(_) => wrong.push(format!(
+                "[{}] rule `{}` from state `{}`: a step panicked (see above)",
+                P::NAME,
+                r.rule,
+                r.state
+            )),
+        }
+        if catch_unwind(AssertUnwindSafe(|| assert_usable(&e, r.rule))).is_err() {
+            wrong.push(format!(
+                "[{}] rule `{}`: engine not usable afterwards",
+                P::NAME,
+                r.rule
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} row(s) failed:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}
+
+/// Writes `k = v1` in a fresh transaction and commits with `opts`.
+fn write_commit<P: Protocol>(
+    e: &Engine<P>,
+    begin: &TxnOptions,
+    opts: CommitOptions,
+) -> Result<Out> {
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(begin).unwrap();
+    t.put(b"k", b"v1").unwrap();
+    t.commit(opts).map(|()| Out::Done)
+}
+
+#[test]
+fn global_timestamp_rules() {
+    on_every_machinery!(global_timestamp_rules_on);
+}
+
+fn global_timestamp_rules_on<P: Protocol>() {
+    run::<P>(vec![
+        row(
+            "oldest never moves backwards",
+            "oldest 10, stable 20",
+            |e| {
+                e.set_timestamps(set(Some(5), None, None))
+                    .map(|()| Out::Done)
+            },
+            Err(Error::TimestampMovedBackwards {
+                role: TimestampRole::Oldest,
+                requested: ts(5),
+                current: ts(10),
+            }),
+        ),
+        row(
+            "stable never moves backwards",
+            "oldest 10, stable 20",
+            |e| {
+                e.set_timestamps(set(None, Some(15), None))
+                    .map(|()| Out::Done)
+            },
+            Err(Error::TimestampMovedBackwards {
+                role: TimestampRole::Stable,
+                requested: ts(15),
+                current: ts(20),
+            }),
+        ),
+        row(
+            "setting the current values again is allowed",
+            "oldest 10, stable 20",
+            |e| {
+                e.set_timestamps(set(Some(10), Some(20), None)).unwrap();
+                Ok(globals(e))
+            },
+            Ok(Out::Globals(Some(ts(10)), Some(ts(20)))),
+        ),
+        row(
+            "oldest may reach stable",
+            "oldest 10, stable 20",
+            |e| {
+                e.set_timestamps(set(Some(20), None, None)).unwrap();
+                Ok(globals(e))
+            },
+            Ok(Out::Globals(Some(ts(20)), Some(ts(20)))),
+        ),
+        row(
+            "oldest never passes stable (oldest alone)",
+            "oldest 10, stable 20",
+            |e| {
+                e.set_timestamps(set(Some(25), None, None))
+                    .map(|()| Out::Done)
+            },
+            Err(Error::OldestAfterStable {
+                oldest: ts(25),
+                stable: ts(20),
+            }),
+        ),
+        row(
+            "oldest never passes stable (both in one update)",
+            "oldest 10, stable 20",
+            |e| {
+                e.set_timestamps(set(Some(40), Some(30), None))
+                    .map(|()| Out::Done)
+            },
+            Err(Error::OldestAfterStable {
+                oldest: ts(40),
+                stable: ts(30),
+            }),
+        ),
+        row(
+            "both may move together",
+            "oldest 10, stable 20",
+            |e| {
+                e.set_timestamps(set(Some(30), Some(40), None)).unwrap();
+                Ok(globals(e))
+            },
+            Ok(Out::Globals(Some(ts(30)), Some(ts(40)))),
+        ),
+        Row {
+            rule: "a first stable below oldest is refused",
+            state: "oldest 50, no stable",
+            setup: oldest_50_no_stable,
+            call: |e| {
+                e.set_timestamps(set(None, Some(40), None))
+                    .map(|()| Out::Done)
+            },
+            expect: Err(Error::OldestAfterStable {
+                oldest: ts(50),
+                stable: ts(40),
+            }),
+        },
+        row(
+            "a refused update changes nothing",
+            "oldest 10, stable 20",
+            |e| {
+                assert_eq!(
+                    e.set_timestamps(set(Some(15), Some(5), Some(99))),
+                    Err(Error::TimestampMovedBackwards {
+                        role: TimestampRole::Stable,
+                        requested: ts(5),
+                        current: ts(20)
+                    })
+                );
+                assert_eq!(e.query_timestamp(TimestampKind::AllDurable), Some(ts(5)));
+                Ok(globals(e))
+            },
+            Ok(Out::Globals(Some(ts(10)), Some(ts(20)))),
+        ),
+        row(
+            "oldest 0 is out of range",
+            "oldest 10, stable 20",
+            |e| {
+                e.set_timestamps(set(Some(0), None, None))
+                    .map(|()| Out::Done)
+            },
+            Err(Error::TimestampOutOfRange {
+                role: TimestampRole::Oldest,
+                value: 0,
+            }),
+        ),
+        row(
+            "stable above MAX is out of range",
+            "oldest 10, stable 20",
+            |e| {
+                e.set_timestamps(set(None, Some(OVER), None))
+                    .map(|()| Out::Done)
+            },
+            Err(Error::TimestampOutOfRange {
+                role: TimestampRole::Stable,
+                value: OVER,
+            }),
+        ),
+        row(
+            "global durable 0 is out of range",
+            "oldest 10, stable 20",
+            |e| {
+                e.set_timestamps(set(None, None, Some(0)))
+                    .map(|()| Out::Done)
+            },
+            Err(Error::TimestampOutOfRange {
+                role: TimestampRole::GlobalDurable,
+                value: 0,
+            }),
+        ),
+        row(
+            "the global durable timestamp may move backwards",
+            "global durable 100, then 50",
+            |e| {
+                e.set_timestamps(set(None, None, Some(100))).unwrap();
+                e.set_timestamps(set(None, None, Some(50))).unwrap();
+                Ok(Out::Stamp(e.query_timestamp(TimestampKind::AllDurable)))
+            },
+            Ok(Out::Stamp(Some(ts(50)))),
+        ),
+        row(
+            "an empty update is a no-op",
+            "oldest 10, stable 20",
+            |e| {
+                e.set_timestamps(TimestampUpdate::default()).unwrap();
+                Ok(globals(e))
+            },
+            Ok(Out::Globals(Some(ts(10)), Some(ts(20)))),
+        ),
+        Row {
+            rule: "an unset global timestamp queries as none",
+            state: "no oldest, no stable",
+            setup: fresh,
+            call: |e| Ok(globals(e)),
+            expect: Ok(Out::Globals(None, None)),
+        },
+        row(
+            "oldest_reader and pinned follow the active read timestamps",
+            "oldest 10, stable 20, a reader at 15",
+            |e| {
+                let mut s = e.session().unwrap();
+                let t = s.begin(&read_at(15)).unwrap();
+                assert_eq!(e.query_timestamp(TimestampKind::OldestReader), Some(ts(15)));
+                let pinned = e.query_timestamp(TimestampKind::Pinned);
+                drop(t);
+                assert_eq!(e.query_timestamp(TimestampKind::OldestReader), None);
+                Ok(Out::Stamp(pinned))
+            },
+            Ok(Out::Stamp(Some(ts(10)))),
+        ),
+    ]);
+}
+
+#[test]
+fn commit_timestamp_rules() {
+    on_every_machinery!(commit_timestamp_rules_on);
+}
+
+fn commit_timestamp_rules_on<P: Protocol>() {
+    run::<P>(vec![
+        row(
+            "commit timestamp after stable (equal refused)",
+            "stable 20",
+            |e| write_commit(e, &TxnOptions::default(), CommitOptions::at(20)),
+            Err(Error::CommitTimestampNotAfterStable {
+                commit: ts(20),
+                stable: ts(20),
+            }),
+        ),
+        row(
+            "commit timestamp after stable (below refused)",
+            "stable 20",
+            |e| write_commit(e, &TxnOptions::default(), CommitOptions::at(15)),
+            Err(Error::CommitTimestampNotAfterStable {
+                commit: ts(15),
+                stable: ts(20),
+            }),
+        ),
+        row(
+            "set_commit_timestamp at stable is refused",
+            "stable 20",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.put(b"k", b"v1").unwrap();
+                t.set_commit_timestamp(ts(20)).map(|()| Out::Done)
+            },
+            Err(Error::CommitTimestampNotAfterStable {
+                commit: ts(20),
+                stable: ts(20),
+            }),
+        ),
+        row(
+            "a refused commit leaves the transaction open and usable",
+            "stable 20",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.put(b"k", b"v1").unwrap();
+                assert!(t.commit(CommitOptions::at(15)).is_err());
+                assert_eq!(t.get(b"k").unwrap(), Some(b"v1".to_vec()));
+                t.commit(CommitOptions::at(25)).unwrap();
+                drop(t);
+                let mut r = s.begin(&read_at(25)).unwrap();
+                r.get(b"k").map(Out::Value)
+            },
+            Ok(Out::Value(Some(b"v1".to_vec()))),
+        ),
+        Row {
+            rule: "commit timestamp at or above oldest",
+            state: "oldest 50, no stable",
+            setup: oldest_50_no_stable,
+            call: |e| write_commit(e, &TxnOptions::default(), CommitOptions::at(40)),
+            expect: Err(Error::CommitTimestampBeforeOldest {
+                commit: ts(40),
+                oldest: ts(50),
+            }),
+        },
+        Row {
+            rule: "commit at exactly oldest",
+            state: "oldest 50, no stable",
+            setup: oldest_50_no_stable,
+            call: |e| write_commit(e, &TxnOptions::default(), CommitOptions::at(50)),
+            expect: Ok(Out::Done),
+        },
+        row(
+            "commit timestamp at or above the read timestamp",
+            "writer reads at 40",
+            |e| write_commit(e, &read_at(40), CommitOptions::at(30)),
+            Err(Error::CommitTimestampBeforeRead {
+                commit: ts(30),
+                read: ts(40),
+            }),
+        ),
+        row(
+            "commit at exactly the read timestamp",
+            "writer reads at 40",
+            |e| write_commit(e, &read_at(40), CommitOptions::at(40)),
+            Ok(Out::Done),
+        ),
+        row(
+            "commit timestamp 0 is out of range (not \"untimestamped\")",
+            "stable 20",
+            |e| write_commit(e, &TxnOptions::default(), CommitOptions::at(0)),
+            Err(Error::TimestampOutOfRange {
+                role: TimestampRole::Commit,
+                value: 0,
+            }),
+        ),
+        row(
+            "commit timestamp above MAX is out of range",
+            "stable 20",
+            |e| write_commit(e, &TxnOptions::default(), CommitOptions::at(OVER)),
+            Err(Error::TimestampOutOfRange {
+                role: TimestampRole::Commit,
+                value: OVER,
+            }),
+        ),
+        row(
+            "set_commit_timestamp 0 is out of range",
+            "stable 20",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.set_commit_timestamp(ts(0)).map(|()| Out::Done)
+            },
+            Err(Error::TimestampOutOfRange {
+                role: TimestampRole::Commit,
+                value: 0,
+            }),
+        ),
+        row(
+            "a second, different commit timestamp is refused",
+            "commit timestamp 30 set",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.put(b"k", b"v1").unwrap();
+                t.set_commit_timestamp(ts(30)).unwrap();
+                assert_eq!(
+                    t.set_commit_timestamp(ts(31)),
+                    Err(Error::CommitTimestampAlreadySet { current: ts(30) })
+                );
+                t.commit(CommitOptions::at(31)).map(|()| Out::Done)
+            },
+            Err(Error::CommitTimestampAlreadySet { current: ts(30) }),
+        ),
+        row(
+            "the same commit timestamp given again at commit is fine",
+            "commit timestamp 30 set",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.put(b"k", b"v1").unwrap();
+                t.set_commit_timestamp(ts(30)).unwrap();
+                t.commit(CommitOptions::at(30)).unwrap();
+                drop(t);
+                let mut r = s.begin(&read_at(29)).unwrap();
+                r.get(b"k").map(Out::Value)
+            },
+            Ok(Out::Value(Some(b"v0".to_vec()))),
+        ),
+        row(
+            "stable may pass a commit timestamp set early; commit then refuses it",
+            "commit timestamp 30 set, stable moved to 35",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.put(b"k", b"v1").unwrap();
+                t.set_commit_timestamp(ts(30)).unwrap();
+                e.set_timestamps(set(None, Some(35), None)).unwrap();
+                t.commit(CommitOptions::default()).map(|()| Out::Done)
+            },
+            Err(Error::CommitTimestampNotAfterStable {
+                commit: ts(30),
+                stable: ts(35),
+            }),
+        ),
+        row(
+            "an untimestamped commit is allowed with stable set",
+            "stable 20",
+            |e| {
+                write_commit(e, &TxnOptions::default(), CommitOptions::default()).unwrap();
+                let mut s = e.session().unwrap();
+                let mut r = s.begin(&read_at(11)).unwrap();
+                r.get(b"k").map(Out::Value)
+            },
+            Ok(Out::Value(Some(b"v1".to_vec()))),
+        ),
+        row(
+            "a commit at 10 is visible at 15 and not at 5",
+            "oldest 1, stable 1",
+            |e| {
+                let _ = e;
+                let e = fresh::<P>();
+                e.set_timestamps(set(Some(1), Some(1), None)).unwrap();
+                write_commit(&e, &TxnOptions::default(), CommitOptions::at(10)).unwrap();
+                let mut s = e.session().unwrap();
+                let mut r = s.begin(&read_at(5)).unwrap();
+                assert_eq!(r.get(b"k").unwrap(), Some(b"v0".to_vec()));
+                drop(r);
+                let mut r = s.begin(&read_at(15)).unwrap();
+                r.get(b"k").map(Out::Value)
+            },
+            Ok(Out::Value(Some(b"v1".to_vec()))),
+        ),
+    ]);
+}
+
+#[test]
+fn read_timestamp_rules() {
+    on_every_machinery!(read_timestamp_rules_on);
+}
+
+fn read_timestamp_rules_on<P: Protocol>() {
+    run::<P>(vec![
+        row(
+            "a read timestamp below oldest is refused",
+            "oldest 10",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.set_read_timestamp(ts(5)).map(Out::Ts)
+            },
+            Err(Error::ReadTimestampTooOld {
+                read: ts(5),
+                oldest: ts(10),
+            }),
+        ),
+        row(
+            "roundup_read rounds a read timestamp below oldest up to oldest",
+            "oldest 10, roundup_read",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&roundup_read()).unwrap();
+                let r = t.set_read_timestamp(ts(5)).map(Out::Ts);
+                assert_eq!(t.read_timestamp(), ts(10));
+                r
+            },
+            Ok(Out::Ts(ts(10))),
+        ),
+        row(
+            "roundup_read leaves a valid read timestamp alone",
+            "oldest 10, roundup_read",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&roundup_read()).unwrap();
+                t.set_read_timestamp(ts(15)).map(Out::Ts)
+            },
+            Ok(Out::Ts(ts(15))),
+        ),
+        row(
+            "after a refusal a valid read timestamp is accepted and reads",
+            "oldest 10, one refused attempt at 5",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                assert!(t.set_read_timestamp(ts(5)).is_err());
+                assert_eq!(t.set_read_timestamp(ts(15)), Ok(ts(15)));
+                t.get(b"k").map(Out::Value)
+            },
+            Ok(Out::Value(Some(b"v0".to_vec()))),
+        ),
+        row(
+            "a read timestamp at exactly oldest is accepted",
+            "oldest 10",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.set_read_timestamp(ts(10)).map(Out::Ts)
+            },
+            Ok(Out::Ts(ts(10))),
+        ),
+        row(
+            "a read timestamp above stable is accepted",
+            "stable 20",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.set_read_timestamp(ts(500)).map(Out::Ts)
+            },
+            Ok(Out::Ts(ts(500))),
+        ),
+        row(
+            "a second read timestamp is refused",
+            "read timestamp 15 set",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.set_read_timestamp(ts(15)).unwrap();
+                t.set_read_timestamp(ts(16)).map(Out::Ts)
+            },
+            Err(Error::ReadTimestampAlreadySet { current: ts(15) }),
+        ),
+        row(
+            "a read timestamp given at begin counts as set",
+            "began with read timestamp 15",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&read_at(15)).unwrap();
+                t.set_read_timestamp(ts(16)).map(Out::Ts)
+            },
+            Err(Error::ReadTimestampAlreadySet { current: ts(15) }),
+        ),
+        row(
+            "begin with a read timestamp below oldest fails",
+            "oldest 10",
+            |e| {
+                let mut s = e.session().unwrap();
+                s.begin(&read_at(5)).map(|_| Out::Done)
+            },
+            Err(Error::ReadTimestampTooOld {
+                read: ts(5),
+                oldest: ts(10),
+            }),
+        ),
+        row(
+            "begin with a read timestamp below oldest and roundup_read rounds up",
+            "oldest 10",
+            |e| {
+                let mut s = e.session().unwrap();
+                let opts = TxnOptions {
+                    read_timestamp: Some(ts(5)),
+                    roundup_read: true,
+                    ..TxnOptions::default()
+                };
+                s.begin(&opts).map(|t| Out::Ts(t.read_timestamp()))
+            },
+            Ok(Out::Ts(ts(10))),
+        ),
+        row(
+            "read timestamp 0 is out of range",
+            "standard",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.set_read_timestamp(ts(0)).map(Out::Ts)
+            },
+            Err(Error::TimestampOutOfRange {
+                role: TimestampRole::Read,
+                value: 0,
+            }),
+        ),
+        row(
+            "read timestamp above MAX is out of range",
+            "standard",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.set_read_timestamp(ts(OVER)).map(Out::Ts)
+            },
+            Err(Error::TimestampOutOfRange {
+                role: TimestampRole::Read,
+                value: OVER,
+            }),
+        ),
+        row(
+            "read_at_stable already has a read timestamp",
+            "stable 20, read_at_stable",
+            |e| {
+                let mut s = e.session().unwrap();
+                let opts = TxnOptions {
+                    read_at_stable: true,
+                    ..TxnOptions::default()
+                };
+                let mut t = s.begin(&opts).unwrap();
+                t.set_read_timestamp(ts(15)).map(Out::Ts)
+            },
+            Err(Error::ReadTimestampAlreadySet { current: ts(20) }),
+        ),
+        row(
+            "a read timestamp on a finished transaction is refused",
+            "committed",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.commit(CommitOptions::default()).unwrap();
+                t.set_read_timestamp(ts(15)).map(Out::Ts)
+            },
+            Err(Error::TransactionFinished),
+        ),
+        row(
+            "a commit that lands between begin and set_read_timestamp is seen",
+            "reader began, then a commit at 30",
+            |e| {
+                let mut rs = e.session().unwrap();
+                let mut reader = rs.begin(&TxnOptions::default()).unwrap();
+                write_commit(e, &TxnOptions::default(), CommitOptions::at(30)).unwrap();
+                reader.set_read_timestamp(ts(30)).unwrap();
+                reader.get(b"k").map(Out::Value)
+            },
+            Ok(Out::Value(Some(b"v1".to_vec()))),
+        ),
+    ]);
+}
