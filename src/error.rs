@@ -149,12 +149,22 @@ pub enum Error {
         /// The stable timestamp.
         stable: Timestamp,
     },
-    /// A prepare timestamp below an active reader's read timestamp.
+    /// A prepare timestamp below an active reader's read timestamp (the
+    /// preparing transaction's own included).
     PrepareTimestampBeforeActiveRead {
         /// The rejected prepare timestamp.
         prepare: Timestamp,
-        /// The newest active read timestamp.
+        /// The active read timestamp it fell below.
         read: Timestamp,
+    },
+    /// A prepare timestamp below the oldest timestamp (possible only while
+    /// no stable timestamp is set; otherwise stable, which is at or above
+    /// oldest, rejects it first).
+    PrepareTimestampBeforeOldest {
+        /// The rejected prepare timestamp.
+        prepare: Timestamp,
+        /// The oldest timestamp.
+        oldest: Timestamp,
     },
     /// A commit timestamp below the transaction's prepare timestamp.
     CommitTimestampBeforePrepare {
@@ -261,6 +271,10 @@ impl fmt::Display for Error {
             PrepareTimestampBeforeActiveRead { prepare, read } => write!(
                 f,
                 "prepare timestamp {prepare} is below an active read timestamp {read}"
+            ),
+            PrepareTimestampBeforeOldest { prepare, oldest } => write!(
+                f,
+                "prepare timestamp {prepare} is below the oldest timestamp {oldest}"
             ),
             CommitTimestampBeforePrepare { commit, prepare } => write!(
                 f,

@@ -316,13 +316,17 @@ impl Machinery for LockFree {
 
     fn announce(&self, slot: usize, ts: Timestamp, prepared: bool) -> Result<()> {
         let s = self.slots.get(slot);
+        // Relaxed: only this session writes its slot's `announced`.
+        let previous = s.announced.load(Ordering::Relaxed);
         s.announced.store(ts.get(), Ordering::Relaxed);
         // SeqCst fence: handshake 3; pairs with the setter's fence between
         // raising `stable_bound` and scanning announcements.
         fence(Ordering::SeqCst);
         let bound = self.clocks.stable_bound.load(Ordering::Relaxed);
         if ts.get() <= bound {
-            s.announced.store(0, Ordering::Release);
+            // A refused re-announcement keeps the earlier one in force (it
+            // was validated, and every setter since saw it or this value).
+            s.announced.store(previous, Ordering::Release);
             let stable = Timestamp::new(bound);
             return Err(if prepared {
                 Error::DurableTimestampNotAfterStable {

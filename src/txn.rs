@@ -30,6 +30,9 @@ pub struct Txn<'s, 'e, P: Protocol = LockFree> {
     read_ts: Timestamp,
     commit_ts: Timestamp,
     prepare_ts: Timestamp,
+    /// A prepared transaction's durable timestamp from
+    /// `set_durable_timestamp` (the default for its commit).
+    durable_ts: Timestamp,
     stable: Option<StableView>,
     rmw_at_begin: u64,
 }
@@ -56,6 +59,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             read_ts: Timestamp::NONE,
             commit_ts: Timestamp::NONE,
             prepare_ts: Timestamp::NONE,
+            durable_ts: Timestamp::NONE,
             stable: None,
             rmw_at_begin,
             sess,
@@ -290,11 +294,28 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         }
     }
 
-    /// Validates a commit timestamp against oldest and the read timestamp.
+    /// With `roundup_prepared`, a prepared transaction's commit timestamp
+    /// below its prepare timestamp is rounded up to it (as WiredTiger's
+    /// `roundup_timestamps=(prepared=true)` does).
+    fn round_commit_ts(&self, commit: Timestamp) -> Timestamp {
+        if self.state == State::Prepared && self.opts.roundup_prepared && commit < self.prepare_ts {
+            self.prepare_ts
+        } else {
+            commit
+        }
+    }
+
+    /// Validates a commit timestamp against oldest (unprepared only), the
+    /// read timestamp and the prepare timestamp. Stable is checked where the
+    /// timestamp is claimed or announced.
     fn check_commit_ts(&self, commit: Timestamp) -> Result<()> {
         check_ts(TimestampRole::Commit, commit)?;
         let (oldest, _) = self.sess.engine.proto.oldest_stable();
-        if commit < oldest {
+        // A prepared transaction's commit timestamp is bounded by its prepare
+        // timestamp, not by oldest: oldest and stable may move past a
+        // prepared transaction, and a two-phase commit's timestamp is chosen
+        // by its coordinator (WiredTiger checks only `commit >= prepare`).
+        if self.prepare_ts.is_none() && commit < oldest {
             return Err(Error::CommitTimestampBeforeOldest { commit, oldest });
         }
         if !self.read_ts.is_none() && commit < self.read_ts {
@@ -312,10 +333,14 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         Ok(())
     }
 
-    /// Sets the commit timestamp before commit (once). It must be after
-    /// stable, at or above oldest and the read timestamp. Counted by
-    /// `all_durable` from now until the transaction ends. After an error the
-    /// transaction is still usable.
+    /// Sets the commit timestamp before commit (once). Unprepared: it must
+    /// be after stable and at or above oldest and the read timestamp, and is
+    /// counted by `all_durable` from now until the transaction ends.
+    /// Prepared: it must be at or above the prepare timestamp (rounded up to
+    /// it with `roundup_prepared`) and at or below a durable timestamp
+    /// already set; it may be at or below stable and oldest, and is not
+    /// counted by `all_durable` (the durable timestamp is). After an error
+    /// the transaction is still usable.
     pub fn set_commit_timestamp(&mut self, ts: Timestamp) -> Result<()> {
         match self.state {
             State::Active | State::Prepared => {}
@@ -326,7 +351,14 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
                 current: self.commit_ts,
             });
         }
+        let ts = self.round_commit_ts(check_ts(TimestampRole::Commit, ts)?);
         self.check_commit_ts(ts)?;
+        if !self.durable_ts.is_none() && self.durable_ts < ts {
+            return Err(Error::DurableTimestampBeforeCommit {
+                durable: self.durable_ts,
+                commit: ts,
+            });
+        }
         if self.state != State::Prepared {
             self.sess.engine.proto.announce(self.sess.slot, ts, false)?;
         }
@@ -335,8 +367,12 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     }
 
     /// Announces a prepared transaction's durable timestamp before it
-    /// resolves. Stable may not pass it until the transaction commits or
-    /// rolls back ([`Error::StablePastPreparedDurable`]).
+    /// resolves: it must be after stable and at or above a commit timestamp
+    /// already set, and becomes the durable timestamp `commit` uses unless
+    /// [`CommitOptions::durable_ts`] gives another. Stable may not pass it
+    /// until the transaction commits or rolls back
+    /// ([`Error::StablePastPreparedDurable`]); `all_durable` stays below it.
+    /// Setting it again replaces it (a refused value keeps the old one).
     pub fn set_durable_timestamp(&mut self, ts: Timestamp) -> Result<()> {
         if self.state != State::Prepared {
             self.check_usable()?;
@@ -350,14 +386,18 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
                 commit: self.commit_ts,
             });
         }
-        self.sess.engine.proto.announce(self.sess.slot, ts, true)
+        self.sess.engine.proto.announce(self.sess.slot, ts, true)?;
+        self.durable_ts = ts;
+        Ok(())
     }
 
     /// Prepares the transaction (two-phase commit) at `ts`: it must be after
-    /// stable (or rounded up with `roundup_prepared`) and not below an
-    /// active read timestamp. Afterwards the transaction may only commit
-    /// (with `commit_ts >= prepare_ts` and `durable_ts >= commit_ts`) or roll
-    /// back; readers at or above `ts` meet its updates as prepare conflicts.
+    /// stable and at or above oldest (or rounded up to the first timestamp
+    /// that is, with `roundup_prepared`) and not below any active read
+    /// timestamp, this transaction's own included. Afterwards the
+    /// transaction may only commit (with `commit_ts >= prepare_ts` and
+    /// `durable_ts >= commit_ts`, `durable_ts` after stable) or roll back;
+    /// readers at or above `ts` meet its updates as prepare conflicts.
     /// Returns the prepare timestamp in force.
     pub fn prepare(&mut self, ts: Timestamp) -> Result<Timestamp> {
         if self.state == State::Prepared {
@@ -371,9 +411,42 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         }
         check_ts(TimestampRole::Prepare, ts)?;
         let engine = self.sess.engine;
+        let (oldest, _) = engine.proto.oldest_stable();
+        let mut want = ts;
+        if want < oldest {
+            // Only reachable while no stable timestamp is set (oldest <=
+            // stable < prepare otherwise).
+            if !self.opts.roundup_prepared {
+                return Err(Error::PrepareTimestampBeforeOldest {
+                    prepare: ts,
+                    oldest,
+                });
+            }
+            want = oldest;
+        }
         let p = engine
             .proto
-            .claim_prepare(self.sess.slot, ts, self.opts.roundup_prepared)?;
+            .claim_prepare(self.sess.slot, want, self.opts.roundup_prepared)?;
+        let refused = if p > Timestamp::MAX {
+            // Rounded up past the largest timestamp: stable is at MAX.
+            Some(Error::PrepareTimestampNotAfterStable {
+                prepare: ts,
+                stable: Timestamp::MAX,
+            })
+        } else if !self.read_ts.is_none() && p < self.read_ts {
+            Some(Error::PrepareTimestampBeforeActiveRead {
+                prepare: p,
+                read: self.read_ts,
+            })
+        } else {
+            None
+        };
+        if let Some(e) = refused {
+            // Nothing else was published yet: no announcement exists before
+            // prepare (a commit timestamp refuses prepare above).
+            engine.proto.release_prepare(self.sess.slot);
+            return Err(e);
+        }
         for w in &self.sess.writes {
             // SAFETY: our own versions stay linked until we finish (pruning
             // cuts only below committed versions; only we unlink ours), and
@@ -394,8 +467,11 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
 
     /// Commits. With a commit timestamp (here or set earlier) it must be
     /// after stable and at or above oldest and the read timestamp; a
-    /// prepared transaction needs one, and may give a durable timestamp at
-    /// or above it. A timestamp error leaves the transaction open and usable;
+    /// prepared transaction needs one at or above its prepare timestamp
+    /// (stable and oldest do not bound it), and its durable timestamp (given
+    /// here, else the one set with `set_durable_timestamp`, else the commit
+    /// timestamp) must be at or above it and after stable. A timestamp error
+    /// leaves the transaction open and usable;
     /// a transaction that hit a write conflict is rolled back and gets
     /// [`Error::MustRollBack`].
     pub fn commit(&mut self, opts: CommitOptions) -> Result<()> {
@@ -408,7 +484,12 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             State::Active | State::Prepared => {}
         }
         let prepared = self.state == State::Prepared;
-        let commit = match (opts.commit_ts, self.commit_ts.to_option()) {
+        let given = match opts.commit_ts {
+            // An explicit 0 is an error, not "untimestamped".
+            Some(t) => Some(self.round_commit_ts(check_ts(TimestampRole::Commit, t)?)),
+            None => None,
+        };
+        let commit = match (given, self.commit_ts.to_option()) {
             (Some(a), Some(b)) if a != b => {
                 return Err(Error::CommitTimestampAlreadySet { current: b })
             }
@@ -421,7 +502,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
                 if commit.is_none() {
                     return Err(Error::PreparedCommitNeedsTimestamp);
                 }
-                let d = d.unwrap_or(commit);
+                let d = d.or(self.durable_ts.to_option()).unwrap_or(commit);
                 check_ts(TimestampRole::Durable, d)?;
                 if d < commit {
                     return Err(Error::DurableTimestampBeforeCommit { durable: d, commit });
