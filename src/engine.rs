@@ -112,6 +112,7 @@ impl<P: Protocol> Engine<P> {
         s.versions_freed = self.store.freed.load(Ordering::Relaxed);
         s.read_path_rmw = crate::sync::thread_rmw_count().map(|_| s.read_rmw_raw);
         s.sessions_open = self.proto.sessions_open();
+        self.proto.add_stats(None, &mut s);
         s
     }
 
@@ -221,6 +222,16 @@ impl<'e, P: Protocol> Session<'e, P> {
     /// The engine this session belongs to.
     pub fn engine(&self) -> &'e Engine<P> {
         self.engine
+    }
+
+    /// This session's own counters (every transaction it ran, since its
+    /// slot was first used; blocks are never reset). `read_path_rmw` and
+    /// `versions_freed` are engine-wide and left at their defaults here.
+    pub fn stats(&self) -> Stats {
+        let mut s = Stats::default();
+        s.add(self.ctr());
+        self.engine.proto.add_stats(Some(self.slot), &mut s);
+        s
     }
 
     #[inline]

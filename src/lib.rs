@@ -2,6 +2,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+#[cfg(not(loom))]
+mod baseline;
 mod config;
 mod engine;
 mod error;
@@ -15,6 +17,8 @@ mod sync;
 mod ts;
 mod txn;
 
+#[cfg(not(loom))]
+pub use baseline::{RwLockBaseline, RwLockBaselineFixed, RwLockMachinery};
 pub use config::{
     CommitOptions, EngineConfig, Isolation, PrepareConflicts, TimestampKind, TimestampUpdate,
     TxnOptions,

@@ -100,4 +100,7 @@ pub trait Machinery: Send + Sync + Sized + 'static {
     fn sessions_open(&self) -> usize;
     /// The pins each open session holds: `(slot, snapshot xmin, read ts)`.
     fn pins(&self) -> Vec<(usize, u64, u64)>;
+    /// Adds counts the machinery keeps itself (work done in methods that get
+    /// no `Counters`) for one slot, or for every slot with `None`.
+    fn add_stats(&self, _slot: Option<usize>, _stats: &mut crate::stats::Stats) {}
 }

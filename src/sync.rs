@@ -52,7 +52,7 @@ mod counting {
 
 /// Records one atomic read-modify-write on this thread (feature `count-rmw`).
 #[inline(always)]
-fn count_rmw() {
+pub(crate) fn count_rmw() {
     #[cfg(all(feature = "count-rmw", not(loom)))]
     counting::RMW.with(|c| c.set(c.get() + 1));
 }

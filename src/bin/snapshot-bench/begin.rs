@@ -1,0 +1,150 @@
+//! W2 `begin`: the cost of begin + end of a read-only transaction for every
+//! combination of begin options (the WiredTiger WT-11105 table). Options are
+//! a plain struct; the crate has no string form, so there is no parsed
+//! column to contrast.
+
+use crate::engines::{order, EngineKind};
+use crate::stats::{median, min_max};
+use indicatif::ProgressBar;
+use serde::Serialize;
+use snapshot_engine::{
+    CommitOptions, Engine, EngineConfig, PrepareConflicts, Protocol, Timestamp, TimestampUpdate,
+    TxnOptions,
+};
+use std::time::{Duration, Instant};
+
+/// The rows: (label, options). Read timestamps are at stable (10).
+pub fn rows() -> Vec<(&'static str, TxnOptions)> {
+    let o = TxnOptions::default;
+    let pc = |p: PrepareConflicts, roundup: bool| TxnOptions {
+        prepare_conflicts: p,
+        roundup_prepared: roundup,
+        roundup_read: roundup,
+        ..o()
+    };
+    vec![
+        ("no options", o()),
+        (
+            "enforce prepare conflicts, no round-up",
+            pc(PrepareConflicts::Enforce, false),
+        ),
+        (
+            "enforce, round up timestamps",
+            pc(PrepareConflicts::Enforce, true),
+        ),
+        (
+            "ignore prepare conflicts, no round-up",
+            pc(PrepareConflicts::Ignore, false),
+        ),
+        ("ignore, round up", pc(PrepareConflicts::Ignore, true)),
+        (
+            "ignore allowing writes, no round-up",
+            pc(PrepareConflicts::IgnoreAllowWrites, false),
+        ),
+        (
+            "ignore allowing writes, round up",
+            pc(PrepareConflicts::IgnoreAllowWrites, true),
+        ),
+        (
+            "read-only",
+            TxnOptions {
+                read_only: true,
+                ..o()
+            },
+        ),
+        (
+            "set a timestamp (read_timestamp in options)",
+            TxnOptions {
+                read_timestamp: Some(Timestamp::new(10)),
+                ..o()
+            },
+        ),
+        (
+            "read at stable (fast path)",
+            TxnOptions {
+                read_at_stable: true,
+                ..o()
+            },
+        ),
+    ]
+}
+
+/// ns per begin + commit of an empty transaction with `opts`, over about
+/// `secs` seconds.
+fn cell<P: Protocol>(opts: &TxnOptions, secs: f64) -> f64 {
+    let e = Engine::<P>::with_machinery(EngineConfig::default());
+    e.set_timestamps(TimestampUpdate {
+        oldest: Some(Timestamp::new(1)),
+        stable: Some(Timestamp::new(10)),
+        durable: None,
+    })
+    .expect("timestamps");
+    let mut s = e.session().expect("session");
+    let once = |s: &mut snapshot_engine::Session<'_, P>| {
+        let mut t = s.begin(opts).expect("begin");
+        t.commit(CommitOptions::default()).expect("commit");
+    };
+    // Warm the session's cached snapshot and the caches.
+    for _ in 0..10_000 {
+        once(&mut s);
+    }
+    let budget = Duration::from_secs_f64(secs);
+    let t0 = Instant::now();
+    let mut n = 0u64;
+    while t0.elapsed() < budget {
+        for _ in 0..1000 {
+            once(&mut s);
+        }
+        n += 1000;
+    }
+    t0.elapsed().as_nanos() as f64 / n as f64
+}
+
+#[derive(Serialize)]
+pub struct Row {
+    pub options: &'static str,
+    /// Per engine: ns per begin + commit, one value per round.
+    pub ns: Vec<(&'static str, Vec<f64>)>,
+}
+
+pub fn run(engines: &[EngineKind], rounds: usize, secs: f64, pb: &ProgressBar) -> Vec<Row> {
+    let rows = rows();
+    let mut out: Vec<Row> = rows
+        .iter()
+        .map(|(l, _)| Row {
+            options: l,
+            ns: engines.iter().map(|e| (e.name(), Vec::new())).collect(),
+        })
+        .collect();
+    for r in 0..rounds {
+        for kind in order(engines, r) {
+            let col = engines.iter().position(|&k| k == kind).expect("listed");
+            for (i, (_, opts)) in rows.iter().enumerate() {
+                let ns = crate::dispatch!(kind, cell(opts, secs), f64::NAN);
+                out[i].ns[col].1.push(ns);
+                pb.inc((secs * 1000.0) as u64);
+            }
+        }
+    }
+    out
+}
+
+pub fn print(rows: &[Row], rounds: usize, secs: f64) {
+    println!(
+        "begin (W2): begin + commit of an empty transaction, ns per pair, median (min-max) of {rounds} rounds of {secs} s each, one thread"
+    );
+    print!("{:<46}", "begin with");
+    for (name, _) in &rows[0].ns {
+        print!(" {:>22}", name);
+    }
+    println!();
+    for r in rows {
+        print!("{:<46}", r.options);
+        for (_, v) in &r.ns {
+            let (lo, hi) = min_max(v);
+            print!(" {:>22}", format!("{:.1} ({:.1}-{:.1})", median(v), lo, hi));
+        }
+        println!();
+    }
+    println!();
+}

@@ -1,0 +1,134 @@
+//! LMDB through heed on the read-ts shape, as far as its model allows:
+//! readers open a read transaction on the latest snapshot (LMDB has no
+//! timestamps), read one random key and abort; writers (LMDB admits one at
+//! a time) update one random key and commit. The environment lives in a
+//! temporary directory with `NO_SYNC | NO_META_SYNC | WRITE_MAP`, so commits
+//! do not wait for the disk (the engines here have no durability either).
+
+use crate::common::{key, new_hist, run_phases, Ctl, Rng, Worst, WorstList, MEASURE, STOP};
+use crate::readts::{merge_peer, Out, Params};
+use hdrhistogram::Histogram;
+use heed::types::Bytes;
+use heed::{Database, EnvFlags, EnvOpenOptions};
+use indicatif::ProgressBar;
+use std::hint::black_box;
+use std::time::Instant;
+
+type Db = Database<Bytes, Bytes>;
+type ThreadRes = (u64, Histogram<u64>, Vec<Worst>);
+
+fn thread_loop(
+    ctl: &Ctl,
+    p: &Params,
+    id: usize,
+    kind: &'static str,
+    mut one: impl FnMut(&mut Rng),
+) -> ThreadRes {
+    let mut rng = Rng::new(0x4000 + id as u64);
+    let mut hist = new_hist();
+    let mut worst = WorstList::new(p.worst);
+    let (mut n, mut measuring) = (0u64, false);
+    let mut t0 = Instant::now();
+    let mut last = Instant::now();
+    loop {
+        let ph = ctl.phase();
+        if ph == STOP {
+            break;
+        }
+        if ph == MEASURE && !measuring {
+            measuring = true;
+            t0 = Instant::now();
+            last = t0;
+        }
+        one(&mut rng);
+        let now = Instant::now();
+        if measuring {
+            let ns = (now - last).as_nanos() as u64;
+            hist.saturating_record(ns.max(1));
+            n += 1;
+            worst.offer(ns, || Worst {
+                latency_ns: ns,
+                kind,
+                thread: id,
+                at_ms: (now - t0).as_secs_f64() * 1e3,
+                round: p.round,
+            });
+        }
+        last = now;
+    }
+    (n, hist, worst.v)
+}
+
+/// One read-ts run on a fresh LMDB environment.
+pub fn run(p: &Params, pb: &ProgressBar) -> Out {
+    let dir = std::env::temp_dir().join(format!(
+        "snapshot-bench-lmdb-{}-{}",
+        std::process::id(),
+        p.round
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir for LMDB");
+    let map = (p.keys as usize * (p.value_size + 64) * 4).max(64 << 20);
+    // SAFETY: the directory is ours alone (named by pid and round) and is
+    // opened once; NO_SYNC/NO_META_SYNC/WRITE_MAP only give up durability.
+    let env = unsafe {
+        EnvOpenOptions::new()
+            .map_size(map)
+            .max_readers((p.readers + p.writers + 8) as u32)
+            .flags(EnvFlags::NO_SYNC | EnvFlags::NO_META_SYNC | EnvFlags::WRITE_MAP)
+            .open(&dir)
+    }
+    .expect("open LMDB");
+    let db: Db = {
+        let mut w = env.write_txn().expect("write txn");
+        let db = env.create_database(&mut w, None).expect("db");
+        let value = vec![0x5au8; p.value_size];
+        for k in 0..p.keys {
+            db.put(&mut w, &key(k)[..], &value[..]).expect("load");
+        }
+        w.commit().expect("load commit");
+        db
+    };
+    let ctl = Ctl::new(1);
+    let (rs, ws, secs) = std::thread::scope(|sc| {
+        let (env, ctl) = (&env, &ctl);
+        let rh: Vec<_> = (0..p.readers)
+            .map(|i| {
+                sc.spawn(move || {
+                    thread_loop(ctl, p, i, "read", |rng| {
+                        let k = key(rng.below(p.keys));
+                        let t = env.read_txn().expect("read txn");
+                        let v = db.get(&t, &k[..]).expect("get").map(|v| v[v.len() / 2]);
+                        black_box(v);
+                        drop(t);
+                    })
+                })
+            })
+            .collect();
+        let wh: Vec<_> = (0..p.writers)
+            .map(|i| {
+                sc.spawn(move || {
+                    let mut value = vec![0xa5u8; p.value_size];
+                    let mut n = 0u64;
+                    thread_loop(ctl, p, p.readers + i, "write", |rng| {
+                        n += 1;
+                        let w = value.len().min(8);
+                        value[..w].copy_from_slice(&n.to_le_bytes()[..w]);
+                        let k = key(rng.below(p.keys));
+                        let mut t = env.write_txn().expect("write txn");
+                        db.put(&mut t, &k[..], &value[..]).expect("put");
+                        t.commit().expect("commit");
+                        ctl.next_ts();
+                    })
+                })
+            })
+            .collect();
+        let secs = run_phases(ctl, p.warmup, p.seconds, pb);
+        let rs: Vec<ThreadRes> = rh.into_iter().map(|h| h.join().expect("reader")).collect();
+        let ws: Vec<ThreadRes> = wh.into_iter().map(|h| h.join().expect("writer")).collect();
+        (rs, ws, secs)
+    });
+    drop(env);
+    let _ = std::fs::remove_dir_all(&dir);
+    merge_peer(secs, rs, ws, p.worst)
+}

@@ -1,0 +1,314 @@
+//! W1 `read-ts` (and the engine side of W4 `tail`): readers that set their
+//! read timestamp after begin while writers commit, with the timekeeper
+//! moving stable and oldest every millisecond.
+
+use crate::common::{
+    key, load, new_hist, run_phases, timekeeper, Ctl, Rng, Worst, WorstList, MEASURE, STOP,
+};
+use hdrhistogram::Histogram;
+use indicatif::ProgressBar;
+use snapshot_engine::{
+    thread_rmw_count, CommitOptions, Engine, EngineConfig, Error, Protocol, Stats, Timestamp,
+    TxnOptions,
+};
+use std::hint::black_box;
+use std::time::Instant;
+
+/// The shape of one W1 run.
+#[derive(Clone, Debug)]
+pub struct Params {
+    pub keys: u64,
+    pub value_size: usize,
+    pub readers: usize,
+    pub writers: usize,
+    pub warmup: f64,
+    pub seconds: f64,
+    pub stable_lag: u64,
+    pub oldest_lag: u64,
+    /// Keep the N slowest transactions (W4); 0 for none.
+    pub worst: usize,
+    pub round: usize,
+}
+
+/// What one W1 run measured.
+pub struct Out {
+    pub seconds: f64,
+    pub reader_txns: u64,
+    pub writer_txns: u64,
+    pub writer_aborts: u64,
+    /// Shim-counted read-modify-writes in reader threads (None without
+    /// the `count-rmw` feature or for peers).
+    pub reader_rmw: Option<u64>,
+    /// Counter deltas of the reader sessions over the measured window.
+    pub reader_stats: Option<Stats>,
+    /// Counter deltas of the writer sessions.
+    pub writer_stats: Option<Stats>,
+    pub read_hist: Histogram<u64>,
+    pub write_hist: Histogram<u64>,
+    pub worst: Vec<Worst>,
+}
+
+struct ThreadOut {
+    txns: u64,
+    aborts: u64,
+    rmw: Option<u64>,
+    stats: Option<Stats>,
+    hist: Histogram<u64>,
+    worst: Vec<Worst>,
+}
+
+fn delta(a: &Stats, b: &Stats) -> Stats {
+    let mut d = Stats::default();
+    d.begins = b.begins - a.begins;
+    d.read_only_txns = b.read_only_txns - a.read_only_txns;
+    d.commits = b.commits - a.commits;
+    d.read_lock_acquisitions = b.read_lock_acquisitions - a.read_lock_acquisitions;
+    d.write_lock_acquisitions = b.write_lock_acquisitions - a.write_lock_acquisitions;
+    d.lock_wait_ns = b.lock_wait_ns - a.lock_wait_ns;
+    d.snapshot_rebuilt = b.snapshot_rebuilt - a.snapshot_rebuilt;
+    d.snapshot_reused = b.snapshot_reused - a.snapshot_reused;
+    d.descriptor_installs = b.descriptor_installs - a.descriptor_installs;
+    d.descriptor_cas_retries = b.descriptor_cas_retries - a.descriptor_cas_retries;
+    d.write_conflicts = b.write_conflicts - a.write_conflicts;
+    d
+}
+
+/// Adds the counters the report uses.
+pub fn add_stats(acc: &mut Stats, d: &Stats) {
+    acc.begins += d.begins;
+    acc.read_only_txns += d.read_only_txns;
+    acc.commits += d.commits;
+    acc.read_lock_acquisitions += d.read_lock_acquisitions;
+    acc.write_lock_acquisitions += d.write_lock_acquisitions;
+    acc.lock_wait_ns += d.lock_wait_ns;
+    acc.snapshot_rebuilt += d.snapshot_rebuilt;
+    acc.snapshot_reused += d.snapshot_reused;
+    acc.descriptor_installs += d.descriptor_installs;
+    acc.descriptor_cas_retries += d.descriptor_cas_retries;
+    acc.write_conflicts += d.write_conflicts;
+}
+
+fn reader<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> ThreadOut {
+    let mut s = e.session().expect("reader session");
+    let mut rng = Rng::new(0x1000 + id as u64);
+    let mut hist = new_hist();
+    let mut worst = WorstList::new(p.worst);
+    let opts = TxnOptions::default();
+    let (mut txns, mut measuring) = (0u64, false);
+    let mut base_stats = s.stats();
+    let mut base_rmw = thread_rmw_count();
+    let mut t0 = Instant::now();
+    let mut last = Instant::now();
+    loop {
+        let ph = ctl.phase();
+        if ph == STOP {
+            break;
+        }
+        if ph == MEASURE && !measuring {
+            measuring = true;
+            base_stats = s.stats();
+            base_rmw = thread_rmw_count();
+            t0 = Instant::now();
+            last = t0;
+        }
+        // Reader loop (BENCHMARKS W1): begin; read ts = current stable; one
+        // zero-copy point read of a random key; roll back.
+        let stable = ctl.stable.load(std::sync::atomic::Ordering::Relaxed);
+        let k = key(rng.below(p.keys));
+        let mut t = s.begin(&opts).expect("begin");
+        t.set_read_timestamp(Timestamp::new(stable))
+            .expect("stable is never below oldest");
+        let v = t
+            .get_with(&k, |v| v.map(|v| v[v.len() / 2]))
+            .expect("no prepared updates in W1");
+        black_box(v);
+        t.rollback().expect("rollback");
+        drop(t);
+        let now = Instant::now();
+        if measuring {
+            let ns = (now - last).as_nanos() as u64;
+            hist.saturating_record(ns.max(1));
+            txns += 1;
+            worst.offer(ns, || Worst {
+                latency_ns: ns,
+                kind: "read",
+                thread: id,
+                at_ms: (now - t0).as_secs_f64() * 1e3,
+                round: p.round,
+            });
+        }
+        last = now;
+    }
+    let end_rmw = thread_rmw_count();
+    ThreadOut {
+        txns,
+        aborts: 0,
+        rmw: end_rmw.zip(base_rmw).map(|(a, b)| a - b),
+        stats: Some(delta(&base_stats, &s.stats())),
+        hist,
+        worst: worst.v,
+    }
+}
+
+fn writer<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> ThreadOut {
+    let mut s = e.session().expect("writer session");
+    let mut rng = Rng::new(0x2000 + id as u64);
+    let mut hist = new_hist();
+    let mut worst = WorstList::new(p.worst);
+    let mut value = vec![0xa5u8; p.value_size];
+    let opts = TxnOptions::default();
+    let (mut txns, mut aborts, mut measuring) = (0u64, 0u64, false);
+    let mut base_stats = s.stats();
+    let mut t0 = Instant::now();
+    let mut last = Instant::now();
+    let mut n = 0u64;
+    loop {
+        let ph = ctl.phase();
+        if ph == STOP {
+            break;
+        }
+        if ph == MEASURE && !measuring {
+            measuring = true;
+            base_stats = s.stats();
+            t0 = Instant::now();
+            last = t0;
+        }
+        // Writer loop (W1): begin; update one random key with a fresh value;
+        // commit at the next value of the shared counter.
+        n += 1;
+        let w = value.len().min(8);
+        value[..w].copy_from_slice(&n.to_le_bytes()[..w]);
+        let k = key(rng.below(p.keys));
+        let mut t = s.begin(&opts).expect("begin");
+        let ok = match t.put(&k, &value) {
+            Ok(()) => {
+                loop {
+                    match t.commit(CommitOptions::at(ctl.next_ts())) {
+                        Ok(()) => break,
+                        // The timestamp was overtaken by stable before we
+                        // claimed it: take a newer one.
+                        Err(Error::CommitTimestampNotAfterStable { .. }) => continue,
+                        Err(e) => panic!("writer commit: {e}"),
+                    }
+                }
+                true
+            }
+            Err(Error::WriteConflict { .. }) => {
+                t.rollback().expect("rollback");
+                false
+            }
+            Err(e) => panic!("writer put: {e}"),
+        };
+        drop(t);
+        let now = Instant::now();
+        if measuring {
+            let ns = (now - last).as_nanos() as u64;
+            hist.saturating_record(ns.max(1));
+            if ok {
+                txns += 1;
+            } else {
+                aborts += 1;
+            }
+            worst.offer(ns, || Worst {
+                latency_ns: ns,
+                kind: if ok { "write" } else { "write (conflict)" },
+                thread: id,
+                at_ms: (now - t0).as_secs_f64() * 1e3,
+                round: p.round,
+            });
+        }
+        last = now;
+    }
+    ThreadOut {
+        txns,
+        aborts,
+        rmw: None,
+        stats: Some(delta(&base_stats, &s.stats())),
+        hist,
+        worst: worst.v,
+    }
+}
+
+/// One W1 run on a fresh engine.
+pub fn run<P: Protocol>(p: &Params, pb: &ProgressBar) -> Out {
+    let e = Engine::<P>::with_machinery(EngineConfig {
+        max_sessions: p.readers + p.writers + 8,
+        ..EngineConfig::default()
+    });
+    load(&e, p.keys, p.value_size);
+    let ctl = Ctl::new(1);
+    let (rs, ws, secs) = std::thread::scope(|sc| {
+        let (e, ctl) = (&e, &ctl);
+        let tk = sc.spawn(move || timekeeper(e, ctl, p.stable_lag, p.oldest_lag));
+        let rh: Vec<_> = (0..p.readers)
+            .map(|i| sc.spawn(move || reader(e, ctl, p, i)))
+            .collect();
+        let wh: Vec<_> = (0..p.writers)
+            .map(|i| sc.spawn(move || writer(e, ctl, p, p.readers + i)))
+            .collect();
+        let secs = run_phases(ctl, p.warmup, p.seconds, pb);
+        let rs: Vec<ThreadOut> = rh.into_iter().map(|h| h.join().expect("reader")).collect();
+        let ws: Vec<ThreadOut> = wh.into_iter().map(|h| h.join().expect("writer")).collect();
+        tk.join().expect("timekeeper");
+        (rs, ws, secs)
+    });
+    merge(secs, rs, ws, p.worst)
+}
+
+fn merge(seconds: f64, rs: Vec<ThreadOut>, ws: Vec<ThreadOut>, worst: usize) -> Out {
+    let mut read_hist = new_hist();
+    let mut write_hist = new_hist();
+    let mut reader_stats = Stats::default();
+    let mut writer_stats = Stats::default();
+    let mut reader_rmw = Some(0);
+    for r in &rs {
+        read_hist.add(&r.hist).expect("same bounds");
+        if let Some(s) = &r.stats {
+            add_stats(&mut reader_stats, s);
+        }
+        reader_rmw = reader_rmw.zip(r.rmw).map(|(a, b)| a + b);
+    }
+    for w in &ws {
+        write_hist.add(&w.hist).expect("same bounds");
+        if let Some(s) = &w.stats {
+            add_stats(&mut writer_stats, s);
+        }
+    }
+    let has_stats = rs.iter().chain(&ws).any(|t| t.stats.is_some());
+    Out {
+        seconds,
+        reader_txns: rs.iter().map(|r| r.txns).sum(),
+        writer_txns: ws.iter().map(|w| w.txns).sum(),
+        writer_aborts: ws.iter().map(|w| w.aborts).sum(),
+        reader_rmw: if rs.is_empty() { None } else { reader_rmw },
+        reader_stats: has_stats.then_some(reader_stats),
+        writer_stats: has_stats.then_some(writer_stats),
+        read_hist,
+        write_hist,
+        worst: WorstList::merge(rs.into_iter().chain(ws).map(|t| t.worst), worst),
+    }
+}
+
+/// Builds an [`Out`] for a peer engine from its threads' results.
+#[allow(dead_code)]
+pub(crate) fn merge_peer(
+    seconds: f64,
+    readers: Vec<(u64, Histogram<u64>, Vec<Worst>)>,
+    writers: Vec<(u64, Histogram<u64>, Vec<Worst>)>,
+    worst: usize,
+) -> Out {
+    let to = |(txns, hist, worst): (u64, Histogram<u64>, Vec<Worst>)| ThreadOut {
+        txns,
+        aborts: 0,
+        rmw: None,
+        stats: None,
+        hist,
+        worst,
+    };
+    merge(
+        seconds,
+        readers.into_iter().map(to).collect(),
+        writers.into_iter().map(to).collect(),
+        worst,
+    )
+}

@@ -1,0 +1,366 @@
+//! Turning runs into rounds, tables and JSON.
+
+use crate::common::{fmt_int, fmt_ns, new_hist, Pct, Worst};
+use crate::readts::Out;
+use crate::stats::{mann_whitney_p, median, min_max, rounds_won};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// One engine's result in one round of W1/W4.
+#[derive(Serialize, Clone, Debug)]
+pub struct Round {
+    pub round: usize,
+    /// 0 if this engine ran first in the round.
+    pub position: usize,
+    pub seconds: f64,
+    pub reader_txn_per_s: f64,
+    pub writer_txn_per_s: f64,
+    pub reader_txns: u64,
+    pub writer_txns: u64,
+    pub writer_conflicts: u64,
+    /// Read-modify-writes issued through the engine's `sync` shim per
+    /// read-only transaction (for the baselines: plus two per lock
+    /// acquisition). `null` unless built with `--features count-rmw`.
+    pub shared_rmw_per_read_txn: Option<f64>,
+    pub read_locks_per_read_txn: Option<f64>,
+    pub snapshot_rebuilds_per_read_txn: Option<f64>,
+    pub lock_wait_ns_per_read_txn: Option<f64>,
+    pub read_locks_per_write_txn: Option<f64>,
+    pub write_locks_per_write_txn: Option<f64>,
+    pub lock_wait_ns_per_write_txn: Option<f64>,
+    pub read_latency_ns: Pct,
+    pub write_latency_ns: Pct,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub worst: Vec<Worst>,
+    #[serde(skip)]
+    pub read_hist: Histogram<u64>,
+    #[serde(skip)]
+    pub write_hist: Histogram<u64>,
+}
+
+impl Round {
+    pub fn from_out(round: usize, position: usize, o: Out) -> Round {
+        let per = |x: u64, n: u64| (n > 0).then(|| x as f64 / n as f64);
+        let rs = o.reader_stats.as_ref();
+        let ws = o.writer_stats.as_ref();
+        let rb = rs.map_or(0, |s| s.begins);
+        let wb = ws.map_or(0, |s| s.begins);
+        Round {
+            round,
+            position,
+            seconds: o.seconds,
+            reader_txn_per_s: o.reader_txns as f64 / o.seconds,
+            writer_txn_per_s: o.writer_txns as f64 / o.seconds,
+            reader_txns: o.reader_txns,
+            writer_txns: o.writer_txns,
+            writer_conflicts: o.writer_aborts,
+            shared_rmw_per_read_txn: o.reader_rmw.and_then(|r| per(r, rb.max(o.reader_txns))),
+            read_locks_per_read_txn: rs.and_then(|s| per(s.read_lock_acquisitions, rb)),
+            snapshot_rebuilds_per_read_txn: rs.and_then(|s| per(s.snapshot_rebuilt, rb)),
+            lock_wait_ns_per_read_txn: rs.and_then(|s| per(s.lock_wait_ns, rb)),
+            read_locks_per_write_txn: ws.and_then(|s| per(s.read_lock_acquisitions, wb)),
+            write_locks_per_write_txn: ws.and_then(|s| per(s.write_lock_acquisitions, wb)),
+            lock_wait_ns_per_write_txn: ws.and_then(|s| per(s.lock_wait_ns, wb)),
+            read_latency_ns: Pct::of(&o.read_hist),
+            write_latency_ns: Pct::of(&o.write_hist),
+            worst: o.worst,
+            read_hist: o.read_hist,
+            write_hist: o.write_hist,
+        }
+    }
+}
+
+/// One engine's rounds.
+#[derive(Serialize, Clone, Debug)]
+pub struct EngineRounds {
+    pub engine: &'static str,
+    pub rounds: Vec<Round>,
+}
+
+/// A paired comparison of two engines on one metric.
+#[derive(Serialize, Clone, Debug)]
+pub struct Comparison {
+    pub metric: &'static str,
+    pub a: &'static str,
+    pub b: &'static str,
+    pub a_median: f64,
+    pub b_median: f64,
+    /// `(a - b) / b`.
+    pub difference: f64,
+    pub ratio: f64,
+    pub p_value: f64,
+    pub a_higher_rounds: usize,
+    pub rounds: usize,
+}
+
+pub fn compare(
+    metric: &'static str,
+    a: &EngineRounds,
+    b: &EngineRounds,
+    f: impl Fn(&Round) -> f64,
+) -> Comparison {
+    let xa: Vec<f64> = a.rounds.iter().map(&f).collect();
+    let xb: Vec<f64> = b.rounds.iter().map(&f).collect();
+    let (ma, mb) = (median(&xa), median(&xb));
+    Comparison {
+        metric,
+        a: a.engine,
+        b: b.engine,
+        a_median: ma,
+        b_median: mb,
+        difference: (ma - mb) / mb,
+        ratio: ma / mb,
+        p_value: mann_whitney_p(&xa, &xb),
+        a_higher_rounds: rounds_won(&xa, &xb),
+        rounds: xa.len().min(xb.len()),
+    }
+}
+
+fn med_range(xs: &[f64]) -> String {
+    let (lo, hi) = min_max(xs);
+    format!("{} ({}-{})", fmt_int(median(xs)), fmt_int(lo), fmt_int(hi))
+}
+
+fn med_opt(xs: Vec<Option<f64>>, digits: usize) -> String {
+    let v: Vec<f64> = xs.into_iter().flatten().collect();
+    if v.is_empty() {
+        "-".into()
+    } else {
+        format!("{:.*}", digits, median(&v))
+    }
+}
+
+/// The W1 table: one row per engine, then the comparisons of the first
+/// engine against each other one.
+pub fn print_read_ts(title: &str, engines: &[EngineRounds], cmps: &[Comparison]) {
+    println!("{title}");
+    println!(
+        "{:<10} {:>32} {:>32} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}",
+        "engine",
+        "reader txn/s median (min-max)",
+        "writer txn/s median (min-max)",
+        "rmw/rtxn",
+        "rlock/rtxn",
+        "rebuild/rtxn",
+        "waitns/rtxn",
+        "rd p50",
+        "rd p99",
+        "rd p99.9",
+        "rd max"
+    );
+    for e in engines {
+        let r = &e.rounds;
+        let pct = |f: fn(&Pct) -> u64| {
+            fmt_ns(median(
+                &r.iter()
+                    .map(|x| f(&x.read_latency_ns) as f64)
+                    .collect::<Vec<_>>(),
+            ) as u64)
+        };
+        let maxv = r.iter().map(|x| x.read_latency_ns.max).max().unwrap_or(0);
+        println!(
+            "{:<10} {:>32} {:>32} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}",
+            e.engine,
+            med_range(&r.iter().map(|x| x.reader_txn_per_s).collect::<Vec<_>>()),
+            med_range(&r.iter().map(|x| x.writer_txn_per_s).collect::<Vec<_>>()),
+            med_opt(r.iter().map(|x| x.shared_rmw_per_read_txn).collect(), 3),
+            med_opt(r.iter().map(|x| x.read_locks_per_read_txn).collect(), 3),
+            med_opt(
+                r.iter().map(|x| x.snapshot_rebuilds_per_read_txn).collect(),
+                3
+            ),
+            med_opt(r.iter().map(|x| x.lock_wait_ns_per_read_txn).collect(), 0),
+            pct(|p| p.p50),
+            pct(|p| p.p99),
+            pct(|p| p.p999),
+            fmt_ns(maxv),
+        );
+    }
+    for c in cmps {
+        println!(
+            "  {} {}: {} -> {} ({:+.1}%, x{:.2}, exact Mann-Whitney p = {:.3}, {} higher in {}/{} rounds)",
+            c.metric,
+            format_args!("{} vs {}", c.a, c.b),
+            fmt_int(c.b_median),
+            fmt_int(c.a_median),
+            c.difference * 100.0,
+            c.ratio,
+            c.p_value,
+            c.a,
+            c.a_higher_rounds,
+            c.rounds
+        );
+    }
+    let wl: Vec<String> = engines
+        .iter()
+        .filter_map(|e| {
+            let v: Vec<f64> = e
+                .rounds
+                .iter()
+                .filter_map(|x| Some(x.read_locks_per_write_txn? + x.write_locks_per_write_txn?))
+                .collect();
+            (!v.is_empty() && median(&v) > 0.0).then(|| {
+                let w: Vec<f64> = e
+                    .rounds
+                    .iter()
+                    .filter_map(|x| x.lock_wait_ns_per_write_txn)
+                    .collect();
+                format!(
+                    "{} {:.2} locks, {:.0} ns wait",
+                    e.engine,
+                    median(&v),
+                    median(&w)
+                )
+            })
+        })
+        .collect();
+    if !wl.is_empty() {
+        println!("  per writer txn: {}", wl.join("; "));
+    }
+    println!();
+}
+
+/// Latency buckets of the tail report: [lo, hi) in ns.
+pub const BUCKETS: &[(u64, u64, &str)] = &[
+    (0, 1_000, "< 1 us"),
+    (1_000, 2_000, "1-2 us"),
+    (2_000, 5_000, "2-5 us"),
+    (5_000, 10_000, "5-10 us"),
+    (10_000, 20_000, "10-20 us"),
+    (20_000, 50_000, "20-50 us"),
+    (50_000, 100_000, "50-100 us"),
+    (100_000, 200_000, "100-200 us"),
+    (200_000, 500_000, "200-500 us"),
+    (500_000, 1_000_000, "0.5-1 ms"),
+    (1_000_000, 2_000_000, "1-2 ms"),
+    (2_000_000, 5_000_000, "2-5 ms"),
+    (5_000_000, 10_000_000, "5-10 ms"),
+    (10_000_000, 20_000_000, "10-20 ms"),
+    (20_000_000, 50_000_000, "20-50 ms"),
+    (50_000_000, 100_000_000, "50-100 ms"),
+    (100_000_000, u64::MAX, ">= 100 ms"),
+];
+
+/// Counts of `h` per bucket.
+pub fn bucket_counts(h: &Histogram<u64>) -> Vec<u64> {
+    let mut out = vec![0u64; BUCKETS.len()];
+    for v in h.iter_recorded() {
+        let x = v.value_iterated_to();
+        let i = BUCKETS
+            .iter()
+            .position(|&(lo, hi, _)| x >= lo && x < hi)
+            .unwrap_or(BUCKETS.len() - 1);
+        out[i] += v.count_at_value();
+    }
+    out
+}
+
+/// One engine's tail summary, over all its rounds.
+#[derive(Serialize, Clone, Debug)]
+pub struct Tail {
+    pub engine: &'static str,
+    pub transactions: u64,
+    pub read: Pct,
+    pub write: Pct,
+    pub all: Pct,
+    pub mean_ns: f64,
+    pub buckets: Vec<(String, u64)>,
+    pub worst: Vec<Worst>,
+}
+
+pub fn tail_of(e: &EngineRounds, worst: usize) -> Tail {
+    let (mut r, mut w, mut a) = (new_hist(), new_hist(), new_hist());
+    for x in &e.rounds {
+        r.add(&x.read_hist).expect("same bounds");
+        w.add(&x.write_hist).expect("same bounds");
+    }
+    a.add(&r).expect("same bounds");
+    a.add(&w).expect("same bounds");
+    let counts = bucket_counts(&a);
+    Tail {
+        engine: e.engine,
+        transactions: a.len(),
+        read: Pct::of(&r),
+        write: Pct::of(&w),
+        all: Pct::of(&a),
+        mean_ns: a.mean(),
+        buckets: BUCKETS
+            .iter()
+            .zip(counts)
+            .map(|(b, c)| (b.2.to_string(), c))
+            .collect(),
+        worst: crate::common::WorstList::merge(e.rounds.iter().map(|x| x.worst.clone()), worst),
+    }
+}
+
+pub fn print_tail(title: &str, tails: &[Tail]) {
+    println!("{title}");
+    println!(
+        "{:<10} {:<6} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "engine", "txns", "count", "mean", "p50", "p95", "p99", "p99.9", "max"
+    );
+    for t in tails {
+        for (kind, p, n) in [
+            ("all", &t.all, t.transactions),
+            ("read", &t.read, 0),
+            ("write", &t.write, 0),
+        ] {
+            println!(
+                "{:<10} {:<6} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+                t.engine,
+                kind,
+                if n > 0 {
+                    fmt_int(n as f64)
+                } else {
+                    String::new()
+                },
+                if kind == "all" {
+                    fmt_ns(t.mean_ns as u64)
+                } else {
+                    String::new()
+                },
+                fmt_ns(p.p50),
+                fmt_ns(p.p95),
+                fmt_ns(p.p99),
+                fmt_ns(p.p999),
+                fmt_ns(p.max)
+            );
+        }
+    }
+    println!("\nlatency distribution, every transaction (count, % of all):");
+    print!("{:<12}", "bucket");
+    for t in tails {
+        print!(" {:>24}", t.engine);
+    }
+    println!();
+    for (i, b) in BUCKETS.iter().enumerate() {
+        if tails.iter().all(|t| t.buckets[i].1 == 0) {
+            continue;
+        }
+        print!("{:<12}", b.2);
+        for t in tails {
+            let c = t.buckets[i].1;
+            print!(
+                " {:>14} {:>8.4}%",
+                fmt_int(c as f64),
+                100.0 * c as f64 / t.transactions.max(1) as f64
+            );
+        }
+        println!();
+    }
+    for t in tails {
+        println!("\n{}: the {} slowest transactions", t.engine, t.worst.len());
+        for (i, w) in t.worst.iter().enumerate() {
+            println!(
+                "  {:>2}. {:>9}  {:<17} thread {:>2}  round {}  at {:.1} ms",
+                i + 1,
+                fmt_ns(w.latency_ns),
+                w.kind,
+                w.thread,
+                w.round,
+                w.at_ms
+            );
+        }
+    }
+    println!();
+}

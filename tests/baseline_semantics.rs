@@ -1,0 +1,273 @@
+//! The read-write-lock baselines run the same store and transaction code as
+//! the lock-free engine; these checks pin that they also give the same
+//! answers, so a benchmark ratio between them compares machineries, not
+//! semantics. Every check is one generic function run for every machinery.
+
+use snapshot_engine::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+fn engine<P: Protocol>() -> Engine<P> {
+    Engine::<P>::with_machinery(EngineConfig::default())
+}
+
+fn put_commit<P: Protocol>(s: &mut Session<'_, P>, k: &[u8], v: &[u8], ts: u64) {
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    t.put(k, v).unwrap();
+    t.commit(CommitOptions::at(ts)).unwrap();
+}
+
+fn read_at<P: Protocol>(s: &mut Session<'_, P>, k: &[u8], ts: u64) -> Option<Vec<u8>> {
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    t.set_read_timestamp(Timestamp::new(ts)).unwrap();
+    t.get(k).unwrap()
+}
+
+fn visibility_by_timestamp<P: Protocol>() {
+    let e = engine::<P>();
+    let mut s = e.session().unwrap();
+    put_commit(&mut s, b"k", b"v10", 10);
+    put_commit(&mut s, b"k", b"v20", 20);
+    assert_eq!(read_at(&mut s, b"k", 5), None, "{}", P::NAME);
+    assert_eq!(
+        read_at(&mut s, b"k", 10),
+        Some(b"v10".to_vec()),
+        "{}",
+        P::NAME
+    );
+    assert_eq!(
+        read_at(&mut s, b"k", 19),
+        Some(b"v10".to_vec()),
+        "{}",
+        P::NAME
+    );
+    assert_eq!(
+        read_at(&mut s, b"k", 25),
+        Some(b"v20".to_vec()),
+        "{}",
+        P::NAME
+    );
+}
+
+fn read_ts_after_begin_sees_a_commit_in_between<P: Protocol>() {
+    let e = engine::<P>();
+    let mut r = e.session().unwrap();
+    let mut w = e.session().unwrap();
+    put_commit(&mut w, b"k", b"old", 10);
+    let mut t = r.begin(&TxnOptions::default()).unwrap();
+    // A writer commits after the reader began, before it sets its read ts.
+    put_commit(&mut w, b"k", b"new", 20);
+    t.set_read_timestamp(Timestamp::new(30)).unwrap();
+    assert_eq!(t.get(b"k").unwrap(), Some(b"new".to_vec()), "{}", P::NAME);
+    t.rollback().unwrap();
+    drop(t);
+    // Without a read timestamp the snapshot taken at begin decides.
+    let mut t = r.begin(&TxnOptions::default()).unwrap();
+    put_commit(&mut w, b"k", b"newer", 40);
+    assert_eq!(t.get(b"k").unwrap(), Some(b"new".to_vec()), "{}", P::NAME);
+}
+
+fn first_updater_wins<P: Protocol>() {
+    let e = engine::<P>();
+    let mut a = e.session().unwrap();
+    let mut b = e.session().unwrap();
+    put_commit(&mut a, b"k", b"0", 5);
+    let mut ta = a.begin(&TxnOptions::default()).unwrap();
+    let mut tb = b.begin(&TxnOptions::default()).unwrap();
+    ta.put(b"k", b"a").unwrap();
+    assert!(
+        matches!(tb.put(b"k", b"b"), Err(Error::WriteConflict { .. })),
+        "{}",
+        P::NAME
+    );
+    assert_eq!(
+        tb.commit(CommitOptions::default()),
+        Err(Error::MustRollBack)
+    );
+    ta.commit(CommitOptions::at(10)).unwrap();
+    drop((ta, tb));
+    // A transaction whose snapshot predates a committed update conflicts too.
+    let mut tb = b.begin(&TxnOptions::default()).unwrap();
+    put_commit(&mut a, b"k", b"a2", 20);
+    assert!(
+        matches!(tb.put(b"k", b"b"), Err(Error::WriteConflict { .. })),
+        "{}",
+        P::NAME
+    );
+}
+
+fn rollback_is_invisible<P: Protocol>() {
+    let e = engine::<P>();
+    let mut a = e.session().unwrap();
+    let mut b = e.session().unwrap();
+    put_commit(&mut a, b"k", b"kept", 5);
+    let mut t = a.begin(&TxnOptions::default()).unwrap();
+    t.put(b"k", b"gone").unwrap();
+    t.put(b"x", b"gone").unwrap();
+    // Uncommitted: invisible to others.
+    assert_eq!(read_at(&mut b, b"k", 100), Some(b"kept".to_vec()));
+    t.rollback().unwrap();
+    drop(t);
+    assert_eq!(
+        read_at(&mut b, b"k", 100),
+        Some(b"kept".to_vec()),
+        "{}",
+        P::NAME
+    );
+    assert_eq!(read_at(&mut b, b"x", 100), None, "{}", P::NAME);
+    // The key is writable again.
+    put_commit(&mut b, b"k", b"after", 50);
+    assert_eq!(read_at(&mut a, b"k", 100), Some(b"after".to_vec()));
+}
+
+fn read_ts_below_oldest_is_refused_or_rounded<P: Protocol>() {
+    let e = engine::<P>();
+    let mut s = e.session().unwrap();
+    e.set_timestamps(TimestampUpdate {
+        oldest: Some(Timestamp::new(50)),
+        stable: Some(Timestamp::new(60)),
+        durable: None,
+    })
+    .unwrap();
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    assert_eq!(
+        t.set_read_timestamp(Timestamp::new(40)),
+        Err(Error::ReadTimestampTooOld {
+            read: Timestamp::new(40),
+            oldest: Timestamp::new(50)
+        }),
+        "{}",
+        P::NAME
+    );
+    drop(t);
+    let opts = TxnOptions {
+        roundup_read: true,
+        ..Default::default()
+    };
+    let mut t = s.begin(&opts).unwrap();
+    assert_eq!(
+        t.set_read_timestamp(Timestamp::new(40)),
+        Ok(Timestamp::new(50))
+    );
+    drop(t);
+    // Commits must be after stable.
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    t.put(b"k", b"v").unwrap();
+    assert!(matches!(
+        t.commit(CommitOptions::at(60)),
+        Err(Error::CommitTimestampNotAfterStable { .. })
+    ));
+    t.commit(CommitOptions::at(61)).unwrap();
+}
+
+/// Transfers between two keys keep their sum; concurrent readers at the
+/// latest snapshot must always see the sum intact.
+fn concurrent_transfers_keep_the_sum<P: Protocol>() {
+    let e = engine::<P>();
+    {
+        let mut s = e.session().unwrap();
+        let mut t = s.begin(&TxnOptions::default()).unwrap();
+        t.put(b"a", &100u64.to_le_bytes()).unwrap();
+        t.put(b"b", &100u64.to_le_bytes()).unwrap();
+        t.commit(CommitOptions::default()).unwrap();
+    }
+    let stop = AtomicBool::new(false);
+    let val = |v: Option<Vec<u8>>| u64::from_le_bytes(v.unwrap().try_into().unwrap());
+    std::thread::scope(|sc| {
+        for w in 0..2u64 {
+            let (e, stop) = (&e, &stop);
+            sc.spawn(move || {
+                let mut s = e.session().unwrap();
+                for i in 0..2000u64 {
+                    let mut t = s.begin(&TxnOptions::default()).unwrap();
+                    let (from, to): (&[u8], &[u8]) = if (i + w) % 2 == 0 {
+                        (b"a", b"b")
+                    } else {
+                        (b"b", b"a")
+                    };
+                    let f = val(t.get(from).unwrap());
+                    let g = val(t.get(to).unwrap());
+                    if f == 0 {
+                        continue;
+                    }
+                    if t.put(from, &(f - 1).to_le_bytes()).is_err()
+                        || t.put(to, &(g + 1).to_le_bytes()).is_err()
+                    {
+                        continue;
+                    }
+                    let _ = t.commit(CommitOptions::default());
+                }
+                stop.store(true, Ordering::Relaxed);
+            });
+        }
+        for _ in 0..2 {
+            let (e, stop) = (&e, &stop);
+            sc.spawn(move || {
+                let mut s = e.session().unwrap();
+                let mut reads = 0;
+                while !stop.load(Ordering::Relaxed) || reads < 100 {
+                    let mut t = s.begin(&TxnOptions::default()).unwrap();
+                    let sum = val(t.get(b"a").unwrap()) + val(t.get(b"b").unwrap());
+                    assert_eq!(sum, 200, "{}", P::NAME);
+                    reads += 1;
+                }
+            });
+        }
+    });
+}
+
+fn all<P: Protocol>() {
+    visibility_by_timestamp::<P>();
+    read_ts_after_begin_sees_a_commit_in_between::<P>();
+    first_updater_wins::<P>();
+    rollback_is_invisible::<P>();
+    read_ts_below_oldest_is_refused_or_rounded::<P>();
+    concurrent_transfers_keep_the_sum::<P>();
+}
+
+#[test]
+fn lock_free_semantics() {
+    all::<LockFree>();
+}
+
+#[test]
+fn rwlock_three_acquisition_semantics() {
+    all::<RwLockBaseline>();
+}
+
+#[test]
+fn rwlock_two_acquisition_semantics() {
+    all::<RwLockBaselineFixed>();
+}
+
+/// Lock acquisitions of one reader transaction that sets its read timestamp
+/// after begin: returns (with a commit in between, without).
+fn reader_lock_calls<P: Protocol>() -> (u64, u64) {
+    let e = engine::<P>();
+    let mut r = e.session().unwrap();
+    let mut w = e.session().unwrap();
+    put_commit(&mut w, b"k", b"v", 10);
+    let mut run = |commit_between: bool| {
+        // Warm the session's cached snapshot first.
+        drop(r.begin(&TxnOptions::default()).unwrap());
+        let before = r.stats().read_lock_acquisitions;
+        let mut t = r.begin(&TxnOptions::default()).unwrap();
+        if commit_between {
+            put_commit(&mut w, b"k", b"v", 20);
+        }
+        t.set_read_timestamp(Timestamp::new(30)).unwrap();
+        t.get(b"k").unwrap();
+        t.rollback().unwrap();
+        drop(t);
+        r.stats().read_lock_acquisitions - before
+    };
+    let with = run(true);
+    let without = run(false);
+    (with, without)
+}
+
+#[test]
+fn lock_acquisitions_per_reader_match_each_design() {
+    assert_eq!(reader_lock_calls::<LockFree>(), (0, 0));
+    assert_eq!(reader_lock_calls::<RwLockBaseline>(), (3, 2));
+    assert_eq!(reader_lock_calls::<RwLockBaselineFixed>(), (2, 2));
+}
