@@ -158,7 +158,7 @@ impl WorstList {
 
     pub fn merge(lists: impl IntoIterator<Item = Vec<Worst>>, cap: usize) -> Vec<Worst> {
         let mut all: Vec<Worst> = lists.into_iter().flatten().collect();
-        all.sort_by(|a, b| b.latency_ns.cmp(&a.latency_ns));
+        all.sort_by_key(|w| std::cmp::Reverse(w.latency_ns));
         all.truncate(cap);
         all
     }

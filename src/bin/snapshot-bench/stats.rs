@@ -116,8 +116,8 @@ fn p_counted(a: &[f64], b: &[f64]) -> f64 {
     // f[i][j][u]: arrangements of i a's and j b's with U = u (no ties).
     let umax = n1 * n2;
     let mut f = vec![vec![vec![0f64; umax + 1]; n2 + 1]; n1 + 1];
-    for j in 0..=n2 {
-        f[0][j][0] = 1.0;
+    for row in f[0].iter_mut() {
+        row[0] = 1.0;
     }
     for i in 1..=n1 {
         f[i][0][0] = 1.0;
