@@ -3,20 +3,80 @@
 //! never removed from the index, only their versions are pruned (DESIGN.md,
 //! "Boundaries").
 //!
-//! The index is crossbeam-skiplist's lock-free `base::SkipList`, read under
-//! the same epoch guard as the version chains: a lookup takes no reference
-//! count, so a point read does no read-modify-write. Under `--cfg loom` the
+//! Point reads go through a lock-free hash table (`raw/hashindex.rs`);
+//! ordered scans through crossbeam-skiplist's lock-free `base::SkipList`.
+//! Both are read under the same epoch guard as the version chains and take
+//! no reference count, so a point read does no read-modify-write. Under `--cfg loom` the
 //! skiplist (whose atomics loom cannot see) is replaced by a mutex-protected
 //! `BTreeMap`; the index is not part of the snapshot protocol the models
 //! check.
 
 use crate::raw::chain::KeyEntry;
+#[cfg(not(loom))]
+use crate::raw::hashindex::{HashIndex, Node};
 use crate::raw::reclaim::{Guard, Reclaimer};
 use std::ops::Bound;
 
+/// A skiplist key: a pointer to the key's node, ordered by the key bytes.
+#[cfg(not(loom))]
+#[derive(Clone, Copy)]
+struct NodeKey(*const Node);
+
+#[cfg(not(loom))]
+impl NodeKey {
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: nodes are freed only when the store drops, after the
+        // skiplist (field order in `Index`); a NodeKey never outlives it.
+        unsafe { (*self.0).key() }
+    }
+}
+
+#[cfg(not(loom))]
+impl std::borrow::Borrow<[u8]> for NodeKey {
+    fn borrow(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
+#[cfg(not(loom))]
+impl PartialEq for NodeKey {
+    fn eq(&self, o: &Self) -> bool {
+        self.bytes() == o.bytes()
+    }
+}
+#[cfg(not(loom))]
+impl Eq for NodeKey {}
+#[cfg(not(loom))]
+impl PartialOrd for NodeKey {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+#[cfg(not(loom))]
+impl Ord for NodeKey {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.bytes().cmp(o.bytes())
+    }
+}
+
+// SAFETY: a NodeKey is a shared pointer to an immutable key plus a KeyEntry
+// made of atomics; the node outlives every use (see `bytes`).
+#[cfg(not(loom))]
+unsafe impl Send for NodeKey {}
+// SAFETY: as above.
+#[cfg(not(loom))]
+unsafe impl Sync for NodeKey {}
+
+/// The index: a lock-free hash table for point reads and a lock-free
+/// skiplist for ordered scans, both pointing at the same per-key [`Node`].
+/// Creating a key takes `inserting` (writers creating keys only).
 #[cfg(not(loom))]
 pub(crate) struct Index {
-    list: crossbeam_skiplist::base::SkipList<Box<[u8]>, KeyEntry>,
+    // Declared first so it drops before `hash` frees the nodes it points to.
+    list: crossbeam_skiplist::base::SkipList<NodeKey, ()>,
+    hash: HashIndex,
+    inserting: crate::sync::Mutex<()>,
 }
 
 #[cfg(not(loom))]
@@ -26,25 +86,41 @@ impl Index {
             list: crossbeam_skiplist::base::SkipList::new(
                 crossbeam_epoch::default_collector().clone(),
             ),
+            hash: HashIndex::new(),
+            inserting: crate::sync::Mutex::new(()),
         }
     }
 
-    /// The entry for `key`, if the key was ever written.
+    /// The entry for `key`, if the key was ever written. Loads only.
     #[inline]
     pub(crate) fn get<'g>(&'g self, key: &[u8], guard: &'g Guard) -> Option<&'g KeyEntry> {
-        self.list.get(key, guard).map(|e| e.value())
+        let h = self.hash.hash(key);
+        self.hash.get(key, h, guard).map(|n| &n.entry)
     }
 
     /// The entry for `key`, inserting an empty one if needed.
-    pub(crate) fn get_or_insert<'g>(&'g self, key: &[u8], guard: &'g Guard) -> &'g KeyEntry {
-        if let Some(e) = self.get(key, guard) {
-            return e;
+    pub(crate) fn get_or_insert<'g>(
+        &'g self,
+        key: &[u8],
+        rc: &Reclaimer,
+        guard: &'g Guard,
+    ) -> &'g KeyEntry {
+        let h = self.hash.hash(key);
+        if let Some(n) = self.hash.get(key, h, guard) {
+            return &n.entry;
         }
-        self.list
-            .get_or_insert(key.into(), KeyEntry::new(), guard)
-            .release(guard);
-        self.get(key, guard)
-            .expect("keys are never removed from the index")
+        let _g = self.inserting.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = self.hash.get(key, h, guard) {
+            return &n.entry;
+        }
+        let node = self.hash.new_node(key, h);
+        self.list.insert(NodeKey(node), (), guard).release(guard);
+        // SAFETY: we hold `inserting`, `node` is fresh from `new_node`, and
+        // the re-check above under the mutex found no node for `key`.
+        unsafe { self.hash.insert_locked(node, rc, guard) };
+        // SAFETY: the node lives until the store drops (keys are never
+        // removed), which the `'g` borrow of `self` rules out.
+        unsafe { &(*node).entry }
     }
 
     /// Visits the entries with keys in `range`, in order, until `f` returns
@@ -56,7 +132,9 @@ impl Index {
         mut f: impl FnMut(&'g [u8], &'g KeyEntry) -> bool,
     ) {
         for e in self.list.range::<[u8], _>(range, guard) {
-            if !f(e.key(), e.value()) {
+            // SAFETY: as in `get_or_insert`: nodes outlive `'g`.
+            let n: &'g Node = unsafe { &*e.key().0 };
+            if !f(n.key(), &n.entry) {
                 break;
             }
         }
@@ -65,7 +143,8 @@ impl Index {
     /// Visits every entry.
     pub(crate) fn for_each<'g>(&'g self, guard: &'g Guard, mut f: impl FnMut(&'g KeyEntry)) {
         for e in self.list.iter(guard) {
-            f(e.value());
+            // SAFETY: as in `range`.
+            f(unsafe { &(*e.key().0).entry });
         }
     }
 }
@@ -94,7 +173,12 @@ impl Index {
         self.map.lock().unwrap().get(key).map(|b| Self::extend(b))
     }
 
-    pub(crate) fn get_or_insert<'g>(&'g self, key: &[u8], _guard: &'g Guard) -> &'g KeyEntry {
+    pub(crate) fn get_or_insert<'g>(
+        &'g self,
+        key: &[u8],
+        _rc: &Reclaimer,
+        _guard: &'g Guard,
+    ) -> &'g KeyEntry {
         let mut m = self.map.lock().unwrap();
         let b = m
             .entry(key.into())

@@ -275,7 +275,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         }
         let store = &engine.store;
         let guard = store.rc.pin();
-        let entry = store.index.get_or_insert(key, &guard);
+        let entry = store.index.get_or_insert(key, &store.rc, &guard);
         let v = Version::new(self.id, value.map(Box::from));
         match entry.prepend(v, &self.view(), &guard) {
             Ok((version, retries)) => {

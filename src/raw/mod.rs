@@ -4,5 +4,7 @@
 
 pub(crate) mod chain;
 pub(crate) mod descriptor;
+#[cfg(not(loom))]
+pub(crate) mod hashindex;
 pub(crate) mod reclaim;
 pub(crate) mod slots;

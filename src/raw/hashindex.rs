@@ -1,0 +1,336 @@
+//! The point-lookup side of the index: an insert-only open-addressing hash
+//! table of pointers to key nodes, read without locks.
+//!
+//! A point read hashes the key, loads the table pointer and probes: loads
+//! only, no read-modify-write, no pointer chase per comparison beyond the
+//! node itself (the skiplist compares through a boxed key at every level,
+//! which measured at over 1 µs per lookup on 100,000 keys here).
+//!
+//! Keys are never removed (DESIGN.md, "Boundaries"), so a slot goes from
+//! null to a node pointer once and never changes, and the table never holds
+//! tombstones. Inserting a new key happens under the store's insert mutex
+//! (writers creating keys only; readers never take it). When the table is
+//! half full the inserter builds a table twice the size holding every node,
+//! installs it with a Release store and retires the old one to the epoch
+//! collector, so a reader still probing the old table stays safe.
+//!
+//! # Orderings
+//!
+//! * Slot stores and the table-pointer store are Release; a reader's loads
+//!   are Acquire, so a reader that finds a node sees its key and entry
+//!   initialized.
+//! * A reader that must see a key (because it acquired a descriptor or a
+//!   chain head that a writer published after inserting the key) sees it:
+//!   the insert (Release) happens-before that later publication, which
+//!   happens-before the reader's load of the table and slot.
+
+use super::chain::KeyEntry;
+use super::reclaim::{Guard, Reclaimer, SendPtr};
+use crate::sync::{AtomicPtr, AtomicU64, Ordering};
+use std::hash::BuildHasher;
+use std::ptr;
+
+/// One key: allocated when the key is first written, freed when the store
+/// drops. The skiplist (ordered scans) and the hash table (point reads) both
+/// point here.
+pub(crate) struct Node {
+    hash: u64,
+    key: KeyBytes,
+    pub(crate) entry: KeyEntry,
+}
+
+impl Node {
+    /// The key's bytes.
+    #[inline]
+    pub(crate) fn key(&self) -> &[u8] {
+        self.key.as_slice()
+    }
+}
+
+/// Key bytes, inline up to `INLINE` bytes (no extra cache miss per lookup
+/// for short keys such as the benchmarks' 8-byte integers).
+enum KeyBytes {
+    Inline(u8, [u8; INLINE]),
+    Heap(Box<[u8]>),
+}
+
+const INLINE: usize = 30;
+
+impl KeyBytes {
+    fn new(key: &[u8]) -> KeyBytes {
+        if key.len() <= INLINE {
+            let mut b = [0; INLINE];
+            b[..key.len()].copy_from_slice(key);
+            KeyBytes::Inline(key.len() as u8, b)
+        } else {
+            KeyBytes::Heap(key.into())
+        }
+    }
+
+    #[inline]
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            KeyBytes::Inline(n, b) => &b[..*n as usize],
+            KeyBytes::Heap(b) => b,
+        }
+    }
+}
+
+/// A table slot: the node pointer and its hash, so a probe that meets
+/// another key's node rejects it without touching the node.
+struct Slot {
+    hash: AtomicU64,
+    node: AtomicPtr<Node>,
+}
+
+struct Table {
+    mask: usize,
+    shift: u32,
+    slots: Box<[Slot]>,
+}
+
+impl Table {
+    /// The first slot of `hash`'s probe sequence: Fibonacci hashing on the
+    /// top bits, so a hasher with weak low bits cannot cluster the probes.
+    #[inline]
+    fn home(&self, hash: u64) -> usize {
+        (hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    }
+
+    fn with_capacity(cap: usize) -> Box<Table> {
+        debug_assert!(cap.is_power_of_two());
+        Box::new(Table {
+            mask: cap - 1,
+            shift: 64 - cap.trailing_zeros(),
+            slots: (0..cap)
+                .map(|_| Slot {
+                    hash: AtomicU64::new(0),
+                    node: AtomicPtr::new(ptr::null_mut()),
+                })
+                .collect(),
+        })
+    }
+
+    /// Stores `node` in the first empty slot of its probe sequence. Only the
+    /// inserter (holding the insert mutex) calls this.
+    fn place(&self, node: *mut Node, hash: u64) {
+        let mut i = self.home(hash);
+        loop {
+            let s = &self.slots[i];
+            // Relaxed: only the inserter writes slots, under the mutex.
+            if s.node.load(Ordering::Relaxed).is_null() {
+                // Relaxed: published by the Release store of `node` below.
+                s.hash.store(hash, Ordering::Relaxed);
+                // Release: pairs with the Acquire slot loads in `get`, so a
+                // reader that finds the node sees it fully built, and the
+                // hash beside it.
+                s.node.store(node, Ordering::Release);
+                return;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+}
+
+/// The hash side of the index.
+pub(crate) struct HashIndex {
+    table: AtomicPtr<Table>,
+    /// Keys stored; only the inserter (under the mutex) reads or writes it.
+    len: std::cell::Cell<usize>,
+    hasher: foldhash::fast::RandomState,
+}
+
+// SAFETY: `len` is a Cell touched only by `insert_locked`, whose caller holds
+// the store's insert mutex (see its # Safety); every other field is atomic
+// or immutable after construction. Nodes are Send + Sync (KeyEntry is built
+// from atomics and owned bytes).
+unsafe impl Sync for HashIndex {}
+// SAFETY: as above; nothing in the index is tied to a thread.
+unsafe impl Send for HashIndex {}
+
+impl HashIndex {
+    pub(crate) fn new() -> HashIndex {
+        HashIndex {
+            table: AtomicPtr::new(Box::into_raw(Table::with_capacity(1024))),
+            len: std::cell::Cell::new(0),
+            hasher: foldhash::fast::RandomState::default(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// The node for `key`, if inserted. Loads only.
+    #[inline]
+    pub(crate) fn get<'g>(&'g self, key: &[u8], hash: u64, _guard: &'g Guard) -> Option<&'g Node> {
+        // Acquire: pairs with the Release table store in `insert_locked`.
+        let t = self.table.load(Ordering::Acquire);
+        // SAFETY: loaded under `_guard`; a replaced table is retired to the
+        // epoch collector and freed only after every guard that could have
+        // loaded it drops (invariant 11).
+        let t = unsafe { &*t };
+        let mut i = t.home(hash);
+        loop {
+            let slot = &t.slots[i];
+            // Acquire: pairs with the Release slot store in `Table::place`.
+            let p = slot.node.load(Ordering::Acquire);
+            if p.is_null() {
+                return None;
+            }
+            // Relaxed: ordered after the Acquire load of `node` above.
+            if slot.hash.load(Ordering::Relaxed) == hash {
+                // SAFETY: nodes are freed only when the store drops, which
+                // needs `&mut`; the `'g` borrow of `self` rules that out.
+                let n = unsafe { &*p };
+                if n.key() == key {
+                    return Some(n);
+                }
+            }
+            i = (i + 1) & t.mask;
+        }
+    }
+
+    /// Builds a node for `key` (not yet inserted).
+    pub(crate) fn new_node(&self, key: &[u8], hash: u64) -> *mut Node {
+        Box::into_raw(Box::new(Node {
+            hash,
+            key: KeyBytes::new(key),
+            entry: KeyEntry::new(),
+        }))
+    }
+
+    /// Inserts `node` (a key not present), growing the table when half full.
+    ///
+    /// # Safety
+    /// The caller holds the store's insert mutex (one inserter at a time),
+    /// `node` came from [`HashIndex::new_node`] and its key is not in the
+    /// index.
+    pub(crate) unsafe fn insert_locked(&self, node: *mut Node, rc: &Reclaimer, guard: &Guard) {
+        // Relaxed: only inserters replace the table, and we are the only one.
+        let cur = self.table.load(Ordering::Relaxed);
+        // SAFETY: the current table is never freed while it is current.
+        let t = unsafe { &*cur };
+        let len = self.len.get() + 1;
+        // SAFETY: `node` is valid (caller contract).
+        let hash = unsafe { (*node).hash };
+        if len * 2 > t.slots.len() {
+            let bigger = Table::with_capacity(t.slots.len() * 2);
+            for s in t.slots.iter() {
+                let p = s.node.load(Ordering::Relaxed);
+                if !p.is_null() {
+                    // SAFETY: nodes live until the store drops.
+                    bigger.place(p, unsafe { (*p).hash });
+                }
+            }
+            bigger.place(node, hash);
+            // Release: pairs with the Acquire table load in `get`; the new
+            // table's slots are visible to whoever loads it.
+            self.table.store(Box::into_raw(bigger), Ordering::Release);
+            let old = SendPtr(cur);
+            rc.defer(guard, move || {
+                let old = old;
+                // SAFETY: replaced above, so no new reader loads it; freed
+                // after every guard that could have loaded it drops. Table's
+                // drop frees the slot array only, never the nodes.
+                drop(unsafe { Box::from_raw(old.0) });
+            });
+        } else {
+            t.place(node, hash);
+        }
+        self.len.set(len);
+    }
+
+    /// Every node, for the store's drop.
+    fn drain(&mut self) -> Vec<*mut Node> {
+        let t = self.table.get_mut_ptr();
+        // SAFETY: `&mut self`: no reader or inserter is running.
+        let t = unsafe { &*t };
+        t.slots
+            .iter()
+            .map(|s| s.node.load(Ordering::Relaxed))
+            .filter(|p| !p.is_null())
+            .collect()
+    }
+}
+
+impl Drop for HashIndex {
+    fn drop(&mut self) {
+        for p in self.drain() {
+            // SAFETY: every node was inserted exactly once and is referenced
+            // only by this table and the skiplist, which hold no ownership;
+            // `&mut self` means no one else can reach it.
+            drop(unsafe { Box::from_raw(p) });
+        }
+        let t = self.table.get_mut_ptr();
+        // SAFETY: the current table is owned by the index and freed once.
+        drop(unsafe { Box::from_raw(t) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn insert(ix: &HashIndex, rc: &Reclaimer, key: &[u8]) {
+        let g = rc.pin();
+        let h = ix.hash(key);
+        assert!(ix.get(key, h, &g).is_none());
+        let n = ix.new_node(key, h);
+        // SAFETY: single-threaded test: we are the only inserter, the node is
+        // fresh and its key absent (checked above).
+        unsafe { ix.insert_locked(n, rc, &g) };
+    }
+
+    #[test]
+    fn every_inserted_key_is_found_across_growth_and_absent_keys_are_not() {
+        let rc = Reclaimer::new();
+        let ix = HashIndex::new();
+        let long = vec![7u8; 100];
+        insert(&ix, &rc, &long);
+        for i in 0u32..5000 {
+            insert(&ix, &rc, &i.to_be_bytes());
+        }
+        let g = rc.pin();
+        for i in 0u32..5000 {
+            let k = i.to_be_bytes();
+            let n = ix.get(&k, ix.hash(&k), &g).expect("inserted key");
+            assert_eq!(n.key(), &k[..]);
+        }
+        assert_eq!(ix.get(&long, ix.hash(&long), &g).unwrap().key(), &long[..]);
+        for i in 5000u32..6000 {
+            let k = i.to_be_bytes();
+            assert!(ix.get(&k, ix.hash(&k), &g).is_none());
+        }
+    }
+
+    #[test]
+    fn readers_find_every_key_inserted_before_they_looked_while_the_table_grows() {
+        use std::sync::atomic::{AtomicU32, Ordering as O};
+        let rc = Reclaimer::new();
+        let ix = HashIndex::new();
+        let done = AtomicU32::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 0u32..20_000 {
+                    insert(&ix, &rc, &i.to_be_bytes());
+                    done.store(i + 1, O::Release);
+                }
+            });
+            s.spawn(|| {
+                let mut x = 1u32;
+                while done.load(O::Acquire) < 20_000 {
+                    let upto = done.load(O::Acquire);
+                    if upto == 0 {
+                        continue;
+                    }
+                    x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                    let k = (x % upto).to_be_bytes();
+                    let g = rc.pin();
+                    assert!(ix.get(&k, ix.hash(&k), &g).is_some(), "lost a key");
+                }
+            });
+        });
+    }
+}
