@@ -223,7 +223,11 @@ impl Machinery for LockFree {
             fence(Ordering::SeqCst);
             let fx = self.clocks.floor_xmin.load(Ordering::Relaxed);
             let ft = self.clocks.floor_ts.load(Ordering::Relaxed);
-            if fx <= below && ft <= stable {
+            // `stable == 0` (none set): no timestamp pin can protect this
+            // view, and `ft <= 0` would never hold once oldest is set (this
+            // loop used to spin forever); `Txn::begin` falls back to an
+            // ordinary snapshot for it.
+            if fx <= below && (ft <= stable || stable == 0) {
                 return StableView {
                     stable,
                     complete_below: below,
@@ -289,7 +293,9 @@ impl Machinery for LockFree {
         let stable = self.clocks.stable_bound.load(Ordering::Acquire);
         let mut p = ts.get();
         if p <= stable {
-            if !roundup {
+            // At stable = Timestamp::MAX there is nothing to round up to
+            // (MAX + 1 would not fit the version status word).
+            if !roundup || stable >= Timestamp::MAX.get() {
                 return Err(Error::PrepareTimestampNotAfterStable {
                     prepare: ts,
                     stable: Timestamp::new(stable),

@@ -66,9 +66,16 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         };
         if opts.read_at_stable {
             let sv = engine.proto.begin_at_stable(t.sess.slot, ctr);
-            t.read_ts = Timestamp::new(sv.stable);
-            t.stable = Some(sv);
-            return Ok(t);
+            // With no stable timestamp set, a view "at stable 0" would see
+            // untimestamped versions that pruning may cut once oldest is set
+            // (no pin can hold the timestamp horizon at 0): read the latest
+            // committed snapshot instead (still read-only). Found by the
+            // differential fuzzer (tests/fuzz_corpus_replay.rs).
+            if sv.stable != 0 {
+                t.read_ts = Timestamp::new(sv.stable);
+                t.stable = Some(sv);
+                return Ok(t);
+            }
         }
         engine.proto.begin(t.sess.slot, &mut t.sess.snap, ctr);
         if let Some(ts) = opts.read_timestamp {
