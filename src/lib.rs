@@ -1,4 +1,43 @@
 #![doc = include_str!("../README.md")]
+//!
+//! # Consistency
+//!
+//! * **Snapshot isolation.** A transaction reads one snapshot: the
+//!   transactions that had completed when it began (or when it set its read
+//!   timestamp, which takes a fresh snapshot), plus its own writes. With
+//!   [`Isolation::ReadCommitted`] every read takes a fresh snapshot.
+//! * **Timestamps.** With a read timestamp it sees, of those, the versions
+//!   committed at or below it (untimestamped commits are visible at every
+//!   read timestamp). Two transactions reading at the same timestamp at or
+//!   below stable see the same versions.
+//! * **Consistent cut and real-time order.** If a snapshot sees X and X's
+//!   snapshot saw Y, it sees Y; a transaction that begins after `commit`
+//!   returned sees that commit. (A read timestamp filters further by the
+//!   commit timestamps the application chose, as in WiredTiger.)
+//! * **Writes.** First updater wins: writing a key whose newest version is
+//!   uncommitted, prepared, or committed outside this transaction's view is
+//!   [`Error::WriteConflict`], after which the transaction must roll back.
+//!   Snapshot isolation permits write skew.
+//! * **Aborted and prepared updates.** Nobody ever sees an aborted update. A
+//!   prepared update at or below the read timestamp is
+//!   [`Error::PrepareConflict`] unless the transaction ignores prepared
+//!   updates.
+//! * **Read-only fast path.** `TxnOptions { read_at_stable: true, .. }` reads
+//!   the versions committed at or below the stable timestamp, with no
+//!   snapshot; raising stable waits for commits in flight at or below it, so
+//!   no commit is seen half-done.
+//!
+//! # What holding a transaction costs
+//!
+//! An open transaction pins history: every key keeps the newest version its
+//! snapshot and read timestamp can see, and everything newer. Nothing else
+//! is held — no lock, no epoch guard between calls — so a long transaction
+//! never stops memory from being freed for versions it cannot see, but a
+//! transaction left open for minutes under heavy updates keeps one version
+//! per updated key alive. [`Engine::pins`] and
+//! [`TimestampKind::OldestReader`] show who pins what; [`Engine::collect`]
+//! gives the memory back once it ends. Without an oldest timestamp
+//! ([`Engine::set_timestamps`]) timestamped history is never discarded.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
