@@ -70,8 +70,9 @@ pub struct TxnOptions {
     /// Round a read timestamp below oldest up to oldest instead of failing
     /// (`roundup_timestamps=(read=true)`).
     pub roundup_read: bool,
-    /// Round a prepare timestamp at or below stable up to just above stable
-    /// (`roundup_timestamps=(prepared=true)`).
+    /// Round a prepare timestamp at or below stable (or below oldest) up to
+    /// the first valid one, and a prepared commit timestamp below the prepare
+    /// timestamp up to it (`roundup_timestamps=(prepared=true)`).
     pub roundup_prepared: bool,
     /// What to do on meeting a prepared update.
     pub prepare_conflicts: PrepareConflicts,
@@ -89,8 +90,8 @@ pub struct CommitOptions {
     /// The commit timestamp; `None` for an untimestamped commit (or one whose
     /// timestamp was set earlier with `set_commit_timestamp`).
     pub commit_ts: Option<Timestamp>,
-    /// The durable timestamp; only for prepared transactions (defaults to the
-    /// commit timestamp).
+    /// The durable timestamp; only for prepared transactions. Defaults to the
+    /// one set with `Txn::set_durable_timestamp`, else the commit timestamp.
     pub durable_ts: Option<Timestamp>,
 }
 

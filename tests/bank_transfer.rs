@@ -105,7 +105,12 @@ fn run_bank<P: Protocol>(engine: &Engine<P>) {
                         }
                         Err(Error::WriteConflict { .. })
                         | Err(Error::MustRollBack)
-                        | Err(Error::CommitTimestampNotAfterStable { .. }) => {
+                        | Err(Error::CommitTimestampNotAfterStable { .. })
+                        | Err(Error::CommitTimestampBeforeOldest { .. }) => {
+                            // A writer descheduled between taking its
+                            // timestamp and committing can fall behind the
+                            // timekeeper: the engine refuses, we retry.
+
                             let _ = t.rollback();
                         }
                         Err(e) => panic!("transfer failed: {e}"),
