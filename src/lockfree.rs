@@ -293,9 +293,7 @@ impl Machinery for LockFree {
         let stable = self.clocks.stable_bound.load(Ordering::Acquire);
         let mut p = ts.get();
         if p <= stable {
-            // At stable = Timestamp::MAX there is nothing to round up to
-            // (MAX + 1 would not fit the version status word).
-            if !roundup || stable >= Timestamp::MAX.get() {
+            if !roundup {
                 return Err(Error::PrepareTimestampNotAfterStable {
                     prepare: ts,
                     stable: Timestamp::new(stable),

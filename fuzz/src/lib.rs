@@ -1,0 +1,1256 @@
+//! The differential harness shared by the fuzz target
+//! (`fuzz_targets/differential.rs`) and the stable-Rust corpus replay
+//! (`tests/fuzz_corpus_replay.rs`, which includes this file with `#[path]`).
+//!
+//! An input is a sequence of [`Op`]s over [`SESSIONS`] sessions, each with at
+//! most one transaction. Every op runs against the real engine and against
+//! [`Model`], a deliberately simple reference: a `BTreeMap` from key to every
+//! version ever written (nothing is ever pruned), the set of completed
+//! transaction ids, and the global timestamps. Every result (value, rows,
+//! timestamp, typed error with its carried values) must be equal; on the
+//! first difference the harness panics with the op history.
+//!
+//! The model states the visibility rules the engine implements:
+//! * a snapshot is the set of transactions that had completed (committed,
+//!   aborted or prepared) when it was taken: at begin, when a read timestamp
+//!   is set, and before every read or write under read-committed;
+//! * a committed version is visible when its writer is in the snapshot and,
+//!   with a read timestamp, its commit timestamp is `0` or at most the read
+//!   timestamp; a transaction sees its own newest write; aborted versions
+//!   are never seen;
+//! * a prepared version whose writer is in the snapshot and whose prepare
+//!   timestamp is at or below the read timestamp is a prepare conflict (or
+//!   skipped when ignoring prepared updates);
+//! * the read-only fast path (`read_at_stable`) sees versions committed at or
+//!   below stable, and untimestamped ones whose writer was below the floor
+//!   published by the last horizon advance;
+//! * first updater wins: a write conflicts unless the newest non-aborted
+//!   version is its own or committed and visible to it;
+//! * the timestamp rules and their typed errors, in the engine's order of
+//!   checks.
+//!
+//! Because the model keeps every version forever, any pruning that removes a
+//! version a live reader could still see (invariants 1, 3) shows up as a
+//! different read result.
+
+use arbitrary::{Arbitrary, Unstructured};
+use snapshot_engine::{
+    CommitOptions, Engine, EngineConfig, Error, Isolation, PrepareConflicts, Session, Timestamp,
+    TimestampKind, TimestampRole, TimestampUpdate, Txn, TxnOptions,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::ops::Bound;
+
+/// Simulated sessions (the engine is built with exactly this many slots).
+pub const SESSIONS: usize = 3;
+/// `EngineConfig::max_key_len` of the fuzzed engine: the key `"ee"` is too long.
+pub const MAX_KEY_LEN: usize = 1;
+/// `EngineConfig::max_value_len` of the fuzzed engine.
+pub const MAX_VALUE_LEN: usize = 4;
+/// `EngineConfig::horizon_refresh_commits`: small, so commits advance the
+/// horizon (and prune) often.
+pub const HORIZON_REFRESH_COMMITS: u32 = 2;
+
+const KEYS: [&[u8]; 5] = [b"a", b"b", b"c", b"d", b"ee"];
+
+/// A session index (taken modulo [`SESSIONS`]).
+#[derive(Arbitrary, Clone, Copy)]
+pub struct S(pub u8);
+
+impl S {
+    fn get(self) -> usize {
+        self.0 as usize % SESSIONS
+    }
+}
+
+impl fmt::Debug for S {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "s{}", self.get())
+    }
+}
+
+/// A key of the tiny key space: `a`..`d`, rarely the over-long `ee`.
+#[derive(Arbitrary, Clone, Copy)]
+pub struct Key(pub u8);
+
+impl Key {
+    fn get(self) -> &'static [u8] {
+        KEYS[(self.0 % 9) as usize / 2]
+    }
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", String::from_utf8_lossy(self.get()))
+    }
+}
+
+/// A timestamp of the small timestamp space `0..16` (`0` is invalid), or
+/// `254` = [`Timestamp::MAX`], `255` = one above it.
+#[derive(Arbitrary, Clone, Copy)]
+pub struct Ts(pub u8);
+
+impl Ts {
+    fn get(self) -> Timestamp {
+        match self.0 {
+            255 => Timestamp::new(Timestamp::MAX.get() + 1),
+            254 => Timestamp::MAX,
+            v => Timestamp::new(u64::from(v % 16)),
+        }
+    }
+}
+
+impl fmt::Debug for Ts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.get().get())
+    }
+}
+
+/// Begin options, packed so that read-only and fast-path transactions are
+/// the exception rather than half of all transactions.
+#[derive(Arbitrary, Clone, Copy)]
+pub struct BeginOpts {
+    /// Bit 0: read-committed; bits 1-3 == 1: read-only; bits 4-5 == 1:
+    /// read at stable; bit 7: round up the read timestamp.
+    pub flags: u8,
+    /// Bit 0: round up the prepare timestamp; `(bits >> 1) % 8`: 6 ignore
+    /// prepared updates, 7 ignore and allow writes, else enforce.
+    pub more: u8,
+    /// A read timestamp given at begin.
+    pub read_ts: Option<Ts>,
+}
+
+impl BeginOpts {
+    fn get(self) -> TxnOptions {
+        TxnOptions {
+            isolation: if self.flags & 1 == 1 {
+                Isolation::ReadCommitted
+            } else {
+                Isolation::Snapshot
+            },
+            read_timestamp: self.read_ts.map(Ts::get),
+            roundup_read: self.flags & 0x80 != 0,
+            roundup_prepared: self.more & 1 == 1,
+            prepare_conflicts: match (self.more >> 1) % 8 {
+                6 => PrepareConflicts::Ignore,
+                7 => PrepareConflicts::IgnoreAllowWrites,
+                _ => PrepareConflicts::Enforce,
+            },
+            read_only: (self.flags >> 1) & 7 == 1,
+            read_at_stable: (self.flags >> 4) & 3 == 1,
+        }
+    }
+}
+
+impl fmt::Debug for BeginOpts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let o = self.get();
+        write!(
+            f,
+            "{{{:?} read_ts={:?} roundup_read={} roundup_prepared={} {:?} read_only={} at_stable={}}}",
+            o.isolation,
+            o.read_timestamp.map(Timestamp::get),
+            o.roundup_read,
+            o.roundup_prepared,
+            o.prepare_conflicts,
+            o.read_only,
+            o.read_at_stable
+        )
+    }
+}
+
+/// A range bound.
+#[derive(Arbitrary, Clone, Copy, Debug)]
+pub enum B {
+    /// Included.
+    Inc(Key),
+    /// Excluded.
+    Exc(Key),
+    /// Unbounded.
+    Unb,
+}
+
+impl B {
+    fn get(self) -> Bound<&'static [u8]> {
+        match self {
+            B::Inc(k) => Bound::Included(k.get()),
+            B::Exc(k) => Bound::Excluded(k.get()),
+            B::Unb => Bound::Unbounded,
+        }
+    }
+}
+
+/// Which global timestamp a query reports.
+#[derive(Arbitrary, Clone, Copy, Debug)]
+pub enum Q {
+    /// Oldest.
+    Oldest,
+    /// Stable.
+    Stable,
+    /// All durable.
+    AllDurable,
+    /// Oldest reader.
+    OldestReader,
+    /// Pinned.
+    Pinned,
+}
+
+/// One step of a fuzz input.
+#[derive(Arbitrary, Clone, Debug)]
+pub enum Op {
+    /// Begin on a session (an open transaction there is dropped first).
+    Begin(S, BeginOpts),
+    /// `set_read_timestamp`.
+    SetReadTs(S, Ts),
+    /// `get`.
+    Get(S, Key),
+    /// `put` of a value of `len % 6` bytes (unique per step when >= 2).
+    Put(S, Key, u8),
+    /// `delete`.
+    Delete(S, Key),
+    /// `range`.
+    Range(S, B, B),
+    /// `prepare`.
+    Prepare(S, Ts),
+    /// `set_commit_timestamp`.
+    SetCommitTs(S, Ts),
+    /// `set_durable_timestamp`.
+    SetDurableTs(S, Ts),
+    /// `commit` with optional commit and durable timestamps.
+    Commit(S, Option<Ts>, Option<Ts>),
+    /// `rollback`.
+    Rollback(S),
+    /// Drop the transaction object (an open one rolls back).
+    Drop(S),
+    /// `set_timestamps` (oldest, stable, durable).
+    SetTimestamps(Option<Ts>, Option<Ts>, Option<Ts>),
+    /// `engine.collect()`: advance the horizon and prune every key.
+    Collect,
+    /// `query_timestamp`, plus the pins of every slot.
+    Query(Q),
+    /// Drop the session (and its transaction) and open a new one.
+    Reopen(S),
+    /// Open one session too many.
+    OpenExtra,
+}
+
+/// What an op returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Out {
+    /// The session had no transaction object: nothing ran.
+    NoTxn,
+    /// `()`.
+    Unit,
+    /// A point read.
+    Value(Option<Vec<u8>>),
+    /// A range.
+    Rows(Vec<(Vec<u8>, Vec<u8>)>),
+    /// A timestamp in force.
+    Ts(Timestamp),
+    /// A query: the timestamp and every slot's `(xmin, read_ts)` pins.
+    Query(Option<Timestamp>, Vec<(Option<u64>, Option<Timestamp>)>),
+}
+
+/// An op's result.
+pub type Res = Result<Out, Error>;
+
+/// The engine configuration every run uses.
+pub fn config() -> EngineConfig {
+    EngineConfig {
+        max_sessions: SESSIONS,
+        max_key_len: MAX_KEY_LEN,
+        max_value_len: MAX_VALUE_LEN,
+        horizon_refresh_commits: HORIZON_REFRESH_COMMITS,
+    }
+}
+
+/// Decodes `data` as a `Vec<Op>` (as the fuzz target does) and runs it.
+pub fn run_bytes(data: &[u8]) {
+    let u = Unstructured::new(data);
+    if let Ok(ops) = <Vec<Op> as Arbitrary>::arbitrary_take_rest(u) {
+        run(&ops);
+    }
+}
+
+/// Runs `ops` against the engine and the model, then drops every
+/// transaction, collects, and compares a full read by a fresh transaction.
+/// Panics with the history on the first difference.
+pub fn run(ops: &[Op]) {
+    let engine = Engine::new(config());
+    let mut real = Real::new(&engine);
+    let mut model = Model::new();
+    let mut history = String::new();
+    let mut tail: Vec<Op> = (0..SESSIONS as u8).map(|s| Op::Drop(S(s))).collect();
+    tail.extend([
+        Op::Collect,
+        Op::Begin(
+            S(0),
+            BeginOpts {
+                flags: 0,
+                more: 0,
+                read_ts: None,
+            },
+        ),
+        Op::Range(S(0), B::Unb, B::Unb),
+        Op::Query(Q::Pinned),
+    ]);
+    for (i, op) in ops.iter().chain(tail.iter()).enumerate() {
+        let got = real.apply(i, op);
+        let want = model.apply(i, op);
+        use fmt::Write;
+        let _ = writeln!(history, "{i:4}: {op:?} -> {got:?}");
+        if got != want {
+            panic!(
+                "engine and model differ at step {i}\n  engine: {got:?}\n  model:  {want:?}\nhistory:\n{history}"
+            );
+        }
+    }
+}
+
+/// The value `put` writes at step `step`: unique per step when at least two
+/// bytes long.
+fn value(step: usize, len: u8) -> Vec<u8> {
+    let len = len as usize % (MAX_VALUE_LEN + 2);
+    let b = (step as u32).to_le_bytes();
+    (0..len).map(|i| b[i % 4] ^ (i / 4) as u8).collect()
+}
+
+// ---------------------------------------------------------------------------
+// The real engine.
+
+/// The engine side: sessions and their transaction objects.
+struct Real<'e> {
+    // Declared first, so dropped before the sessions they borrow.
+    txns: Vec<Option<Txn<'e, 'e>>>,
+    // Boxed: a transaction holds a reference to its session, so the session
+    // must not move while the transaction lives.
+    sessions: Vec<Option<Box<Session<'e>>>>,
+    engine: &'e Engine,
+}
+
+impl<'e> Real<'e> {
+    fn new(engine: &'e Engine) -> Real<'e> {
+        Real {
+            txns: (0..SESSIONS).map(|_| None).collect(),
+            sessions: (0..SESSIONS)
+                .map(|_| {
+                    Some(Box::new(
+                        engine.session().expect("a fresh engine has slots"),
+                    ))
+                })
+                .collect(),
+            engine,
+        }
+    }
+
+    fn begin(&mut self, s: usize, opts: &TxnOptions) -> Res {
+        // End the old transaction before re-borrowing its session.
+        self.txns[s] = None;
+        let p: *mut Session<'e> = &mut **self.sessions[s]
+            .as_mut()
+            .expect("sessions are reopened at once");
+        // SAFETY: the session is boxed (its address is stable) and owned by
+        // `self.sessions`, which is dropped after `self.txns` (field order)
+        // and replaced only in `reopen`, after its transaction is dropped.
+        // The only other reference to it, the previous transaction, was
+        // dropped just above, so this `&mut` is unique for as long as the
+        // transaction created from it lives.
+        let sess: &'e mut Session<'e> = unsafe { &mut *p };
+        let t = sess.begin(opts)?;
+        self.txns[s] = Some(t);
+        Ok(Out::Unit)
+    }
+
+    fn reopen(&mut self, s: usize) {
+        self.txns[s] = None;
+        self.sessions[s] = None;
+        let sess = self.engine.session().expect("the slot just freed");
+        assert_eq!(sess.slot(), s, "a freed slot is the one claimed next");
+        self.sessions[s] = Some(Box::new(sess));
+    }
+
+    fn apply(&mut self, step: usize, op: &Op) -> Res {
+        let e = self.engine;
+        macro_rules! with_txn {
+            ($s:expr, |$t:ident| $body:expr) => {
+                match self.txns[$s.get()].as_mut() {
+                    None => Ok(Out::NoTxn),
+                    Some($t) => $body,
+                }
+            };
+        }
+        match *op {
+            Op::Begin(s, o) => self.begin(s.get(), &o.get()),
+            Op::SetReadTs(s, ts) => with_txn!(s, |t| t.set_read_timestamp(ts.get()).map(Out::Ts)),
+            Op::Get(s, k) => with_txn!(s, |t| t.get(k.get()).map(Out::Value)),
+            Op::Put(s, k, len) => {
+                with_txn!(s, |t| t.put(k.get(), &value(step, len)).map(|()| Out::Unit))
+            }
+            Op::Delete(s, k) => with_txn!(s, |t| t.delete(k.get()).map(|()| Out::Unit)),
+            Op::Range(s, lo, hi) => {
+                with_txn!(s, |t| t
+                    .range::<[u8], _>((lo.get(), hi.get()))
+                    .map(Out::Rows))
+            }
+            Op::Prepare(s, ts) => with_txn!(s, |t| t.prepare(ts.get()).map(Out::Ts)),
+            Op::SetCommitTs(s, ts) => {
+                with_txn!(s, |t| t.set_commit_timestamp(ts.get()).map(|()| Out::Unit))
+            }
+            Op::SetDurableTs(s, ts) => {
+                with_txn!(s, |t| t.set_durable_timestamp(ts.get()).map(|()| Out::Unit))
+            }
+            Op::Commit(s, c, d) => with_txn!(s, |t| t
+                .commit(CommitOptions {
+                    commit_ts: c.map(Ts::get),
+                    durable_ts: d.map(Ts::get),
+                })
+                .map(|()| Out::Unit)),
+            Op::Rollback(s) => with_txn!(s, |t| t.rollback().map(|()| Out::Unit)),
+            Op::Drop(s) => {
+                self.txns[s.get()] = None;
+                Ok(Out::Unit)
+            }
+            Op::SetTimestamps(o, st, d) => e
+                .set_timestamps(TimestampUpdate {
+                    oldest: o.map(Ts::get),
+                    stable: st.map(Ts::get),
+                    durable: d.map(Ts::get),
+                })
+                .map(|()| Out::Unit),
+            Op::Collect => {
+                e.collect();
+                Ok(Out::Unit)
+            }
+            Op::Query(q) => {
+                let ts = e.query_timestamp(kind(q));
+                let mut pins = vec![(None, None); SESSIONS];
+                for p in e.pins() {
+                    pins[p.slot] = (p.snapshot_xmin, p.read_ts);
+                }
+                if e.stats().sessions_open != SESSIONS {
+                    panic!("sessions_open {} != {SESSIONS}", e.stats().sessions_open);
+                }
+                Ok(Out::Query(ts, pins))
+            }
+            Op::Reopen(s) => {
+                self.reopen(s.get());
+                Ok(Out::Unit)
+            }
+            Op::OpenExtra => e.session().map(|_| Out::Unit),
+        }
+    }
+}
+
+fn kind(q: Q) -> TimestampKind {
+    match q {
+        Q::Oldest => TimestampKind::Oldest,
+        Q::Stable => TimestampKind::Stable,
+        Q::AllDurable => TimestampKind::AllDurable,
+        Q::OldestReader => TimestampKind::OldestReader,
+        Q::Pinned => TimestampKind::Pinned,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The reference model.
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum VState {
+    InProgress,
+    Prepared(u64),
+    Committed(u64),
+    Aborted,
+}
+
+#[derive(Debug)]
+struct MVersion {
+    txn: u64,
+    state: VState,
+    value: Option<Vec<u8>>,
+}
+
+#[derive(Clone, Debug)]
+enum MView {
+    /// The ids completed when the snapshot was taken.
+    Snap(BTreeSet<u64>),
+    /// The read-only fast path.
+    Stable { stable: u64, below: u64 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TState {
+    Active,
+    Doomed,
+    Prepared,
+    Finished,
+}
+
+#[derive(Debug)]
+struct MTxn {
+    opts: TxnOptions,
+    state: TState,
+    id: u64,
+    read_ts: u64,
+    commit_ts: u64,
+    prepare_ts: u64,
+    /// From `set_durable_timestamp`: the default durable timestamp.
+    durable_ts: u64,
+    view: MView,
+    /// (key, index into its version list).
+    writes: Vec<(Vec<u8>, usize)>,
+}
+
+#[derive(Debug, Default)]
+struct MSession {
+    txn: Option<MTxn>,
+    /// Commits with writes since the last horizon refresh.
+    commits: u32,
+    /// Published pins (0: none).
+    xmin_pin: u64,
+    read_pin: u64,
+    prepared: u64,
+    announced: u64,
+}
+
+/// The reference model.
+#[derive(Debug)]
+pub struct Model {
+    versions: BTreeMap<Vec<u8>, Vec<MVersion>>,
+    completed: BTreeSet<u64>,
+    next_id: u64,
+    oldest: u64,
+    stable: u64,
+    durable: u64,
+    /// The descriptor xmin published by the last horizon advance.
+    floor_xmin: u64,
+    sessions: Vec<MSession>,
+}
+
+fn ts(v: u64) -> Timestamp {
+    Timestamp::new(v)
+}
+
+fn check_ts(role: TimestampRole, t: Timestamp) -> Result<u64, Error> {
+    if t.get() == 0 || t > Timestamp::MAX {
+        Err(Error::TimestampOutOfRange {
+            role,
+            value: t.get(),
+        })
+    } else {
+        Ok(t.get())
+    }
+}
+
+fn check_usable(t: &MTxn) -> Result<(), Error> {
+    match t.state {
+        TState::Active => Ok(()),
+        TState::Doomed => Err(Error::MustRollBack),
+        TState::Prepared => Err(Error::TransactionPrepared),
+        TState::Finished => Err(Error::TransactionFinished),
+    }
+}
+
+fn in_bounds(k: &[u8], lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+    let lo_ok = match lo {
+        Bound::Included(b) => k >= b,
+        Bound::Excluded(b) => k > b,
+        Bound::Unbounded => true,
+    };
+    let hi_ok = match hi {
+        Bound::Included(b) => k <= b,
+        Bound::Excluded(b) => k < b,
+        Bound::Unbounded => true,
+    };
+    lo_ok && hi_ok
+}
+
+impl Default for Model {
+    fn default() -> Self {
+        Model::new()
+    }
+}
+
+impl Model {
+    /// A model of a fresh engine with every session open.
+    pub fn new() -> Model {
+        Model {
+            versions: BTreeMap::new(),
+            completed: BTreeSet::new(),
+            next_id: 1,
+            oldest: 0,
+            stable: 0,
+            durable: 0,
+            floor_xmin: 1,
+            sessions: (0..SESSIONS).map(|_| MSession::default()).collect(),
+        }
+    }
+
+    /// The current descriptor's xmin: the smallest id below `xmax` (latest
+    /// completed + 1) that has not completed.
+    fn desc_xmin(&self) -> u64 {
+        let xmax = self.completed.iter().next_back().map_or(1, |m| m + 1);
+        (1..xmax)
+            .find(|i| !self.completed.contains(i))
+            .unwrap_or(xmax)
+    }
+
+    fn advance_horizon(&mut self) {
+        self.floor_xmin = self.floor_xmin.max(self.desc_xmin());
+    }
+
+    fn snap(&self) -> MView {
+        MView::Snap(self.completed.clone())
+    }
+
+    fn committed_visible(t: &MTxn, txn: u64, cts: u64) -> bool {
+        match &t.view {
+            MView::Snap(set) => {
+                set.contains(&txn) && (t.read_ts == 0 || cts == 0 || cts <= t.read_ts)
+            }
+            MView::Stable { stable, below } => {
+                if cts == 0 {
+                    txn < *below
+                } else {
+                    cts <= *stable
+                }
+            }
+        }
+    }
+
+    fn prepared_conflicts(t: &MTxn, txn: u64, pts: u64) -> bool {
+        match &t.view {
+            MView::Snap(set) => set.contains(&txn) && (t.read_ts == 0 || pts <= t.read_ts),
+            MView::Stable { stable, .. } => pts <= *stable,
+        }
+    }
+
+    /// `Err(())`: a prepare conflict.
+    fn read(&self, t: &MTxn, key: &[u8]) -> Result<Option<Vec<u8>>, ()> {
+        let ignore = t.opts.prepare_conflicts != PrepareConflicts::Enforce;
+        for v in self.versions.get(key).into_iter().flatten().rev() {
+            if t.id != 0 && v.txn == t.id {
+                if v.state != VState::Aborted {
+                    return Ok(v.value.clone());
+                }
+                continue;
+            }
+            match v.state {
+                VState::Committed(c) if Self::committed_visible(t, v.txn, c) => {
+                    return Ok(v.value.clone())
+                }
+                VState::Prepared(p) if Self::prepared_conflicts(t, v.txn, p) && !ignore => {
+                    return Err(())
+                }
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+
+    fn conflicts(&self, t: &MTxn, key: &[u8]) -> bool {
+        for v in self.versions.get(key).into_iter().flatten().rev() {
+            if v.txn == t.id {
+                return false;
+            }
+            match v.state {
+                VState::Aborted => {}
+                VState::Committed(c) if Self::committed_visible(t, v.txn, c) => return false,
+                _ => return true,
+            }
+        }
+        false
+    }
+
+    fn before_read(&self, t: &mut MTxn) -> Result<(), Error> {
+        check_usable(t)?;
+        if t.opts.isolation == Isolation::ReadCommitted {
+            if let MView::Snap(_) = t.view {
+                t.view = self.snap();
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, s: usize, t: &mut MTxn) {
+        let ms = &mut self.sessions[s];
+        ms.xmin_pin = 0;
+        ms.read_pin = 0;
+        t.writes.clear();
+        t.state = TState::Finished;
+    }
+
+    fn abort(&mut self, s: usize, t: &mut MTxn) {
+        for (k, i) in &t.writes {
+            self.versions.get_mut(k).expect("written")[*i].state = VState::Aborted;
+        }
+        if t.id != 0 && t.state != TState::Prepared {
+            self.completed.insert(t.id);
+        }
+        self.sessions[s].prepared = 0;
+        self.sessions[s].announced = 0;
+        self.finish(s, t);
+    }
+
+    fn set_read_ts(&mut self, s: usize, t: &mut MTxn, v: Timestamp) -> Result<Timestamp, Error> {
+        check_usable(t)?;
+        let v = check_ts(TimestampRole::Read, v)?;
+        if t.read_ts != 0 {
+            return Err(Error::ReadTimestampAlreadySet {
+                current: ts(t.read_ts),
+            });
+        }
+        let mut r = v;
+        if r < self.oldest {
+            if !t.opts.roundup_read {
+                return Err(Error::ReadTimestampTooOld {
+                    read: ts(v),
+                    oldest: ts(self.oldest),
+                });
+            }
+            r = self.oldest;
+        }
+        self.sessions[s].read_pin = r;
+        t.view = self.snap();
+        t.read_ts = r;
+        Ok(ts(r))
+    }
+
+    fn begin(&mut self, s: usize, opts: TxnOptions) -> Res {
+        if let Some(mut old) = self.sessions[s].txn.take() {
+            if old.state != TState::Finished {
+                self.abort(s, &mut old);
+            }
+        }
+        if let Some(r) = opts.read_timestamp {
+            check_ts(TimestampRole::Read, r)?;
+            if opts.read_at_stable {
+                return Err(Error::ReadTimestampAlreadySet {
+                    current: ts(self.stable),
+                });
+            }
+        }
+        let mut t = MTxn {
+            opts,
+            state: TState::Active,
+            id: 0,
+            read_ts: 0,
+            commit_ts: 0,
+            prepare_ts: 0,
+            durable_ts: 0,
+            view: self.snap(),
+            writes: Vec::new(),
+        };
+        // With no stable timestamp set, the fast path reads the latest
+        // committed snapshot instead (see `Txn::begin`).
+        if opts.read_at_stable && self.stable != 0 {
+            t.view = MView::Stable {
+                stable: self.stable,
+                below: self.floor_xmin,
+            };
+            t.read_ts = self.stable;
+            self.sessions[s].read_pin = self.stable;
+            self.sessions[s].xmin_pin = self.floor_xmin;
+            self.sessions[s].txn = Some(t);
+            return Ok(Out::Unit);
+        }
+        self.sessions[s].xmin_pin = self.desc_xmin();
+        if let Some(r) = opts.read_timestamp {
+            if let Err(e) = self.set_read_ts(s, &mut t, r) {
+                self.abort(s, &mut t);
+                return Err(e);
+            }
+        }
+        self.sessions[s].txn = Some(t);
+        Ok(Out::Unit)
+    }
+
+    fn write(
+        &mut self,
+        s: usize,
+        t: &mut MTxn,
+        step: usize,
+        key: &[u8],
+        val: Option<Vec<u8>>,
+    ) -> Res {
+        if let Some(v) = &val {
+            if v.len() > MAX_VALUE_LEN {
+                return Err(Error::ValueTooLarge {
+                    len: v.len(),
+                    max: MAX_VALUE_LEN,
+                });
+            }
+        }
+        let _ = (s, step);
+        check_usable(t)?;
+        if t.opts.read_only
+            || t.opts.read_at_stable
+            || t.opts.prepare_conflicts == PrepareConflicts::Ignore
+        {
+            return Err(Error::ReadOnlyTransaction);
+        }
+        if key.len() > MAX_KEY_LEN {
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max: MAX_KEY_LEN,
+            });
+        }
+        self.before_read(t)?;
+        if t.id == 0 {
+            t.id = self.next_id;
+            self.next_id += 1;
+        }
+        if self.conflicts(t, key) {
+            t.state = TState::Doomed;
+            return Err(Error::WriteConflict { key: key.to_vec() });
+        }
+        let chain = self.versions.entry(key.to_vec()).or_default();
+        chain.push(MVersion {
+            txn: t.id,
+            state: VState::InProgress,
+            value: val,
+        });
+        t.writes.push((key.to_vec(), chain.len() - 1));
+        Ok(Out::Unit)
+    }
+
+    /// `roundup_prepared` rounds a prepared commit timestamp up to the
+    /// prepare timestamp.
+    fn round_commit_ts(t: &MTxn, c: u64) -> u64 {
+        if t.state == TState::Prepared && t.opts.roundup_prepared && c < t.prepare_ts {
+            t.prepare_ts
+        } else {
+            c
+        }
+    }
+
+    fn check_commit_ts(&self, t: &MTxn, c: Timestamp) -> Result<u64, Error> {
+        let c = check_ts(TimestampRole::Commit, c)?;
+        // A prepared transaction's commit timestamp is bounded by its
+        // prepare timestamp, not by oldest.
+        if t.prepare_ts == 0 && c < self.oldest {
+            return Err(Error::CommitTimestampBeforeOldest {
+                commit: ts(c),
+                oldest: ts(self.oldest),
+            });
+        }
+        if t.read_ts != 0 && c < t.read_ts {
+            return Err(Error::CommitTimestampBeforeRead {
+                commit: ts(c),
+                read: ts(t.read_ts),
+            });
+        }
+        if t.prepare_ts != 0 && c < t.prepare_ts {
+            return Err(Error::CommitTimestampBeforePrepare {
+                commit: ts(c),
+                prepare: ts(t.prepare_ts),
+            });
+        }
+        Ok(c)
+    }
+
+    fn announce(&mut self, s: usize, a: u64, prepared: bool) -> Result<(), Error> {
+        if a <= self.stable {
+            // A refused announcement keeps the earlier one in force.
+            return Err(if prepared {
+                Error::DurableTimestampNotAfterStable {
+                    durable: ts(a),
+                    stable: ts(self.stable),
+                }
+            } else {
+                Error::CommitTimestampNotAfterStable {
+                    commit: ts(a),
+                    stable: ts(self.stable),
+                }
+            });
+        }
+        self.sessions[s].announced = a;
+        Ok(())
+    }
+
+    fn set_commit_ts(&mut self, s: usize, t: &mut MTxn, c: Timestamp) -> Res {
+        if !matches!(t.state, TState::Active | TState::Prepared) {
+            check_usable(t)?;
+        }
+        if t.commit_ts != 0 {
+            return Err(Error::CommitTimestampAlreadySet {
+                current: ts(t.commit_ts),
+            });
+        }
+        let c = Self::round_commit_ts(t, check_ts(TimestampRole::Commit, c)?);
+        let c = self.check_commit_ts(t, ts(c))?;
+        if t.durable_ts != 0 && t.durable_ts < c {
+            return Err(Error::DurableTimestampBeforeCommit {
+                durable: ts(t.durable_ts),
+                commit: ts(c),
+            });
+        }
+        if t.state != TState::Prepared {
+            self.announce(s, c, false)?;
+        }
+        t.commit_ts = c;
+        Ok(Out::Unit)
+    }
+
+    fn set_durable_ts(&mut self, s: usize, t: &mut MTxn, d: Timestamp) -> Res {
+        if t.state != TState::Prepared {
+            check_usable(t)?;
+            check_ts(TimestampRole::Durable, d)?;
+            return Err(Error::DurableTimestampWithoutPrepare { durable: d });
+        }
+        let d = check_ts(TimestampRole::Durable, d)?;
+        if t.commit_ts != 0 && d < t.commit_ts {
+            return Err(Error::DurableTimestampBeforeCommit {
+                durable: ts(d),
+                commit: ts(t.commit_ts),
+            });
+        }
+        self.announce(s, d, true)?;
+        t.durable_ts = d;
+        Ok(Out::Unit)
+    }
+
+    fn prepare(&mut self, s: usize, t: &mut MTxn, p: Timestamp) -> Res {
+        if t.state == TState::Prepared {
+            return Err(Error::AlreadyPrepared);
+        }
+        check_usable(t)?;
+        if t.commit_ts != 0 {
+            return Err(Error::PrepareAfterCommitTimestamp {
+                commit: ts(t.commit_ts),
+            });
+        }
+        let asked = check_ts(TimestampRole::Prepare, p)?;
+        let mut want = asked;
+        if want < self.oldest {
+            if !t.opts.roundup_prepared {
+                return Err(Error::PrepareTimestampBeforeOldest {
+                    prepare: ts(asked),
+                    oldest: ts(self.oldest),
+                });
+            }
+            want = self.oldest;
+        }
+        let mut p = want;
+        if p <= self.stable {
+            if !t.opts.roundup_prepared {
+                return Err(Error::PrepareTimestampNotAfterStable {
+                    prepare: ts(want),
+                    stable: ts(self.stable),
+                });
+            }
+            p = self.stable + 1;
+        }
+        for (i, o) in self.sessions.iter().enumerate() {
+            if i != s && o.read_pin != 0 && p < o.read_pin {
+                return Err(Error::PrepareTimestampBeforeActiveRead {
+                    prepare: ts(p),
+                    read: ts(o.read_pin),
+                });
+            }
+        }
+        if p > Timestamp::MAX.get() {
+            return Err(Error::PrepareTimestampNotAfterStable {
+                prepare: ts(asked),
+                stable: Timestamp::MAX,
+            });
+        }
+        if t.read_ts != 0 && p < t.read_ts {
+            return Err(Error::PrepareTimestampBeforeActiveRead {
+                prepare: ts(p),
+                read: ts(t.read_ts),
+            });
+        }
+        self.sessions[s].prepared = p;
+        for (k, i) in &t.writes {
+            self.versions.get_mut(k).expect("written")[*i].state = VState::Prepared(p);
+        }
+        if t.id != 0 {
+            self.completed.insert(t.id);
+        }
+        t.prepare_ts = p;
+        t.state = TState::Prepared;
+        Ok(Out::Ts(ts(p)))
+    }
+
+    fn commit(
+        &mut self,
+        s: usize,
+        t: &mut MTxn,
+        c: Option<Timestamp>,
+        d: Option<Timestamp>,
+    ) -> Res {
+        match t.state {
+            TState::Doomed => {
+                self.abort(s, t);
+                return Err(Error::MustRollBack);
+            }
+            TState::Finished => return Err(Error::TransactionFinished),
+            TState::Active | TState::Prepared => {}
+        }
+        let prepared = t.state == TState::Prepared;
+        let given = match c {
+            Some(c) => Some(ts(Self::round_commit_ts(
+                t,
+                check_ts(TimestampRole::Commit, c)?,
+            ))),
+            None => None,
+        };
+        let commit = match (given, Timestamp::new(t.commit_ts).to_option()) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(Error::CommitTimestampAlreadySet { current: b })
+            }
+            (a, b) => a.or(b).unwrap_or(Timestamp::NONE),
+        };
+        let durable = match (prepared, d) {
+            (false, Some(d)) => return Err(Error::DurableTimestampWithoutPrepare { durable: d }),
+            (false, None) => commit,
+            (true, d) => {
+                if commit.is_none() {
+                    return Err(Error::PreparedCommitNeedsTimestamp);
+                }
+                let d = d
+                    .or(Timestamp::new(t.durable_ts).to_option())
+                    .unwrap_or(commit);
+                check_ts(TimestampRole::Durable, d)?;
+                if d < commit {
+                    return Err(Error::DurableTimestampBeforeCommit { durable: d, commit });
+                }
+                d
+            }
+        };
+        if !commit.is_none() {
+            self.check_commit_ts(t, commit)?;
+        }
+        if t.id != 0 || prepared {
+            let claim = if prepared { durable } else { commit };
+            if !claim.is_none() && claim.get() <= self.stable {
+                let stable = ts(self.stable);
+                return Err(if prepared {
+                    Error::DurableTimestampNotAfterStable {
+                        durable: claim,
+                        stable,
+                    }
+                } else {
+                    Error::CommitTimestampNotAfterStable {
+                        commit: claim,
+                        stable,
+                    }
+                });
+            }
+            for (k, i) in &t.writes {
+                self.versions.get_mut(k).expect("written")[*i].state =
+                    VState::Committed(commit.get());
+            }
+            if t.id != 0 && !prepared {
+                self.completed.insert(t.id);
+            }
+            if !durable.is_none() {
+                self.durable = self.durable.max(durable.get());
+            }
+        }
+        self.sessions[s].prepared = 0;
+        self.sessions[s].announced = 0;
+        if !t.writes.is_empty() {
+            self.sessions[s].commits += 1;
+            if self.sessions[s].commits >= HORIZON_REFRESH_COMMITS {
+                self.sessions[s].commits = 0;
+                self.advance_horizon();
+            }
+        }
+        self.finish(s, t);
+        Ok(Out::Unit)
+    }
+
+    fn set_timestamps(
+        &mut self,
+        o: Option<Timestamp>,
+        st: Option<Timestamp>,
+        d: Option<Timestamp>,
+    ) -> Res {
+        let new_oldest = match o {
+            Some(o) => check_ts(TimestampRole::Oldest, o)?,
+            None => self.oldest,
+        };
+        let new_stable = match st {
+            Some(s) => check_ts(TimestampRole::Stable, s)?,
+            None => self.stable,
+        };
+        if let Some(d) = d {
+            check_ts(TimestampRole::GlobalDurable, d)?;
+        }
+        if new_oldest < self.oldest {
+            return Err(Error::TimestampMovedBackwards {
+                role: TimestampRole::Oldest,
+                requested: ts(new_oldest),
+                current: ts(self.oldest),
+            });
+        }
+        if new_stable < self.stable {
+            return Err(Error::TimestampMovedBackwards {
+                role: TimestampRole::Stable,
+                requested: ts(new_stable),
+                current: ts(self.stable),
+            });
+        }
+        if new_stable != 0 && new_oldest > new_stable {
+            return Err(Error::OldestAfterStable {
+                oldest: ts(new_oldest),
+                stable: ts(new_stable),
+            });
+        }
+        if new_stable > self.stable {
+            for m in &self.sessions {
+                if m.prepared != 0 && m.announced != 0 && m.announced <= new_stable {
+                    return Err(Error::StablePastPreparedDurable {
+                        stable: ts(new_stable),
+                        durable: ts(m.announced),
+                    });
+                }
+            }
+            self.stable = new_stable;
+        }
+        if let Some(d) = d {
+            self.durable = d.get();
+        }
+        if new_oldest > self.oldest {
+            self.oldest = new_oldest;
+            self.advance_horizon();
+        }
+        Ok(Out::Unit)
+    }
+
+    fn query(&self, q: Q) -> Out {
+        let oldest_reader = self
+            .sessions
+            .iter()
+            .map(|m| m.read_pin)
+            .filter(|&r| r != 0)
+            .min();
+        let v = match q {
+            Q::Oldest => self.oldest,
+            Q::Stable => self.stable,
+            Q::AllDurable => {
+                let mut d = self.durable;
+                for m in &self.sessions {
+                    if m.announced != 0 {
+                        d = d.min(m.announced - 1);
+                    }
+                }
+                d
+            }
+            Q::OldestReader => oldest_reader.unwrap_or(0),
+            Q::Pinned => match oldest_reader {
+                Some(r) if self.oldest == 0 || r < self.oldest => r,
+                _ => self.oldest,
+            },
+        };
+        let pins = self
+            .sessions
+            .iter()
+            .map(|m| {
+                (
+                    (m.xmin_pin != 0).then_some(m.xmin_pin),
+                    ts(m.read_pin).to_option(),
+                )
+            })
+            .collect();
+        Out::Query(ts(v).to_option(), pins)
+    }
+
+    /// Applies `op` (the `step`-th) to the model.
+    pub fn apply(&mut self, step: usize, op: &Op) -> Res {
+        let s = match *op {
+            Op::Begin(s, o) => return self.begin(s.get(), o.get()),
+            Op::Drop(s) => {
+                let s = s.get();
+                if let Some(mut t) = self.sessions[s].txn.take() {
+                    if t.state != TState::Finished {
+                        self.abort(s, &mut t);
+                    }
+                }
+                return Ok(Out::Unit);
+            }
+            Op::Reopen(s) => {
+                let s = s.get();
+                self.apply(step, &Op::Drop(S(s as u8)))?;
+                self.sessions[s] = MSession::default();
+                return Ok(Out::Unit);
+            }
+            Op::SetTimestamps(o, st, d) => {
+                return self.set_timestamps(o.map(Ts::get), st.map(Ts::get), d.map(Ts::get))
+            }
+            Op::Collect => {
+                self.advance_horizon();
+                return Ok(Out::Unit);
+            }
+            Op::Query(q) => return Ok(self.query(q)),
+            Op::OpenExtra => {
+                return Err(Error::SessionTableFull {
+                    max_sessions: SESSIONS,
+                })
+            }
+            Op::SetReadTs(s, _)
+            | Op::Get(s, _)
+            | Op::Put(s, _, _)
+            | Op::Delete(s, _)
+            | Op::Range(s, _, _)
+            | Op::Prepare(s, _)
+            | Op::SetCommitTs(s, _)
+            | Op::SetDurableTs(s, _)
+            | Op::Commit(s, _, _)
+            | Op::Rollback(s) => s.get(),
+        };
+        let Some(mut t) = self.sessions[s].txn.take() else {
+            return Ok(Out::NoTxn);
+        };
+        let r = self.txn_op(s, &mut t, step, op);
+        self.sessions[s].txn = Some(t);
+        r
+    }
+
+    fn txn_op(&mut self, s: usize, t: &mut MTxn, step: usize, op: &Op) -> Res {
+        match *op {
+            Op::SetReadTs(_, v) => self.set_read_ts(s, t, v.get()).map(Out::Ts),
+            Op::Get(_, k) => {
+                self.before_read(t)?;
+                match self.read(t, k.get()) {
+                    Ok(v) => Ok(Out::Value(v)),
+                    Err(()) => Err(Error::PrepareConflict {
+                        key: k.get().to_vec(),
+                    }),
+                }
+            }
+            Op::Put(_, k, len) => self.write(s, t, step, k.get(), Some(value(step, len))),
+            Op::Delete(_, k) => self.write(s, t, step, k.get(), None),
+            Op::Range(_, lo, hi) => {
+                self.before_read(t)?;
+                let mut rows = Vec::new();
+                let keys: Vec<Vec<u8>> = self.versions.keys().cloned().collect();
+                for k in keys {
+                    if !in_bounds(&k, lo.get(), hi.get()) {
+                        continue;
+                    }
+                    match self.read(t, &k) {
+                        Ok(Some(v)) => rows.push((k, v)),
+                        Ok(None) => {}
+                        Err(()) => return Err(Error::PrepareConflict { key: k }),
+                    }
+                }
+                Ok(Out::Rows(rows))
+            }
+            Op::Prepare(_, p) => self.prepare(s, t, p.get()),
+            Op::SetCommitTs(_, c) => self.set_commit_ts(s, t, c.get()),
+            Op::SetDurableTs(_, d) => self.set_durable_ts(s, t, d.get()),
+            Op::Commit(_, c, d) => self.commit(s, t, c.map(Ts::get), d.map(Ts::get)),
+            Op::Rollback(_) => {
+                if t.state == TState::Finished {
+                    return Err(Error::TransactionFinished);
+                }
+                self.abort(s, t);
+                Ok(Out::Unit)
+            }
+            _ => unreachable!("handled in apply"),
+        }
+    }
+}
