@@ -257,15 +257,7 @@ impl Machinery for LockFree {
         let bound = self.clocks.stable_bound.load(Ordering::Relaxed);
         if ts.get() <= bound {
             s.claim.store(0, Ordering::Release);
-            let stable = Timestamp::new(bound);
-            return Err(if prepared {
-                Error::DurableTimestampNotAfterStable {
-                    durable: ts,
-                    stable,
-                }
-            } else {
-                Error::CommitTimestampNotAfterStable { commit: ts, stable }
-            });
+            return Err(not_after_stable(ts, bound, prepared));
         }
         Ok(())
     }
@@ -331,15 +323,7 @@ impl Machinery for LockFree {
             // A refused re-announcement keeps the earlier one in force (it
             // was validated, and every setter since saw it or this value).
             s.announced.store(previous, Ordering::Release);
-            let stable = Timestamp::new(bound);
-            return Err(if prepared {
-                Error::DurableTimestampNotAfterStable {
-                    durable: ts,
-                    stable,
-                }
-            } else {
-                Error::CommitTimestampNotAfterStable { commit: ts, stable }
-            });
+            return Err(not_after_stable(ts, bound, prepared));
         }
         Ok(())
     }
@@ -574,5 +558,19 @@ impl Machinery for LockFree {
                 )
             })
             .collect()
+    }
+}
+
+/// The error for a commit (or, for a prepared transaction, durable)
+/// timestamp at or below the stable bound.
+fn not_after_stable(ts: Timestamp, bound: u64, prepared: bool) -> Error {
+    let stable = Timestamp::new(bound);
+    if prepared {
+        Error::DurableTimestampNotAfterStable {
+            durable: ts,
+            stable,
+        }
+    } else {
+        Error::CommitTimestampNotAfterStable { commit: ts, stable }
     }
 }
