@@ -36,6 +36,9 @@ pub struct Out {
     pub reader_txns: u64,
     pub writer_txns: u64,
     pub writer_aborts: u64,
+    /// Readers whose read timestamp fell below oldest before they set it
+    /// (retried with a newer stable).
+    pub reader_read_ts_retries: u64,
     /// Shim-counted read-modify-writes in reader threads (None without
     /// the `count-rmw` feature or for peers).
     pub reader_rmw: Option<u64>,
@@ -94,7 +97,7 @@ fn reader<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
     let mut hist = new_hist();
     let mut worst = WorstList::new(p.worst);
     let opts = TxnOptions::default();
-    let (mut txns, mut measuring) = (0u64, false);
+    let (mut txns, mut retries, mut measuring) = (0u64, 0u64, false);
     let mut base_stats = s.stats();
     let mut base_rmw = thread_rmw_count();
     let mut t0 = Instant::now();
@@ -113,11 +116,23 @@ fn reader<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
         }
         // Reader loop (BENCHMARKS W1): begin; read ts = current stable; one
         // zero-copy point read of a random key; roll back.
-        let stable = ctl.stable.load(std::sync::atomic::Ordering::Relaxed);
         let k = key(rng.below(p.keys));
         let mut t = s.begin(&opts).expect("begin");
-        t.set_read_timestamp(Timestamp::new(stable))
-            .expect("stable is never below oldest");
+        loop {
+            let stable = ctl.stable.load(std::sync::atomic::Ordering::Relaxed);
+            match t.set_read_timestamp(Timestamp::new(stable)) {
+                Ok(_) => break,
+                // Preempted between loading stable and setting it, long
+                // enough for oldest to pass it: take the newer stable (the
+                // transaction stays usable after a timestamp error).
+                Err(Error::ReadTimestampTooOld { .. }) => {
+                    if measuring {
+                        retries += 1;
+                    }
+                }
+                Err(e) => panic!("set_read_timestamp: {e}"),
+            }
+        }
         let v = t
             .get_with(&k, |v| v.map(|v| v[v.len() / 2]))
             .expect("no prepared updates in W1");
@@ -142,7 +157,7 @@ fn reader<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
     let end_rmw = thread_rmw_count();
     ThreadOut {
         txns,
-        aborts: 0,
+        aborts: retries,
         rmw: end_rmw.zip(base_rmw).map(|(a, b)| a - b),
         stats: Some(delta(&base_stats, &s.stats())),
         hist,
@@ -280,6 +295,7 @@ fn merge(seconds: f64, rs: Vec<ThreadOut>, ws: Vec<ThreadOut>, worst: usize) -> 
         reader_txns: rs.iter().map(|r| r.txns).sum(),
         writer_txns: ws.iter().map(|w| w.txns).sum(),
         writer_aborts: ws.iter().map(|w| w.aborts).sum(),
+        reader_read_ts_retries: rs.iter().map(|r| r.aborts).sum(),
         reader_rmw: if rs.is_empty() { None } else { reader_rmw },
         reader_stats: has_stats.then_some(reader_stats),
         writer_stats: has_stats.then_some(writer_stats),

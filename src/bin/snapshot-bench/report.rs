@@ -18,6 +18,9 @@ pub struct Round {
     pub reader_txns: u64,
     pub writer_txns: u64,
     pub writer_conflicts: u64,
+    /// Reader transactions that retried set_read_timestamp because oldest
+    /// passed the stable value they had loaded.
+    pub reader_read_ts_retries: u64,
     /// Read-modify-writes issued through the engine's `sync` shim per
     /// read-only transaction (for the baselines: plus two per lock
     /// acquisition). `null` unless built with `--features count-rmw`.
@@ -54,6 +57,7 @@ impl Round {
             reader_txns: o.reader_txns,
             writer_txns: o.writer_txns,
             writer_conflicts: o.writer_aborts,
+            reader_read_ts_retries: o.reader_read_ts_retries,
             shared_rmw_per_read_txn: o.reader_rmw.and_then(|r| per(r, rb.max(o.reader_txns))),
             read_locks_per_read_txn: rs.and_then(|s| per(s.read_lock_acquisitions, rb)),
             snapshot_rebuilds_per_read_txn: rs.and_then(|s| per(s.snapshot_rebuilt, rb)),
