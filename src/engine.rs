@@ -210,6 +210,7 @@ unsafe impl<P: Protocol> Send for Session<'_, P> {}
 
 impl<'e, P: Protocol> Session<'e, P> {
     /// Begins a transaction.
+    #[inline]
     pub fn begin(&mut self, options: &TxnOptions) -> Result<Txn<'_, 'e, P>> {
         Txn::begin(self, options)
     }

@@ -38,6 +38,7 @@ pub struct Txn<'s, 'e, P: Protocol = LockFree> {
 }
 
 impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
+    #[inline]
     pub(crate) fn begin(sess: &'s mut Session<'e, P>, opts: &TxnOptions) -> Result<Self> {
         let opts = *opts;
         if let Some(ts) = opts.read_timestamp {
@@ -481,7 +482,23 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// leaves the transaction open and usable;
     /// a transaction that hit a write conflict is rolled back and gets
     /// [`Error::MustRollBack`].
+    #[inline]
     pub fn commit(&mut self, opts: CommitOptions) -> Result<()> {
+        if self.id == 0
+            && self.state == State::Active
+            && self.commit_ts.is_none()
+            && opts == CommitOptions::default()
+        {
+            // Read-only, nothing announced: no validation, nothing to
+            // install; clear the pins and count it.
+            self.sess.ctr().commits.bump(1);
+            self.finish();
+            return Ok(());
+        }
+        self.commit_slow(opts)
+    }
+
+    fn commit_slow(&mut self, opts: CommitOptions) -> Result<()> {
         match self.state {
             State::Doomed => {
                 self.abort();
@@ -539,7 +556,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             }
             engine.proto.release_claim(slot, durable);
         }
-        engine.proto.release_prepare(slot);
+        if self.announced() {
+            engine.proto.release_prepare(slot);
+        }
         ctr.commits.bump(1);
         self.prune_written();
         self.finish();
@@ -592,7 +611,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         if self.id != 0 && self.state != State::Prepared {
             engine.proto.complete(slot, self.id, ctr);
         }
-        engine.proto.release_prepare(slot);
+        if self.announced() {
+            engine.proto.release_prepare(slot);
+        }
         let store = &engine.store;
         let guard = store.rc.pin();
         let mut unlinked = 0;
@@ -609,6 +630,14 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         self.finish();
     }
 
+    /// Has this transaction published a prepare claim or an announcement
+    /// in its slot (prepare, or a commit timestamp set before commit)?
+    #[inline]
+    fn announced(&self) -> bool {
+        self.state == State::Prepared || !self.commit_ts.is_none()
+    }
+
+    #[inline]
     fn finish(&mut self) {
         let ctr = self.sess.ctr();
         if self.id == 0 {
