@@ -5,7 +5,7 @@ use crate::config::{EngineConfig, TimestampKind, TimestampUpdate, TxnOptions};
 use crate::error::Result;
 use crate::lockfree::LockFree;
 use crate::protocol::Protocol;
-use crate::raw::chain::{KeyEntry, Version};
+use crate::raw::chain::{KeyEntry, Tails, Version};
 use crate::snapshot::Snapshot;
 use crate::stats::{Counters, Stats};
 use crate::store::Store;
@@ -86,6 +86,7 @@ impl<P: Protocol> Engine<P> {
             snap: Snapshot::default(),
             writes: Vec::new(),
             commits: 0,
+            tails: Tails::default(),
             _not_sync: PhantomData,
         })
     }
@@ -198,6 +199,8 @@ pub struct Session<'e, P: Protocol = LockFree> {
     pub(crate) writes: Vec<WriteRec>,
     /// Commits since the last horizon refresh.
     pub(crate) commits: u32,
+    /// Pruned chain tails not yet handed to the collector.
+    pub(crate) tails: Tails,
     _not_sync: PhantomData<Cell<()>>,
 }
 
@@ -245,6 +248,10 @@ impl<P: Protocol> Drop for Session<'_, P> {
     fn drop(&mut self) {
         // Invariant 12: every slot is released exactly once; an open
         // transaction borrows the session, so it has already ended.
+        let store = &self.engine.store;
+        let guard = store.rc.pin();
+        self.tails.flush(&store.rc, &guard, store.on_free());
+        drop(guard);
         self.engine.proto.close_session(self.slot);
     }
 }

@@ -35,7 +35,7 @@ use crate::config::{EngineConfig, TimestampKind, TimestampUpdate};
 use crate::error::{check_ts, Error, Result, TimestampRole};
 use crate::protocol::{Machinery, StableView};
 use crate::raw::chain::Horizon;
-use crate::raw::descriptor::DescriptorCell;
+use crate::raw::descriptor::{DescriptorCell, Retired};
 use crate::raw::reclaim::Reclaimer;
 use crate::raw::slots::SlotTable;
 use crate::snapshot::Snapshot;
@@ -45,6 +45,7 @@ use crate::sync::{
 };
 use crate::ts::Timestamp;
 use crossbeam_utils::CachePadded;
+use std::cell::UnsafeCell;
 
 /// Global timestamps and the floors readers validate against. Read-mostly:
 /// written by the timestamp setter and the horizon advancer only.
@@ -75,8 +76,21 @@ pub struct LockFree {
     /// writers never touch it.
     admin: Mutex<()>,
     slots: SlotTable,
+    /// Per slot, descriptors its completions replaced, not yet handed to the
+    /// collector. Only the slot's owner touches its entry.
+    retired: Box<[CachePadded<UnsafeCell<Retired>>]>,
     rc: Reclaimer,
 }
+
+/// Replaced descriptors a session collects before handing them to the
+/// collector (1 under loom, so models see every retire).
+const RETIRE_BATCH: usize = if cfg!(loom) { 1 } else { 32 };
+
+// SAFETY: every field but `retired` is Sync. Entry `i` of `retired` is only
+// touched by `complete(i)` and `close_session(i)`, which only the owner of
+// slot `i` calls (a session holds its slot exclusively and is not Sync), and
+// by Drop, which has `&mut self`.
+unsafe impl Sync for LockFree {}
 
 impl LockFree {
     /// Publishes `snap.xmin` as the session's pin and validates it against
@@ -135,6 +149,9 @@ impl Machinery for LockFree {
             advancing: AtomicBool::new(false),
             admin: Mutex::new(()),
             slots: SlotTable::new(config.max_sessions),
+            retired: (0..config.max_sessions)
+                .map(|_| CachePadded::new(UnsafeCell::new(Retired::default())))
+                .collect(),
             rc: Reclaimer::new(),
         }
     }
@@ -146,6 +163,8 @@ impl Machinery for LockFree {
     }
 
     fn close_session(&self, slot: usize) {
+        // SAFETY: only the owner of `slot` gets here (see `unsafe impl Sync`).
+        unsafe { &mut *self.retired[slot].get() }.flush(&self.rc);
         self.slots.release(slot);
     }
 
@@ -262,8 +281,14 @@ impl Machinery for LockFree {
         Ok(())
     }
 
-    fn complete(&self, _slot: usize, id: u64, ctr: &Counters) {
-        let cost = self.desc.complete(&self.rc, id);
+    fn complete(&self, slot: usize, id: u64, ctr: &Counters) {
+        // SAFETY: only the owner of `slot` completes on it (see `unsafe impl
+        // Sync`), so this is the only reference to its retire list.
+        let retired = unsafe { &mut *self.retired[slot].get() };
+        let cost = self.desc.complete(&self.rc, id, retired);
+        if retired.len() >= RETIRE_BATCH {
+            retired.flush(&self.rc);
+        }
         ctr.descriptor_installs.bump(1);
         ctr.descriptor_cas_retries.bump(cost.cas_retries);
     }
@@ -572,5 +597,15 @@ fn not_after_stable(ts: Timestamp, bound: u64, prepared: bool) -> Error {
         }
     } else {
         Error::CommitTimestampNotAfterStable { commit: ts, stable }
+    }
+}
+
+impl Drop for LockFree {
+    fn drop(&mut self) {
+        for r in self.retired.iter_mut() {
+            // SAFETY: `&mut self`: the engine is being dropped, every session
+            // (and so every guard taken through it) is gone.
+            unsafe { r.get_mut().free_now() };
+        }
     }
 }

@@ -9,6 +9,10 @@ use crate::raw::chain::{Found, ReadAs, Version, View, ABORTED, COMMITTED, PREPAR
 use crate::ts::{Timestamp, TxnId};
 use std::ops::{Bound, RangeBounds};
 
+/// Pruned tails a session collects before handing them to the collector
+/// in one deferred destructor (1 under loom, so models see every retire).
+const RETIRE_BATCH: usize = if cfg!(loom) { 1 } else { 32 };
+
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum State {
     Active,
@@ -582,11 +586,17 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         let store = &engine.store;
         let guard = store.rc.pin();
         let mut pruned = 0;
-        for w in &self.sess.writes {
+        let sess = &mut *self.sess;
+        for w in &sess.writes {
             // SAFETY: key entries live until the store drops (keys are never
             // removed), and the store outlives the session.
-            let e = unsafe { &*w.entry };
-            pruned += e.prune(h, &store.rc, &guard, || store.on_free());
+            let tail = unsafe { &*w.entry }.cut(h, &guard);
+            if !tail.is_null() {
+                pruned += sess.tails.push(tail, &guard);
+            }
+        }
+        if sess.tails.len() >= RETIRE_BATCH {
+            sess.tails.flush(&store.rc, &guard, store.on_free());
         }
         ctr.versions_pruned.bump(pruned);
     }

@@ -344,6 +344,21 @@ impl KeyEntry {
         guard: &Guard,
         on_free: impl FnOnce() -> F,
     ) -> u64 {
+        let tail = self.cut(horizon, guard);
+        if tail.is_null() {
+            return 0;
+        }
+        let mut tails = Tails::default();
+        let n = tails.push(tail, guard);
+        tails.flush(rc, guard, on_free());
+        n
+    }
+
+    /// Cuts the chain below the newest version covered by `horizon` (the
+    /// safe point) and returns the detached tail, or null. The caller owns
+    /// the tail and must retire it ([`Tails`]). Returns null without cutting
+    /// if another thread is pruning this key.
+    pub(crate) fn cut(&self, horizon: Horizon, _guard: &Guard) -> *mut Version {
         // Acquire: pairs with the Release store below by the previous pruner
         // of this key, so cuts are serialized per key.
         if self
@@ -351,12 +366,12 @@ impl KeyEntry {
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            return 0;
+            return ptr::null_mut();
         }
-        let mut retired = 0;
+        let mut tail = ptr::null_mut();
         let mut p = self.head_ptr();
         while !p.is_null() {
-            // SAFETY: loaded under `guard` (invariant 11).
+            // SAFETY: loaded under `_guard` (invariant 11).
             let v = unsafe { &*p };
             let w = v.status();
             let cut_here = state_of(w) == COMMITTED
@@ -366,17 +381,14 @@ impl KeyEntry {
                 // current and future reader, so every reader stops at `v` or
                 // above, and nothing below it can be read again.
                 // Acquire: we free the tail, so we must see its contents.
-                let tail = v.next.swap(ptr::null_mut(), Ordering::Acquire);
-                if !tail.is_null() {
-                    retired = retire_chain(tail, rc, guard, on_free());
-                }
+                tail = v.next.swap(ptr::null_mut(), Ordering::Acquire);
                 break;
             }
             p = v.next_ptr();
         }
         // Release: pairs with the Acquire CAS above.
         self.pruning.store(false, Ordering::Release);
-        retired
+        tail
     }
 
     /// Versions in the chain (for tests and stats).
@@ -400,30 +412,66 @@ fn found(v: &Version) -> Found<'_> {
     }
 }
 
-/// Retires the chain starting at `tail` (already unlinked) as one unit.
-fn retire_chain(
-    tail: *mut Version,
-    rc: &Reclaimer,
-    guard: &Guard,
-    on_free: impl Fn(u64) + Send + 'static,
-) -> u64 {
-    let mut n = 0;
-    let mut p = tail;
-    while !p.is_null() {
-        n += 1;
-        // SAFETY: the tail is unlinked but not yet retired; we hold `guard`.
-        p = unsafe { &*p }.next_ptr();
+/// Chain tails cut off by pruning, waiting to be handed to the collector
+/// together: one deferred destructor per batch instead of one per cut keeps
+/// the collector's per-thread bags (and their allocations) out of the
+/// commit path.
+#[derive(Default)]
+pub(crate) struct Tails {
+    tails: Vec<SendPtr<Version>>,
+}
+
+impl Tails {
+    /// Takes ownership of an unlinked tail; returns how many versions it
+    /// holds.
+    pub(crate) fn push(&mut self, tail: *mut Version, _guard: &Guard) -> u64 {
+        let mut n = 0;
+        let mut p = tail;
+        while !p.is_null() {
+            n += 1;
+            // SAFETY: the tail is unlinked but not yet retired, so nothing
+            // frees it; we hold `_guard`.
+            p = unsafe { &*p }.next_ptr();
+        }
+        self.tails.push(SendPtr(tail));
+        n
     }
-    let sp = SendPtr(tail);
-    rc.defer(guard, move || {
-        let sp = sp;
-        // SAFETY: the tail was unlinked by one `swap` under the per-key
-        // pruning flag, so it is retired exactly once; the collector runs
-        // this only after every guard that could reach it has dropped.
-        let freed = unsafe { free_chain(sp.0) };
-        on_free(freed);
-    });
-    n
+
+    /// Tails held.
+    pub(crate) fn len(&self) -> usize {
+        self.tails.len()
+    }
+
+    /// Retires every held tail as one unit; `on_free` gets the number of
+    /// versions freed.
+    pub(crate) fn flush<F: Fn(u64) + Send + 'static>(
+        &mut self,
+        rc: &Reclaimer,
+        guard: &Guard,
+        on_free: F,
+    ) {
+        if self.tails.is_empty() {
+            return;
+        }
+        let tails = std::mem::take(&mut self.tails);
+        rc.defer(guard, move || {
+            let mut freed = 0;
+            for t in tails {
+                // SAFETY: each tail was unlinked by one `swap` under its key's
+                // pruning flag and pushed here once, so it is retired exactly
+                // once; the collector runs this only after every guard that
+                // could reach it has dropped (invariant 11).
+                freed += unsafe { free_chain(t.0) };
+            }
+            on_free(freed);
+        });
+    }
+}
+
+impl Drop for Tails {
+    fn drop(&mut self) {
+        debug_assert!(self.tails.is_empty(), "unflushed tails leak");
+    }
 }
 
 /// Frees every version from `p` down.

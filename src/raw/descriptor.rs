@@ -29,7 +29,54 @@ pub(crate) struct Descriptor {
     pub(crate) generation: u64,
     pub(crate) xmin: u64,
     pub(crate) xmax: u64,
-    pub(crate) running: Box<[u64]>,
+    pub(crate) running: Running,
+}
+
+/// Running ids inline in the descriptor up to this many, so a completion
+/// usually makes one allocation, not two (the writer-side profile showed
+/// descriptor allocation and the allocator's consolidation as the engine's
+/// own largest writer cost).
+const INLINE_RUNNING: usize = 6;
+
+/// The running ids of a descriptor, sorted ascending.
+#[derive(Debug)]
+pub(crate) enum Running {
+    Inline(u8, [u64; INLINE_RUNNING]),
+    Heap(Box<[u64]>),
+}
+
+impl Running {
+    /// Collects `ids` (at most `upper` of them).
+    fn collect(ids: impl Iterator<Item = u64>, upper: usize) -> Running {
+        if upper <= INLINE_RUNNING {
+            let mut a = [0; INLINE_RUNNING];
+            let mut n = 0;
+            for id in ids {
+                a[n] = id;
+                n += 1;
+            }
+            Running::Inline(n as u8, a)
+        } else {
+            Running::Heap(ids.collect())
+        }
+    }
+}
+
+impl std::ops::Deref for Running {
+    type Target = [u64];
+    #[inline]
+    fn deref(&self) -> &[u64] {
+        match self {
+            Running::Inline(n, a) => &a[..*n as usize],
+            Running::Heap(b) => b,
+        }
+    }
+}
+
+impl From<&[u64]> for Running {
+    fn from(ids: &[u64]) -> Running {
+        Running::collect(ids.iter().copied(), ids.len())
+    }
 }
 
 impl Descriptor {
@@ -38,18 +85,15 @@ impl Descriptor {
     /// `xmax` to `id + 1` and list every id in `[xmax, id)` as running, since
     /// none of them can have completed without raising `xmax` first.
     pub(crate) fn next_without(&self, id: u64) -> Descriptor {
-        let mut running: Vec<u64>;
-        let xmax;
-        if id < self.xmax {
-            running = Vec::with_capacity(self.running.len().saturating_sub(1));
-            running.extend(self.running.iter().copied().filter(|&r| r != id));
-            xmax = self.xmax;
+        let cur: &[u64] = &self.running;
+        let (running, xmax) = if id < self.xmax {
+            let it = cur.iter().copied().filter(|&r| r != id);
+            (Running::collect(it, cur.len()), self.xmax)
         } else {
-            running = Vec::with_capacity(self.running.len() + (id - self.xmax) as usize);
-            running.extend_from_slice(&self.running);
-            running.extend(self.xmax..id);
-            xmax = id + 1;
-        }
+            let gap = (id - self.xmax) as usize;
+            let it = cur.iter().copied().chain(self.xmax..id);
+            (Running::collect(it, cur.len() + gap), id + 1)
+        };
         let xmin = running.first().copied().unwrap_or(xmax);
         let generation = if mutant_on(m::SKIP_GENERATION_BUMP) {
             self.generation
@@ -60,7 +104,51 @@ impl Descriptor {
             generation,
             xmin,
             xmax,
-            running: running.into_boxed_slice(),
+            running,
+        }
+    }
+}
+
+/// Descriptors replaced by one session's completions, handed to the
+/// collector in batches (one deferred destructor per batch keeps the
+/// collector's per-thread bags, and their allocations, off the commit path).
+#[derive(Default)]
+pub(crate) struct Retired(Vec<SendPtr<Descriptor>>);
+
+impl Retired {
+    /// Descriptors held.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Hands every held descriptor to the collector.
+    pub(crate) fn flush(&mut self, rc: &Reclaimer) {
+        if self.0.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.0);
+        let guard = rc.pin();
+        rc.defer(&guard, move || {
+            for d in batch {
+                // SAFETY: each was unlinked by the successful CAS in
+                // `complete` and pushed once; the collector runs this only
+                // after every guard that could have loaded it has dropped
+                // (invariant 11). Each came from Box::into_raw.
+                drop(unsafe { Box::from_raw(d.0) });
+            }
+        });
+    }
+
+    /// Frees every held descriptor now.
+    ///
+    /// # Safety
+    /// No thread may still hold a guard under which it loaded one of them
+    /// (the engine is being dropped).
+    pub(crate) unsafe fn free_now(&mut self) {
+        for d in self.0.drain(..) {
+            // SAFETY: the caller guarantees no reader remains; unlinked and
+            // pushed once, so freed once.
+            drop(unsafe { Box::from_raw(d.0) });
         }
     }
 }
@@ -86,7 +174,7 @@ impl DescriptorCell {
             generation: 1,
             xmin: 1,
             xmax: 1,
-            running: Box::new([]),
+            running: Running::Inline(0, [0; INLINE_RUNNING]),
         });
         DescriptorCell {
             ptr: AtomicPtr::new(Box::into_raw(first)),
@@ -136,15 +224,18 @@ impl DescriptorCell {
 
     /// Transaction `id` leaves the running set: derive the next descriptor
     /// and install it with a CAS (PROTOCOL rule 2). No scan, no lock.
-    pub(crate) fn complete(&self, rc: &Reclaimer, id: u64) -> InstallCost {
+    ///
+    /// The replaced descriptor goes to `retired`, which the caller hands to
+    /// the collector ([`Retired::flush`]).
+    pub(crate) fn complete(&self, rc: &Reclaimer, id: u64, retired: &mut Retired) -> InstallCost {
         let mut cost = InstallCost::default();
-        let guard = rc.pin();
+        let _guard = rc.pin();
         // Acquire: pairs with the Release CAS of the previous completer; we
         // read the descriptor's contents to derive the next one.
         let mut cur = self.ptr.load(Ordering::Acquire);
         loop {
             // SAFETY: `cur` was loaded (or returned by a failed CAS, which
-            // is a load) under `guard` (invariant 11).
+            // is a load) under `_guard` (invariant 11).
             let next = Box::new(unsafe { &*cur }.next_without(id));
             let generation = next.generation;
             let next = Box::into_raw(next);
@@ -158,16 +249,10 @@ impl DescriptorCell {
                 .compare_exchange(cur, next, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(old) => {
-                    let old = SendPtr(old);
-                    rc.defer(&guard, move || {
-                        let old = old;
-                        // SAFETY: `old` was unlinked by our successful CAS, so
-                        // no new reader can load it; the collector runs this
-                        // only after every guard that might have loaded it
-                        // has dropped (invariant 11). It came from
-                        // Box::into_raw and is freed exactly once, here.
-                        drop(unsafe { Box::from_raw(old.0) });
-                    });
+                    // `old` is unlinked: no new reader can load it. It is
+                    // freed by the collector after every guard that might
+                    // have loaded it drops (invariant 11).
+                    retired.0.push(SendPtr(old));
                     // Release: pairs with the Acquire load in
                     // `published_generation`. fetch_max keeps the published
                     // generation monotonic when two completers race here
@@ -229,14 +314,33 @@ mod tests {
     }
 
     #[test]
+    fn a_gap_wider_than_the_inline_space_spills_and_shrinks_back() {
+        let n = d(1, 1, 1, &[]).next_without(20);
+        assert!(matches!(n.running, Running::Heap(_)));
+        assert_eq!(&*n.running, &(1..20).collect::<Vec<_>>()[..]);
+        let mut n = n;
+        for id in 1..16 {
+            n = n.next_without(id);
+        }
+        assert!(matches!(n.running, Running::Inline(..)));
+        assert_eq!(
+            (n.xmin, n.xmax, &*n.running),
+            (16, 21, &[16, 17, 18, 19][..])
+        );
+    }
+
+    #[test]
     fn every_completion_bumps_the_generation_and_publishes_it() {
         let rc = Reclaimer::new();
         let cell = DescriptorCell::new();
         let mut s = Snapshot::default();
         cell.copy_into(&rc, &mut s);
         assert_eq!(s.generation, 1);
-        cell.complete(&rc, 1);
-        cell.complete(&rc, 3);
+        let mut retired = Retired::default();
+        cell.complete(&rc, 1, &mut retired);
+        cell.complete(&rc, 3, &mut retired);
+        assert_eq!(retired.len(), 2);
+        retired.flush(&rc);
         assert_eq!(cell.published_generation(), 3);
         cell.copy_into(&rc, &mut s);
         assert_eq!(
