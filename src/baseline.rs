@@ -63,7 +63,7 @@
 
 use crate::config::{EngineConfig, TimestampKind, TimestampUpdate};
 use crate::error::{check_ts, Error, Result, TimestampRole};
-use crate::protocol::{Machinery, Protocol, StableView};
+use crate::protocol::{report_timestamp, Machinery, Protocol, SlotTimestamps, StableView};
 use crate::raw::chain::Horizon;
 use crate::snapshot::Snapshot;
 use crate::stats::{Counters, Stats};
@@ -656,37 +656,17 @@ impl<const FIXED: bool> Machinery for RwLockMachinery<FIXED> {
 
     fn query_timestamp(&self, kind: TimestampKind) -> Option<Timestamp> {
         let g = self.read(Ctr::None);
-        let oldest_reader = || {
-            self.entries
-                .iter()
-                .map(|e| e.read_ts.load(Ordering::Relaxed))
-                .filter(|&r| r != 0)
-                .min()
-        };
-        let v = match kind {
-            TimestampKind::Oldest => g.oldest,
-            TimestampKind::Stable => g.stable,
-            TimestampKind::AllDurable => {
-                let mut d = self.durable.load(Ordering::Acquire);
-                for e in self.entries.iter() {
-                    for t in [
-                        e.claim.load(Ordering::Acquire),
-                        e.announced.load(Ordering::Acquire),
-                    ] {
-                        if t != 0 {
-                            d = d.min(t - 1);
-                        }
-                    }
-                }
-                d
-            }
-            TimestampKind::OldestReader => oldest_reader().unwrap_or(0),
-            TimestampKind::Pinned => match oldest_reader() {
-                Some(r) if g.oldest == 0 || r < g.oldest => r,
-                _ => g.oldest,
-            },
-        };
-        Timestamp::new(v).to_option()
+        report_timestamp(
+            kind,
+            g.oldest,
+            g.stable,
+            self.durable.load(Ordering::Acquire),
+            self.entries.iter().map(|e| SlotTimestamps {
+                read_ts: e.read_ts.load(Ordering::Relaxed),
+                claim: e.claim.load(Ordering::Acquire),
+                announced: e.announced.load(Ordering::Acquire),
+            }),
+        )
     }
 
     fn current_xmin(&self) -> u64 {

@@ -33,7 +33,7 @@
 
 use crate::config::{EngineConfig, TimestampKind, TimestampUpdate};
 use crate::error::{check_ts, Error, Result, TimestampRole};
-use crate::protocol::{Machinery, StableView};
+use crate::protocol::{report_timestamp, Machinery, SlotTimestamps, StableView};
 use crate::raw::chain::Horizon;
 use crate::raw::descriptor::{DescriptorCell, Retired};
 use crate::raw::reclaim::Reclaimer;
@@ -525,40 +525,19 @@ impl Machinery for LockFree {
 
     fn query_timestamp(&self, kind: TimestampKind) -> Option<Timestamp> {
         let c = &self.clocks;
-        let oldest_reader = || {
-            self.slots
-                .iter()
-                .map(|s| s.read_ts.load(Ordering::Acquire))
-                .filter(|&r| r != 0)
-                .min()
-        };
-        let v = match kind {
-            TimestampKind::Oldest => c.oldest.load(Ordering::Acquire),
-            TimestampKind::Stable => c.stable.load(Ordering::Acquire),
-            TimestampKind::AllDurable => {
-                let mut d = self.durable.load(Ordering::Acquire);
-                for s in self.slots.iter() {
-                    for t in [
-                        s.claim.load(Ordering::Acquire),
-                        s.announced.load(Ordering::Acquire),
-                    ] {
-                        if t != 0 {
-                            d = d.min(t - 1);
-                        }
-                    }
-                }
-                d
-            }
-            TimestampKind::OldestReader => oldest_reader().unwrap_or(0),
-            TimestampKind::Pinned => {
-                let o = c.oldest.load(Ordering::Acquire);
-                match oldest_reader() {
-                    Some(r) if o == 0 || r < o => r,
-                    _ => o,
-                }
-            }
-        };
-        Timestamp::new(v).to_option()
+        // Acquire loads: each pairs with the Release store that set the value
+        // (set_timestamps, release_claim, announce); a report, not a guard.
+        report_timestamp(
+            kind,
+            c.oldest.load(Ordering::Acquire),
+            c.stable.load(Ordering::Acquire),
+            self.durable.load(Ordering::Acquire),
+            self.slots.iter().map(|s| SlotTimestamps {
+                read_ts: s.read_ts.load(Ordering::Acquire),
+                claim: s.claim.load(Ordering::Acquire),
+                announced: s.announced.load(Ordering::Acquire),
+            }),
+        )
     }
 
     fn current_xmin(&self) -> u64 {

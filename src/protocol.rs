@@ -104,3 +104,47 @@ pub trait Machinery: Send + Sync + Sized + 'static {
     /// no `Counters`) for one slot, or for every slot with `None`.
     fn add_stats(&self, _slot: Option<usize>, _stats: &mut crate::stats::Stats) {}
 }
+
+/// What one session contributes to a global timestamp report: its read
+/// timestamp, its commit claim and its announced timestamp (0: none).
+#[derive(Clone, Copy)]
+pub(crate) struct SlotTimestamps {
+    pub(crate) read_ts: u64,
+    pub(crate) claim: u64,
+    pub(crate) announced: u64,
+}
+
+/// `Engine::query_timestamp` for any machinery: `oldest` and `stable` are
+/// the globals, `durable` the global durable timestamp, `slots` every
+/// session's contribution (read once per report).
+pub(crate) fn report_timestamp(
+    kind: TimestampKind,
+    oldest: u64,
+    stable: u64,
+    durable: u64,
+    slots: impl Iterator<Item = SlotTimestamps>,
+) -> Option<Timestamp> {
+    let mut oldest_reader: Option<u64> = None;
+    let mut all_durable = durable;
+    for s in slots {
+        if s.read_ts != 0 {
+            oldest_reader = Some(oldest_reader.map_or(s.read_ts, |r| r.min(s.read_ts)));
+        }
+        for t in [s.claim, s.announced] {
+            if t != 0 {
+                all_durable = all_durable.min(t - 1);
+            }
+        }
+    }
+    let v = match kind {
+        TimestampKind::Oldest => oldest,
+        TimestampKind::Stable => stable,
+        TimestampKind::AllDurable => all_durable,
+        TimestampKind::OldestReader => oldest_reader.unwrap_or(0),
+        TimestampKind::Pinned => match oldest_reader {
+            Some(r) if oldest == 0 || r < oldest => r,
+            _ => oldest,
+        },
+    };
+    Timestamp::new(v).to_option()
+}
