@@ -130,9 +130,12 @@ fn a_long_reader_pins_one_version_per_key_and_history_returns_after_it_ends() {
                             log.lock().unwrap().push((k, c));
                             writes_done.fetch_add(1, Ordering::Relaxed);
                         }
-                        // Stable passed this timestamp while we held it: the
-                        // transaction is still open and rolls back on drop.
-                        Err(Error::CommitTimestampNotAfterStable { .. }) => {}
+                        // The writer was descheduled between taking its
+                        // timestamp and committing, and the timekeeper moved
+                        // stable (or oldest) past it: refused, still open,
+                        // rolled back on drop (its version is unlinked).
+                        Err(Error::CommitTimestampNotAfterStable { .. })
+                        | Err(Error::CommitTimestampBeforeOldest { .. }) => {}
                         Err(err) => panic!("writer commit: {err}"),
                     }
                 }
@@ -162,13 +165,17 @@ fn a_long_reader_pins_one_version_per_key_and_history_returns_after_it_ends() {
             std::thread::sleep(Duration::from_millis(1));
         }
         let g = gate.write().unwrap();
-        let t0 = e.query_timestamp(TimestampKind::Stable).unwrap();
+        // Read at stable; the timekeeper may move oldest past it meanwhile,
+        // so round up (to oldest, still at or below stable).
+        let stable = e.query_timestamp(TimestampKind::Stable).unwrap();
         let mut reader = reader_session
             .begin(&TxnOptions {
-                read_timestamp: Some(t0),
+                read_timestamp: Some(stable),
+                roundup_read: true,
                 ..TxnOptions::default()
             })
             .unwrap();
+        let t0 = reader.read_timestamp();
         drop(g);
         let first: Vec<Option<Vec<u8>>> = (0..KEYS).map(|i| reader.get(&key(i)).unwrap()).collect();
 
