@@ -200,6 +200,13 @@ impl Horizon {
 pub(crate) struct KeyEntry {
     head: AtomicPtr<Version>,
     pruning: AtomicBool,
+    /// The horizon this key was last pruned to (written under `pruning`).
+    /// Versions committed since were written by transactions at or above
+    /// that horizon's xmin, so the same horizon finds the same safe point:
+    /// the walk is skipped. Keeps commits cheap while a long reader holds
+    /// the horizon still.
+    pruned_xmin: AtomicU64,
+    pruned_ts: AtomicU64,
 }
 
 impl Default for KeyEntry {
@@ -213,6 +220,8 @@ impl KeyEntry {
         KeyEntry {
             head: AtomicPtr::new(ptr::null_mut()),
             pruning: AtomicBool::new(false),
+            pruned_xmin: AtomicU64::new(0),
+            pruned_ts: AtomicU64::new(0),
         }
     }
 
@@ -369,6 +378,18 @@ impl KeyEntry {
             return ptr::null_mut();
         }
         let mut tail = ptr::null_mut();
+        // Relaxed: written only under `pruning`, which we hold (its Acquire
+        // CAS orders us after the previous holder's stores).
+        if self.pruned_xmin.load(Ordering::Relaxed) == horizon.xmin
+            && self.pruned_ts.load(Ordering::Relaxed) == horizon.ts
+            && !mutant_on(m::PRUNE_PAST_SAFE_POINT)
+        {
+            // Release: pairs with the Acquire CAS above.
+            self.pruning.store(false, Ordering::Release);
+            return tail;
+        }
+        self.pruned_xmin.store(horizon.xmin, Ordering::Relaxed);
+        self.pruned_ts.store(horizon.ts, Ordering::Relaxed);
         let mut p = self.head_ptr();
         while !p.is_null() {
             // SAFETY: loaded under `_guard` (invariant 11).
