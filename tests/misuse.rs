@@ -8,7 +8,7 @@
 
 use snapshot_engine::{
     CommitOptions, Engine, EngineConfig, Error, PrepareConflicts, Timestamp, TimestampRole,
-    TimestampUpdate, TxnOptions,
+    TimestampUpdate, Txn, TxnOptions,
 };
 
 const MAX_SESSIONS: usize = 4;
@@ -84,6 +84,29 @@ fn still_works(e: &Engine, row: &str) {
         None,
         "{row}: a refused write leaked"
     );
+}
+
+/// Makes `call` on a fresh transaction that has written `bad = x`.
+fn after_a_write(
+    e: &Engine,
+    call: impl FnOnce(&mut Txn<'_, '_>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let mut s = e.session()?;
+    let mut t = s.begin(&TxnOptions::default())?;
+    t.put(b"bad", b"x")?;
+    call(&mut t)
+}
+
+/// Makes `call` on a fresh transaction that has written `bad = x` and
+/// prepared at 25.
+fn after_prepare_at_25(
+    e: &Engine,
+    call: impl FnOnce(&mut Txn<'_, '_>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    after_a_write(e, |t| {
+        t.prepare(ts(25))?;
+        call(t)
+    })
 }
 
 struct Row {
@@ -167,13 +190,7 @@ fn rows() -> Vec<Row> {
             name: "read timestamp after prepare",
             state: "prepared at 25",
             expect: Error::TransactionPrepared,
-            run: |e| {
-                let mut s = e.session()?;
-                let mut t = s.begin(&TxnOptions::default())?;
-                t.put(b"bad", b"x")?;
-                t.prepare(ts(25))?;
-                t.set_read_timestamp(ts(21)).map(drop)
-            },
+            run: |e| after_prepare_at_25(e, |t| t.set_read_timestamp(ts(21)).map(drop)),
         },
         Row {
             name: "read timestamp with read_at_stable",
@@ -219,12 +236,7 @@ fn rows() -> Vec<Row> {
                 commit: ts(15),
                 stable: ts(STABLE),
             },
-            run: |e| {
-                let mut s = e.session()?;
-                let mut t = s.begin(&TxnOptions::default())?;
-                t.put(b"bad", b"x")?;
-                t.set_commit_timestamp(ts(15))
-            },
+            run: |e| after_a_write(e, |t| t.set_commit_timestamp(ts(15))),
         },
         Row {
             name: "commit timestamp below oldest",
@@ -233,12 +245,7 @@ fn rows() -> Vec<Row> {
                 commit: ts(8),
                 oldest: ts(OLDEST),
             },
-            run: |e| {
-                let mut s = e.session()?;
-                let mut t = s.begin(&TxnOptions::default())?;
-                t.put(b"bad", b"x")?;
-                t.set_commit_timestamp(ts(8))
-            },
+            run: |e| after_a_write(e, |t| t.set_commit_timestamp(ts(8))),
         },
         Row {
             name: "commit timestamp below read timestamp",
@@ -259,11 +266,10 @@ fn rows() -> Vec<Row> {
             state: "commit timestamp 25 set",
             expect: Error::CommitTimestampAlreadySet { current: ts(25) },
             run: |e| {
-                let mut s = e.session()?;
-                let mut t = s.begin(&TxnOptions::default())?;
-                t.put(b"bad", b"x")?;
-                t.set_commit_timestamp(ts(25))?;
-                t.commit(CommitOptions::at(26))
+                after_a_write(e, |t| {
+                    t.set_commit_timestamp(ts(25))?;
+                    t.commit(CommitOptions::at(26))
+                })
             },
         },
         Row {
@@ -273,24 +279,18 @@ fn rows() -> Vec<Row> {
                 role: TimestampRole::Commit,
                 value: 0,
             },
-            run: |e| {
-                let mut s = e.session()?;
-                let mut t = s.begin(&TxnOptions::default())?;
-                t.put(b"bad", b"x")?;
-                t.set_commit_timestamp(ts(0))
-            },
+            run: |e| after_a_write(e, |t| t.set_commit_timestamp(ts(0))),
         },
         Row {
             name: "durable timestamp without prepare (commit)",
             state: "not prepared",
             expect: Error::DurableTimestampWithoutPrepare { durable: ts(30) },
             run: |e| {
-                let mut s = e.session()?;
-                let mut t = s.begin(&TxnOptions::default())?;
-                t.put(b"bad", b"x")?;
-                t.commit(CommitOptions {
-                    commit_ts: Some(ts(25)),
-                    durable_ts: Some(ts(30)),
+                after_a_write(e, |t| {
+                    t.commit(CommitOptions {
+                        commit_ts: Some(ts(25)),
+                        durable_ts: Some(ts(30)),
+                    })
                 })
             },
         },
@@ -312,13 +312,11 @@ fn rows() -> Vec<Row> {
                 commit: ts(30),
             },
             run: |e| {
-                let mut s = e.session()?;
-                let mut t = s.begin(&TxnOptions::default())?;
-                t.put(b"bad", b"x")?;
-                t.prepare(ts(25))?;
-                t.commit(CommitOptions {
-                    commit_ts: Some(ts(30)),
-                    durable_ts: Some(ts(26)),
+                after_prepare_at_25(e, |t| {
+                    t.commit(CommitOptions {
+                        commit_ts: Some(ts(30)),
+                        durable_ts: Some(ts(26)),
+                    })
                 })
             },
         },
@@ -326,13 +324,7 @@ fn rows() -> Vec<Row> {
             name: "prepared commit without a commit timestamp",
             state: "prepared at 25",
             expect: Error::PreparedCommitNeedsTimestamp,
-            run: |e| {
-                let mut s = e.session()?;
-                let mut t = s.begin(&TxnOptions::default())?;
-                t.put(b"bad", b"x")?;
-                t.prepare(ts(25))?;
-                t.commit(CommitOptions::default())
-            },
+            run: |e| after_prepare_at_25(e, |t| t.commit(CommitOptions::default())),
         },
         Row {
             name: "commit timestamp below prepare timestamp",
@@ -341,13 +333,7 @@ fn rows() -> Vec<Row> {
                 commit: ts(23),
                 prepare: ts(25),
             },
-            run: |e| {
-                let mut s = e.session()?;
-                let mut t = s.begin(&TxnOptions::default())?;
-                t.put(b"bad", b"x")?;
-                t.prepare(ts(25))?;
-                t.commit(CommitOptions::at(23))
-            },
+            run: |e| after_prepare_at_25(e, |t| t.commit(CommitOptions::at(23))),
         },
         Row {
             name: "prepared durable timestamp at stable",
@@ -357,12 +343,10 @@ fn rows() -> Vec<Row> {
                 stable: ts(30),
             },
             run: |e| {
-                let mut s = e.session()?;
-                let mut t = s.begin(&TxnOptions::default())?;
-                t.put(b"bad", b"x")?;
-                t.prepare(ts(25))?;
-                set(e, None, Some(30))?;
-                t.commit(CommitOptions::at(28))
+                after_prepare_at_25(e, |t| {
+                    set(e, None, Some(30))?;
+                    t.commit(CommitOptions::at(28))
+                })
             },
         },
         Row {
@@ -372,35 +356,23 @@ fn rows() -> Vec<Row> {
                 prepare: ts(STABLE),
                 stable: ts(STABLE),
             },
-            run: |e| {
-                let mut s = e.session()?;
-                let mut t = s.begin(&TxnOptions::default())?;
-                t.put(b"bad", b"x")?;
-                t.prepare(ts(STABLE)).map(drop)
-            },
+            run: |e| after_a_write(e, |t| t.prepare(ts(STABLE)).map(drop)),
         },
         Row {
             name: "prepare twice",
             state: "prepared at 25",
             expect: Error::AlreadyPrepared,
-            run: |e| {
-                let mut s = e.session()?;
-                let mut t = s.begin(&TxnOptions::default())?;
-                t.put(b"bad", b"x")?;
-                t.prepare(ts(25))?;
-                t.prepare(ts(26)).map(drop)
-            },
+            run: |e| after_prepare_at_25(e, |t| t.prepare(ts(26)).map(drop)),
         },
         Row {
             name: "prepare after a commit timestamp",
             state: "commit timestamp 25 set",
             expect: Error::PrepareAfterCommitTimestamp { commit: ts(25) },
             run: |e| {
-                let mut s = e.session()?;
-                let mut t = s.begin(&TxnOptions::default())?;
-                t.put(b"bad", b"x")?;
-                t.set_commit_timestamp(ts(25))?;
-                t.prepare(ts(26)).map(drop)
+                after_a_write(e, |t| {
+                    t.set_commit_timestamp(ts(25))?;
+                    t.prepare(ts(26)).map(drop)
+                })
             },
         },
         Row {
@@ -423,13 +395,7 @@ fn rows() -> Vec<Row> {
             name: "write in a prepared transaction",
             state: "prepared at 25",
             expect: Error::TransactionPrepared,
-            run: |e| {
-                let mut s = e.session()?;
-                let mut t = s.begin(&TxnOptions::default())?;
-                t.put(b"bad", b"x")?;
-                t.prepare(ts(25))?;
-                t.put(b"bad", b"y")
-            },
+            run: |e| after_prepare_at_25(e, |t| t.put(b"bad", b"y")),
         },
         Row {
             name: "oldest past stable",
@@ -491,18 +457,16 @@ fn rows() -> Vec<Row> {
                 durable: ts(30),
             },
             run: |e| {
-                let mut s = e.session()?;
-                let mut t = s.begin(&TxnOptions::default())?;
-                t.put(b"bad", b"x")?;
-                t.prepare(ts(25))?;
-                t.set_durable_timestamp(ts(30))?;
-                let r = set(e, None, Some(40));
-                // Refused as a whole: stable did not move.
-                assert_eq!(
-                    e.query_timestamp(snapshot_engine::TimestampKind::Stable),
-                    Some(ts(STABLE))
-                );
-                r
+                after_prepare_at_25(e, |t| {
+                    t.set_durable_timestamp(ts(30))?;
+                    let r = set(e, None, Some(40));
+                    // Refused as a whole: stable did not move.
+                    assert_eq!(
+                        e.query_timestamp(snapshot_engine::TimestampKind::Stable),
+                        Some(ts(STABLE))
+                    );
+                    r
+                })
             },
         },
         Row {
@@ -521,11 +485,10 @@ fn rows() -> Vec<Row> {
             state: "finished transaction",
             expect: Error::TransactionFinished,
             run: |e| {
-                let mut s = e.session()?;
-                let mut t = s.begin(&TxnOptions::default())?;
-                t.put(b"bad", b"x")?;
-                t.rollback()?;
-                t.rollback()
+                after_a_write(e, |t| {
+                    t.rollback()?;
+                    t.rollback()
+                })
             },
         },
         Row {

@@ -8,27 +8,11 @@
 //! fresh transaction writes, commits and reads back.
 
 use snapshot_engine::*;
+mod support;
+use support::*;
 
-/// Runs a generic table for the lock-free engine and both read-write-lock
-/// baselines: they share the transaction code, and must share its rules.
-macro_rules! on_every_machinery {
-    ($f:ident) => {
-        $f::<LockFree>();
-        $f::<RwLockBaseline>();
-        $f::<RwLockBaselineFixed>();
-    };
-}
-
-fn ts(v: u64) -> Timestamp {
-    Timestamp::new(v)
-}
-
-fn read_at(r: u64) -> TxnOptions {
-    TxnOptions {
-        read_timestamp: Some(ts(r)),
-        ..TxnOptions::default()
-    }
-}
+/// Every fixture starts with `j = j0` and `k = v0` committed at 5.
+const SEED: Seed = &[(b"j", b"j0"), (b"k", b"v0")];
 
 fn with(p: PrepareConflicts, r: Option<u64>) -> TxnOptions {
     TxnOptions {
@@ -52,66 +36,12 @@ fn commit_durable(c: u64, d: u64) -> CommitOptions {
     }
 }
 
-fn set(oldest: Option<u64>, stable: Option<u64>, durable: Option<u64>) -> TimestampUpdate {
-    TimestampUpdate {
-        oldest: oldest.map(ts),
-        stable: stable.map(ts),
-        durable: durable.map(ts),
-    }
-}
-
 fn k() -> Vec<u8> {
     b"k".to_vec()
 }
 
 fn val(v: &[u8]) -> Out {
     Out::Value(Some(v.to_vec()))
-}
-
-/// The standard state: `j = j0` and `k = v0` committed at 5, then
-/// oldest 10 and stable 20.
-fn standard<P: Protocol>() -> Engine<P> {
-    let e = Engine::<P>::with_machinery(EngineConfig {
-        max_sessions: 8,
-        ..EngineConfig::default()
-    });
-    {
-        let mut s = e.session().unwrap();
-        let mut t = s.begin(&TxnOptions::default()).unwrap();
-        t.put(b"j", b"j0").unwrap();
-        t.put(b"k", b"v0").unwrap();
-        t.commit(CommitOptions::at(5)).unwrap();
-    }
-    e.set_timestamps(set(Some(10), Some(20), None)).unwrap();
-    e
-}
-
-/// The standard keys, with oldest 50 and no stable timestamp.
-fn oldest_50_no_stable<P: Protocol>() -> Engine<P> {
-    let e = Engine::<P>::with_machinery(EngineConfig {
-        max_sessions: 8,
-        ..EngineConfig::default()
-    });
-    {
-        let mut s = e.session().unwrap();
-        let mut t = s.begin(&TxnOptions::default()).unwrap();
-        t.put(b"j", b"j0").unwrap();
-        t.put(b"k", b"v0").unwrap();
-        t.commit(CommitOptions::at(5)).unwrap();
-    }
-    e.set_timestamps(set(Some(50), None, None)).unwrap();
-    e
-}
-
-/// The standard keys, with stable at `Timestamp::MAX`.
-fn stable_at_max<P: Protocol>() -> Engine<P> {
-    let e = standard();
-    e.set_timestamps(TimestampUpdate {
-        stable: Some(Timestamp::MAX),
-        ..TimestampUpdate::default()
-    })
-    .unwrap();
-    e
 }
 
 /// Writes `k = v1`, `j = j1` in `t` and prepares at `p`.
@@ -121,124 +51,40 @@ fn write_and_prepare<P: Protocol>(t: &mut Txn<'_, '_, P>, p: u64) -> Timestamp {
     t.prepare(ts(p)).unwrap()
 }
 
+/// Writes `k = v1` in a fresh transaction begun with `begin` and prepares
+/// at `p`, leaving the transaction to roll back when it is dropped.
+fn write_k_and_prepare<P: Protocol>(e: &Engine<P>, begin: &TxnOptions, p: u64) -> Result<Out> {
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(begin).unwrap();
+    t.put(b"k", b"v1").unwrap();
+    t.prepare(ts(p)).map(Out::Ts)
+}
+
+/// Prepares `j = j1`, `k = v1` at 25 in a new session (and announces
+/// durable timestamp `durable`, if given), runs `f` while the transaction is
+/// unresolved, then resolves it with `resolve`.
+fn while_unresolved<P: Protocol>(
+    e: &Engine<P>,
+    durable: Option<u64>,
+    f: fn(&Engine<P>) -> Result<Out>,
+    resolve: fn(&mut Txn<'_, '_, P>) -> Result<()>,
+) -> Result<Out> {
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    write_and_prepare(&mut t, 25);
+    if let Some(d) = durable {
+        t.set_durable_timestamp(ts(d)).unwrap();
+    }
+    let r = f(e);
+    resolve(&mut t).unwrap();
+    r
+}
+
 /// Reads `key` in a fresh transaction with `opts`.
 fn read<P: Protocol>(e: &Engine<P>, opts: &TxnOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
     let mut s = e.session().unwrap();
     let mut t = s.begin(opts)?;
     t.get(key)
-}
-
-/// What a row's call produced.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Out {
-    Done,
-    Ts(Timestamp),
-    Value(Option<Vec<u8>>),
-    Pairs(Vec<(Vec<u8>, Vec<u8>)>),
-    Stamp(Option<Timestamp>),
-    /// (descriptor installs, snapshots reused, snapshots rebuilt) deltas.
-    Counts(u64, u64, u64),
-}
-
-struct Row<P: Protocol> {
-    rule: &'static str,
-    state: &'static str,
-    setup: fn() -> Engine<P>,
-    call: fn(&Engine<P>) -> Result<Out>,
-    expect: Result<Out>,
-}
-
-fn row<P: Protocol>(
-    rule: &'static str,
-    state: &'static str,
-    call: fn(&Engine<P>) -> Result<Out>,
-    expect: Result<Out>,
-) -> Row<P> {
-    Row {
-        rule,
-        state,
-        setup: standard,
-        call,
-        expect,
-    }
-}
-
-/// After a row: no session is left open; stable and oldest advance past
-/// everything the row did (nothing prepared or announced is left behind);
-/// a fresh transaction writes, commits and reads back correctly.
-fn assert_usable<P: Protocol>(e: &Engine<P>, rule: &str) {
-    assert_eq!(e.stats().sessions_open, 0, "{rule}: a session leaked");
-    let stable = e.query_timestamp(TimestampKind::Stable);
-    if stable == Some(Timestamp::MAX) {
-        // No timestamped commit can be after stable: check untimestamped.
-        let mut s = e.session().unwrap();
-        let mut t = s.begin(&TxnOptions::default()).unwrap();
-        t.put(b"usable", b"yes").unwrap();
-        t.commit(CommitOptions::default()).unwrap();
-        drop(t);
-        let mut t = s.begin(&TxnOptions::default()).unwrap();
-        assert_eq!(t.get(b"usable").unwrap(), Some(b"yes".to_vec()), "{rule}");
-        return;
-    }
-    let far = stable.map_or(1_000, |s| s.get() + 1_000);
-    e.set_timestamps(set(None, Some(far), None))
-        .unwrap_or_else(|err| panic!("{rule}: stable cannot advance: {err}"));
-    let mut s = e.session().unwrap();
-    let mut t = s.begin(&TxnOptions::default()).unwrap();
-    t.get(b"k")
-        .unwrap_or_else(|err| panic!("{rule}: fresh read failed: {err}"));
-    t.put(b"usable", b"yes").unwrap();
-    t.commit(CommitOptions::at(far + 1)).unwrap();
-    drop(t);
-    let mut t = s.begin(&read_at(far + 1)).unwrap();
-    assert_eq!(t.get(b"usable").unwrap(), Some(b"yes".to_vec()), "{rule}");
-    drop(t);
-    let mut t = s.begin(&read_at(far)).unwrap();
-    assert_eq!(t.get(b"usable").unwrap(), None, "{rule}");
-    drop(t);
-    drop(s);
-    e.set_timestamps(set(Some(far), None, None))
-        .unwrap_or_else(|err| panic!("{rule}: oldest cannot advance: {err}"));
-}
-
-/// Runs every row, then fails listing every row whose outcome differed.
-fn run<P: Protocol>(rows: Vec<Row<P>>) {
-    use std::panic::{catch_unwind, AssertUnwindSafe};
-    let mut wrong = Vec::new();
-    for r in rows {
-        let e = (r.setup)();
-        // A step inside a row that panics is reported against its row.
-        match catch_unwind(AssertUnwindSafe(|| (r.call)(&e))) {
-            Ok(got) if got == r.expect => {}
-            Ok(got) => wrong.push(format!(
-                "[{}] rule `{}` from state `{}`:\n    expected {:?}\n         got {:?}",
-                P::NAME,
-                r.rule,
-                r.state,
-                r.expect,
-                got
-            )),
-            Err(_) => wrong.push(format!(
-                "[{}] rule `{}` from state `{}`: a step panicked (see above)",
-                P::NAME,
-                r.rule,
-                r.state
-            )),
-        }
-        if catch_unwind(AssertUnwindSafe(|| assert_usable(&e, r.rule))).is_err() {
-            wrong.push(format!(
-                "[{}] rule `{}`: engine not usable afterwards",
-                P::NAME,
-                r.rule
-            ));
-        }
-    }
-    assert!(
-        wrong.is_empty(),
-        "{} row(s) failed:\n{}",
-        wrong.len(),
-        wrong.join("\n")
-    );
 }
 
 #[test]
@@ -276,12 +122,7 @@ fn prepare_timestamp_rules_on<P: Protocol>() {
         row(
             "prepare timestamp must be after stable (equal refused)",
             "stable 20",
-            |e| {
-                let mut s = e.session().unwrap();
-                let mut t = s.begin(&TxnOptions::default()).unwrap();
-                t.put(b"k", b"v1").unwrap();
-                t.prepare(ts(20)).map(Out::Ts)
-            },
+            |e| write_k_and_prepare(e, &TxnOptions::default(), 20),
             Err(Error::PrepareTimestampNotAfterStable {
                 prepare: ts(20),
                 stable: ts(20),
@@ -290,12 +131,7 @@ fn prepare_timestamp_rules_on<P: Protocol>() {
         row(
             "prepare timestamp must be after stable (below refused)",
             "stable 20",
-            |e| {
-                let mut s = e.session().unwrap();
-                let mut t = s.begin(&TxnOptions::default()).unwrap();
-                t.put(b"k", b"v1").unwrap();
-                t.prepare(ts(15)).map(Out::Ts)
-            },
+            |e| write_k_and_prepare(e, &TxnOptions::default(), 15),
             Err(Error::PrepareTimestampNotAfterStable {
                 prepare: ts(15),
                 stable: ts(20),
@@ -319,35 +155,20 @@ fn prepare_timestamp_rules_on<P: Protocol>() {
         row(
             "roundup_prepared rounds a prepare at or below stable to stable + 1",
             "stable 20, roundup_prepared",
-            |e| {
-                let mut s = e.session().unwrap();
-                let mut t = s.begin(&roundup()).unwrap();
-                t.put(b"k", b"v1").unwrap();
-                t.prepare(ts(15)).map(Out::Ts)
-            },
+            |e| write_k_and_prepare(e, &roundup(), 15),
             Ok(Out::Ts(ts(21))),
         ),
         row(
             "roundup_prepared leaves a prepare above stable alone",
             "stable 20, roundup_prepared",
-            |e| {
-                let mut s = e.session().unwrap();
-                let mut t = s.begin(&roundup()).unwrap();
-                t.put(b"k", b"v1").unwrap();
-                t.prepare(ts(30)).map(Out::Ts)
-            },
+            |e| write_k_and_prepare(e, &roundup(), 30),
             Ok(Out::Ts(ts(30))),
         ),
         Row {
             rule: "roundup_prepared cannot round past Timestamp::MAX",
             state: "stable at MAX, roundup_prepared",
             setup: stable_at_max,
-            call: |e| {
-                let mut s = e.session().unwrap();
-                let mut t = s.begin(&roundup()).unwrap();
-                t.put(b"k", b"v1").unwrap();
-                t.prepare(ts(5)).map(Out::Ts)
-            },
+            call: |e| write_k_and_prepare(e, &roundup(), 5),
             expect: Err(Error::PrepareTimestampNotAfterStable {
                 prepare: ts(5),
                 stable: Timestamp::MAX,
@@ -357,12 +178,7 @@ fn prepare_timestamp_rules_on<P: Protocol>() {
             rule: "prepare timestamp at or above oldest",
             state: "oldest 50, no stable",
             setup: oldest_50_no_stable,
-            call: |e| {
-                let mut s = e.session().unwrap();
-                let mut t = s.begin(&TxnOptions::default()).unwrap();
-                t.put(b"k", b"v1").unwrap();
-                t.prepare(ts(30)).map(Out::Ts)
-            },
+            call: |e| write_k_and_prepare(e, &TxnOptions::default(), 30),
             expect: Err(Error::PrepareTimestampBeforeOldest {
                 prepare: ts(30),
                 oldest: ts(50),
@@ -401,11 +217,11 @@ fn prepare_timestamp_rules_on<P: Protocol>() {
             |e| {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
-                t.prepare(ts(Timestamp::MAX.get() + 1)).map(Out::Ts)
+                t.prepare(ts(OVER)).map(Out::Ts)
             },
             Err(Error::TimestampOutOfRange {
                 role: TimestampRole::Prepare,
-                value: Timestamp::MAX.get() + 1,
+                value: OVER,
             }),
         ),
         row(
@@ -976,12 +792,7 @@ fn readers_meeting_prepared_updates_on<P: Protocol>() {
         e: &Engine<P>,
         check: fn(&Engine<P>) -> Result<Out>,
     ) -> Result<Out> {
-        let mut s = e.session().unwrap();
-        let mut t = s.begin(&TxnOptions::default()).unwrap();
-        write_and_prepare(&mut t, 25);
-        let r = check(e);
-        t.rollback().unwrap();
-        r
+        while_unresolved(e, None, check, |t| t.rollback())
     }
     let conflict_k = Err(Error::PrepareConflict { key: k() });
     run::<P>(vec![
@@ -1214,6 +1025,24 @@ fn readers_meeting_prepared_updates_on<P: Protocol>() {
     ]);
 }
 
+/// Prepares `j = j1`, `k = v1` at 25, resolves the transaction with
+/// `resolve`, then reads every key in a new session at `read`.
+fn resolve_then_read_all<P: Protocol>(
+    e: &Engine<P>,
+    resolve: fn(&mut Txn<'_, '_, P>) -> Result<()>,
+    read: u64,
+) -> Result<Out> {
+    {
+        let mut s = e.session().unwrap();
+        let mut t = s.begin(&TxnOptions::default()).unwrap();
+        write_and_prepare(&mut t, 25);
+        resolve(&mut t).unwrap();
+    }
+    let mut s = e.session().unwrap();
+    let mut r = s.begin(&read_at(read)).unwrap();
+    r.range::<[u8], _>(..).map(Out::Pairs)
+}
+
 #[test]
 fn resolution_is_atomic_for_readers_at_or_above_the_commit_timestamp() {
     on_every_machinery!(resolution_is_atomic_for_readers_at_or_above_the_commit_timestamp_on);
@@ -1224,17 +1053,7 @@ fn resolution_is_atomic_for_readers_at_or_above_the_commit_timestamp_on<P: Proto
         row(
             "commit: both keys new at the commit timestamp",
             "prepared at 25, committed at 27",
-            |e| {
-                let mut s = e.session().unwrap();
-                let mut t = s.begin(&TxnOptions::default()).unwrap();
-                write_and_prepare(&mut t, 25);
-                t.commit(CommitOptions::at(27)).unwrap();
-                drop(t);
-                drop(s);
-                let mut s = e.session().unwrap();
-                let mut r = s.begin(&read_at(27)).unwrap();
-                r.range::<[u8], _>(..).map(Out::Pairs)
-            },
+            |e| resolve_then_read_all(e, |t| t.commit(CommitOptions::at(27)), 27),
             Ok(Out::Pairs(vec![
                 (b"j".to_vec(), b"j1".to_vec()),
                 (b"k".to_vec(), b"v1".to_vec()),
@@ -1243,17 +1062,7 @@ fn resolution_is_atomic_for_readers_at_or_above_the_commit_timestamp_on<P: Proto
         row(
             "commit: between prepare and commit timestamps both keys are old, no conflict",
             "prepared at 25, committed at 27, reader at 26",
-            |e| {
-                let mut s = e.session().unwrap();
-                let mut t = s.begin(&TxnOptions::default()).unwrap();
-                write_and_prepare(&mut t, 25);
-                t.commit(CommitOptions::at(27)).unwrap();
-                drop(t);
-                drop(s);
-                let mut s = e.session().unwrap();
-                let mut r = s.begin(&read_at(26)).unwrap();
-                r.range::<[u8], _>(..).map(Out::Pairs)
-            },
+            |e| resolve_then_read_all(e, |t| t.commit(CommitOptions::at(27)), 26),
             Ok(Out::Pairs(vec![
                 (b"j".to_vec(), b"j0".to_vec()),
                 (b"k".to_vec(), b"v0".to_vec()),
@@ -1262,17 +1071,7 @@ fn resolution_is_atomic_for_readers_at_or_above_the_commit_timestamp_on<P: Proto
         row(
             "rollback: every update is gone, no conflict",
             "prepared at 25, rolled back",
-            |e| {
-                let mut s = e.session().unwrap();
-                let mut t = s.begin(&TxnOptions::default()).unwrap();
-                write_and_prepare(&mut t, 25);
-                t.rollback().unwrap();
-                drop(t);
-                drop(s);
-                let mut s = e.session().unwrap();
-                let mut r = s.begin(&read_at(30)).unwrap();
-                r.range::<[u8], _>(..).map(Out::Pairs)
-            },
+            |e| resolve_then_read_all(e, |t| t.rollback(), 30),
             Ok(Out::Pairs(vec![
                 (b"j".to_vec(), b"j0".to_vec()),
                 (b"k".to_vec(), b"v0".to_vec()),
@@ -1470,13 +1269,7 @@ fn stable_may_not_pass_an_unresolved_prepared_durable_timestamp_on<P: Protocol>(
         e: &Engine<P>,
         f: fn(&Engine<P>) -> Result<Out>,
     ) -> Result<Out> {
-        let mut s = e.session().unwrap();
-        let mut t = s.begin(&TxnOptions::default()).unwrap();
-        write_and_prepare(&mut t, 25);
-        t.set_durable_timestamp(ts(40)).unwrap();
-        let r = f(e);
-        t.commit(CommitOptions::at(26)).unwrap();
-        r
+        while_unresolved(e, Some(40), f, |t| t.commit(CommitOptions::at(26)))
     }
     run::<P>(vec![
         row(

@@ -8,29 +8,11 @@
 //! fresh transaction writes, commits and reads back.
 
 use snapshot_engine::*;
+mod support;
+use support::*;
 
-/// Runs a generic table for the lock-free engine and both read-write-lock
-/// baselines: they share the transaction code, and must share its rules.
-macro_rules! on_every_machinery {
-    ($f:ident) => {
-        $f::<LockFree>();
-        $f::<RwLockBaseline>();
-        $f::<RwLockBaselineFixed>();
-    };
-}
-
-fn ts(v: u64) -> Timestamp {
-    Timestamp::new(v)
-}
-
-const OVER: u64 = Timestamp::MAX.get() + 1;
-
-fn read_at(r: u64) -> TxnOptions {
-    TxnOptions {
-        read_timestamp: Some(ts(r)),
-        ..TxnOptions::default()
-    }
-}
+/// Every fixture starts with `k = v0` committed at 5.
+const SEED: Seed = &[(b"k", b"v0")];
 
 fn roundup_read() -> TxnOptions {
     TxnOptions {
@@ -39,149 +21,12 @@ fn roundup_read() -> TxnOptions {
     }
 }
 
-fn set(oldest: Option<u64>, stable: Option<u64>, durable: Option<u64>) -> TimestampUpdate {
-    TimestampUpdate {
-        oldest: oldest.map(ts),
-        stable: stable.map(ts),
-        durable: durable.map(ts),
-    }
-}
-
-fn fresh<P: Protocol>() -> Engine<P> {
-    let e = Engine::<P>::with_machinery(EngineConfig {
-        max_sessions: 8,
-        ..EngineConfig::default()
-    });
-    {
-        let mut s = e.session().unwrap();
-        let mut t = s.begin(&TxnOptions::default()).unwrap();
-        t.put(b"k", b"v0").unwrap();
-        t.commit(CommitOptions::at(5)).unwrap();
-    }
-    e
-}
-
-/// `k = v0` committed at 5, then oldest 10 and stable 20.
-fn standard<P: Protocol>() -> Engine<P> {
-    let e = fresh();
-    e.set_timestamps(set(Some(10), Some(20), None)).unwrap();
-    e
-}
-
-/// `k = v0` committed at 5, oldest 50, no stable timestamp.
-fn oldest_50_no_stable<P: Protocol>() -> Engine<P> {
-    let e = fresh();
-    e.set_timestamps(set(Some(50), None, None)).unwrap();
-    e
-}
-
 /// The global timestamps as (oldest, stable).
 fn globals<P: Protocol>(e: &Engine<P>) -> Out {
     Out::Globals(
         e.query_timestamp(TimestampKind::Oldest),
         e.query_timestamp(TimestampKind::Stable),
     )
-}
-
-/// What a row's call produced.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Out {
-    Done,
-    Ts(Timestamp),
-    Value(Option<Vec<u8>>),
-    Stamp(Option<Timestamp>),
-    Globals(Option<Timestamp>, Option<Timestamp>),
-}
-
-struct Row<P: Protocol> {
-    rule: &'static str,
-    state: &'static str,
-    setup: fn() -> Engine<P>,
-    call: fn(&Engine<P>) -> Result<Out>,
-    expect: Result<Out>,
-}
-
-fn row<P: Protocol>(
-    rule: &'static str,
-    state: &'static str,
-    call: fn(&Engine<P>) -> Result<Out>,
-    expect: Result<Out>,
-) -> Row<P> {
-    Row {
-        rule,
-        state,
-        setup: standard,
-        call,
-        expect,
-    }
-}
-
-/// After a row: no session is left open; stable and oldest advance past
-/// everything the row did; a fresh transaction writes, commits and reads
-/// back correctly.
-fn assert_usable<P: Protocol>(e: &Engine<P>, rule: &str) {
-    assert_eq!(e.stats().sessions_open, 0, "{rule}: a session leaked");
-    let far = e
-        .query_timestamp(TimestampKind::Stable)
-        .map_or(1_000, |s| s.get() + 1_000);
-    e.set_timestamps(set(None, Some(far), None))
-        .unwrap_or_else(|err| panic!("{rule}: stable cannot advance: {err}"));
-    let mut s = e.session().unwrap();
-    let mut t = s.begin(&TxnOptions::default()).unwrap();
-    t.get(b"k")
-        .unwrap_or_else(|err| panic!("{rule}: fresh read failed: {err}"));
-    t.put(b"usable", b"yes").unwrap();
-    t.commit(CommitOptions::at(far + 1)).unwrap();
-    drop(t);
-    let mut t = s.begin(&read_at(far + 1)).unwrap();
-    assert_eq!(t.get(b"usable").unwrap(), Some(b"yes".to_vec()), "{rule}");
-    drop(t);
-    let mut t = s.begin(&read_at(far)).unwrap();
-    assert_eq!(t.get(b"usable").unwrap(), None, "{rule}");
-    drop(t);
-    drop(s);
-    e.set_timestamps(set(Some(far), None, None))
-        .unwrap_or_else(|err| panic!("{rule}: oldest cannot advance: {err}"));
-}
-
-/// Runs every row, then fails listing every row whose outcome differed.
-fn run<P: Protocol>(rows: Vec<Row<P>>) {
-    use std::panic::{catch_unwind, AssertUnwindSafe};
-    let mut wrong = Vec::new();
-    for r in rows {
-        let e = (r.setup)();
-        // A step inside a row that panics is reported against its row.
-        match catch_unwind(AssertUnwindSafe(|| (r.call)(&e))) {
-            Ok(got) if got == r.expect => {}
-            Ok(got) => wrong.push(format!(
-                "[{}] rule `{}` from state `{}`:\n    expected {:?}\n         got {:?}",
-                P::NAME,
-                r.rule,
-                r.state,
-                r.expect,
-                got
-            )),
-            Err(_) => wrong.push(format!(
-                "[{}] rule `{}` from state `{}`: a step panicked (see above)",
-                P::NAME,
-                r.rule,
-                r.state
-            )),
-        }
-        if catch_unwind(AssertUnwindSafe(|| assert_usable(&e, r.rule))).is_err() {
-            wrong.push(format!(
-                "[{}] rule `{}`: engine not usable afterwards",
-                P::NAME,
-                r.rule
-            ));
-        }
-    }
-    assert!(
-        wrong.is_empty(),
-        "{} row(s) failed:\n{}",
-        wrong.len(),
-        wrong.join("\n")
-    );
 }
 
 /// Writes `k = v1` in a fresh transaction and commits with `opts`.
@@ -585,6 +430,13 @@ fn commit_timestamp_rules_on<P: Protocol>() {
     ]);
 }
 
+/// Sets read timestamp `r` in a fresh transaction begun with `begin`.
+fn set_read<P: Protocol>(e: &Engine<P>, begin: &TxnOptions, r: u64) -> Result<Out> {
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(begin).unwrap();
+    t.set_read_timestamp(ts(r)).map(Out::Ts)
+}
+
 #[test]
 fn read_timestamp_rules() {
     on_every_machinery!(read_timestamp_rules_on);
@@ -595,11 +447,7 @@ fn read_timestamp_rules_on<P: Protocol>() {
         row(
             "a read timestamp below oldest is refused",
             "oldest 10",
-            |e| {
-                let mut s = e.session().unwrap();
-                let mut t = s.begin(&TxnOptions::default()).unwrap();
-                t.set_read_timestamp(ts(5)).map(Out::Ts)
-            },
+            |e| set_read(e, &TxnOptions::default(), 5),
             Err(Error::ReadTimestampTooOld {
                 read: ts(5),
                 oldest: ts(10),
@@ -620,11 +468,7 @@ fn read_timestamp_rules_on<P: Protocol>() {
         row(
             "roundup_read leaves a valid read timestamp alone",
             "oldest 10, roundup_read",
-            |e| {
-                let mut s = e.session().unwrap();
-                let mut t = s.begin(&roundup_read()).unwrap();
-                t.set_read_timestamp(ts(15)).map(Out::Ts)
-            },
+            |e| set_read(e, &roundup_read(), 15),
             Ok(Out::Ts(ts(15))),
         ),
         row(
@@ -642,21 +486,13 @@ fn read_timestamp_rules_on<P: Protocol>() {
         row(
             "a read timestamp at exactly oldest is accepted",
             "oldest 10",
-            |e| {
-                let mut s = e.session().unwrap();
-                let mut t = s.begin(&TxnOptions::default()).unwrap();
-                t.set_read_timestamp(ts(10)).map(Out::Ts)
-            },
+            |e| set_read(e, &TxnOptions::default(), 10),
             Ok(Out::Ts(ts(10))),
         ),
         row(
             "a read timestamp above stable is accepted",
             "stable 20",
-            |e| {
-                let mut s = e.session().unwrap();
-                let mut t = s.begin(&TxnOptions::default()).unwrap();
-                t.set_read_timestamp(ts(500)).map(Out::Ts)
-            },
+            |e| set_read(e, &TxnOptions::default(), 500),
             Ok(Out::Ts(ts(500))),
         ),
         row(
@@ -709,11 +545,7 @@ fn read_timestamp_rules_on<P: Protocol>() {
         row(
             "read timestamp 0 is out of range",
             "standard",
-            |e| {
-                let mut s = e.session().unwrap();
-                let mut t = s.begin(&TxnOptions::default()).unwrap();
-                t.set_read_timestamp(ts(0)).map(Out::Ts)
-            },
+            |e| set_read(e, &TxnOptions::default(), 0),
             Err(Error::TimestampOutOfRange {
                 role: TimestampRole::Read,
                 value: 0,
@@ -722,11 +554,7 @@ fn read_timestamp_rules_on<P: Protocol>() {
         row(
             "read timestamp above MAX is out of range",
             "standard",
-            |e| {
-                let mut s = e.session().unwrap();
-                let mut t = s.begin(&TxnOptions::default()).unwrap();
-                t.set_read_timestamp(ts(OVER)).map(Out::Ts)
-            },
+            |e| set_read(e, &TxnOptions::default(), OVER),
             Err(Error::TimestampOutOfRange {
                 role: TimestampRole::Read,
                 value: OVER,

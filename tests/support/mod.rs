@@ -1,0 +1,212 @@
+//! The table harness shared by the timestamp-rule tables
+//! (tests/timestamp_rules.rs, tests/prepared_transactions.rs).
+//!
+//! A table is a `Vec<Row>`: each row names the rule, the state it starts
+//! from, the call, and the expected outcome or typed error with the values
+//! it carries. [`run`] builds each row's engine, makes the call, compares,
+//! and then checks that the engine is still usable ([`assert_usable`]).
+//!
+//! The file that declares `mod support;` defines `const SEED: Seed`: the
+//! keys every fixture here commits at timestamp 5. The tables differ only in
+//! those keys, so the fixtures take them from the table's file instead of
+//! being written once per file.
+
+// Each test file compiles this module on its own and uses only part of it.
+#![allow(dead_code)]
+
+use snapshot_engine::*;
+
+/// Keys and values committed at timestamp 5 by every fixture.
+pub type Seed = &'static [(&'static [u8], &'static [u8])];
+
+/// Runs a generic table for the lock-free engine and both read-write-lock
+/// baselines: they share the transaction code, and must share its rules.
+macro_rules! on_every_machinery {
+    ($f:ident) => {
+        $f::<snapshot_engine::LockFree>();
+        $f::<snapshot_engine::RwLockBaseline>();
+        $f::<snapshot_engine::RwLockBaselineFixed>();
+    };
+}
+pub(crate) use on_every_machinery;
+
+pub fn ts(v: u64) -> Timestamp {
+    Timestamp::new(v)
+}
+
+/// One past `Timestamp::MAX`: the smallest out-of-range timestamp.
+pub const OVER: u64 = Timestamp::MAX.get() + 1;
+
+pub fn read_at(r: u64) -> TxnOptions {
+    TxnOptions {
+        read_timestamp: Some(ts(r)),
+        ..TxnOptions::default()
+    }
+}
+
+pub fn set(oldest: Option<u64>, stable: Option<u64>, durable: Option<u64>) -> TimestampUpdate {
+    TimestampUpdate {
+        oldest: oldest.map(ts),
+        stable: stable.map(ts),
+        durable: durable.map(ts),
+    }
+}
+
+/// The file's `SEED` committed at 5; no global timestamps set.
+pub fn fresh<P: Protocol>() -> Engine<P> {
+    let e = Engine::<P>::with_machinery(EngineConfig {
+        max_sessions: 8,
+        ..EngineConfig::default()
+    });
+    {
+        let mut s = e.session().unwrap();
+        let mut t = s.begin(&TxnOptions::default()).unwrap();
+        for (key, value) in super::SEED {
+            t.put(key, value).unwrap();
+        }
+        t.commit(CommitOptions::at(5)).unwrap();
+    }
+    e
+}
+
+/// The standard state: the file's `SEED` committed at 5, then oldest 10
+/// and stable 20.
+pub fn standard<P: Protocol>() -> Engine<P> {
+    let e = fresh();
+    e.set_timestamps(set(Some(10), Some(20), None)).unwrap();
+    e
+}
+
+/// The file's `SEED` committed at 5, oldest 50, no stable timestamp.
+pub fn oldest_50_no_stable<P: Protocol>() -> Engine<P> {
+    let e = fresh();
+    e.set_timestamps(set(Some(50), None, None)).unwrap();
+    e
+}
+
+/// The standard state, with stable at `Timestamp::MAX`.
+pub fn stable_at_max<P: Protocol>() -> Engine<P> {
+    let e = standard();
+    e.set_timestamps(TimestampUpdate {
+        stable: Some(Timestamp::MAX),
+        ..TimestampUpdate::default()
+    })
+    .unwrap();
+    e
+}
+
+/// What a row's call produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Out {
+    Done,
+    Ts(Timestamp),
+    Value(Option<Vec<u8>>),
+    Pairs(Vec<(Vec<u8>, Vec<u8>)>),
+    Stamp(Option<Timestamp>),
+    /// The global timestamps as (oldest, stable).
+    Globals(Option<Timestamp>, Option<Timestamp>),
+    /// (descriptor installs, snapshots reused, snapshots rebuilt) deltas.
+    Counts(u64, u64, u64),
+}
+
+pub struct Row<P: Protocol> {
+    pub rule: &'static str,
+    pub state: &'static str,
+    pub setup: fn() -> Engine<P>,
+    pub call: fn(&Engine<P>) -> Result<Out>,
+    pub expect: Result<Out>,
+}
+
+/// A row that starts from [`standard`].
+pub fn row<P: Protocol>(
+    rule: &'static str,
+    state: &'static str,
+    call: fn(&Engine<P>) -> Result<Out>,
+    expect: Result<Out>,
+) -> Row<P> {
+    Row {
+        rule,
+        state,
+        setup: standard,
+        call,
+        expect,
+    }
+}
+
+/// After a row: no session is left open; stable and oldest advance past
+/// everything the row did (nothing prepared or announced is left behind);
+/// a fresh transaction writes, commits and reads back correctly.
+pub fn assert_usable<P: Protocol>(e: &Engine<P>, rule: &str) {
+    assert_eq!(e.stats().sessions_open, 0, "{rule}: a session leaked");
+    let stable = e.query_timestamp(TimestampKind::Stable);
+    if stable == Some(Timestamp::MAX) {
+        // No timestamped commit can be after stable: check untimestamped.
+        let mut s = e.session().unwrap();
+        let mut t = s.begin(&TxnOptions::default()).unwrap();
+        t.put(b"usable", b"yes").unwrap();
+        t.commit(CommitOptions::default()).unwrap();
+        drop(t);
+        let mut t = s.begin(&TxnOptions::default()).unwrap();
+        assert_eq!(t.get(b"usable").unwrap(), Some(b"yes".to_vec()), "{rule}");
+        return;
+    }
+    let far = stable.map_or(1_000, |s| s.get() + 1_000);
+    e.set_timestamps(set(None, Some(far), None))
+        .unwrap_or_else(|err| panic!("{rule}: stable cannot advance: {err}"));
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    t.get(b"k")
+        .unwrap_or_else(|err| panic!("{rule}: fresh read failed: {err}"));
+    t.put(b"usable", b"yes").unwrap();
+    t.commit(CommitOptions::at(far + 1)).unwrap();
+    drop(t);
+    let mut t = s.begin(&read_at(far + 1)).unwrap();
+    assert_eq!(t.get(b"usable").unwrap(), Some(b"yes".to_vec()), "{rule}");
+    drop(t);
+    let mut t = s.begin(&read_at(far)).unwrap();
+    assert_eq!(t.get(b"usable").unwrap(), None, "{rule}");
+    drop(t);
+    drop(s);
+    e.set_timestamps(set(Some(far), None, None))
+        .unwrap_or_else(|err| panic!("{rule}: oldest cannot advance: {err}"));
+}
+
+/// Runs every row, then fails listing every row whose outcome differed.
+pub fn run<P: Protocol>(rows: Vec<Row<P>>) {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let mut wrong = Vec::new();
+    for r in rows {
+        let e = (r.setup)();
+        // A step inside a row that panics is reported against its row.
+        match catch_unwind(AssertUnwindSafe(|| (r.call)(&e))) {
+            Ok(got) if got == r.expect => {}
+            Ok(got) => wrong.push(format!(
+                "[{}] rule `{}` from state `{}`:\n    expected {:?}\n         got {:?}",
+                P::NAME,
+                r.rule,
+                r.state,
+                r.expect,
+                got
+            )),
+            Err(_) => wrong.push(format!(
+                "[{}] rule `{}` from state `{}`: a step panicked (see above)",
+                P::NAME,
+                r.rule,
+                r.state
+            )),
+        }
+        if catch_unwind(AssertUnwindSafe(|| assert_usable(&e, r.rule))).is_err() {
+            wrong.push(format!(
+                "[{}] rule `{}`: engine not usable afterwards",
+                P::NAME,
+                r.rule
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} row(s) failed:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}
