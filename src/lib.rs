@@ -47,6 +47,9 @@ mod config;
 mod engine;
 mod error;
 mod lockfree;
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod loom_api;
 mod protocol;
 mod raw;
 mod snapshot;

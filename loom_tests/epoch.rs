@@ -1,0 +1,28 @@
+//! Tier 2 (`--cfg crossbeam_loom`, run by `scripts/loom.sh` at preemption
+//! bound 1): the chain model (commits that install descriptors, a reader
+//! that copies them and reads the chain, a prune that retires a version)
+//! again with the real crossbeam-epoch collector instead of the stand-in, so
+//! superseded descriptors and pruned versions go through the real collector, and the model's threads flush their
+//! garbage and try to advance the epoch (`common::reclaim_now`) while the
+//! other threads read. Loom sees crossbeam-epoch's atomics and fences
+//! (invariant 11), and flags a free that is not ordered after every load of
+//! the freed version's `next` link (`free_chain` reads it with `get_mut`,
+//! an unsynchronized access loom checks against every atomic access).
+//!
+//! No should_panic twins here: when a model panics, crossbeam-epoch's
+//! loom-backed thread-local handle is dropped outside the loom execution and
+//! the process aborts instead of unwinding. The mutants are shown in tier 1;
+//! a failure here still fails the run (the abort is a non-zero exit).
+//!
+//! One model only, to keep CI short: `descriptors::model_real_time` with the
+//! real collector also passes (193,069 executions, 51 s at bound 1): under
+//! the tier-2 flags, `cargo test --release --no-default-features --test loom
+//! -- --exact descriptors::completion_real_time_order`.
+
+use crate::common::check;
+use snapshot_engine::mutant;
+
+#[test]
+fn chains_with_real_collector() {
+    check("epoch/chains", mutant::NONE, crate::chains::model);
+}

@@ -1,0 +1,66 @@
+//! Model 1 — a reader publishing its snapshot pin versus a horizon advance
+//! and pruning (invariants 1 GC safety and 2 publish window; handshake 1 in
+//! `lockfree.rs`).
+//!
+//! `k = v1` is committed before the model. A writer commits `k = v2` and then
+//! runs the collector (advance the horizon, prune every chain) while a reader
+//! begins and reads `k`. The reader's snapshot sees v2 or it does not; either
+//! way the version it needs must still be linked: it reads `v1` or `v2`,
+//! never nothing. If the advancer's scan misses the reader's pin while the
+//! reader misses the advancer's new floor, the horizon passes the reader's
+//! snapshot, the collector cuts v1 below v2, and the reader finds nothing.
+
+use crate::common::{check, commit, engine};
+use loom::thread;
+use snapshot_engine::{mutant, TxnOptions};
+
+fn model() {
+    let e = engine(2);
+    commit(&e, &[(b"k", b"v1")], 0);
+    let writer = {
+        let e = e.clone();
+        thread::spawn(move || {
+            commit(&e, &[(b"k", b"v2")], 0);
+            e.collect();
+        })
+    };
+    let reader = {
+        let e = e.clone();
+        thread::spawn(move || {
+            let mut s = e.session().unwrap();
+            let mut t = s.begin(&TxnOptions::default()).unwrap();
+            t.get(b"k").unwrap()
+        })
+    };
+    writer.join().unwrap();
+    let got = reader.join().unwrap();
+    assert!(
+        matches!(got.as_deref(), Some(b"v1") | Some(b"v2")),
+        "GC safety violated: the reader's version was pruned (got {got:?})"
+    );
+}
+
+#[test]
+fn reader_pin_versus_horizon_advance() {
+    check("pin_horizon", mutant::NONE, model);
+}
+
+#[test]
+#[should_panic(expected = "GC safety violated")]
+fn mutant_pin_without_fence() {
+    check(
+        "pin_horizon/PIN_WITHOUT_FENCE",
+        mutant::PIN_WITHOUT_FENCE,
+        model,
+    );
+}
+
+#[test]
+#[should_panic(expected = "GC safety violated")]
+fn mutant_scan_without_fence() {
+    check(
+        "pin_horizon/SCAN_WITHOUT_FENCE",
+        mutant::SCAN_WITHOUT_FENCE,
+        model,
+    );
+}

@@ -1,0 +1,252 @@
+//! Crate internals for the loom models in `loom_tests/` (`--cfg loom` builds
+//! only; not part of the public API).
+//!
+//! The engine-level models drive [`Engine`](crate::Engine) through its public
+//! API. Under `--cfg loom` its key index is a mutex-protected stand-in
+//! (`store.rs`), and every lookup takes that mutex: a model whose reader and
+//! writer both look a key up gains a happens-before edge the real lock-free
+//! index does not give, which can hide an ordering bug in the snapshot
+//! protocol. The lower-level models therefore run the same protocol code
+//! (the lock-free machinery, descriptor cell, slots and version chains) with
+//! no index, through the thin wrappers below. The wrappers only forward; no
+//! protocol step is re-implemented here.
+
+use crate::config::{EngineConfig, TimestampUpdate};
+use crate::lockfree::LockFree;
+use crate::protocol::Machinery;
+use crate::raw::chain::{Found, Horizon, KeyEntry, ReadAs, Version, View};
+use crate::raw::reclaim::Reclaimer;
+use crate::stats::Counters;
+use crate::ts::Timestamp;
+
+pub use crate::snapshot::Snapshot;
+
+/// Version states, as stored in a version's status word.
+pub mod state {
+    /// Written, not finished.
+    pub const IN_PROGRESS: u64 = crate::raw::chain::IN_PROGRESS;
+    /// Prepared (timestamp: the prepare timestamp).
+    pub const PREPARED: u64 = crate::raw::chain::PREPARED;
+    /// Committed (timestamp: the commit timestamp, 0 for none).
+    pub const COMMITTED: u64 = crate::raw::chain::COMMITTED;
+    /// Rolled back.
+    pub const ABORTED: u64 = crate::raw::chain::ABORTED;
+}
+
+/// `(generation, xmin, xmax, running)` of a snapshot copy.
+pub fn snapshot_parts(s: &Snapshot) -> (u64, u64, u64, Vec<u64>) {
+    (s.generation, s.xmin, s.xmax, s.running.clone())
+}
+
+/// Does snapshot `s` treat transaction `id` as completed?
+pub fn snapshot_sees(s: &Snapshot, id: u64) -> bool {
+    s.sees(id)
+}
+
+/// The lock-free snapshot machinery (`lockfree.rs`) with one counter block
+/// per slot plus one for the horizon advancer, as the engine has.
+pub struct Machine {
+    proto: LockFree,
+    ctr: Box<[Counters]>,
+}
+
+impl Machine {
+    /// A machinery with `max_sessions` slots.
+    pub fn new(max_sessions: usize) -> Machine {
+        let cfg = EngineConfig {
+            max_sessions,
+            ..EngineConfig::default()
+        };
+        Machine {
+            proto: LockFree::new(&cfg),
+            ctr: (0..=max_sessions).map(|_| Counters::default()).collect(),
+        }
+    }
+
+    /// Claims a slot (`SessionTableFull` when none is free).
+    pub fn open_session(&self) -> crate::Result<usize> {
+        self.proto.open_session()
+    }
+
+    /// Releases a slot.
+    pub fn close_session(&self, slot: usize) {
+        self.proto.close_session(slot)
+    }
+
+    /// Takes a snapshot into `snap` and publishes its pin (`begin`).
+    pub fn begin(&self, slot: usize, snap: &mut Snapshot) {
+        self.proto.begin(slot, snap, &self.ctr[slot])
+    }
+
+    /// Replaces `snap` with a current snapshot (`refresh`).
+    pub fn refresh(&self, slot: usize, snap: &mut Snapshot) {
+        self.proto.refresh(slot, snap, &self.ctr[slot])
+    }
+
+    /// Publishes and validates a read timestamp, then refreshes `snap`.
+    pub fn set_read_timestamp(
+        &self,
+        slot: usize,
+        snap: &mut Snapshot,
+        ts: u64,
+        roundup: bool,
+    ) -> crate::Result<u64> {
+        self.proto
+            .set_read_timestamp(slot, snap, Timestamp::new(ts), roundup, &self.ctr[slot])
+            .map(Timestamp::get)
+    }
+
+    /// Clears the slot's read pins (end of a transaction).
+    pub fn end(&self, slot: usize) {
+        self.proto.end(slot)
+    }
+
+    /// Allocates a transaction id.
+    pub fn allocate_id(&self, slot: usize) -> u64 {
+        self.proto.allocate_id(slot)
+    }
+
+    /// Transaction `id` leaves the running set (descriptor install).
+    pub fn complete(&self, slot: usize, id: u64) {
+        self.proto.complete(slot, id, &self.ctr[slot])
+    }
+
+    /// Recomputes the reclaim horizon.
+    pub fn advance_horizon(&self) {
+        self.proto.advance_horizon(&self.ctr[self.ctr.len() - 1])
+    }
+
+    /// The reclaim horizon `(xmin, ts)`.
+    pub fn horizon(&self) -> (u64, u64) {
+        let h = self.proto.horizon();
+        (h.xmin, h.ts)
+    }
+
+    /// Sets the oldest timestamp (and advances the horizon, as the engine
+    /// does).
+    pub fn set_oldest(&self, ts: u64) -> crate::Result<()> {
+        self.proto.set_timestamps(&TimestampUpdate {
+            oldest: Some(Timestamp::new(ts)),
+            ..TimestampUpdate::default()
+        })
+    }
+
+    /// The current descriptor, copied (no pin published).
+    pub fn descriptor(&self) -> Snapshot {
+        let mut s = Snapshot::default();
+        // Generation 0 is never published, so this always copies.
+        self.proto.refresh(0, &mut s, &self.ctr[self.ctr.len() - 1]);
+        s
+    }
+}
+
+/// What a read found (a copy of the value).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Read {
+    /// The visible value.
+    Value(Vec<u8>),
+    /// The visible version is a tombstone.
+    Deleted,
+    /// Nothing visible.
+    Absent,
+    /// A prepared update at or below the read timestamp.
+    PrepareConflict,
+}
+
+/// A version this model wrote, to finish later.
+#[derive(Clone, Copy, Debug)]
+pub struct VersionRef(*mut Version);
+
+// SAFETY: a VersionRef is only a name for a version the writing model thread
+// owns until it finishes it; `Chain::set_status` documents who may use it.
+unsafe impl Send for VersionRef {}
+
+/// One key's version chain (`raw/chain.rs`) with its collector.
+pub struct Chain {
+    entry: KeyEntry,
+    rc: Reclaimer,
+}
+
+impl Default for Chain {
+    fn default() -> Self {
+        Chain::new()
+    }
+}
+
+impl Chain {
+    /// An empty chain.
+    pub fn new() -> Chain {
+        Chain {
+            entry: KeyEntry::new(),
+            rc: Reclaimer::new(),
+        }
+    }
+
+    /// Prepends `value` by transaction `own` reading with `snap` (conflict
+    /// check included). `None` on a write conflict.
+    pub fn put(&self, own: u64, snap: &Snapshot, value: &[u8]) -> Option<VersionRef> {
+        let guard = self.rc.pin();
+        let view = View {
+            own,
+            how: ReadAs::Snapshot { snap, read_ts: 0 },
+            ignore_prepared: false,
+        };
+        self.entry
+            .prepend(Version::new(own, Some(value.into())), &view, &guard)
+            .ok()
+            .map(|(p, _)| VersionRef(p))
+    }
+
+    /// Sets the status of a version this thread wrote (commit, abort,
+    /// prepare).
+    ///
+    /// # Safety
+    /// `v` came from [`Chain::put`] on this chain, and the transaction that
+    /// wrote it has not finished (an unfinished version is never pruned).
+    pub unsafe fn set_status(&self, v: VersionRef, state: u64, ts: u64) {
+        // SAFETY: the caller guarantees the version is still linked and
+        // owned by the calling transaction (txn.rs's argument, invariant 3:
+        // pruning only cuts below a committed version).
+        unsafe { &*v.0 }.set_status(state, ts)
+    }
+
+    fn read_view(&self, view: &View<'_>) -> Read {
+        let guard = self.rc.pin();
+        match self.entry.read(view, &guard) {
+            Found::Value(v) => Read::Value(v.to_vec()),
+            Found::Deleted => Read::Deleted,
+            Found::Absent => Read::Absent,
+            Found::PrepareConflict => Read::PrepareConflict,
+        }
+    }
+
+    /// Reads with a snapshot and read timestamp (0: none).
+    pub fn read(&self, own: u64, snap: &Snapshot, read_ts: u64, ignore_prepared: bool) -> Read {
+        self.read_view(&View {
+            own,
+            how: ReadAs::Snapshot { snap, read_ts },
+            ignore_prepared,
+        })
+    }
+
+    /// Prunes to the horizon `(xmin, ts)`; returns versions retired.
+    pub fn prune(&self, horizon: (u64, u64)) -> u64 {
+        let guard = self.rc.pin();
+        let h = Horizon {
+            xmin: horizon.0,
+            ts: horizon.1,
+        };
+        self.entry.prune(h, &self.rc, &guard, || |_| {})
+    }
+
+    /// Versions still linked.
+    pub fn len(&self) -> usize {
+        let guard = self.rc.pin();
+        self.entry.chain_len(&guard)
+    }
+
+    /// Is the chain empty?
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
