@@ -87,6 +87,7 @@ impl<P: Protocol> Engine<P> {
             writes: Vec::new(),
             commits: 0,
             tails: Tails::default(),
+            open: OpenTxn::default(),
             _not_sync: PhantomData,
         })
     }
@@ -176,6 +177,17 @@ impl<P: Protocol> Engine<P> {
     }
 }
 
+/// What a session knows of its open transaction.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct OpenTxn {
+    /// A transaction began and has not ended.
+    pub(crate) live: bool,
+    /// Its id (0: none yet).
+    pub(crate) id: u64,
+    /// It prepared (its id already left the running set).
+    pub(crate) prepared: bool,
+}
+
 /// A write recorded for commit or rollback.
 pub(crate) struct WriteRec {
     pub(crate) entry: *const KeyEntry,
@@ -201,6 +213,9 @@ pub struct Session<'e, P: Protocol = LockFree> {
     pub(crate) commits: u32,
     /// Pruned chain tails not yet handed to the collector.
     pub(crate) tails: Tails,
+    /// The transaction open on this session, if any (to recover one that
+    /// was leaked with `mem::forget`).
+    pub(crate) open: OpenTxn,
     _not_sync: PhantomData<Cell<()>>,
 }
 
@@ -248,6 +263,9 @@ impl<P: Protocol> Drop for Session<'_, P> {
     fn drop(&mut self) {
         // Invariant 12: every slot is released exactly once; an open
         // transaction borrows the session, so it has already ended.
+        if self.open.live {
+            crate::txn::recover_leaked(self);
+        }
         let store = &self.engine.store;
         let guard = store.rc.pin();
         self.tails.flush(&store.rc, &guard, store.on_free());

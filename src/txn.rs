@@ -1,7 +1,7 @@
 //! [`Txn`]: reads, writes, timestamps, prepare, commit and rollback.
 
 use crate::config::{CommitOptions, Isolation, PrepareConflicts, TxnOptions};
-use crate::engine::{Session, WriteRec};
+use crate::engine::{OpenTxn, Session, WriteRec};
 use crate::error::{check_ts, Error, Result, TimestampRole};
 use crate::lockfree::LockFree;
 use crate::protocol::{Protocol, StableView};
@@ -53,6 +53,10 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
                 });
             }
         }
+        if sess.open.live {
+            recover_leaked(sess);
+        }
+        sess.open.live = true;
         let rmw_at_begin = crate::sync::thread_rmw_count().unwrap_or(0);
         let engine = sess.engine;
         let ctr = sess.ctr();
@@ -284,6 +288,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         if self.id == 0 {
             // PROTOCOL rule 3: the id comes with the first write.
             self.id = engine.proto.allocate_id(self.sess.slot);
+            self.sess.open.id = self.id;
         }
         let store = &engine.store;
         let guard = store.rc.pin();
@@ -474,6 +479,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         }
         self.prepare_ts = p;
         self.state = State::Prepared;
+        self.sess.open.prepared = true;
         Ok(p)
     }
 
@@ -611,32 +617,8 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     }
 
     fn abort(&mut self) {
-        let engine = self.sess.engine;
-        let slot = self.sess.slot;
-        let ctr = self.sess.ctr();
-        for w in &self.sess.writes {
-            // SAFETY: as in `prepare`: our versions are linked and alive.
-            unsafe { &*w.version }.set_status(ABORTED, 0);
-        }
-        if self.id != 0 && self.state != State::Prepared {
-            engine.proto.complete(slot, self.id, ctr);
-        }
-        if self.announced() {
-            engine.proto.release_prepare(slot);
-        }
-        let store = &engine.store;
-        let guard = store.rc.pin();
-        let mut unlinked = 0;
-        for w in self.sess.writes.iter().rev() {
-            // SAFETY: key entries live until the store drops; our version is
-            // still linked (we have not unlinked it yet).
-            if unsafe { &*w.entry }.unlink_head(w.version, &store.rc, &guard) {
-                unlinked += 1;
-            }
-        }
-        drop(guard);
-        ctr.versions_pruned.bump(unlinked);
-        ctr.rollbacks.bump(1);
+        let announced = self.announced();
+        roll_back(self.sess, self.id, self.state == State::Prepared, announced);
         self.finish();
     }
 
@@ -658,6 +640,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         }
         self.sess.engine.proto.end(self.sess.slot);
         self.sess.writes.clear();
+        self.sess.open = OpenTxn::default();
         self.state = State::Finished;
     }
 }
@@ -678,4 +661,50 @@ fn map_bound<Q: AsRef<[u8]> + ?Sized>(b: Bound<&Q>) -> Bound<&[u8]> {
         Bound::Excluded(k) => Bound::Excluded(k.as_ref()),
         Bound::Unbounded => Bound::Unbounded,
     }
+}
+
+/// Rolls back the writes in `sess.writes` of transaction `id`: flips them
+/// to aborted, takes the transaction out of the running set (unless prepare
+/// already did), releases any prepare claim or announcement, and unlinks the
+/// versions still at their chain's head.
+fn roll_back<P: Protocol>(sess: &mut Session<'_, P>, id: u64, prepared: bool, announced: bool) {
+    let engine = sess.engine;
+    let slot = sess.slot;
+    let ctr = sess.ctr();
+    for w in &sess.writes {
+        // SAFETY: as in `prepare`: our versions are linked and alive.
+        unsafe { &*w.version }.set_status(ABORTED, 0);
+    }
+    if id != 0 && !prepared {
+        engine.proto.complete(slot, id, ctr);
+    }
+    if announced {
+        engine.proto.release_prepare(slot);
+    }
+    let store = &engine.store;
+    let guard = store.rc.pin();
+    let mut unlinked = 0;
+    for w in sess.writes.iter().rev() {
+        // SAFETY: key entries live until the store drops; our version is
+        // still linked (we have not unlinked it yet).
+        if unsafe { &*w.entry }.unlink_head(w.version, &store.rc, &guard) {
+            unlinked += 1;
+        }
+    }
+    drop(guard);
+    ctr.versions_pruned.bump(unlinked);
+    ctr.rollbacks.bump(1);
+}
+
+/// The previous transaction on this session never ended: it was leaked
+/// with `mem::forget`, so neither commit, rollback nor drop ran. Roll it
+/// back now, as its drop would have, so its versions never become visible,
+/// its id leaves the running set and its pins go.
+#[cold]
+pub(crate) fn recover_leaked<P: Protocol>(sess: &mut Session<'_, P>) {
+    let open = sess.open;
+    roll_back(sess, open.id, open.prepared, true);
+    sess.engine.proto.end(sess.slot);
+    sess.writes.clear();
+    sess.open = OpenTxn::default();
 }
