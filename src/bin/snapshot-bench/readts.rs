@@ -200,9 +200,13 @@ fn writer<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
                 loop {
                     match t.commit(CommitOptions::at(ctl.next_ts())) {
                         Ok(()) => break,
-                        // The timestamp was overtaken by stable before we
-                        // claimed it: take a newer one.
-                        Err(Error::CommitTimestampNotAfterStable { .. }) => continue,
+                        // The timestamp was overtaken by stable or oldest
+                        // (the timekeeper ran while we were descheduled):
+                        // take a newer one.
+                        Err(
+                            Error::CommitTimestampNotAfterStable { .. }
+                            | Error::CommitTimestampBeforeOldest { .. },
+                        ) => continue,
                         Err(e) => panic!("writer commit: {e}"),
                     }
                 }

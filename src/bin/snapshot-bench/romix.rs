@@ -122,7 +122,10 @@ fn worker<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
                 loop {
                     match t.commit(CommitOptions::at(ctl.next_ts())) {
                         Ok(()) => break,
-                        Err(Error::CommitTimestampNotAfterStable { .. }) => continue,
+                        Err(
+                            Error::CommitTimestampNotAfterStable { .. }
+                            | Error::CommitTimestampBeforeOldest { .. },
+                        ) => continue,
                         Err(err) => panic!("commit: {err}"),
                     }
                 }
