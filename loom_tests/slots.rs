@@ -1,31 +1,34 @@
 //! Model 6 — claiming and releasing session slots (invariant 12, slot
 //! lifecycle).
 //!
-//! A table of one slot and two threads. Thread A opens a session, begins a
-//! transaction with a read timestamp and leaks it with `mem::forget` (safe
-//! Rust: the transaction's own end never runs), then closes the session.
-//! Thread B opens a session at the same time. Exactly one of them holds the
-//! slot at a time (the other gets `SessionTableFull`); a session that gets
-//! the slot finds it clean; after both close the slot is free exactly once
-//! (one new session fits, a second does not) and nothing is pinned.
+//! Runs below the engine (`loom_api::Machine`): the engine's `Session` ends
+//! any transaction still open (even one leaked with `mem::forget`, see
+//! `tests/leaked_transaction.rs`) before it releases its slot, which would
+//! hide a slot table that forgets to clear pins. Here the slot table itself
+//! is checked: a table of one slot and two threads. Thread A claims the slot,
+//! begins (publishing an xmin pin), sets read timestamp 5, and releases the
+//! slot without ending the transaction. Thread B claims at the same time.
+//! Exactly one of them holds the slot at a time (the other gets
+//! `SessionTableFull`); whoever gets the slot finds it clean; after both
+//! release it the slot is free exactly once and nothing is pinned.
 
-use crate::common::{check, engine, ts};
+use crate::common::check;
+use loom::sync::Arc;
 use loom::thread;
-use snapshot_engine::{mutant, Error, TimestampKind, TxnOptions};
+use snapshot_engine::loom_api::{Machine, Snapshot};
+use snapshot_engine::{mutant, Error};
 
 fn model() {
-    let e = engine(1);
+    let m = Arc::new(Machine::new(1));
     let a = {
-        let e = e.clone();
-        thread::spawn(move || match e.session() {
-            Ok(mut s) => {
-                let opts = TxnOptions {
-                    read_timestamp: Some(ts(5)),
-                    ..TxnOptions::default()
-                };
-                let t = s.begin(&opts).unwrap();
-                std::mem::forget(t);
-                drop(s);
+        let m = m.clone();
+        thread::spawn(move || match m.open_session() {
+            Ok(slot) => {
+                let mut snap = Snapshot::default();
+                m.begin(slot, &mut snap);
+                m.set_read_timestamp(slot, &mut snap, 5, false).unwrap();
+                // Released with its pins still published.
+                m.close_session(slot);
                 true
             }
             Err(Error::SessionTableFull { max_sessions: 1 }) => false,
@@ -33,17 +36,17 @@ fn model() {
         })
     };
     let b = {
-        let e = e.clone();
-        thread::spawn(move || match e.session() {
-            Ok(s) => {
-                let pins = e.pins();
+        let m = m.clone();
+        thread::spawn(move || match m.open_session() {
+            Ok(slot) => {
+                let pins = m.pins();
                 assert_eq!(pins.len(), 1);
-                assert_eq!(pins[0].slot, s.slot());
                 assert_eq!(
-                    (pins[0].snapshot_xmin, pins[0].read_ts),
-                    (None, None),
+                    pins[0],
+                    (slot, 0, 0),
                     "slot lifecycle violated: a new session inherited pins"
                 );
+                m.close_session(slot);
                 true
             }
             Err(Error::SessionTableFull { max_sessions: 1 }) => false,
@@ -53,18 +56,21 @@ fn model() {
     let got_a = a.join().unwrap();
     let got_b = b.join().unwrap();
     assert!(got_a || got_b, "neither session got the only slot");
-    assert_eq!(e.stats().sessions_open, 0);
-    assert_eq!(
-        e.query_timestamp(TimestampKind::OldestReader),
-        None,
-        "slot lifecycle violated: a released slot still pins a read timestamp"
+    assert!(
+        m.pins().is_empty(),
+        "a released slot is still counted as open"
     );
-    let s1 = e.session().unwrap();
+    let s1 = m.open_session().unwrap();
+    assert_eq!(
+        m.pins(),
+        vec![(s1, 0, 0)],
+        "slot lifecycle violated: a released slot still pins"
+    );
     assert!(matches!(
-        e.session(),
+        m.open_session(),
         Err(Error::SessionTableFull { max_sessions: 1 })
     ));
-    drop(s1);
+    m.close_session(s1);
 }
 
 #[test]

@@ -63,7 +63,10 @@
 
 use crate::config::{EngineConfig, TimestampKind, TimestampUpdate};
 use crate::error::{check_ts, Error, Result, TimestampRole};
-use crate::protocol::{report_timestamp, Machinery, Protocol, SlotTimestamps, StableView};
+use crate::protocol::{
+    check_prepare_against_readers, report_timestamp, Machinery, Protocol, SlotTimestamps,
+    StableView,
+};
 use crate::raw::chain::Horizon;
 use crate::snapshot::Snapshot;
 use crate::stats::{Counters, Stats};
@@ -528,15 +531,13 @@ impl<const FIXED: bool> Machinery for RwLockMachinery<FIXED> {
             }
             p = g.stable + 1;
         }
-        for (i, o) in self.entries.iter().enumerate() {
-            let r = o.read_ts.load(Ordering::Relaxed);
-            if i != slot && r != 0 && p < r {
-                return Err(Error::PrepareTimestampBeforeActiveRead {
-                    prepare: Timestamp::new(p),
-                    read: Timestamp::new(r),
-                });
-            }
-        }
+        check_prepare_against_readers(
+            slot,
+            p,
+            self.entries
+                .iter()
+                .map(|o| o.read_ts.load(Ordering::Relaxed)),
+        )?;
         e.prepared.store(p, Ordering::Relaxed);
         Ok(Timestamp::new(p))
     }

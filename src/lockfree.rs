@@ -33,7 +33,9 @@
 
 use crate::config::{EngineConfig, TimestampKind, TimestampUpdate};
 use crate::error::{check_ts, Error, Result, TimestampRole};
-use crate::protocol::{report_timestamp, Machinery, SlotTimestamps, StableView};
+use crate::protocol::{
+    check_prepare_against_readers, report_timestamp, Machinery, SlotTimestamps, StableView,
+};
 use crate::raw::chain::Horizon;
 use crate::raw::descriptor::{DescriptorCell, Retired};
 use crate::raw::reclaim::Reclaimer;
@@ -322,15 +324,12 @@ impl Machinery for LockFree {
         // can see. A reader publishing concurrently may miss the check; it
         // then meets the prepared update at or below its read timestamp and
         // gets PrepareConflict, never a wrong value.
-        for (i, other) in self.slots.iter().enumerate() {
-            let r = other.read_ts.load(Ordering::Acquire);
-            if i != slot && r != 0 && p < r {
-                return Err(Error::PrepareTimestampBeforeActiveRead {
-                    prepare: Timestamp::new(p),
-                    read: Timestamp::new(r),
-                });
-            }
-        }
+        // Acquire: pairs with the Release pin clears; a report, not a guard.
+        check_prepare_against_readers(
+            slot,
+            p,
+            self.slots.iter().map(|o| o.read_ts.load(Ordering::Acquire)),
+        )?;
         s.prepared.store(p, Ordering::Release);
         Ok(Timestamp::new(p))
     }

@@ -96,6 +96,11 @@ impl Machine {
             .map(Timestamp::get)
     }
 
+    /// The pins of every open slot: `(slot, snapshot xmin, read ts)`.
+    pub fn pins(&self) -> Vec<(usize, u64, u64)> {
+        self.proto.pins()
+    }
+
     /// Clears the slot's read pins (end of a transaction).
     pub fn end(&self, slot: usize) {
         self.proto.end(slot)

@@ -148,3 +148,22 @@ pub(crate) fn report_timestamp(
     };
     Timestamp::new(v).to_option()
 }
+
+/// "A prepare timestamp is not below any other session's active read
+/// timestamp": `reads` yields every slot's read timestamp (0: none), in slot
+/// order; `slot` is the preparing session's own.
+pub(crate) fn check_prepare_against_readers(
+    slot: usize,
+    prepare: u64,
+    reads: impl Iterator<Item = u64>,
+) -> Result<()> {
+    for (i, r) in reads.enumerate() {
+        if i != slot && r != 0 && prepare < r {
+            return Err(crate::Error::PrepareTimestampBeforeActiveRead {
+                prepare: Timestamp::new(prepare),
+                read: Timestamp::new(r),
+            });
+        }
+    }
+    Ok(())
+}
