@@ -4,7 +4,9 @@
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use serde::Serialize;
-use snapshot_engine::{CommitOptions, Engine, Protocol, Timestamp, TimestampUpdate, TxnOptions};
+use snapshot_engine::{
+    CommitOptions, Engine, Error, Protocol, Timestamp, TimestampUpdate, Txn, TxnOptions,
+};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
@@ -45,6 +47,23 @@ impl Ctl {
     #[inline]
     pub fn next_ts(&self) -> u64 {
         self.ts.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Commits `t` at the next value of the shared counter. A timestamp the
+    /// timekeeper overtook while this thread was descheduled (now at or
+    /// below stable, or below oldest) is refused by the engine; take a newer
+    /// one.
+    pub fn commit_at_next_ts<P: Protocol>(&self, t: &mut Txn<'_, '_, P>) {
+        loop {
+            match t.commit(CommitOptions::at(self.next_ts())) {
+                Ok(()) => return,
+                Err(
+                    Error::CommitTimestampNotAfterStable { .. }
+                    | Error::CommitTimestampBeforeOldest { .. },
+                ) => continue,
+                Err(e) => panic!("commit: {e}"),
+            }
+        }
     }
 }
 

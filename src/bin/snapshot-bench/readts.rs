@@ -8,8 +8,7 @@ use crate::common::{
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use snapshot_engine::{
-    thread_rmw_count, CommitOptions, Engine, EngineConfig, Error, Protocol, Stats, Timestamp,
-    TxnOptions,
+    thread_rmw_count, Engine, EngineConfig, Error, Protocol, Stats, Timestamp, TxnOptions,
 };
 use std::hint::black_box;
 use std::time::Instant;
@@ -197,19 +196,7 @@ fn writer<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
         let mut t = s.begin(&opts).expect("begin");
         let ok = match t.put(&k, &value) {
             Ok(()) => {
-                loop {
-                    match t.commit(CommitOptions::at(ctl.next_ts())) {
-                        Ok(()) => break,
-                        // The timestamp was overtaken by stable or oldest
-                        // (the timekeeper ran while we were descheduled):
-                        // take a newer one.
-                        Err(
-                            Error::CommitTimestampNotAfterStable { .. }
-                            | Error::CommitTimestampBeforeOldest { .. },
-                        ) => continue,
-                        Err(e) => panic!("writer commit: {e}"),
-                    }
-                }
+                ctl.commit_at_next_ts(&mut t);
                 true
             }
             Err(Error::WriteConflict { .. }) => {

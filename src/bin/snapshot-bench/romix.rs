@@ -119,16 +119,7 @@ fn worker<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
                     let k = key((1 << 40) + ((id as u64) << 32) + inserted);
                     t.put(&k, &value).expect("insert");
                 }
-                loop {
-                    match t.commit(CommitOptions::at(ctl.next_ts())) {
-                        Ok(()) => break,
-                        Err(
-                            Error::CommitTimestampNotAfterStable { .. }
-                            | Error::CommitTimestampBeforeOldest { .. },
-                        ) => continue,
-                        Err(err) => panic!("commit: {err}"),
-                    }
-                }
+                ctl.commit_at_next_ts(&mut t);
             } else {
                 t.rollback().expect("rollback");
             }
