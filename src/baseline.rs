@@ -207,31 +207,35 @@ fn count_lock_rmw() {
     count_rmw();
 }
 
+/// Takes the lock (read or write side), counting the acquisition and, only
+/// when the uncontended attempt fails, the time spent waiting.
+#[inline]
+fn acquire<G>(
+    ctr: Ctr<'_>,
+    write: bool,
+    try_lock: impl FnOnce() -> Option<G>,
+    lock: impl FnOnce() -> G,
+) -> G {
+    count_lock_rmw();
+    if let Some(g) = try_lock() {
+        ctr.add(write, 0);
+        return g;
+    }
+    let t = Instant::now();
+    let g = lock();
+    ctr.add(write, t.elapsed().as_nanos() as u64);
+    g
+}
+
 impl<const FIXED: bool> RwLockMachinery<FIXED> {
     #[inline]
     fn read(&self, ctr: Ctr<'_>) -> RwLockReadGuard<'_, Global> {
-        count_lock_rmw();
-        if let Some(g) = self.lock.try_read() {
-            ctr.add(false, 0);
-            return g;
-        }
-        let t = Instant::now();
-        let g = self.lock.read();
-        ctr.add(false, t.elapsed().as_nanos() as u64);
-        g
+        acquire(ctr, false, || self.lock.try_read(), || self.lock.read())
     }
 
     #[inline]
     fn write(&self, ctr: Ctr<'_>) -> RwLockWriteGuard<'_, Global> {
-        count_lock_rmw();
-        if let Some(g) = self.lock.try_write() {
-            ctr.add(true, 0);
-            return g;
-        }
-        let t = Instant::now();
-        let g = self.lock.write();
-        ctr.add(true, t.elapsed().as_nanos() as u64);
-        g
+        acquire(ctr, true, || self.lock.try_write(), || self.lock.write())
     }
 
     #[inline]
