@@ -5,80 +5,16 @@
 
 use crate::engines::{order, EngineKind};
 use crate::stats::{median, min_max};
+use crate::w2::{begin_engine, begin_rows};
 use indicatif::ProgressBar;
 use serde::Serialize;
-use snapshot_engine::{
-    CommitOptions, Engine, EngineConfig, PrepareConflicts, Protocol, Timestamp, TimestampUpdate,
-    TxnOptions,
-};
+use snapshot_engine::{CommitOptions, Protocol, TxnOptions};
 use std::time::{Duration, Instant};
-
-/// The rows: (label, options). Read timestamps are at stable (10).
-pub fn rows() -> Vec<(&'static str, TxnOptions)> {
-    let o = TxnOptions::default;
-    let pc = |p: PrepareConflicts, roundup: bool| TxnOptions {
-        prepare_conflicts: p,
-        roundup_prepared: roundup,
-        roundup_read: roundup,
-        ..o()
-    };
-    vec![
-        ("no options", o()),
-        (
-            "enforce prepare conflicts, no round-up",
-            pc(PrepareConflicts::Enforce, false),
-        ),
-        (
-            "enforce, round up timestamps",
-            pc(PrepareConflicts::Enforce, true),
-        ),
-        (
-            "ignore prepare conflicts, no round-up",
-            pc(PrepareConflicts::Ignore, false),
-        ),
-        ("ignore, round up", pc(PrepareConflicts::Ignore, true)),
-        (
-            "ignore allowing writes, no round-up",
-            pc(PrepareConflicts::IgnoreAllowWrites, false),
-        ),
-        (
-            "ignore allowing writes, round up",
-            pc(PrepareConflicts::IgnoreAllowWrites, true),
-        ),
-        (
-            "read-only",
-            TxnOptions {
-                read_only: true,
-                ..o()
-            },
-        ),
-        (
-            "set a timestamp (read_timestamp in options)",
-            TxnOptions {
-                read_timestamp: Some(Timestamp::new(10)),
-                ..o()
-            },
-        ),
-        (
-            "read at stable (fast path)",
-            TxnOptions {
-                read_at_stable: true,
-                ..o()
-            },
-        ),
-    ]
-}
 
 /// ns per begin + commit of an empty transaction with `opts`, over about
 /// `secs` seconds.
 fn cell<P: Protocol>(opts: &TxnOptions, secs: f64) -> f64 {
-    let e = Engine::<P>::with_machinery(EngineConfig::default());
-    e.set_timestamps(TimestampUpdate {
-        oldest: Some(Timestamp::new(1)),
-        stable: Some(Timestamp::new(10)),
-        durable: None,
-    })
-    .expect("timestamps");
+    let e = begin_engine::<P>();
     let mut s = e.session().expect("session");
     let once = |s: &mut snapshot_engine::Session<'_, P>| {
         let mut t = s.begin(opts).expect("begin");
@@ -108,19 +44,19 @@ pub struct Row {
 }
 
 pub fn run(engines: &[EngineKind], rounds: usize, secs: f64, pb: &ProgressBar) -> Vec<Row> {
-    let rows = rows();
+    let rows = begin_rows();
     let mut out: Vec<Row> = rows
         .iter()
-        .map(|(l, _)| Row {
-            options: l,
+        .map(|r| Row {
+            options: r.label,
             ns: engines.iter().map(|e| (e.name(), Vec::new())).collect(),
         })
         .collect();
     for r in 0..rounds {
         for kind in order(engines, r) {
             let col = engines.iter().position(|&k| k == kind).expect("listed");
-            for (i, (_, opts)) in rows.iter().enumerate() {
-                let ns = crate::dispatch!(kind, cell(opts, secs), f64::NAN);
+            for (i, r) in rows.iter().enumerate() {
+                let ns = crate::dispatch!(kind, cell(&r.opts, secs), f64::NAN);
                 out[i].ns[col].1.push(ns);
                 pb.inc((secs * 1000.0) as u64);
             }

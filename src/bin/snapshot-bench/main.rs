@@ -14,6 +14,7 @@ mod readts;
 mod report;
 mod romix;
 mod stats;
+mod w2;
 
 use clap::{Parser, ValueEnum};
 use engines::{order, EngineKind};
@@ -270,7 +271,7 @@ fn begin_table(cli: &Cli, engines: &[EngineKind]) {
         .collect();
     let rounds = cli.rounds.unwrap_or(5);
     let secs = cli.seconds.unwrap_or(0.2);
-    let total = (rounds * engines.len() * begin::rows().len()) as f64 * secs * 1000.0;
+    let total = (rounds * engines.len() * w2::begin_rows().len()) as f64 * secs * 1000.0;
     let pb = progress(total as u64, cli.no_progress);
     let rows = begin::run(&engines, rounds, secs, &pb);
     pb.finish_and_clear();

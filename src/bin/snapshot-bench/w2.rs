@@ -1,0 +1,99 @@
+//! The W2 rows (begin options, WiredTiger WT-11105) and the engine they run
+//! on, shared by the driver's `begin` workload and `benches/begin.rs` (which
+//! includes this file with `#[path]`), so the two measure the same cells.
+
+use snapshot_engine::{
+    Engine, EngineConfig, PrepareConflicts, Protocol, Timestamp, TimestampUpdate, TxnOptions,
+};
+
+/// One combination of begin options.
+pub struct BeginRow {
+    /// The criterion benchmark id (`begin/<engine>/<id>`).
+    #[allow(dead_code)] // read by benches/begin.rs only
+    pub id: &'static str,
+    /// The driver's table label.
+    #[allow(dead_code)] // read by the driver only
+    pub label: &'static str,
+    pub opts: TxnOptions,
+}
+
+/// Every row, in table order. Read timestamps are at stable (10).
+pub fn begin_rows() -> Vec<BeginRow> {
+    let o = TxnOptions::default;
+    let pc = |p: PrepareConflicts, roundup: bool| TxnOptions {
+        prepare_conflicts: p,
+        roundup_prepared: roundup,
+        roundup_read: roundup,
+        ..o()
+    };
+    let row = |id, label, opts| BeginRow { id, label, opts };
+    vec![
+        row("no-options", "no options", o()),
+        row(
+            "enforce",
+            "enforce prepare conflicts, no round-up",
+            pc(PrepareConflicts::Enforce, false),
+        ),
+        row(
+            "enforce-roundup",
+            "enforce, round up timestamps",
+            pc(PrepareConflicts::Enforce, true),
+        ),
+        row(
+            "ignore",
+            "ignore prepare conflicts, no round-up",
+            pc(PrepareConflicts::Ignore, false),
+        ),
+        row(
+            "ignore-roundup",
+            "ignore, round up",
+            pc(PrepareConflicts::Ignore, true),
+        ),
+        row(
+            "ignore-allow-writes",
+            "ignore allowing writes, no round-up",
+            pc(PrepareConflicts::IgnoreAllowWrites, false),
+        ),
+        row(
+            "ignore-allow-writes-roundup",
+            "ignore allowing writes, round up",
+            pc(PrepareConflicts::IgnoreAllowWrites, true),
+        ),
+        row(
+            "read-only",
+            "read-only",
+            TxnOptions {
+                read_only: true,
+                ..o()
+            },
+        ),
+        row(
+            "read-timestamp",
+            "set a timestamp (read_timestamp in options)",
+            TxnOptions {
+                read_timestamp: Some(Timestamp::new(10)),
+                ..o()
+            },
+        ),
+        row(
+            "read-at-stable",
+            "read at stable (fast path)",
+            TxnOptions {
+                read_at_stable: true,
+                ..o()
+            },
+        ),
+    ]
+}
+
+/// A fresh engine with oldest 1 and stable 10, as every W2 cell uses.
+pub fn begin_engine<P: Protocol>() -> Engine<P> {
+    let e = Engine::<P>::with_machinery(EngineConfig::default());
+    e.set_timestamps(TimestampUpdate {
+        oldest: Some(Timestamp::new(1)),
+        stable: Some(Timestamp::new(10)),
+        durable: None,
+    })
+    .expect("timestamps");
+    e
+}
