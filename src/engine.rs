@@ -5,7 +5,7 @@ use crate::config::{EngineConfig, TimestampKind, TimestampUpdate, TxnOptions};
 use crate::error::Result;
 use crate::lockfree::LockFree;
 use crate::protocol::Protocol;
-use crate::raw::chain::{KeyEntry, Tails, Version};
+use crate::raw::chain::{tails, KeyEntry, Tails, Version};
 use crate::snapshot::Snapshot;
 use crate::stats::{Counters, Stats};
 use crate::store::Store;
@@ -86,7 +86,7 @@ impl<P: Protocol> Engine<P> {
             snap: Snapshot::default(),
             writes: Vec::new(),
             commits: 0,
-            tails: Tails::default(),
+            tails: tails(),
             open: OpenTxn::default(),
             _not_sync: PhantomData,
         })

@@ -37,8 +37,8 @@ use crate::protocol::{
     check_prepare_against_readers, report_timestamp, Machinery, SlotTimestamps, StableView,
 };
 use crate::raw::chain::Horizon;
-use crate::raw::descriptor::{DescriptorCell, Retired};
-use crate::raw::reclaim::Reclaimer;
+use crate::raw::descriptor::{retired, DescriptorCell, Retired};
+use crate::raw::reclaim::{Reclaimer, RETIRE_BATCH};
 use crate::raw::slots::SlotTable;
 use crate::snapshot::Snapshot;
 use crate::stats::Counters;
@@ -83,10 +83,6 @@ pub struct LockFree {
     retired: Box<[CachePadded<UnsafeCell<Retired>>]>,
     rc: Reclaimer,
 }
-
-/// Replaced descriptors a session collects before handing them to the
-/// collector (1 under loom, so models see every retire).
-const RETIRE_BATCH: usize = if cfg!(loom) { 1 } else { 32 };
 
 // SAFETY: every field but `retired` is Sync. Entry `i` of `retired` is only
 // touched by `complete(i)` and `close_session(i)`, which only the owner of
@@ -152,7 +148,7 @@ impl Machinery for LockFree {
             admin: Mutex::new(()),
             slots: SlotTable::new(config.max_sessions),
             retired: (0..config.max_sessions)
-                .map(|_| CachePadded::new(UnsafeCell::new(Retired::default())))
+                .map(|_| CachePadded::new(UnsafeCell::new(retired())))
                 .collect(),
             rc: Reclaimer::new(),
         }
@@ -166,7 +162,7 @@ impl Machinery for LockFree {
 
     fn close_session(&self, slot: usize) {
         // SAFETY: only the owner of `slot` gets here (see `unsafe impl Sync`).
-        unsafe { &mut *self.retired[slot].get() }.flush(&self.rc);
+        unsafe { &mut *self.retired[slot].get() }.flush(&self.rc, &self.rc.pin(), |_| {});
         self.slots.release(slot);
     }
 
@@ -289,7 +285,7 @@ impl Machinery for LockFree {
         let retired = unsafe { &mut *self.retired[slot].get() };
         let cost = self.desc.complete(&self.rc, id, retired);
         if retired.len() >= RETIRE_BATCH {
-            retired.flush(&self.rc);
+            retired.flush(&self.rc, &self.rc.pin(), |_| {});
         }
         ctr.descriptor_installs.bump(1);
         ctr.descriptor_cas_retries.bump(cost.cas_retries);

@@ -6,12 +6,9 @@ use crate::error::{check_ts, Error, Result, TimestampRole};
 use crate::lockfree::LockFree;
 use crate::protocol::{Protocol, StableView};
 use crate::raw::chain::{Found, ReadAs, Version, View, ABORTED, COMMITTED, PREPARED};
+use crate::raw::reclaim::RETIRE_BATCH;
 use crate::ts::{Timestamp, TxnId};
 use std::ops::{Bound, RangeBounds};
-
-/// Pruned tails a session collects before handing them to the collector
-/// in one deferred destructor (1 under loom, so models see every retire).
-const RETIRE_BATCH: usize = if cfg!(loom) { 1 } else { 32 };
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum State {
@@ -596,10 +593,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         for w in &sess.writes {
             // SAFETY: key entries live until the store drops (keys are never
             // removed), and the store outlives the session.
-            let tail = unsafe { &*w.entry }.cut(h, &guard);
-            if !tail.is_null() {
-                pruned += sess.tails.push(tail, &guard);
-            }
+            pruned += unsafe { &*w.entry }.cut(h, &mut sess.tails, &guard);
         }
         if sess.tails.len() >= RETIRE_BATCH {
             sess.tails.flush(&store.rc, &guard, store.on_free());

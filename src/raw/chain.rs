@@ -23,7 +23,7 @@
 //!   The completer's descriptor CAS comes after its flips, so any snapshot
 //!   that treats the writer as completed sees the final status (invariant 9).
 
-use super::reclaim::{Guard, Reclaimer, SendPtr};
+use super::reclaim::{Batch, Guard, Reclaimer, SendPtr};
 use crate::snapshot::Snapshot;
 use crate::sync::{
     mutant as m, mutant_on, ordering_or_mutant, AtomicBool, AtomicPtr, AtomicU64, Ordering,
@@ -353,21 +353,17 @@ impl KeyEntry {
         guard: &Guard,
         on_free: impl FnOnce() -> F,
     ) -> u64 {
-        let tail = self.cut(horizon, guard);
-        if tail.is_null() {
-            return 0;
-        }
-        let mut tails = Tails::default();
-        let n = tails.push(tail, guard);
-        tails.flush(rc, guard, on_free());
+        let mut batch = tails();
+        let n = self.cut(horizon, &mut batch, guard);
+        batch.flush(rc, guard, on_free());
         n
     }
 
     /// Cuts the chain below the newest version covered by `horizon` (the
-    /// safe point) and returns the detached tail, or null. The caller owns
-    /// the tail and must retire it ([`Tails`]). Returns null without cutting
-    /// if another thread is pruning this key.
-    pub(crate) fn cut(&self, horizon: Horizon, _guard: &Guard) -> *mut Version {
+    /// safe point) and hands the detached tail to `batch`. Returns how many
+    /// versions it cut (0 without cutting if another thread is pruning this
+    /// key).
+    pub(crate) fn cut(&self, horizon: Horizon, batch: &mut Tails, _guard: &Guard) -> u64 {
         // Acquire: pairs with the Release store below by the previous pruner
         // of this key, so cuts are serialized per key.
         if self
@@ -375,7 +371,7 @@ impl KeyEntry {
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            return ptr::null_mut();
+            return 0;
         }
         let mut tail = ptr::null_mut();
         // Relaxed: written only under `pruning`, which we hold (its Acquire
@@ -386,7 +382,7 @@ impl KeyEntry {
         {
             // Release: pairs with the Acquire CAS above.
             self.pruning.store(false, Ordering::Release);
-            return tail;
+            return 0;
         }
         self.pruned_xmin.store(horizon.xmin, Ordering::Relaxed);
         self.pruned_ts.store(horizon.ts, Ordering::Relaxed);
@@ -409,7 +405,20 @@ impl KeyEntry {
         }
         // Release: pairs with the Acquire CAS above.
         self.pruning.store(false, Ordering::Release);
-        tail
+        let mut n = 0;
+        let mut p = tail;
+        while !p.is_null() {
+            n += 1;
+            // SAFETY: the tail is unlinked but not yet retired, so nothing
+            // frees it; we hold `_guard`.
+            p = unsafe { &*p }.next_ptr();
+        }
+        if !tail.is_null() {
+            // SAFETY: unlinked by the swap under this key's pruning flag, so
+            // pushed exactly once; `free_chain` frees a whole tail.
+            unsafe { batch.push(tail) };
+        }
+        n
     }
 
     /// Versions in the chain (for tests and stats).
@@ -433,66 +442,12 @@ fn found(v: &Version) -> Found<'_> {
     }
 }
 
-/// Chain tails cut off by pruning, waiting to be handed to the collector
-/// together: one deferred destructor per batch instead of one per cut keeps
-/// the collector's per-thread bags (and their allocations) out of the
-/// commit path.
-#[derive(Default)]
-pub(crate) struct Tails {
-    tails: Vec<SendPtr<Version>>,
-}
+/// Chain tails cut off by pruning, waiting for the collector.
+pub(crate) type Tails = Batch<Version>;
 
-impl Tails {
-    /// Takes ownership of an unlinked tail; returns how many versions it
-    /// holds.
-    pub(crate) fn push(&mut self, tail: *mut Version, _guard: &Guard) -> u64 {
-        let mut n = 0;
-        let mut p = tail;
-        while !p.is_null() {
-            n += 1;
-            // SAFETY: the tail is unlinked but not yet retired, so nothing
-            // frees it; we hold `_guard`.
-            p = unsafe { &*p }.next_ptr();
-        }
-        self.tails.push(SendPtr(tail));
-        n
-    }
-
-    /// Tails held.
-    pub(crate) fn len(&self) -> usize {
-        self.tails.len()
-    }
-
-    /// Retires every held tail as one unit; `on_free` gets the number of
-    /// versions freed.
-    pub(crate) fn flush<F: Fn(u64) + Send + 'static>(
-        &mut self,
-        rc: &Reclaimer,
-        guard: &Guard,
-        on_free: F,
-    ) {
-        if self.tails.is_empty() {
-            return;
-        }
-        let tails = std::mem::take(&mut self.tails);
-        rc.defer(guard, move || {
-            let mut freed = 0;
-            for t in tails {
-                // SAFETY: each tail was unlinked by one `swap` under its key's
-                // pruning flag and pushed here once, so it is retired exactly
-                // once; the collector runs this only after every guard that
-                // could reach it has dropped (invariant 11).
-                freed += unsafe { free_chain(t.0) };
-            }
-            on_free(freed);
-        });
-    }
-}
-
-impl Drop for Tails {
-    fn drop(&mut self) {
-        debug_assert!(self.tails.is_empty(), "unflushed tails leak");
-    }
+/// A batch for pruned chain tails.
+pub(crate) fn tails() -> Tails {
+    Batch::new(free_chain)
 }
 
 /// Frees every version from `p` down.
@@ -500,7 +455,7 @@ impl Drop for Tails {
 /// # Safety
 /// No other thread may reach any version of the chain, and each was made by
 /// `Box::into_raw` and is freed nowhere else.
-unsafe fn free_chain(mut p: *mut Version) -> u64 {
+pub(crate) unsafe fn free_chain(mut p: *mut Version) -> u64 {
     let mut n = 0;
     while !p.is_null() {
         // SAFETY: the caller guarantees exclusive ownership of the chain.

@@ -19,7 +19,7 @@
 //! * Superseded descriptors are retired to the epoch collector; a descriptor
 //!   is dereferenced only under a guard (invariant 11).
 
-use super::reclaim::{Reclaimer, SendPtr};
+use super::reclaim::{Batch, Reclaimer};
 use crate::snapshot::Snapshot;
 use crate::sync::{mutant as m, mutant_on, ordering_or_mutant, AtomicPtr, AtomicU64, Ordering};
 
@@ -109,48 +109,23 @@ impl Descriptor {
     }
 }
 
-/// Descriptors replaced by one session's completions, handed to the
-/// collector in batches (one deferred destructor per batch keeps the
-/// collector's per-thread bags, and their allocations, off the commit path).
-#[derive(Default)]
-pub(crate) struct Retired(Vec<SendPtr<Descriptor>>);
+/// Descriptors replaced by one session's completions, waiting for the
+/// collector.
+pub(crate) type Retired = Batch<Descriptor>;
 
-impl Retired {
-    /// Descriptors held.
-    pub(crate) fn len(&self) -> usize {
-        self.0.len()
-    }
+/// A batch for replaced descriptors.
+pub(crate) fn retired() -> Retired {
+    Batch::new(free_descriptor)
+}
 
-    /// Hands every held descriptor to the collector.
-    pub(crate) fn flush(&mut self, rc: &Reclaimer) {
-        if self.0.is_empty() {
-            return;
-        }
-        let batch = std::mem::take(&mut self.0);
-        let guard = rc.pin();
-        rc.defer(&guard, move || {
-            for d in batch {
-                // SAFETY: each was unlinked by the successful CAS in
-                // `complete` and pushed once; the collector runs this only
-                // after every guard that could have loaded it has dropped
-                // (invariant 11). Each came from Box::into_raw.
-                drop(unsafe { Box::from_raw(d.0) });
-            }
-        });
-    }
-
-    /// Frees every held descriptor now.
-    ///
-    /// # Safety
-    /// No thread may still hold a guard under which it loaded one of them
-    /// (the engine is being dropped).
-    pub(crate) unsafe fn free_now(&mut self) {
-        for d in self.0.drain(..) {
-            // SAFETY: the caller guarantees no reader remains; unlinked and
-            // pushed once, so freed once.
-            drop(unsafe { Box::from_raw(d.0) });
-        }
-    }
+/// Frees one descriptor.
+///
+/// # Safety
+/// `p` came from `Box::into_raw`, nobody can reach it, and it is freed once.
+unsafe fn free_descriptor(p: *mut Descriptor) -> u64 {
+    // SAFETY: the caller's contract.
+    drop(unsafe { Box::from_raw(p) });
+    1
 }
 
 /// What one completion cost.
@@ -226,7 +201,7 @@ impl DescriptorCell {
     /// and install it with a CAS (PROTOCOL rule 2). No scan, no lock.
     ///
     /// The replaced descriptor goes to `retired`, which the caller hands to
-    /// the collector ([`Retired::flush`]).
+    /// the collector ([`Batch::flush`]).
     pub(crate) fn complete(&self, rc: &Reclaimer, id: u64, retired: &mut Retired) -> InstallCost {
         let mut cost = InstallCost::default();
         let _guard = rc.pin();
@@ -252,7 +227,9 @@ impl DescriptorCell {
                     // `old` is unlinked: no new reader can load it. It is
                     // freed by the collector after every guard that might
                     // have loaded it drops (invariant 11).
-                    retired.0.push(SendPtr(old));
+                    // SAFETY: unlinked by the CAS above, pushed once; it
+                    // came from Box::into_raw (`free_descriptor`).
+                    unsafe { retired.push(old) };
                     // Release: pairs with the Acquire load in
                     // `published_generation`. fetch_max keeps the published
                     // generation monotonic when two completers race here
@@ -336,11 +313,11 @@ mod tests {
         let mut s = Snapshot::default();
         cell.copy_into(&rc, &mut s);
         assert_eq!(s.generation, 1);
-        let mut retired = Retired::default();
-        cell.complete(&rc, 1, &mut retired);
-        cell.complete(&rc, 3, &mut retired);
-        assert_eq!(retired.len(), 2);
-        retired.flush(&rc);
+        let mut done = retired();
+        cell.complete(&rc, 1, &mut done);
+        cell.complete(&rc, 3, &mut done);
+        assert_eq!(done.len(), 2);
+        done.flush(&rc, &rc.pin(), |_| {});
         assert_eq!(cell.published_generation(), 3);
         cell.copy_into(&rc, &mut s);
         assert_eq!(

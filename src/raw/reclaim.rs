@@ -100,3 +100,87 @@ pub(crate) struct SendPtr<T>(pub(crate) *mut T);
 // no other thread can reach it through the SendPtr. The pointee types
 // (Descriptor, Version) are themselves Send.
 unsafe impl<T: Send> Send for SendPtr<T> {}
+
+/// How many retired objects a session collects before handing them to the
+/// collector in one deferred destructor (1 under loom, so the models see
+/// every retirement).
+pub(crate) const RETIRE_BATCH: usize = if cfg!(loom) { 1 } else { 32 };
+
+/// Unlinked objects waiting to be handed to the collector together: one
+/// deferred destructor per batch instead of one per object keeps the
+/// collector's per-thread bags (and their allocations) off the commit path.
+/// Replaced descriptors and pruned chain tails both go through one.
+pub(crate) struct Batch<T: Send + 'static> {
+    items: Vec<SendPtr<T>>,
+    /// Frees one pushed object; returns how many objects that freed.
+    free: unsafe fn(*mut T) -> u64,
+}
+
+impl<T: Send + 'static> Batch<T> {
+    /// An empty batch whose objects `free` frees.
+    pub(crate) fn new(free: unsafe fn(*mut T) -> u64) -> Batch<T> {
+        Batch {
+            items: Vec::new(),
+            free,
+        }
+    }
+
+    /// Takes ownership of `p`.
+    ///
+    /// # Safety
+    /// `p` is unlinked from every shared structure (no new reader can load
+    /// it), is pushed exactly once, and this batch's `free` is the right way
+    /// to free it once no guard can reach it.
+    pub(crate) unsafe fn push(&mut self, p: *mut T) {
+        self.items.push(SendPtr(p));
+    }
+
+    /// Objects held.
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Hands every held object to the collector; `done` gets the number of
+    /// objects freed once they are.
+    pub(crate) fn flush(
+        &mut self,
+        rc: &Reclaimer,
+        guard: &Guard,
+        done: impl FnOnce(u64) + Send + 'static,
+    ) {
+        if self.items.is_empty() {
+            return;
+        }
+        let items = std::mem::take(&mut self.items);
+        let free = self.free;
+        rc.defer(guard, move || {
+            let mut n = 0;
+            for p in items {
+                // SAFETY: `push`'s contract: unlinked and pushed once; the
+                // collector runs this only after every guard that could
+                // reach it has dropped (invariant 11).
+                n += unsafe { free(p.0) };
+            }
+            done(n);
+        });
+    }
+
+    /// Frees every held object now.
+    ///
+    /// # Safety
+    /// No thread may still hold a guard under which it loaded one of them
+    /// (the engine is being dropped).
+    pub(crate) unsafe fn free_now(&mut self) {
+        for p in self.items.drain(..) {
+            // SAFETY: the caller guarantees no reader remains; `push`'s
+            // contract makes this the only free.
+            unsafe { (self.free)(p.0) };
+        }
+    }
+}
+
+impl<T: Send + 'static> Drop for Batch<T> {
+    fn drop(&mut self) {
+        debug_assert!(self.items.is_empty(), "an unflushed retire batch leaks");
+    }
+}
