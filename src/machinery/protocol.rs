@@ -2,10 +2,10 @@
 //! shared between the lock-free engine and the read-write-lock baseline and
 //! a benchmark ratio isolates the machinery.
 
+use super::snapshot::Snapshot;
+use super::version::Horizon;
 use crate::config::{EngineConfig, TimestampKind, TimestampUpdate};
 use crate::error::Result;
-use crate::raw::chain::Horizon;
-use crate::snapshot::Snapshot;
 use crate::stats::Counters;
 use crate::ts::Timestamp;
 
@@ -27,7 +27,7 @@ pub trait Protocol: Machinery {
     const NAME: &'static str;
 }
 
-impl Protocol for crate::LockFree {
+impl Protocol for super::LockFree {
     const NAME: &'static str = "lock-free";
 }
 
