@@ -67,7 +67,7 @@ pub(crate) mod protocol;
 pub(crate) mod raw;
 pub(crate) mod snapshot;
 mod txn;
-mod version;
+pub(crate) mod version;
 
 #[cfg(not(loom))]
 pub use baseline::{RwLockBaseline, RwLockBaselineFixed, RwLockMachinery};

@@ -18,14 +18,15 @@ use super::snapshot::Snapshot;
 use crate::sync::{mutant as m, mutant_on, ordering_or_mutant, AtomicU64, Ordering};
 use crate::ts::{Timestamp, TxnId};
 
-/// Version states, in the top two bits of the status word.
-const IN_PROGRESS: u64 = 0;
+/// Version states, in the top two bits of the status word (`pub(crate)`
+/// for `loom_api` only; the store never names them).
+pub(crate) const IN_PROGRESS: u64 = 0;
 /// Prepared: the timestamp bits hold the prepare timestamp.
-pub(super) const PREPARED: u64 = 1;
+pub(crate) const PREPARED: u64 = 1;
 /// Committed: the timestamp bits hold the commit timestamp (0: none).
-pub(super) const COMMITTED: u64 = 2;
+pub(crate) const COMMITTED: u64 = 2;
 /// Aborted: never visible to anyone.
-pub(super) const ABORTED: u64 = 3;
+pub(crate) const ABORTED: u64 = 3;
 const SHIFT: u32 = 62;
 const TS_MASK: u64 = (1 << SHIFT) - 1;
 
@@ -90,6 +91,19 @@ impl VersionStatus {
     fn word(&self) -> u64 {
         // Acquire: pairs with the Release store in `set`.
         self.word.load(Ordering::Acquire)
+    }
+
+    /// A status for `loom_api`'s hand-driven models (loom builds only).
+    #[cfg(loom)]
+    pub(crate) fn loom_new(writer: u64) -> VersionStatus {
+        VersionStatus::new(writer)
+    }
+
+    /// `set` for `loom_api`'s hand-driven models (loom builds only), which
+    /// flip before they complete, as `Completion` does.
+    #[cfg(loom)]
+    pub(crate) fn loom_set(&self, state: u64, ts: u64) {
+        self.set(state, ts)
     }
 
     /// Sets the status word (commit, abort, prepare). Only `Completion`
@@ -188,6 +202,12 @@ impl<'a> ReadView<'a> {
             },
             ignore_prepared: ignore,
         }
+    }
+
+    /// A snapshot view for `loom_api`'s hand-driven models (loom only).
+    #[cfg(loom)]
+    pub(crate) fn loom_snapshot(own: u64, snap: &'a Snapshot, read_ts: u64, ignore: bool) -> Self {
+        ReadView::snapshot(own, snap, read_ts, ignore)
     }
 
     /// The transaction this view belongs to ([`TxnId::NONE`] before its
