@@ -6,9 +6,8 @@
 //!
 //! `cargo run --release --example own_storage`
 
-use snapshot_engine::machinery::{
-    Protocol, Transaction, TxnManager, VersionStatus, Visibility, WriteCheck,
-};
+use snapshot_engine::machinery::{Completion, Transaction, TxnManager};
+use snapshot_engine::machinery::{VersionState, VersionStatus, Visibility, WriteCheck};
 use snapshot_engine::{CommitOptions, Error, Result, Timestamp, TimestampUpdate, TxnOptions};
 use std::collections::BTreeMap;
 use std::sync::RwLock;
@@ -25,17 +24,26 @@ pub struct VersionedMap {
     map: RwLock<BTreeMap<Vec<u8>, Vec<UserVersion>>>,
 }
 
-/// The keys a transaction wrote (the map finds its versions by writer id).
-pub type WriteSet = Vec<Vec<u8>>;
+/// A transaction on the map: the machinery's handle plus the keys it wrote
+/// (the map finds its versions there by writer id).
+pub struct Tx<'s, 'm> {
+    pub txn: Transaction<'s, 'm>,
+    writes: Vec<Vec<u8>>,
+}
+
+impl<'s, 'm> Tx<'s, 'm> {
+    pub fn new(txn: Transaction<'s, 'm>) -> Self {
+        Tx {
+            txn,
+            writes: Vec::new(),
+        }
+    }
+}
 
 impl VersionedMap {
     /// The value `txn` sees under `key`.
-    pub fn get<P: Protocol>(
-        &self,
-        txn: &mut Transaction<'_, '_, P>,
-        key: &[u8],
-    ) -> Result<Option<Vec<u8>>> {
-        let view = txn.read_view()?;
+    pub fn get(&self, tx: &mut Tx, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let view = tx.txn.read_view()?;
         let map = self.map.read().unwrap();
         for v in map.get(key).into_iter().flatten().rev() {
             match view.visibility(&v.status) {
@@ -50,33 +58,25 @@ impl VersionedMap {
     }
 
     /// Writes `value` under `key` (first updater wins).
-    pub fn put<P: Protocol>(
-        &self,
-        txn: &mut Transaction<'_, '_, P>,
-        writes: &mut WriteSet,
-        key: &[u8],
-        value: Option<&[u8]>,
-    ) -> Result<()> {
-        let (status, view) = txn.new_version()?;
+    pub fn put(&self, tx: &mut Tx, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let (status, view) = tx.txn.new_version()?;
         let mut map = self.map.write().unwrap();
         let versions = map.entry(key.to_vec()).or_default();
         let check = versions.iter().rev().map(|v| view.write_check(&v.status));
         if check.into_iter().find(|c| *c != WriteCheck::Skip) == Some(WriteCheck::Conflict) {
             drop(map);
-            txn.mark_write_conflict();
+            tx.txn.mark_write_conflict();
             return Err(Error::WriteConflict { key: key.to_vec() });
         }
-        versions.push(UserVersion {
-            status,
-            value: value.map(<[u8]>::to_vec),
-        });
-        writes.push(key.to_vec());
+        let value = value.map(<[u8]>::to_vec);
+        versions.push(UserVersion { status, value });
+        tx.writes.push(key.to_vec());
         Ok(())
     }
 
     /// Flips every version `writes` names, for commit, prepare or rollback
     /// (`flip` skips versions of other writers).
-    fn flip_all(&self, writes: &WriteSet, done: &snapshot_engine::machinery::Completion<'_>) {
+    fn flip_all(&self, writes: &[Vec<u8>], done: &Completion<'_>) {
         let map = self.map.read().unwrap();
         for key in writes {
             for v in &map[key] {
@@ -86,33 +86,20 @@ impl VersionedMap {
     }
 
     /// Commits `txn`; on an error from a refused timestamp it stays open.
-    pub fn commit<P: Protocol>(
-        &self,
-        txn: &mut Transaction<'_, '_, P>,
-        writes: &WriteSet,
-        opts: CommitOptions,
-    ) -> Result<()> {
-        txn.commit(opts, |done| self.flip_all(writes, done))
+    pub fn commit(&self, tx: &mut Tx, opts: CommitOptions) -> Result<()> {
+        tx.txn.commit(opts, |done| self.flip_all(&tx.writes, done))
     }
 
     /// Prepares `txn` at `ts`.
-    pub fn prepare<P: Protocol>(
-        &self,
-        txn: &mut Transaction<'_, '_, P>,
-        writes: &WriteSet,
-        ts: u64,
-    ) -> Result<Timestamp> {
-        txn.prepare(Timestamp::new(ts), |done| self.flip_all(writes, done))
+    pub fn prepare(&self, tx: &mut Tx, ts: u64) -> Result<Timestamp> {
+        let ts = Timestamp::new(ts);
+        tx.txn.prepare(ts, |done| self.flip_all(&tx.writes, done))
     }
 
     /// Rolls `txn` back and drops its versions.
-    pub fn rollback<P: Protocol>(
-        &self,
-        txn: &mut Transaction<'_, '_, P>,
-        writes: &WriteSet,
-    ) -> Result<()> {
-        txn.rollback(|done| self.flip_all(writes, done))?;
-        self.prune(txn.manager());
+    pub fn rollback(&self, tx: &mut Tx) -> Result<()> {
+        tx.txn.rollback(|done| self.flip_all(&tx.writes, done))?;
+        self.prune(tx.txn.manager());
         Ok(())
     }
 
@@ -120,7 +107,7 @@ impl VersionedMap {
     /// (the newest version the horizon covers), and every aborted one. Under
     /// the write lock no reader holds a version, so it is freed at once (a
     /// lock-free store would hand it to `machinery::epoch` instead).
-    pub fn prune<P: Protocol>(&self, mgr: &TxnManager<P>) -> usize {
+    pub fn prune(&self, mgr: &TxnManager) -> usize {
         mgr.advance_horizon();
         let h = mgr.horizon();
         let mut map = self.map.write().unwrap();
@@ -130,8 +117,7 @@ impl VersionedMap {
             if let Some(safe) = versions.iter().rposition(|v| h.covers(&v.status)) {
                 versions.drain(..safe);
             }
-            versions
-                .retain(|v| v.status.state() != snapshot_engine::machinery::VersionState::Aborted);
+            versions.retain(|v| v.status.state() != VersionState::Aborted);
             freed += before - versions.len();
         }
         freed
@@ -144,87 +130,63 @@ impl VersionedMap {
 }
 
 fn at(ts: u64) -> TxnOptions {
+    let read_timestamp = Some(Timestamp::new(ts));
     TxnOptions {
-        read_timestamp: Some(Timestamp::new(ts)),
+        read_timestamp,
         ..TxnOptions::default()
     }
+}
+
+fn text(v: Option<Vec<u8>>) -> String {
+    String::from_utf8(v.unwrap_or_default()).unwrap()
 }
 
 fn main() -> Result<()> {
     let mgr = TxnManager::new(8);
     let map = VersionedMap::default();
     let (mut s1, mut s2) = (mgr.session()?, mgr.session()?);
-
-    // Two commits of `k`, at timestamps 10 and 20.
-    for (ts, v) in [(10, b"v10"), (20, b"v20")] {
-        let mut t = s1.begin(&TxnOptions::default())?;
-        let mut w = WriteSet::new();
-        map.put(&mut t, &mut w, b"k", Some(v))?;
-        map.commit(&mut t, &w, CommitOptions::at(ts))?;
-    }
+    let mut put_at = |value: &[u8], ts: u64| -> Result<()> {
+        let mut t = Tx::new(s1.begin(&TxnOptions::default())?);
+        map.put(&mut t, b"k", Some(value))?;
+        map.commit(&mut t, CommitOptions::at(ts))
+    };
+    put_at(b"v10", 10)?;
+    put_at(b"v20", 20)?;
 
     // Read timestamps choose the version; a snapshot ignores later commits.
-    let mut old = s2.begin(&at(15))?;
-    println!(
-        "at 15: {:?}",
-        map.get(&mut old, b"k")?.map(String::from_utf8)
-    );
-    drop(old);
-    let mut snap = s2.begin(&TxnOptions::default())?;
-    let mut t = s1.begin(&TxnOptions::default())?;
-    let mut w = WriteSet::new();
-    map.put(&mut t, &mut w, b"k", Some(b"v30"))?;
-    map.commit(&mut t, &w, CommitOptions::at(30))?;
-    drop(t);
-    println!(
-        "snapshot from before 30: {:?}",
-        map.get(&mut snap, b"k")?.map(String::from_utf8)
-    );
+    let r = map.get(&mut Tx::new(s2.begin(&at(15))?), b"k")?;
+    println!("at 15: {}", text(r));
+    let mut snap = Tx::new(s2.begin(&TxnOptions::default())?);
+    put_at(b"v30", 30)?;
+    let r = map.get(&mut snap, b"k")?;
+    println!("snapshot from before 30: {}", text(r));
 
     // First updater wins: the snapshot from before 30 may not write `k`.
-    let mut w2 = WriteSet::new();
-    let e = map
-        .put(&mut snap, &mut w2, b"k", Some(b"lost"))
-        .unwrap_err();
+    let e = map.put(&mut snap, b"k", Some(b"lost")).unwrap_err();
     println!("stale writer: {e}");
-    map.rollback(&mut snap, &w2)?;
+    map.rollback(&mut snap)?;
     drop(snap);
 
     // Prepare: a reader at or above the prepare timestamp must wait.
-    let mut p = s1.begin(&TxnOptions::default())?;
-    let mut w = WriteSet::new();
-    map.put(&mut p, &mut w, b"k", Some(b"v40"))?;
-    map.prepare(&mut p, &w, 40)?;
-    let mut r = s2.begin(&at(45))?;
-    println!(
-        "reader at 45 meets the prepared update: {}",
-        map.get(&mut r, b"k").unwrap_err()
-    );
-    drop(r);
-    map.commit(
-        &mut p,
-        &w,
-        CommitOptions {
-            commit_ts: Some(Timestamp::new(40)),
-            durable_ts: Some(Timestamp::new(41)),
-        },
-    )?;
+    let mut p = Tx::new(s1.begin(&TxnOptions::default())?);
+    map.put(&mut p, b"k", Some(b"v40"))?;
+    map.prepare(&mut p, 40)?;
+    let e = map.get(&mut Tx::new(s2.begin(&at(45))?), b"k").unwrap_err();
+    println!("reader at 45: {e}");
+    p.txn.set_durable_timestamp(Timestamp::new(41))?;
+    map.commit(&mut p, CommitOptions::at(40))?;
     drop(p);
-    let mut r = s2.begin(&at(45))?;
-    println!(
-        "after commit at 40: {:?}",
-        map.get(&mut r, b"k")?.map(String::from_utf8)
-    );
-    drop(r);
+    let r = map.get(&mut Tx::new(s2.begin(&at(45))?), b"k")?;
+    println!("after commit at 40: {}", text(r));
 
     // Pruning: once oldest moves to 40, only the version at 40 is needed.
+    let oldest = Some(Timestamp::new(40));
     mgr.set_timestamps(TimestampUpdate {
-        oldest: Some(Timestamp::new(40)),
-        stable: Some(Timestamp::new(41)),
-        ..TimestampUpdate::default()
+        oldest,
+        stable: oldest,
+        durable: None,
     })?;
-    let before = map.versions();
-    let freed = map.prune(&mgr);
+    let (before, freed) = (map.versions(), map.prune(&mgr));
     println!(
         "pruned {freed} of {before} versions; {} left",
         map.versions()

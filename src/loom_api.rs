@@ -125,7 +125,7 @@ impl Machine {
     /// The reclaim horizon `(xmin, ts)`.
     pub fn horizon(&self) -> (u64, u64) {
         let h = self.proto.horizon();
-        (h.xmin().0, h.timestamp().get())
+        (h.xmin().get(), h.timestamp().get())
     }
 
     /// Sets the oldest timestamp (and advances the horizon, as the engine

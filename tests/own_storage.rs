@@ -8,7 +8,7 @@
 #[allow(dead_code)]
 mod own_storage;
 
-use own_storage::{VersionedMap, WriteSet};
+use own_storage::{Tx, VersionedMap};
 use snapshot_engine::machinery::TxnManager;
 use snapshot_engine::{CommitOptions, Error, Timestamp, TimestampUpdate, TxnOptions};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -43,13 +43,12 @@ fn set(mgr: &TxnManager, oldest: u64, stable: u64) {
 
 fn load(mgr: &TxnManager, map: &VersionedMap, keys: u64, ts: u64) {
     let mut s = mgr.session().unwrap();
-    let mut t = s.begin(&TxnOptions::default()).unwrap();
-    let mut w = WriteSet::new();
+    let mut t = Tx::new(s.begin(&TxnOptions::default()).unwrap());
     for a in 0..keys {
-        map.put(&mut t, &mut w, &key(a), Some(&START.to_le_bytes()))
+        map.put(&mut t, &key(a), Some(&START.to_le_bytes()))
             .unwrap();
     }
-    map.commit(&mut t, &w, CommitOptions::at(ts)).unwrap();
+    map.commit(&mut t, CommitOptions::at(ts)).unwrap();
 }
 
 #[test]
@@ -72,23 +71,17 @@ fn readers_of_a_user_owned_map_always_see_the_same_total() {
                     let from = next(&mut x) % ACCOUNTS;
                     let to = (from + 1 + next(&mut x) % (ACCOUNTS - 1)) % ACCOUNTS;
                     let amount = (next(&mut x) % 50) as i64;
-                    let mut t = s.begin(&TxnOptions::default()).unwrap();
-                    let mut ws = WriteSet::new();
+                    let mut t = Tx::new(s.begin(&TxnOptions::default()).unwrap());
                     let r = (|| -> snapshot_engine::Result<()> {
                         let f = num(&map.get(&mut t, &key(from))?.unwrap());
                         let g = num(&map.get(&mut t, &key(to))?.unwrap());
-                        map.put(
-                            &mut t,
-                            &mut ws,
-                            &key(from),
-                            Some(&(f - amount).to_le_bytes()),
-                        )?;
-                        map.put(&mut t, &mut ws, &key(to), Some(&(g + amount).to_le_bytes()))?;
+                        map.put(&mut t, &key(from), Some(&(f - amount).to_le_bytes()))?;
+                        map.put(&mut t, &key(to), Some(&(g + amount).to_le_bytes()))?;
                         let ts = clock.fetch_add(1, Ordering::SeqCst) + 1;
                         if w == 0 {
                             // Two-phase: readers at or above `ts` meet the
                             // prepared update until it commits.
-                            map.prepare(&mut t, &ws, ts)?;
+                            map.prepare(&mut t, ts)?;
                             prepared.fetch_add(1, Ordering::Relaxed);
                             // Stable may pass `ts` meanwhile: the durable
                             // timestamp must be after it, so take fresh ones
@@ -99,13 +92,13 @@ fn readers_of_a_user_owned_map_always_see_the_same_total() {
                                     commit_ts: Some(Timestamp::new(ts)),
                                     durable_ts: Some(Timestamp::new(durable)),
                                 };
-                                match map.commit(&mut t, &ws, opts) {
+                                match map.commit(&mut t, opts) {
                                     Err(Error::DurableTimestampNotAfterStable { .. }) => {}
                                     r => return r,
                                 }
                             }
                         }
-                        map.commit(&mut t, &ws, CommitOptions::at(ts))
+                        map.commit(&mut t, CommitOptions::at(ts))
                     })();
                     match r {
                         Ok(()) => {
@@ -115,12 +108,13 @@ fn readers_of_a_user_owned_map_always_see_the_same_total() {
                         | Err(Error::PrepareConflict { .. })
                         | Err(Error::MustRollBack)
                         | Err(Error::PrepareTimestampNotAfterStable { .. })
+                        | Err(Error::PrepareTimestampBeforeOldest { .. })
                         | Err(Error::PrepareTimestampBeforeActiveRead { .. })
                         | Err(Error::CommitTimestampNotAfterStable { .. })
                         | Err(Error::CommitTimestampBeforeOldest { .. }) => {
                             // Lost a race (or fell behind the timekeeper):
                             // roll back and retry.
-                            map.rollback(&mut t, &ws).unwrap();
+                            map.rollback(&mut t).unwrap();
                         }
                         Err(e) => panic!("transfer failed: {e}"),
                     }
@@ -138,10 +132,10 @@ fn readers_of_a_user_owned_map_always_see_the_same_total() {
                         roundup_read: true,
                         ..TxnOptions::default()
                     };
-                    let mut t = s.begin(&opts).unwrap();
+                    let mut t = Tx::new(s.begin(&opts).unwrap());
                     if path == 1 {
                         let r = 1 + next(&mut x) % clock.load(Ordering::SeqCst);
-                        t.set_read_timestamp(Timestamp::new(r)).unwrap();
+                        t.txn.set_read_timestamp(Timestamp::new(r)).unwrap();
                     }
                     let mut sum = 0;
                     let mut retry = false;
@@ -179,7 +173,7 @@ fn readers_of_a_user_owned_map_always_see_the_same_total() {
     assert!(prepared.load(Ordering::Relaxed) > 0, "no transfer prepared");
     assert!(checks.load(Ordering::Relaxed) > 0, "no check ran");
     let mut s = mgr.session().unwrap();
-    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    let mut t = Tx::new(s.begin(&TxnOptions::default()).unwrap());
     let total: i64 = (0..ACCOUNTS)
         .map(|a| num(&map.get(&mut t, &key(a)).unwrap().unwrap()))
         .sum();
@@ -195,21 +189,21 @@ fn pruning_keeps_what_a_long_reader_sees_and_frees_it_after() {
     load(&mgr, &map, KEYS, 10);
     set(&mgr, 10, 10);
     let mut rs = mgr.session().unwrap();
-    let mut reader = rs
-        .begin(&TxnOptions {
+    let mut reader = Tx::new(
+        rs.begin(&TxnOptions {
             read_timestamp: Some(Timestamp::new(10)),
             ..TxnOptions::default()
         })
-        .unwrap();
+        .unwrap(),
+    );
     let mut ws = mgr.session().unwrap();
     for i in 0..COMMITS {
         let ts = 11 + i;
-        let mut t = ws.begin(&TxnOptions::default()).unwrap();
-        let mut w = WriteSet::new();
+        let mut t = Tx::new(ws.begin(&TxnOptions::default()).unwrap());
         let a = i % KEYS;
-        map.put(&mut t, &mut w, &key(a), Some(&(i as i64).to_le_bytes()))
+        map.put(&mut t, &key(a), Some(&(i as i64).to_le_bytes()))
             .unwrap();
-        map.commit(&mut t, &w, CommitOptions::at(ts)).unwrap();
+        map.commit(&mut t, CommitOptions::at(ts)).unwrap();
         drop(t);
         set(&mgr, ts, ts);
         map.prune(&mgr);
@@ -227,7 +221,7 @@ fn pruning_keeps_what_a_long_reader_sees_and_frees_it_after() {
         pins.iter().any(|p| p.read_ts == Some(Timestamp::new(10))),
         "{pins:?}"
     );
-    reader.commit(CommitOptions::default(), |_| {}).unwrap();
+    map.commit(&mut reader, CommitOptions::default()).unwrap();
     drop(reader);
     let freed = map.prune(&mgr);
     assert_eq!(freed as u64, COMMITS, "pruning after the reader ended");

@@ -440,7 +440,25 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             engine.proto.release_prepare(self.sess.slot);
             return Err(e);
         }
+        // The flips to prepared happen under a commit claim at `p`, so
+        // raising stable to `p` or past waits for them (handshake 2,
+        // invariant 8): a read-at-stable reader, which has no snapshot to
+        // hide this transaction, never reads one of its versions still in
+        // progress and, after the flips and a commit at or below stable,
+        // another one committed (a torn read found by tests/own_storage.rs).
+        let slot = self.sess.slot;
+        if let Err(e) = engine.proto.claim_commit(slot, p, false) {
+            engine.proto.release_prepare(slot);
+            return Err(match e {
+                Error::CommitTimestampNotAfterStable { stable, .. } => {
+                    Error::PrepareTimestampNotAfterStable { prepare: p, stable }
+                }
+                e => e,
+            });
+        }
+        let poisoned = PoisonOnUnwind(&mut self.state);
         flip(&Completion::new(self.id, PREPARED, p.get()));
+        std::mem::forget(poisoned);
         if self.id != 0 && !crate::sync::mutant_on(crate::sync::mutant::PREPARE_SKIPS_EXIT) {
             // Prepare is an exit from the running set: the generation is
             // bumped (invariant 5; PostgreSQL's two-phase-commit bug).
@@ -448,6 +466,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
                 .proto
                 .complete(self.sess.slot, self.id, self.sess.ctr());
         }
+        engine.proto.release_claim(slot, Timestamp::NONE);
         self.prepare_ts = p;
         self.state = State::Prepared;
         self.sess.open.prepared = true;
@@ -673,7 +692,7 @@ impl Completion<'_> {
     /// changing nothing, if `status` was not written by this transaction.
     #[inline]
     pub fn flip(&self, status: &VersionStatus) -> bool {
-        if status.writer().0 != self.own || self.own == 0 {
+        if status.writer().get() != self.own || self.own == 0 {
             return false;
         }
         status.set(self.state, self.ts);

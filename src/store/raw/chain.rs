@@ -247,7 +247,7 @@ impl KeyEntry {
         let mut tail = ptr::null_mut();
         // Relaxed: written only under `pruning`, which we hold (its Acquire
         // CAS orders us after the previous holder's stores).
-        let (hx, ht) = (horizon.xmin().0, horizon.timestamp().get());
+        let (hx, ht) = (horizon.xmin().get(), horizon.timestamp().get());
         if self.pruned_xmin.load(Ordering::Relaxed) == hx
             && self.pruned_ts.load(Ordering::Relaxed) == ht
             && !mutant_on(m::PRUNE_PAST_SAFE_POINT)
