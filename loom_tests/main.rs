@@ -23,6 +23,8 @@ mod epoch;
 #[cfg(loom)]
 mod pin_horizon;
 #[cfg(loom)]
+mod prepare_stable;
+#[cfg(loom)]
 mod prepared;
 #[cfg(loom)]
 mod read_ts_oldest;

@@ -447,7 +447,11 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         // progress and, after the flips and a commit at or below stable,
         // another one committed (a torn read found by tests/own_storage.rs).
         let slot = self.sess.slot;
-        if let Err(e) = engine.proto.claim_commit(slot, p, false) {
+        let claim = !crate::sync::mutant_on(crate::sync::mutant::PREPARE_WITHOUT_CLAIM);
+        if let Err(e) = claim
+            .then(|| engine.proto.claim_commit(slot, p, false))
+            .unwrap_or(Ok(()))
+        {
             engine.proto.release_prepare(slot);
             return Err(match e {
                 Error::CommitTimestampNotAfterStable { stable, .. } => {
@@ -466,7 +470,9 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
                 .proto
                 .complete(self.sess.slot, self.id, self.sess.ctr());
         }
-        engine.proto.release_claim(slot, Timestamp::NONE);
+        if claim {
+            engine.proto.release_claim(slot, Timestamp::NONE);
+        }
         self.prepare_ts = p;
         self.state = State::Prepared;
         self.sess.open.prepared = true;

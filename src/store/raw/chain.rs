@@ -345,3 +345,98 @@ impl Drop for KeyEntry {
         unsafe { free_chain(p) };
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::machinery::{TxnManager, TxnSession};
+    use crate::{CommitOptions, Timestamp, TimestampUpdate, TxnOptions};
+
+    /// One transaction on `s` writing `val` to `e`, committed at `ts`.
+    fn put(e: &KeyEntry, rc: &Collector, s: &mut TxnSession<'_>, val: &[u8], ts: u64) {
+        let mut t = s.begin(&TxnOptions::default()).unwrap();
+        let (status, view) = t.new_version().unwrap();
+        let g = rc.pin();
+        let v = Version::new(status, Some(val.into()));
+        let (v, _) = e.prepend(v, &view, &g).ok().unwrap();
+        // SAFETY: our own version, linked and unpruned until we finish.
+        let st = &unsafe { &*v }.status;
+        t.commit(CommitOptions::at(ts), |d| assert!(d.flip(st)))
+            .unwrap();
+    }
+
+    fn read(e: &KeyEntry, rc: &Collector, s: &mut TxnSession<'_>, at: u64) -> Option<Vec<u8>> {
+        let opts = TxnOptions {
+            read_timestamp: (at != 0).then(|| Timestamp::new(at)),
+            ..TxnOptions::default()
+        };
+        let mut t = s.begin(&opts).unwrap();
+        let g = rc.pin();
+        match e.read(&t.read_view().unwrap(), &g) {
+            Found::Value(v) => Some(v.to_vec()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn readers_see_the_newest_version_their_view_accepts() {
+        let (mgr, rc, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
+        put(&e, &rc, &mut w, b"a", 10);
+        put(&e, &rc, &mut w, b"b", 20);
+        assert_eq!(read(&e, &rc, &mut r, 0), Some(b"b".to_vec()));
+        assert_eq!(read(&e, &rc, &mut r, 15), Some(b"a".to_vec()));
+        assert_eq!(read(&e, &rc, &mut r, 5), None);
+    }
+
+    #[test]
+    fn a_second_writer_conflicts_until_the_first_is_visible() {
+        let (mgr, rc, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mut s1, mut s2) = (mgr.session().unwrap(), mgr.session().unwrap());
+        let g = rc.pin();
+        let mut t1 = s1.begin(&TxnOptions::default()).unwrap();
+        let (st1, view1) = t1.new_version().unwrap();
+        let (v1, _) = e.prepend(Version::new(st1, None), &view1, &g).ok().unwrap();
+        let mut t2 = s2.begin(&TxnOptions::default()).unwrap();
+        let (st2, view2) = t2.new_version().unwrap();
+        let v2 = Version::new(st2, None);
+        let (v2, _) = e.prepend(v2, &view2, &g).err().unwrap();
+        // SAFETY: t1's own version, linked until t1 finishes.
+        let st = &unsafe { &*v1 }.status;
+        t1.commit(CommitOptions::default(), |d| assert!(d.flip(st)))
+            .unwrap();
+        // Committed, but after the second writer's snapshot: still a conflict.
+        let (_, view2) = t2.new_version().unwrap();
+        assert!(e.prepend(v2, &view2, &g).is_err());
+        drop(t2);
+        let mut t3 = s2.begin(&TxnOptions::default()).unwrap();
+        let (st3, view3) = t3.new_version().unwrap();
+        assert!(e.prepend(Version::new(st3, None), &view3, &g).is_ok());
+    }
+
+    #[test]
+    fn pruning_keeps_the_newest_version_at_or_below_the_horizon() {
+        let (mgr, rc, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let mut w = mgr.session().unwrap();
+        for (v, ts) in [(1u8, 10u64), (2, 20), (3, 30)] {
+            put(&e, &rc, &mut w, &[v], ts);
+        }
+        let at = |o: u64, s: u64| TimestampUpdate {
+            oldest: Some(Timestamp::new(o)),
+            stable: Some(Timestamp::new(s)),
+            ..TimestampUpdate::default()
+        };
+        // Horizon at ts 25: the version at 20 is the safe point; 10 goes.
+        mgr.set_timestamps(at(25, 30)).unwrap();
+        mgr.advance_horizon();
+        let g = rc.pin();
+        assert_eq!(e.prune(mgr.horizon(), &rc, &g, || |_| {}), 1);
+        assert_eq!(e.chain_len(&g), 2);
+        // The same horizon again skips the walk.
+        assert_eq!(e.prune(mgr.horizon(), &rc, &g, || |_| {}), 0);
+        mgr.set_timestamps(at(30, 30)).unwrap();
+        mgr.advance_horizon();
+        assert_eq!(e.prune(mgr.horizon(), &rc, &g, || |_| {}), 1);
+        assert_eq!(e.chain_len(&g), 1);
+    }
+}
