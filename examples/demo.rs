@@ -57,7 +57,11 @@ fn main() {
                 let mut n = 0;
                 while !stop.load(Ordering::Relaxed) {
                     let k = next(&mut x) % keys;
-                    let mut t = s.begin(&TxnOptions::default()).unwrap();
+                    let opts = TxnOptions {
+                        roundup_read: true,
+                        ..TxnOptions::default()
+                    };
+                    let mut t = s.begin(&opts).unwrap();
                     let read_ts = Timestamp::new(clock.load(Ordering::Relaxed));
                     // A read timestamp set after begin; round up if the
                     // timekeeper moved oldest past it.

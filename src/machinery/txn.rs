@@ -448,10 +448,12 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         // another one committed (a torn read found by tests/own_storage.rs).
         let slot = self.sess.slot;
         let claim = !crate::sync::mutant_on(crate::sync::mutant::PREPARE_WITHOUT_CLAIM);
-        if let Err(e) = claim
-            .then(|| engine.proto.claim_commit(slot, p, false))
-            .unwrap_or(Ok(()))
-        {
+        let claimed = if claim {
+            engine.proto.claim_commit(slot, p, false)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = claimed {
             engine.proto.release_prepare(slot);
             return Err(match e {
                 Error::CommitTimestampNotAfterStable { stable, .. } => {
