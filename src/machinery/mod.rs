@@ -59,15 +59,27 @@
 //! See `examples/own_storage.rs` for a whole versioned map with prepare,
 //! write conflicts and pruning under the horizon.
 
+// Private to the machinery: the store and the KV layer reach it only
+// through the `pub use` items below (DESIGN.md, "The two layers"). The three
+// modules `loom_api` drives are crate-visible in `--cfg loom` builds only.
 #[cfg(not(loom))]
-pub(crate) mod baseline;
-pub(crate) mod lockfree;
+mod baseline;
+mod lockfree;
 mod manager;
+#[cfg(loom)]
 pub(crate) mod protocol;
-pub(crate) mod raw;
+#[cfg(not(loom))]
+mod protocol;
+mod raw;
+#[cfg(loom)]
 pub(crate) mod snapshot;
+#[cfg(not(loom))]
+mod snapshot;
 mod txn;
+#[cfg(loom)]
 pub(crate) mod version;
+#[cfg(not(loom))]
+mod version;
 
 #[cfg(not(loom))]
 pub use baseline::{RwLockBaseline, RwLockBaselineFixed, RwLockMachinery};

@@ -18,7 +18,8 @@ pub struct StableView {
     pub(crate) complete_below: u64,
 }
 
-/// A snapshot machinery an [`Engine`](crate::Engine) can run on: the
+/// A snapshot machinery a [`TxnManager`](super::TxnManager) (and so an
+/// [`Engine`](crate::Engine)) can run on: the
 /// lock-free [`LockFree`](crate::LockFree) (the default) or the read-write
 /// lock baseline the benchmarks compare it with. Sealed: its methods are the
 /// crate's internals.
