@@ -3,7 +3,7 @@
 //!
 //! The engine-level models drive [`Engine`](crate::Engine) through its public
 //! API. Under `--cfg loom` its key index is a mutex-protected stand-in
-//! (`store.rs`), and every lookup takes that mutex: a model whose reader and
+//! (`store/mod.rs`), and every lookup takes that mutex: a model whose reader and
 //! writer both look a key up gains a happens-before edge the real lock-free
 //! index does not give, which can hide an ordering bug in the snapshot
 //! protocol. The lower-level models therefore run the same protocol code
@@ -167,7 +167,7 @@ pub struct VersionRef(*mut Version);
 // owns until it finishes it; `Chain::set_status` documents who may use it.
 unsafe impl Send for VersionRef {}
 
-/// One key's version chain (`raw/chain.rs`) with its collector.
+/// One key's version chain (`store/raw/chain.rs`) with its collector.
 pub struct Chain {
     entry: KeyEntry,
     rc: Reclaimer,
@@ -208,7 +208,7 @@ impl Chain {
     /// wrote it has not finished (an unfinished version is never pruned).
     pub unsafe fn set_status(&self, v: VersionRef, state: u64, ts: u64) {
         // SAFETY: the caller guarantees the version is still linked and
-        // owned by the calling transaction (txn.rs's argument, invariant 3:
+        // owned by the calling transaction (kv/txn.rs's argument, invariant 3:
         // pruning only cuts below a committed version).
         unsafe { &*v.0 }.status.loom_set(state, ts)
     }
