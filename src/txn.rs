@@ -657,24 +657,23 @@ fn map_bound<Q: AsRef<[u8]> + ?Sized>(b: Bound<&Q>) -> Bound<&[u8]> {
     }
 }
 
-/// Rolls back the writes in `sess.writes` of transaction `id`: flips them
-/// to aborted, takes the transaction out of the running set (unless prepare
-/// already did), releases any prepare claim or announcement, and unlinks the
-/// versions still at their chain's head.
+/// Rolls back the writes in `sess.writes` of transaction `id`: unlinks its
+/// versions, flips them to aborted, takes the transaction out of the running
+/// set (unless prepare already did), and releases any prepare claim or
+/// announcement.
+///
+/// Unlinking comes first, while the versions are still in progress (or
+/// prepared): no other writer can prepend on top of one (its conflict check
+/// refuses), so each is its chain's head once our own newer versions above
+/// it are gone (newest first), and the unlink always succeeds. Flipped to
+/// aborted first, a concurrent writer of the key could skip it and prepend
+/// on top; the unlink then failed and the aborted version stayed in the
+/// chain above the safe point for as long as a reader held the horizon
+/// (issue 16).
 fn roll_back<P: Protocol>(sess: &mut Session<'_, P>, id: u64, prepared: bool, announced: bool) {
     let engine = sess.engine;
     let slot = sess.slot;
     let ctr = sess.ctr();
-    for w in &sess.writes {
-        // SAFETY: as in `prepare`: our versions are linked and alive.
-        unsafe { &*w.version }.set_status(ABORTED, 0);
-    }
-    if id != 0 && !prepared {
-        engine.proto.complete(slot, id, ctr);
-    }
-    if announced {
-        engine.proto.release_prepare(slot);
-    }
     let store = &engine.store;
     let guard = store.rc.pin();
     let mut unlinked = 0;
@@ -685,7 +684,21 @@ fn roll_back<P: Protocol>(sess: &mut Session<'_, P>, id: u64, prepared: bool, an
             unlinked += 1;
         }
     }
+    for w in &sess.writes {
+        // SAFETY: our versions were linked and alive when `guard` was
+        // pinned; those unlinked above are retired under it, so none is
+        // freed before it drops (invariant 11). Readers that loaded one
+        // before the unlink see it aborted (or still in progress: invisible).
+        unsafe { &*w.version }.set_status(ABORTED, 0);
+    }
     drop(guard);
+    if id != 0 && !prepared {
+        // The flips above happen-before the descriptor CAS (invariant 9).
+        engine.proto.complete(slot, id, ctr);
+    }
+    if announced {
+        engine.proto.release_prepare(slot);
+    }
     ctr.versions_pruned.bump(unlinked);
     ctr.rollbacks.bump(1);
 }
