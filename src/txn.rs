@@ -347,7 +347,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         Ok(())
     }
 
-    /// Sets the commit timestamp before commit (once). Unprepared: it must
+    /// Sets the commit timestamp before commit (one per transaction; the
+    /// same value again is accepted and validated again, as WiredTiger
+    /// does). Unprepared: it must
     /// be after stable and at or above oldest and the read timestamp, and is
     /// counted by `all_durable` from now until the transaction ends.
     /// Prepared: it must be at or above the prepare timestamp (rounded up to
@@ -355,17 +357,26 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// already set; it may be at or below stable and oldest, and is not
     /// counted by `all_durable` (the durable timestamp is). After an error
     /// the transaction is still usable.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CommitTimestampAlreadySet`] for a value other than the one
+    /// already set (after rounding), prepared or not; otherwise the
+    /// commit-timestamp errors of the rules above.
     pub fn set_commit_timestamp(&mut self, ts: Timestamp) -> Result<()> {
         match self.state {
             State::Active | State::Prepared => {}
             _ => self.check_usable()?,
         }
-        if !self.commit_ts.is_none() {
+        let ts = self.round_commit_ts(check_ts(TimestampRole::Commit, ts)?);
+        // A second, different value is refused (deliberate difference 6);
+        // the same one again goes through the checks below as the first
+        // did (re-announcing it is idempotent).
+        if !self.commit_ts.is_none() && ts != self.commit_ts {
             return Err(Error::CommitTimestampAlreadySet {
                 current: self.commit_ts,
             });
         }
-        let ts = self.round_commit_ts(check_ts(TimestampRole::Commit, ts)?);
         self.check_commit_ts(ts)?;
         if !self.durable_ts.is_none() && self.durable_ts < ts {
             return Err(Error::DurableTimestampBeforeCommit {
