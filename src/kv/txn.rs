@@ -6,7 +6,9 @@ use super::engine::{SessionData, WriteRec};
 use crate::config::{CommitOptions, TxnOptions};
 use crate::error::{Error, Result};
 use crate::machinery::epoch::RETIRE_BATCH;
-use crate::machinery::{Completion, Count, LockFree, Protocol, Transaction, TxnSession};
+use crate::machinery::{
+    Completion, Count, LockFree, Protocol, Transaction, TxnSession, VersionState,
+};
 use crate::store::raw::chain::{Found, Version};
 use crate::ts::{Timestamp, TxnId};
 use std::ops::{Bound, RangeBounds};
@@ -20,7 +22,8 @@ pub struct Txn<'s, 'e, P: Protocol = LockFree> {
     d: &'s mut SessionData<'e, P>,
 }
 
-/// Flips the status of every version in `writes` with `done`.
+/// Flips the status of every version in `writes` with `done` (commit,
+/// prepare).
 #[inline]
 fn flip_all(writes: &[WriteRec], done: &Completion<'_>) {
     for w in writes {
@@ -29,6 +32,38 @@ fn flip_all(writes: &[WriteRec], done: &Completion<'_>) {
         // outlives the session.
         done.flip(&unsafe { &*w.version }.status);
     }
+}
+
+/// Rollback's completion for the store: unlinks its versions, newest
+/// first, then flips them to aborted; returns how many it unlinked.
+///
+/// Unlinking comes first, while the versions are still in progress (or
+/// prepared): no other writer can prepend on top of one (its conflict check
+/// refuses), so each is its chain's head once our own newer versions above
+/// it are gone, and the unlink always succeeds. Flipped to aborted first, a
+/// concurrent writer of the key could skip it and prepend on top; the unlink
+/// then failed and the aborted version stayed in the chain above the safe
+/// point for as long as a reader held the horizon (issue 16).
+fn unlink_then_abort<P: Protocol>(d: &SessionData<'_, P>, done: &Completion<'_>) -> u64 {
+    let store = &d.engine.store;
+    let guard = store.rc.pin();
+    let mut unlinked = 0;
+    for w in d.writes.iter().rev() {
+        // SAFETY: key entries live until the store drops; our version is
+        // still linked (we have not unlinked it yet).
+        if unsafe { &*w.entry }.unlink_head(w.version, &store.rc, &guard) {
+            unlinked += 1;
+        }
+    }
+    for w in &d.writes {
+        // SAFETY: our versions were linked and alive when `guard` was
+        // pinned; those unlinked above are retired under it, so none is
+        // freed before it drops (invariant 11). Readers that loaded one
+        // before the unlink see it aborted (or still in progress: invisible).
+        done.flip(&unsafe { &*w.version }.status);
+    }
+    drop(guard);
+    unlinked
 }
 
 impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
@@ -249,14 +284,22 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// [`Error::MustRollBack`].
     #[inline]
     pub fn commit(&mut self, opts: CommitOptions) -> Result<()> {
-        let writes = &self.d.writes;
-        let r = self.t.commit(opts, |done| flip_all(writes, done));
+        let d = &*self.d;
+        let mut unlinked = 0;
+        let r = self.t.commit(opts, |done| {
+            if done.outcome() == VersionState::Aborted {
+                // Doomed by a write conflict: rolled back.
+                unlinked = unlink_then_abort(d, done);
+            } else {
+                flip_all(&d.writes, done);
+            }
+        });
         if !self.d.writes.is_empty() && !self.t.is_open() {
             if r.is_ok() {
                 self.prune_written();
             } else {
-                // Doomed by a write conflict: rolled back.
-                unlink_written(self.t.session(), self.d);
+                self.d.writes.clear();
+                self.t.count(Count::VersionsPruned, unlinked);
             }
         }
         r
@@ -293,9 +336,12 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// # Errors
     /// [`Error::TransactionFinished`] if it already ended.
     pub fn rollback(&mut self) -> Result<()> {
-        let writes = &self.d.writes;
-        self.t.rollback(|done| flip_all(writes, done))?;
-        unlink_written(self.t.session(), self.d);
+        let d = &*self.d;
+        let mut unlinked = 0;
+        self.t
+            .rollback(|done| unlinked = unlink_then_abort(d, done))?;
+        self.d.writes.clear();
+        self.t.count(Count::VersionsPruned, unlinked);
         Ok(())
     }
 }
@@ -307,6 +353,10 @@ impl<P: Protocol> Drop for Txn<'_, '_, P> {
         if self.t.is_open() {
             let _ = self.rollback();
         }
+        // Only a transaction whose commit flips unwound (poisoned: it never
+        // completes, and its versions stay where they are) still has writes
+        // here; the next transaction on this session must not see them.
+        self.d.writes.clear();
     }
 }
 
@@ -318,24 +368,6 @@ fn map_bound<Q: AsRef<[u8]> + ?Sized>(b: Bound<&Q>) -> Bound<&[u8]> {
     }
 }
 
-/// After a rollback (its statuses flipped to aborted): unlinks the
-/// versions still at their chain's head and clears the write set.
-fn unlink_written<P: Protocol>(sess: &TxnSession<'_, P>, d: &mut SessionData<'_, P>) {
-    let store = &d.engine.store;
-    let guard = store.rc.pin();
-    let mut unlinked = 0;
-    for w in d.writes.iter().rev() {
-        // SAFETY: key entries live until the store drops; our version is
-        // still linked (we have not unlinked it yet).
-        if unsafe { &*w.entry }.unlink_head(w.version, &store.rc, &guard) {
-            unlinked += 1;
-        }
-    }
-    drop(guard);
-    d.writes.clear();
-    sess.count(Count::VersionsPruned, unlinked);
-}
-
 /// The previous transaction on this session never ended: it was leaked
 /// with `mem::forget`, so neither commit, rollback nor drop ran. Roll it
 /// back now, as its drop would have, so its versions never become visible,
@@ -345,7 +377,8 @@ pub(crate) fn recover_leaked<P: Protocol>(
     msess: &mut TxnSession<'_, P>,
     d: &mut SessionData<'_, P>,
 ) {
-    let writes = &d.writes;
-    msess.recover_leaked(|done| flip_all(writes, done));
-    unlink_written(msess, d);
+    let mut unlinked = 0;
+    msess.recover_leaked(|done| unlinked = unlink_then_abort(d, done));
+    d.writes.clear();
+    msess.count(Count::VersionsPruned, unlinked);
 }

@@ -304,7 +304,9 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         Ok(())
     }
 
-    /// Sets the commit timestamp before commit (once). Unprepared: it must
+    /// Sets the commit timestamp before commit (one per transaction; the
+    /// same value again is accepted and validated again, as WiredTiger
+    /// does). Unprepared: it must
     /// be after stable and at or above oldest and the read timestamp, and is
     /// counted by `all_durable` from now until the transaction ends.
     /// Prepared: it must be at or above the prepare timestamp (rounded up to
@@ -314,19 +316,24 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     /// the transaction is still usable.
     ///
     /// # Errors
-    /// The transaction is finished or doomed; the timestamp is 0 or out of
-    /// range, already set, or breaks one of the rules above.
+    /// The transaction is finished or doomed;
+    /// [`Error::CommitTimestampAlreadySet`] for a value other than the one
+    /// already set (after rounding), prepared or not; otherwise the
+    /// commit-timestamp errors of the rules above.
     pub fn set_commit_timestamp(&mut self, ts: Timestamp) -> Result<()> {
         match self.state {
             State::Active | State::Prepared => {}
             _ => self.check_usable()?,
         }
-        if !self.commit_ts.is_none() {
+        let ts = self.round_commit_ts(check_ts(TimestampRole::Commit, ts)?);
+        // A second, different value is refused (deliberate difference 6);
+        // the same one again goes through the checks below as the first
+        // did (re-announcing it is idempotent).
+        if !self.commit_ts.is_none() && ts != self.commit_ts {
             return Err(Error::CommitTimestampAlreadySet {
                 current: self.commit_ts,
             });
         }
-        let ts = self.round_commit_ts(check_ts(TimestampRole::Commit, ts)?);
         self.check_commit_ts(ts)?;
         if !self.durable_ts.is_none() && self.durable_ts < ts {
             return Err(Error::DurableTimestampBeforeCommit {
@@ -718,9 +725,12 @@ impl Completion<'_> {
     }
 }
 
-/// Rolls back transaction `id`: `flip` marks its statuses aborted, it leaves
-/// the running set (unless prepare already took it out), and any prepare
-/// claim or announcement is released.
+/// Rolls back transaction `id`: `flip` marks its statuses aborted (a
+/// storage that unlinks rolled-back versions does it inside `flip`, before
+/// flipping each, while no other writer can prepend on top of one: see
+/// `kv/txn.rs` `unlink_then_abort`, issue 16), it leaves the running set
+/// (unless prepare already took it out), and any prepare claim or
+/// announcement is released.
 fn roll_back<P: Protocol>(
     sess: &mut TxnSession<'_, P>,
     id: u64,
