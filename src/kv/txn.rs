@@ -347,12 +347,21 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
 }
 
 impl<P: Protocol> Drop for Txn<'_, '_, P> {
+    #[inline]
     fn drop(&mut self) {
+        if self.t.is_open() {
+            self.drop_open();
+        }
+    }
+}
+
+impl<P: Protocol> Txn<'_, '_, P> {
+    #[cold]
+    #[inline(never)]
+    fn drop_open(&mut self) {
         // Dropping an open transaction (including during a panic) rolls it
         // back and clears its pins (invariant 12).
-        if self.t.is_open() {
-            let _ = self.rollback();
-        }
+        let _ = self.rollback();
         // Only a transaction whose commit flips unwound (poisoned: it never
         // completes, and its versions stay where they are) still has writes
         // here; the next transaction on this session must not see them.
