@@ -43,6 +43,10 @@
 
 #[cfg(not(loom))]
 mod baseline;
+/// Benchmark hooks (`benches/index.rs`); not part of the API.
+#[cfg(not(loom))]
+#[doc(hidden)]
+pub mod bench_api;
 mod config;
 mod engine;
 mod error;

@@ -256,6 +256,9 @@ pub mod mutant {
     /// Prepare leaves the running set without bumping the descriptor
     /// generation (invariant 5 for two-phase commit).
     pub const PREPARE_SKIPS_EXIT: u32 = 10;
+    /// Rollback flips its versions to aborted before unlinking them, so
+    /// another writer can write on top and the unlink fails (issue 16).
+    pub const ROLLBACK_FLIPS_BEFORE_UNLINK: u32 = 11;
 
     #[cfg(loom)]
     static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

@@ -687,6 +687,19 @@ fn roll_back<P: Protocol>(sess: &mut Session<'_, P>, id: u64, prepared: bool, an
     let ctr = sess.ctr();
     let store = &engine.store;
     let guard = store.rc.pin();
+    let flip = |sess: &Session<'_, P>| {
+        for w in &sess.writes {
+            // SAFETY: our versions were linked and alive when `guard` was
+            // pinned; those unlinked are retired under it, so none is freed
+            // before it drops (invariant 11). Readers that loaded one before
+            // the unlink see it aborted (or still in progress: invisible).
+            unsafe { &*w.version }.set_status(ABORTED, 0);
+        }
+    };
+    let flip_first = crate::sync::mutant_on(crate::sync::mutant::ROLLBACK_FLIPS_BEFORE_UNLINK);
+    if flip_first {
+        flip(sess);
+    }
     let mut unlinked = 0;
     for w in sess.writes.iter().rev() {
         // SAFETY: key entries live until the store drops; our version is
@@ -695,12 +708,8 @@ fn roll_back<P: Protocol>(sess: &mut Session<'_, P>, id: u64, prepared: bool, an
             unlinked += 1;
         }
     }
-    for w in &sess.writes {
-        // SAFETY: our versions were linked and alive when `guard` was
-        // pinned; those unlinked above are retired under it, so none is
-        // freed before it drops (invariant 11). Readers that loaded one
-        // before the unlink see it aborted (or still in progress: invisible).
-        unsafe { &*w.version }.set_status(ABORTED, 0);
+    if !flip_first {
+        flip(sess);
     }
     drop(guard);
     if id != 0 && !prepared {
