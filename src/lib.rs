@@ -41,6 +41,10 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+/// Benchmark hooks (`benches/index.rs`); not part of the API.
+#[cfg(not(loom))]
+#[doc(hidden)]
+pub mod bench_api;
 mod config;
 mod error;
 mod kv;

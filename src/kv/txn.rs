@@ -47,6 +47,19 @@ fn flip_all(writes: &[WriteRec], done: &Completion<'_>) {
 fn unlink_then_abort<P: Protocol>(d: &SessionData<'_, P>, done: &Completion<'_>) -> u64 {
     let store = &d.engine.store;
     let guard = store.rc.pin();
+    let flip = || {
+        for w in &d.writes {
+            // SAFETY: our versions were linked and alive when `guard` was
+            // pinned; those unlinked are retired under it, so none is freed
+            // before it drops (invariant 11). Readers that loaded one before
+            // the unlink see it aborted (or still in progress: invisible).
+            done.flip(&unsafe { &*w.version }.status);
+        }
+    };
+    let flip_first = crate::sync::mutant_on(crate::sync::mutant::ROLLBACK_FLIPS_BEFORE_UNLINK);
+    if flip_first {
+        flip();
+    }
     let mut unlinked = 0;
     for w in d.writes.iter().rev() {
         // SAFETY: key entries live until the store drops; our version is
@@ -55,12 +68,8 @@ fn unlink_then_abort<P: Protocol>(d: &SessionData<'_, P>, done: &Completion<'_>)
             unlinked += 1;
         }
     }
-    for w in &d.writes {
-        // SAFETY: our versions were linked and alive when `guard` was
-        // pinned; those unlinked above are retired under it, so none is
-        // freed before it drops (invariant 11). Readers that loaded one
-        // before the unlink see it aborted (or still in progress: invisible).
-        done.flip(&unsafe { &*w.version }.status);
+    if !flip_first {
+        flip();
     }
     drop(guard);
     unlinked
