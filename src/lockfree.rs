@@ -234,12 +234,22 @@ impl Machinery for LockFree {
             // Acquire: pairs with the advancer's Release store; transactions
             // below the floor completed, and their status flips are visible.
             let below = self.clocks.floor_xmin.load(Ordering::Acquire);
+            let early = mutant_on(m::STABLE_VIEW_CHECKS_BEFORE_PINS);
+            let (mut fx, mut ft) = (0, 0);
+            if early {
+                fx = self.clocks.floor_xmin.load(Ordering::Relaxed);
+                ft = self.clocks.floor_ts.load(Ordering::Relaxed);
+            }
             s.read_ts.store(stable, Ordering::Relaxed);
             s.xmin.store(below, Ordering::Relaxed);
-            // SeqCst fence: handshake 1, as in `publish_xmin`.
+            // SeqCst fence: handshake 1, as in `publish_xmin` (loom model
+            // `stable_view`).
             fence(Ordering::SeqCst);
-            let fx = self.clocks.floor_xmin.load(Ordering::Relaxed);
-            let ft = self.clocks.floor_ts.load(Ordering::Relaxed);
+            if !early {
+                // Relaxed: ordered after the pins by the fence above.
+                fx = self.clocks.floor_xmin.load(Ordering::Relaxed);
+                ft = self.clocks.floor_ts.load(Ordering::Relaxed);
+            }
             // `stable == 0` (none set): no timestamp pin can protect this
             // view, and `ft <= 0` would never hold once oldest is set (this
             // loop used to spin forever); `Txn::begin` falls back to an
@@ -335,9 +345,12 @@ impl Machinery for LockFree {
         // Relaxed: only this session writes its slot's `announced`.
         let previous = s.announced.load(Ordering::Relaxed);
         s.announced.store(ts.get(), Ordering::Relaxed);
-        // SeqCst fence: handshake 3; pairs with the setter's fence between
-        // raising `stable_bound` and scanning announcements.
-        fence(Ordering::SeqCst);
+        if !mutant_on(m::ANNOUNCE_WITHOUT_FENCE) {
+            // SeqCst fence: handshake 3; pairs with the setter's fence
+            // between raising `stable_bound` and scanning announcements
+            // (invariant 10; loom model `announce_stable`).
+            fence(Ordering::SeqCst);
+        }
         let bound = self.clocks.stable_bound.load(Ordering::Relaxed);
         if ts.get() <= bound {
             // A refused re-announcement keeps the earlier one in force (it
@@ -373,6 +386,9 @@ impl Machinery for LockFree {
         {
             return;
         }
+        // Clears `advancing` on every exit, unwinding included: a panic
+        // in here must not stop every later advance (and so all pruning).
+        let _advancing = Advancing(&self.advancing);
         let c = &self.clocks;
         let fx = self
             .desc
@@ -406,17 +422,20 @@ impl Machinery for LockFree {
                 ht = r;
             }
         }
-        // Every pin was validated against a floor at least the previous
-        // horizon, so the horizon never moves back (invariant 4); max()
-        // keeps that true even if a future change breaks the argument.
-        debug_assert!(hx >= c.horizon_xmin.load(Ordering::Relaxed));
+        // A pin below the previous horizon is legal here: a reader that
+        // stored it after an earlier scan and has not validated it yet. It
+        // will see a floor at least that horizon, fail validation and retake
+        // its snapshot (or its read timestamp is refused or rounded up), so
+        // the pin protects nothing and must not pull the horizon back:
+        // max() keeps the horizon monotonic (invariant 4). Every *validated*
+        // pin is at or above the horizon (invariant 1). Loom model
+        // `pin_horizon/two_advances` runs this interleaving.
         let hx = hx.max(c.horizon_xmin.load(Ordering::Relaxed));
         let ht = ht.max(c.horizon_ts.load(Ordering::Relaxed));
         // Release: pairs with the Acquire loads in `horizon`.
         c.horizon_xmin.store(hx, Ordering::Release);
         c.horizon_ts.store(ht, Ordering::Release);
         ctr.horizon_advances.bump(1);
-        self.advancing.store(false, Ordering::Release);
     }
 
     fn oldest_stable(&self) -> (Timestamp, Timestamp) {
@@ -557,6 +576,17 @@ impl Machinery for LockFree {
                 )
             })
             .collect()
+    }
+}
+
+/// Clears the advancer flag when dropped (`advance_horizon`).
+struct Advancing<'a>(&'a AtomicBool);
+
+impl Drop for Advancing<'_> {
+    fn drop(&mut self) {
+        // Release: pairs with the next advancer's Acquire CAS, so floors and
+        // horizons it reads are at least ours.
+        self.0.store(false, Ordering::Release);
     }
 }
 
