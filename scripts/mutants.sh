@@ -24,7 +24,6 @@
 # "belt and braces: ..." at its line saying why the ordering is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root="$(pwd)"
 
 list=0 tests=0 only=""
 files=()
@@ -43,11 +42,14 @@ if [ ${#files[@]} -eq 0 ]; then
         src/raw/reclaim.rs src/raw/hashindex.rs src/txn.rs src/sync.rs)
 fi
 
-all="$(python3 scripts/mutants.py list "${files[@]}")"
-if [ -n "$only" ]; then
-    all="$(grep -E -- "$only" <<<"$all" || true)"
-fi
 if [ "$list" -eq 1 ]; then
+    all="$(python3 scripts/mutants.py list "${files[@]}")"
+fi
+filter() {
+    if [ -n "$only" ]; then grep -E -- "$only" || true; else cat; fi
+}
+if [ "$list" -eq 1 ]; then
+    all="$(filter <<<"$all")"
     if [ -z "$all" ]; then
         echo "mutants.sh: no mutants generated" >&2
         exit 1
@@ -59,11 +61,20 @@ fi
 
 dir="${MUTANTS_DIR:-/tmp/snapshot-engine-mutants}"
 tree="$dir/tree"
+pristine="$dir/pristine"
 results="$dir/results.tsv"
-mkdir -p "$tree" "$dir/target"
-# A fresh copy of the working tree (tracked and untracked, not ignored).
-rm -rf "$tree" && mkdir -p "$tree"
+mkdir -p "$dir/target"
+# Two copies of the working tree as it is now (tracked and untracked, not
+# ignored): `pristine` is what mutants are made from (edits to the working
+# tree during the run do not leak in), `tree` is where they are built.
+rm -rf "$tree" "$pristine" && mkdir -p "$tree" "$pristine"
 git ls-files -z -co --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$tree"
+git ls-files -z -co --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$pristine"
+all="$(cd "$pristine" && python3 scripts/mutants.py list "${files[@]}" | filter)"
+if [ -z "$all" ]; then
+    echo "mutants.sh: no mutants generated" >&2
+    exit 1
+fi
 if [ ! -d "$dir/target/loom" ] && [ -d target/loom ]; then
     cp -r target/loom "$dir/target/loom"
 fi
@@ -81,8 +92,8 @@ n=0 total=$(wc -l <<<"$all")
 while IFS=$'\t' read -r id desc; do
     n=$((n + 1))
     f="${id%%:*}"
-    cp "$root/$f" "$tree/$f"
-    python3 "$root/scripts/mutants.py" apply "$id" "$root" "$tree"
+    cp "$pristine/$f" "$tree/$f"
+    python3 "$pristine/scripts/mutants.py" apply "$id" "$pristine" "$tree"
     start=$(date +%s)
     outcome="" by=""
     if ! (cd "$tree" && RUSTFLAGS="$flags" CARGO_TARGET_DIR="$dir/target/loom" \
@@ -119,7 +130,7 @@ while IFS=$'\t' read -r id desc; do
         fi
         if [ -z "$outcome" ]; then outcome=SURVIVED; fi
     fi
-    cp "$root/$f" "$tree/$f"
+    cp "$pristine/$f" "$tree/$f"
     printf '%s\t%s\t%s\t%s s\t%s\n' "$id" "$outcome" "$by" "$(($(date +%s) - start))" "$desc" >>"$results"
     echo "[$n/$total] $id: $outcome ${by:+($by)}"
     if [ "$outcome" = SURVIVED ]; then survivors+=("$id	$desc"); fi

@@ -1,5 +1,9 @@
-//! `stats().versions_freed` counts versions whose memory was freed (issue
-//! 9: it stayed 0 while pruning retired tens of thousands).
+//! `stats().versions_freed` counts versions whose memory the collector has
+//! freed (issue 9: a run that pruned tens of thousands of versions reported
+//! 0). The count is right but trails pruning: tails reach the collector in
+//! batches and crossbeam-epoch frees a thread's deferred batches only once
+//! its local bag fills. 2,000 single-key commits here free nothing yet;
+//! 100,000 free most of what they pruned.
 
 use snapshot_engine::{CommitOptions, Engine, EngineConfig, TxnOptions};
 
@@ -15,7 +19,15 @@ fn versions_freed_moves_once_pruned_versions_are_freed() {
     drop(s);
     e.collect();
     let st = e.stats();
-    eprintln!("pruned {} freed {}", st.versions_pruned, st.versions_freed);
-    assert!(st.versions_pruned > 1_000, "pruned {}", st.versions_pruned);
-    assert!(st.versions_freed > 0, "freed {}", st.versions_freed);
+    assert!(
+        st.versions_pruned >= 99_000,
+        "pruned only {}",
+        st.versions_pruned
+    );
+    assert!(
+        st.versions_freed > 0 && st.versions_freed <= st.versions_pruned,
+        "freed {} of {} pruned",
+        st.versions_freed,
+        st.versions_pruned
+    );
 }
