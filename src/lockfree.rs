@@ -229,10 +229,16 @@ impl Machinery for LockFree {
         loop {
             // Acquire: pairs with the Release store of `stable` in
             // `set_timestamps`, made after every commit at or below it
-            // finished (invariant 8).
+            // finished (invariant 8). Belt and braces: the SeqCst fence
+            // below also acts as an acquire fence for this load and the
+            // next (in C++ and in loom alike), so Relaxed would do, and the
+            // mutation check (issue 9) shows no model failing without it;
+            // kept so the pairing does not hang on the fence staying after
+            // the loads.
             let stable = self.clocks.stable.load(Ordering::Acquire);
             // Acquire: pairs with the advancer's Release store; transactions
             // below the floor completed, and their status flips are visible.
+            // Belt and braces, as for `stable` above.
             let below = self.clocks.floor_xmin.load(Ordering::Acquire);
             let early = mutant_on(m::STABLE_VIEW_CHECKS_BEFORE_PINS);
             let (mut fx, mut ft) = (0, 0);
@@ -404,6 +410,16 @@ impl Machinery for LockFree {
         // Release: a reader that acquires the floor sees the completions
         // below it (used by the read-only fast path).
         c.floor_xmin.store(fx, Ordering::Release);
+        // Before the fence, as `floor_xmin`: handshake 1 for timestamps.
+        // The mutation check (issue 9) moved this store after the fence and
+        // no model failed: `set_read_timestamp` also checks `oldest`, which
+        // was stored before the advance began, so the fence orders it
+        // anyway; `begin_at_stable` validates against this floor alone, and
+        // the interleaving that needs it there (an advance that misses the
+        // fast-path pin while the reader misses this store, then pruning at
+        // that horizon) is not caught by `stable_view` at the tier-1 bound.
+        // Belt and braces until a model shows it: kept before the fence by
+        // the handshake argument.
         c.floor_ts.store(ft, Ordering::Release);
         if !mutant_on(m::SCAN_WITHOUT_FENCE) {
             // SeqCst fence: handshake 1; pairs with the readers' fences
