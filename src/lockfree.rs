@@ -521,7 +521,14 @@ impl Machinery for LockFree {
             for s in self.slots.iter() {
                 loop {
                     // Acquire: pairs with the Release clear in
-                    // `release_claim`: the commit is fully installed.
+                    // `release_claim`: the commit is fully installed, and
+                    // the install happens-before our Release store of
+                    // stable (invariant 8). Belt and braces as far as loom
+                    // goes: the mutation check (issue 9) made this Relaxed
+                    // and neither `stable` nor `stable/snapshot` failed
+                    // (loom did not give their reader a stale published
+                    // generation or status word, as with
+                    // `DescriptorCell::xmin`); kept by the argument.
                     let claim = s.claim.load(Ordering::Acquire);
                     if claim == 0 || claim > new_stable {
                         break;
