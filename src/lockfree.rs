@@ -289,6 +289,11 @@ impl Machinery for LockFree {
         fence(Ordering::SeqCst);
         let bound = self.clocks.stable_bound.load(Ordering::Relaxed);
         if ts.get() <= bound {
+            // Belt and braces: a refused claim published nothing (no status
+            // flip, no install), so the setter's Acquire load has nothing to
+            // see through this store and Relaxed would do (the mutation
+            // check, issue 9, shows no model failing); Release keeps every
+            // claim clear alike.
             s.claim.store(0, Ordering::Release);
             return Err(not_after_stable(ts, bound, prepared));
         }
@@ -321,6 +326,13 @@ impl Machinery for LockFree {
 
     fn claim_prepare(&self, slot: usize, ts: Timestamp, roundup: bool) -> Result<Timestamp> {
         let s = self.slots.get(slot);
+        // Belt and braces: `stable_bound` is stored Relaxed (handshakes 2
+        // and 3 order it with fences), so this Acquire pairs with nothing
+        // and Relaxed would do (no model fails without it, issue 9's
+        // mutation check). The check is not race-free and need not be:
+        // stable may pass a prepare timestamp; what stable may not pass,
+        // the durable timestamp, is checked race-free by `announce` and
+        // `claim_commit`.
         let stable = self.clocks.stable_bound.load(Ordering::Acquire);
         let mut p = ts.get();
         if p <= stable {
@@ -337,6 +349,8 @@ impl Machinery for LockFree {
         // then meets the prepared update at or below its read timestamp and
         // gets PrepareConflict, never a wrong value.
         // Acquire: pairs with the Release pin clears; a report, not a guard.
+        // Belt and braces: nothing is read through these loads, so Relaxed
+        // would do (no model fails without it, issue 9's mutation check).
         check_prepare_against_readers(
             slot,
             p,
