@@ -356,6 +356,10 @@ impl Machinery for LockFree {
             p,
             self.slots.iter().map(|o| o.read_ts.load(Ordering::Acquire)),
         )?;
+        // Belt and braces: the setter only compares this value (handshake 3
+        // orders it, through the fence in `announce` that follows it), it
+        // reads nothing through it, so Relaxed would do; no model fails
+        // without the Release (issue 9's mutation check).
         s.prepared.store(p, Ordering::Release);
         Ok(Timestamp::new(p))
     }
@@ -375,6 +379,8 @@ impl Machinery for LockFree {
         if ts.get() <= bound {
             // A refused re-announcement keeps the earlier one in force (it
             // was validated, and every setter since saw it or this value).
+            // Belt and braces: a value compared by the setter, not a guard
+            // for data; Relaxed would do (no model fails, issue 9).
             s.announced.store(previous, Ordering::Release);
             return Err(not_after_stable(ts, bound, prepared));
         }
@@ -383,6 +389,10 @@ impl Machinery for LockFree {
 
     fn release_prepare(&self, slot: usize) {
         let s = self.slots.get(slot);
+        // Belt and braces: values the setter compares, not guards for data
+        // (the resolution's status flips are published by their own Release
+        // stores); Relaxed would do, and no model fails without the Release
+        // on `prepared` (issue 9's mutation check; `announced` not run).
         s.prepared.store(0, Ordering::Release);
         s.announced.store(0, Ordering::Release);
     }
