@@ -11,6 +11,8 @@ mod engines;
 #[cfg(feature = "peers")]
 mod lmdb;
 mod readts;
+#[cfg(feature = "replication")]
+mod replicated;
 mod report;
 mod romix;
 mod stats;
@@ -35,6 +37,10 @@ enum Workload {
     RoMix,
     /// W4: every transaction's latency under write saturation.
     Tail,
+    /// W3 over replication (Mako): a TPC-C-shaped mix on one node and on a
+    /// leader with two followers serving the read-only share (needs
+    /// `--features replication`).
+    Replicated,
 }
 
 /// The snapshot-engine workload driver (see README: "Benchmarks").
@@ -142,7 +148,24 @@ fn main() {
         Workload::ReadTs | Workload::Tail => read_ts(&cli, &engines, warmup),
         Workload::Begin => begin_table(&cli, &engines),
         Workload::RoMix => ro_mix(&cli, &engines, warmup),
+        Workload::Replicated => replicated_main(&cli),
     }
+}
+
+#[cfg(feature = "replication")]
+fn replicated_main(cli: &Cli) {
+    let p = replicated::Params {
+        threads: cli.threads,
+        warmup: cli.warmup.unwrap_or(0.5),
+        seconds: cli.seconds.unwrap_or(2.0),
+    };
+    replicated::main(&p, cli.rounds.unwrap_or(3), cli.json, cli.no_progress);
+}
+
+#[cfg(not(feature = "replication"))]
+fn replicated_main(_: &Cli) {
+    eprintln!("replicated needs the `replication` cargo feature: cargo run --release --features replication --bin snapshot-bench -- replicated");
+    std::process::exit(2);
 }
 
 fn read_ts(cli: &Cli, engines: &[EngineKind], warmup: f64) {
