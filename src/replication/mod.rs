@@ -12,7 +12,7 @@
 //! ([`Reader::begin`]) see exactly the commits at or below `W`, and never one
 //! with a hole below it.
 //!
-//! ```no_run
+//! ```
 //! use snapshot_engine::replication::{LocalCluster, ReplicaConfig};
 //! use std::time::Duration;
 //!

@@ -1,7 +1,7 @@
 //! [`Replica`]: one node. The leader's write path, the watermark ticker, and
 //! [`Reader`], the follower read path at the replicated watermark.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::RangeBounds;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -62,10 +62,10 @@ pub(crate) struct Shared {
     /// The newest timestamp in any entry this node's log has held.
     log_max_ts: AtomicCell<u64>,
     tracker: Mutex<Tracker>,
-    /// Sequence numbers of this node's own proposals whose transactions are
-    /// still open: the state machine skips their entries (the transaction
-    /// commits the versions itself).
-    pub(crate) pending: Mutex<HashSet<u64>>,
+    /// This node's own proposals whose transactions are still open, by
+    /// sequence number, with their commit timestamps: the state machine
+    /// skips their entries (the transaction commits the versions itself).
+    pub(crate) pending: Mutex<HashMap<u64, u64>>,
     wm_lock: Mutex<()>,
     wm_cv: Condvar,
     pub(crate) ctr: Counters,
@@ -122,7 +122,10 @@ impl Shared {
         }
     }
 
-    fn fence(&self) {
+    /// Release store (crossbeam `AtomicCell`); pairs with the Acquire load
+    /// in `Reader::begin` after its begin loaded stable (DESIGN.md,
+    /// "Replication", R4).
+    pub(crate) fn fence(&self) {
         self.fenced.store(true);
     }
 }
@@ -404,13 +407,15 @@ impl Replica {
             shared.tracker.lock().in_flight.remove(&ts);
         };
         let commit_ts = Timestamp::new(ts);
-        // The claim: from here until commit or rollback, this node's stable
-        // (set by applying a watermark) cannot pass `ts`.
+        // Validated against this node's stable, which moves only when a
+        // watermark is applied: this node's own watermarks stay below every
+        // in-flight timestamp, and another leader's that reaches `ts`
+        // fences this node (DESIGN.md, "Replication", R4).
         if let Err(e) = txn.set_commit_timestamp(commit_ts) {
             release(&self.shared);
             return Err(e.into());
         }
-        self.shared.pending.lock().insert(seq);
+        self.shared.pending.lock().insert(seq, ts);
         let rec = CommitRecord {
             commit_ts,
             durable_ts: commit_ts,

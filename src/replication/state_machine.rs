@@ -153,7 +153,7 @@ impl StateMachine {
             EntryPayload::Normal(Command::Commit(rec)) => {
                 self.max_ts = self.max_ts.max(rec.commit_ts.get());
                 let own = rec.origin.node == self.shared.id
-                    && self.shared.pending.lock().contains(&rec.origin.seq);
+                    && self.shared.pending.lock().contains_key(&rec.origin.seq);
                 if own {
                     self.shared.ctr.skipped_own.fetch_add(1);
                 } else {
@@ -170,6 +170,16 @@ impl StateMachine {
             }
             EntryPayload::Normal(Command::Watermark { ts }) => {
                 self.max_ts = self.max_ts.max(ts.get());
+                // Another leader's watermark reached a transaction this node
+                // still has open (it lost leadership mid-write): that write's
+                // outcome is unknown here, so fence before stable passes it
+                // (DESIGN.md, "Replication", R4). This node's own watermarks
+                // are below every open transaction of its own.
+                if entry.log_id.leader_id.node_id != self.shared.id
+                    && self.shared.pending.lock().values().any(|&p| p <= ts.get())
+                {
+                    self.shared.fence();
+                }
                 if advance(&self.shared, &engine, *ts)? {
                     self.tail.retain(|r| r.commit_ts > *ts);
                     self.shared.record_watermark(*ts);
