@@ -159,7 +159,12 @@ fn replicated_main(cli: &Cli) {
         warmup: cli.warmup.unwrap_or(0.5),
         seconds: cli.seconds.unwrap_or(2.0),
     };
-    replicated::main(&p, cli.rounds.unwrap_or(3), cli.json, cli.no_progress);
+    let rounds = cli.rounds.unwrap_or(3);
+    if let Err(msg) = p.check(rounds) {
+        eprintln!("snapshot-bench replicated: {msg}");
+        std::process::exit(2);
+    }
+    replicated::main(&p, rounds, cli.json, cli.no_progress);
 }
 
 #[cfg(not(feature = "replication"))]

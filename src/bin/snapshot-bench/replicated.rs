@@ -48,6 +48,38 @@ pub struct Params {
     pub seconds: f64,
 }
 
+impl Params {
+    /// The flags' bounds: one line saying which was broken.
+    pub fn check(&self, rounds: usize) -> Result<(), String> {
+        if !(1..=MAX_THREADS).contains(&self.threads) {
+            return Err(format!(
+                "--threads {} is outside 1..={MAX_THREADS} (worker threads per node)",
+                self.threads
+            ));
+        }
+        if !(self.seconds.is_finite() && self.seconds > 0.0 && self.seconds <= 3600.0) {
+            return Err(format!(
+                "--seconds {} must be above 0 and at most 3600",
+                self.seconds
+            ));
+        }
+        if !(self.warmup.is_finite() && self.warmup >= 0.0 && self.warmup <= 3600.0) {
+            return Err(format!(
+                "--warmup {} must be between 0 and 3600",
+                self.warmup
+            ));
+        }
+        if rounds == 0 {
+            return Err("--rounds must be at least 1".to_string());
+        }
+        Ok(())
+    }
+}
+
+/// Most worker threads per node (each holds a session; 3 nodes share the
+/// machine).
+pub const MAX_THREADS: usize = 64;
+
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
 pub enum Mode {
     #[serde(rename = "1 node, normal")]
