@@ -153,11 +153,11 @@ pub struct ReplicaConfig {
     pub raft: openraft::Config,
     /// The engine settings of every node.
     pub engine: crate::EngineConfig,
-    /// Test-only mutant switch: a leader that proposes the newest allocated
-    /// timestamp as its watermark, ignoring commits still in flight. Wrong
-    /// on purpose, to show that the tests catch a watermark with holes.
+    /// Test-only mutant switch: a node that sets its stable timestamp to the
+    /// newest commit it applied (a watermark that jumps the holes below it).
+    /// Wrong on purpose, to show that the tests catch a watermark with holes.
     #[doc(hidden)]
-    pub mutant_watermark_ignores_in_flight: bool,
+    pub mutant_stable_follows_newest_commit: bool,
 }
 
 impl Default for ReplicaConfig {
@@ -169,9 +169,11 @@ impl Default for ReplicaConfig {
             record_watermarks: false,
             raft: openraft::Config {
                 cluster_name: "snapshot-engine".to_string(),
-                heartbeat_interval: 50,
-                election_timeout_min: 150,
-                election_timeout_max: 300,
+                // Generous for nodes that share a loaded machine: a spurious
+                // election fences a leader with writes in flight.
+                heartbeat_interval: 100,
+                election_timeout_min: 600,
+                election_timeout_max: 1200,
                 // Snapshots are taken on demand (`LocalCluster::snapshot`) or
                 // every 100,000 entries; 1,000 entries are kept after one.
                 snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(100_000),
@@ -179,7 +181,7 @@ impl Default for ReplicaConfig {
                 ..Default::default()
             },
             engine: crate::EngineConfig::default(),
-            mutant_watermark_ignores_in_flight: false,
+            mutant_stable_follows_newest_commit: false,
         }
     }
 }

@@ -113,9 +113,6 @@ impl Shared {
         let floor = self.floor(engine);
         let t = self.tracker.lock();
         let newest = t.last.max(floor);
-        if self.config.mutant_watermark_ignores_in_flight {
-            return newest;
-        }
         match t.in_flight.first() {
             Some(&m) => (m - 1).min(newest),
             None => newest,

@@ -163,6 +163,11 @@ impl StateMachine {
                         rec,
                         self.shared.config.write_timeout * 2,
                     )?;
+                    if self.shared.config.mutant_stable_follows_newest_commit
+                        && advance(&self.shared, &engine, rec.commit_ts)?
+                    {
+                        self.shared.record_watermark(rec.commit_ts);
+                    }
                 }
                 if rec.commit_ts.get() > stable_of(&engine) {
                     self.tail.push(rec.clone());
