@@ -59,6 +59,8 @@ pub(crate) struct Shared {
     engine_gen: AtomicCell<u64>,
     /// A write's outcome is unknown: refuse reads and writes.
     fenced: AtomicCell<bool>,
+    /// The `Replica` was dropped: the ticker ends.
+    stopped: AtomicCell<bool>,
     /// The newest timestamp in any entry this node's log has held.
     log_max_ts: AtomicCell<u64>,
     tracker: Mutex<Tracker>,
@@ -248,6 +250,7 @@ impl Replica {
             config,
             engine_gen: AtomicCell::new(0),
             fenced: AtomicCell::new(false),
+            stopped: AtomicCell::new(false),
             log_max_ts: AtomicCell::new(0),
             tracker: Mutex::default(),
             pending: Mutex::default(),
@@ -486,6 +489,14 @@ impl Replica {
     }
 }
 
+impl Drop for Replica {
+    /// Ends the watermark ticker; the raft handle itself stops when
+    /// [`Raft::shutdown`] is called or its runtime ends.
+    fn drop(&mut self) {
+        self.shared.stopped.store(true);
+    }
+}
+
 fn leader_ready(raft: &Raft<TypeConfig>, id: NodeId) -> std::result::Result<(), Option<NodeId>> {
     let rx = raft.metrics();
     let m = rx.borrow();
@@ -505,7 +516,7 @@ async fn ticker(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
     let mut last = 0;
     loop {
         tokio::time::sleep(shared.config.tick).await;
-        if shared.fenced.load() {
+        if shared.fenced.load() || shared.stopped.load() {
             return;
         }
         if leader_ready(&raft, shared.id).is_err() {
