@@ -131,6 +131,9 @@ impl<P: Protocol> Engine<P> {
         self.store.index.for_each(&guard, |e| {
             pruned += e.prune(h, &self.store.rc, &guard, || self.store.on_free());
         });
+        // What was just retired sits in this thread's deferred bag until it
+        // fills; hand it on so it is freed without later writes here.
+        self.store.rc.flush(&guard);
         ctr.versions_pruned.bump(pruned);
     }
 

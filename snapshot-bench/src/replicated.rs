@@ -48,38 +48,6 @@ pub struct Params {
     pub seconds: f64,
 }
 
-impl Params {
-    /// The flags' bounds: one line saying which was broken.
-    pub fn check(&self, rounds: usize) -> Result<(), String> {
-        if !(1..=MAX_THREADS).contains(&self.threads) {
-            return Err(format!(
-                "--threads {} is outside 1..={MAX_THREADS} (worker threads per node)",
-                self.threads
-            ));
-        }
-        if !(self.seconds.is_finite() && self.seconds > 0.0 && self.seconds <= 3600.0) {
-            return Err(format!(
-                "--seconds {} must be above 0 and at most 3600",
-                self.seconds
-            ));
-        }
-        if !(self.warmup.is_finite() && self.warmup >= 0.0 && self.warmup <= 3600.0) {
-            return Err(format!(
-                "--warmup {} must be between 0 and 3600",
-                self.warmup
-            ));
-        }
-        if rounds == 0 {
-            return Err("--rounds must be at least 1".to_string());
-        }
-        Ok(())
-    }
-}
-
-/// Most worker threads per node (each holds a session; 3 nodes share the
-/// machine).
-pub const MAX_THREADS: usize = 64;
-
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
 pub enum Mode {
     #[serde(rename = "1 node, normal")]
@@ -744,9 +712,10 @@ pub fn run(mode: Mode, p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
 
 /// `snapshot-bench replicated`: every mode once per round, the order
 /// alternating between rounds; prints the table (or JSON).
-pub fn main(p: &Params, rounds: usize, json: bool, quiet: bool) {
+pub fn main(p: &Params, rounds: usize, json: bool, progress: bool) {
     let per_run = (p.warmup + p.seconds) * 1000.0;
-    let pb = crate::progress((rounds * Mode::ALL.len()) as u64 * per_run as u64, quiet);
+    let pg = crate::Progress::new((rounds * Mode::ALL.len()) as u64 * per_run as u64, progress);
+    let pb = &pg.bar;
     let mut res: Vec<RoundOut> = Vec::new();
     for r in 0..rounds {
         let mut modes = Mode::ALL.to_vec();
@@ -755,7 +724,8 @@ pub fn main(p: &Params, rounds: usize, json: bool, quiet: bool) {
         }
         for m in modes {
             pb.set_message(format!("round {}/{rounds} {}", r + 1, m.name()));
-            res.push(run(m, p, r, &pb));
+            res.push(run(m, p, r, pb));
+            pg.line(format_args!("round {}/{rounds} {} done", r + 1, m.name()));
         }
     }
     pb.finish_and_clear();
