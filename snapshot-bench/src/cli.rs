@@ -348,7 +348,7 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
             return Err(invalid(
                 "--threads",
                 cli.threads,
-                "replicated runs 3 nodes of --threads workers each; 1 to 64",
+                "want 1 to 64 (replicated runs 3 nodes of --threads workers each)",
             ));
         }
     }
