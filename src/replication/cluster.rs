@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use super::network::{LocalNetworkFactory, Router};
 use super::node::Replica;
 use super::{raft_err, NodeId, ReplicaConfig, ReplicaError};
-use crate::ts::Timestamp;
+use crate::Timestamp;
 
 struct LocalNode {
     replica: Replica,

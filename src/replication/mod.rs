@@ -57,8 +57,9 @@ use std::fmt;
 use std::io::Cursor;
 use std::time::Duration;
 
-use crate::error::Error;
-use crate::ts::Timestamp;
+// Only the crate's public API (the KV layer), so the module does not
+// depend on how the crate arranges its internals.
+use crate::{Error, Timestamp};
 
 pub use cluster::LocalCluster;
 pub use log_store::LogStore;

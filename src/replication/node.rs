@@ -16,11 +16,7 @@ use super::state_machine::StateMachine;
 use super::{
     raft_err, Command, CommitRecord, NodeId, Origin, ReplicaConfig, ReplicaError, TypeConfig, Write,
 };
-use crate::config::{CommitOptions, TimestampKind, TxnOptions};
-use crate::engine::{Engine, Session};
-use crate::error::Result;
-use crate::ts::Timestamp;
-use crate::txn::Txn;
+use crate::{CommitOptions, Engine, Result, Session, Timestamp, TimestampKind, Txn, TxnOptions};
 
 /// Commit timestamps the leader has handed out and whose log entries are not
 /// yet appended.

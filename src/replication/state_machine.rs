@@ -27,10 +27,7 @@ use super::node::Shared;
 use super::{
     Applied, Command, CommitRecord, NodeId, Origin, ReplicaError, SnapshotBytes, TypeConfig, Write,
 };
-use crate::config::{CommitOptions, TimestampKind, TimestampUpdate, TxnOptions};
-use crate::engine::Engine;
-use crate::error::Error;
-use crate::ts::Timestamp;
+use crate::{CommitOptions, Engine, Error, Timestamp, TimestampKind, TimestampUpdate, TxnOptions};
 
 /// A node's state machine: its engine, the last applied log id and
 /// membership, and the tail of applied commits above the watermark.
