@@ -60,6 +60,8 @@ mod kv;
 #[doc(hidden)]
 pub mod loom_api;
 pub mod machinery;
+#[cfg(all(feature = "replication", not(loom)))]
+pub mod replication;
 mod stats;
 mod store;
 mod sync;
