@@ -393,3 +393,106 @@ fn replicated_is_refused_without_its_feature_and_bounds_threads() {
         refused(&["replicated"], "WORKLOAD", "replicated");
     }
 }
+
+/// Every bad `--sweep` is refused with one line naming the flag, the value
+/// as given and the allowed range, exit code 2.
+#[test]
+fn bad_sweeps_are_refused() {
+    for bad in [
+        "readers",
+        "threads=1..4",
+        "readers=4..1",
+        "readers=2..2",
+        "readers=1..513",
+        "readers=0..64",
+        "readers=-1..2",
+        "readers=4,2",
+        "readers=1,x",
+    ] {
+        refused(&["--sweep", bad], "--sweep", bad);
+    }
+    refused(
+        &["--sweep", "readers=1..4", "--readers", "2"],
+        "--sweep",
+        "readers=1..4",
+    );
+    refused(
+        &["--sweep", "readers=1..4", "--configs", "1/1"],
+        "--sweep",
+        "readers=1..4",
+    );
+    refused(
+        &["--sweep", "readers=0..2", "--writers", "0"],
+        "--sweep",
+        "readers=0..2",
+    );
+    refused(
+        &["begin", "--sweep", "readers=1..2"],
+        "--sweep",
+        "readers=1..2",
+    );
+    refused(
+        &["ro-mix", "--sweep", "writers=1..2"],
+        "--sweep",
+        "writers=1..2",
+    );
+}
+
+/// A tiny sweep: the table has one row per point, the JSON names the axis,
+/// the points and one curve per engine with a value per point, and the
+/// picture labels the swept axis and every engine.
+#[test]
+fn a_tiny_sweep_prints_its_table_json_and_picture() {
+    let sweep = &["--sweep", "readers=1..3", "--writers", "1", "--no-progress"][..];
+    let o = run(&[TINY, sweep, &["--engines", "lock-free,rwlock3"]].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    let head = lines
+        .iter()
+        .position(|l| l.starts_with("sweep: readers from 1 to 3 with 1 writers"))
+        .unwrap_or_else(|| panic!("no sweep table: {}", o.stdout));
+    for (i, p) in ["1", "2", "3"].iter().enumerate() {
+        let row = lines[head + 2 + i].trim_start();
+        assert!(row.starts_with(p), "row {i}: {row}");
+        assert!(row.contains(" x"), "row {i} has no ratio: {row}");
+    }
+    assert!(!o.stdout.contains("NaN"), "{}", o.stdout);
+
+    let o = run(&[TINY, sweep, &["--json"]].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("one JSON object");
+    let sw = &v["sweep"];
+    assert_eq!(sw["axis"], "readers");
+    assert_eq!(sw["fixed"], 1);
+    assert_eq!(sw["points"], serde_json::json!([1, 2, 3]));
+    let curves = sw["curves"].as_array().expect("curves");
+    assert_eq!(curves.len(), 3, "one per engine");
+    for c in curves {
+        assert_eq!(c["readers"].as_array().map(Vec::len), Some(3), "{c}");
+        assert_eq!(c["writers"].as_array().map(Vec::len), Some(3), "{c}");
+    }
+    assert_eq!(v["configs"].as_array().map(Vec::len), Some(3));
+
+    let dir = std::env::temp_dir().join(format!("snapshot-bench-sweep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("sweep.svg");
+    let p = path.to_str().expect("UTF-8 temp path");
+    let o = run(&[TINY, sweep, &["--plot", p]].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let svg = std::fs::read_to_string(&path).expect("the picture was written");
+    let doc = roxmltree::Document::parse(&svg).expect("the SVG is well-formed XML");
+    let texts: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.is_element() && n.tag_name().name() == "text")
+        .filter_map(|n| n.text().map(str::trim))
+        .collect();
+    for want in ["lock-free", "rwlock3", "rwlock2", "readers", "ratio"] {
+        assert!(
+            texts
+                .iter()
+                .any(|t| t.starts_with(want) || t.contains(want)),
+            "{want} not in the SVG's text: {texts:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
