@@ -186,7 +186,7 @@ impl WorstList {
 /// Sleeps through warm-up and the measured window, ticking the progress
 /// bar; returns the measured seconds.
 pub fn run_phases(ctl: &Ctl, warmup: f64, seconds: f64, pb: &ProgressBar) -> f64 {
-    run_phases_sampled(ctl, warmup, seconds, pb).0
+    run_phases_sampled(ctl, warmup, seconds, pb).seconds
 }
 
 /// How many of this process's threads, other than the caller, are
@@ -211,16 +211,78 @@ pub fn runnable_threads() -> Option<u64> {
     Some(n.saturating_sub(1))
 }
 
+/// Scheduler counters summed over this process's threads, from
+/// `/proc/self/task/*/schedstat` (ns on a CPU, ns waiting on a run queue)
+/// and `/proc/self/task/*/status` (context switches).
+#[derive(Serialize, Clone, Copy, Debug, Default)]
+pub struct Sched {
+    pub on_cpu_ns: u64,
+    pub runqueue_wait_ns: u64,
+    /// The thread blocked (a futex sleep, a lock parked, a sleep).
+    pub voluntary_switches: u64,
+    /// The thread was preempted while it could still run.
+    pub involuntary_switches: u64,
+}
+
+impl Sched {
+    /// Now, or `None` where the files cannot be read.
+    pub fn now() -> Option<Sched> {
+        let mut s = Sched::default();
+        for t in std::fs::read_dir("/proc/self/task").ok()? {
+            let Ok(t) = t else { continue };
+            if let Ok(st) = std::fs::read_to_string(t.path().join("schedstat")) {
+                let mut f = st.split_whitespace().map(|x| x.parse::<u64>().unwrap_or(0));
+                s.on_cpu_ns += f.next().unwrap_or(0);
+                s.runqueue_wait_ns += f.next().unwrap_or(0);
+            }
+            if let Ok(st) = std::fs::read_to_string(t.path().join("status")) {
+                for l in st.lines() {
+                    let v = |l: &str| {
+                        l.split_once(':')
+                            .and_then(|(_, v)| v.trim().parse::<u64>().ok())
+                            .unwrap_or(0)
+                    };
+                    if l.starts_with("voluntary_ctxt_switches") {
+                        s.voluntary_switches += v(l);
+                    } else if l.starts_with("nonvoluntary_ctxt_switches") {
+                        s.involuntary_switches += v(l);
+                    }
+                }
+            }
+        }
+        Some(s)
+    }
+
+    /// `later - self`, counter by counter.
+    pub fn until(&self, later: &Sched) -> Sched {
+        Sched {
+            on_cpu_ns: later.on_cpu_ns.saturating_sub(self.on_cpu_ns),
+            runqueue_wait_ns: later.runqueue_wait_ns.saturating_sub(self.runqueue_wait_ns),
+            voluntary_switches: later
+                .voluntary_switches
+                .saturating_sub(self.voluntary_switches),
+            involuntary_switches: later
+                .involuntary_switches
+                .saturating_sub(self.involuntary_switches),
+        }
+    }
+}
+
+/// What [`run_phases_sampled`] saw of the scheduler in the measured window.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Phases {
+    pub seconds: f64,
+    /// Mean runnable threads besides the caller (20 ms samples).
+    pub runnable: Option<f64>,
+    /// Scheduler counter deltas over the window (every thread).
+    pub sched: Option<Sched>,
+}
+
 /// [`run_phases`], and the mean number of runnable threads of this process
 /// (other than the caller) over the measured window, sampled every 20 ms:
 /// with more runnable threads than cores, a thread waits for a CPU however
 /// cheap its transaction is.
-pub fn run_phases_sampled(
-    ctl: &Ctl,
-    warmup: f64,
-    seconds: f64,
-    pb: &ProgressBar,
-) -> (f64, Option<f64>) {
+pub fn run_phases_sampled(ctl: &Ctl, warmup: f64, seconds: f64, pb: &ProgressBar) -> Phases {
     // The driver's own tests (tests/cli.rs) panic here, on the main thread
     // while every worker runs, to show that the panic hook ends the process
     // (a scope would otherwise wait forever for workers nobody stops).
@@ -251,11 +313,17 @@ pub fn run_phases_sampled(
     tick(warmup, false);
     let t0 = Instant::now();
     ctl.phase.store(MEASURE, Ordering::Relaxed);
+    let s0 = Sched::now();
     tick(seconds, true);
     ctl.phase.store(STOP, Ordering::Relaxed);
+    let s1 = Sched::now();
     let secs = t0.elapsed().as_secs_f64();
     let mean = (readable && samples > 0).then(|| sum as f64 / samples as f64);
-    (secs, mean)
+    Phases {
+        seconds: secs,
+        runnable: mean,
+        sched: s0.zip(s1).map(|(a, b)| a.until(&b)),
+    }
 }
 
 /// What the timekeeper saw in the measured window: how long each

@@ -3,8 +3,8 @@
 //! moving stable and oldest every millisecond.
 
 use crate::common::{
-    key, load, new_hist, run_phases_sampled, timekeeper, Ctl, Rng, Timekeeping, Worst, WorstList,
-    MEASURE, STOP,
+    key, load, new_hist, run_phases_sampled, timekeeper, Ctl, Rng, Sched, Timekeeping, Worst,
+    WorstList, MEASURE, STOP,
 };
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
@@ -50,6 +50,8 @@ pub struct Out {
     pub timekeeper: Option<Timekeeping>,
     /// Mean runnable threads of the process over the window (sampled).
     pub runnable: Option<f64>,
+    /// Scheduler counters of every thread over the window.
+    pub sched: Option<Sched>,
     /// Counter deltas of the reader sessions over the measured window.
     pub reader_stats: Option<Stats>,
     /// Counter deltas of the writer sessions.
@@ -270,9 +272,10 @@ pub fn run<P: Protocol>(p: &Params, pb: &ProgressBar) -> Out {
         let tk = tk.join().expect("timekeeper");
         (rs, ws, secs, tk)
     });
-    let mut out = merge(secs.0, rs, ws, p.worst);
+    let mut out = merge(secs.seconds, rs, ws, p.worst);
     out.timekeeper = Some(tk);
-    out.runnable = secs.1;
+    out.runnable = secs.runnable;
+    out.sched = secs.sched;
     out
 }
 
@@ -308,6 +311,7 @@ fn merge(seconds: f64, rs: Vec<ThreadOut>, ws: Vec<ThreadOut>, worst: usize) -> 
         writer_rmw: if ws.is_empty() { None } else { writer_rmw },
         timekeeper: None,
         runnable: None,
+        sched: None,
         reader_stats: has_stats.then_some(reader_stats),
         writer_stats: has_stats.then_some(writer_stats),
         read_hist,

@@ -1,6 +1,6 @@
 //! Turning runs into rounds, tables and JSON.
 
-use crate::common::{fmt_int, fmt_ns, new_hist, Pct, Timekeeping, Worst};
+use crate::common::{fmt_int, fmt_ns, new_hist, Pct, Sched, Timekeeping, Worst};
 use crate::readts::Out;
 use crate::stats::{mann_whitney_p, median, min_max, rounds_won};
 use hdrhistogram::Histogram;
@@ -50,6 +50,9 @@ pub struct Round {
     /// thread) over the measured window, sampled every 20 ms from
     /// `/proc/self/task`; `null` where that cannot be read.
     pub runnable_threads: Option<f64>,
+    /// Scheduler counters of every driver thread over the window
+    /// (`/proc/self/task`); `null` where they cannot be read.
+    pub sched: Option<Sched>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub worst: Vec<Worst>,
     #[serde(skip)]
@@ -95,6 +98,7 @@ impl Round {
             write_latency_ns: Pct::of(&o.write_hist),
             timekeeper: o.timekeeper,
             runnable_threads: o.runnable,
+            sched: o.sched,
             worst: o.worst,
             read_hist: o.read_hist,
             write_hist: o.write_hist,
@@ -398,6 +402,8 @@ pub struct Tail {
     pub timekeeper: Option<Timekeeping>,
     /// Median over rounds of the mean runnable threads.
     pub runnable_threads: Option<f64>,
+    /// The scheduler counters summed over rounds.
+    pub sched: Option<Sched>,
 }
 
 pub fn tail_of(e: &EngineRounds, worst: usize) -> Tail {
@@ -434,6 +440,19 @@ pub fn tail_of(e: &EngineRounds, worst: usize) -> Tail {
             let v: Vec<f64> = e.rounds.iter().filter_map(|x| x.runnable_threads).collect();
             (!v.is_empty()).then(|| median(&v))
         },
+        sched: e
+            .rounds
+            .iter()
+            .filter_map(|x| x.sched)
+            .fold(None, |acc: Option<Sched>, s| {
+                let a = acc.unwrap_or_default();
+                Some(Sched {
+                    on_cpu_ns: a.on_cpu_ns + s.on_cpu_ns,
+                    runqueue_wait_ns: a.runqueue_wait_ns + s.runqueue_wait_ns,
+                    voluntary_switches: a.voluntary_switches + s.voluntary_switches,
+                    involuntary_switches: a.involuntary_switches + s.involuntary_switches,
+                })
+            }),
     }
 }
 
@@ -514,6 +533,18 @@ pub fn print_tail(title: &str, tails: &[Tail]) {
             println!(
                 "  {:<10} runnable driver threads (mean over 20 ms samples, median over rounds): {n:.1}",
                 t.engine
+            );
+        }
+        if let Some(s) = &t.sched {
+            let total = (s.on_cpu_ns + s.runqueue_wait_ns).max(1) as f64;
+            println!(
+                "  {:<10} driver threads: {:.2} s on a CPU, {:.2} s runnable but waiting for one ({:.1}% of runnable time); {} voluntary (blocked) and {} involuntary (preempted) context switches",
+                t.engine,
+                s.on_cpu_ns as f64 / 1e9,
+                s.runqueue_wait_ns as f64 / 1e9,
+                100.0 * s.runqueue_wait_ns as f64 / total,
+                fmt_int(s.voluntary_switches as f64),
+                fmt_int(s.involuntary_switches as f64),
             );
         }
     }
