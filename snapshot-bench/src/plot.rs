@@ -414,7 +414,9 @@ where
     };
     type Side = fn(&crate::report::SweepCurve) -> &Vec<(f64, f64, f64)>;
     let sides: [(&str, Side); 2] = [("readers", |c| &c.readers), ("writers", |c| &c.writers)];
-    let mut series: Vec<(String, usize, bool, Vec<(f64, f64)>)> = Vec::new();
+    // (legend, colour index, dashed (writers), points)
+    type Series = (String, usize, bool, Vec<(f64, f64)>);
+    let mut series: Vec<Series> = Vec::new();
     for (oi, o) in rest.iter().enumerate() {
         for (si, (side, f)) in sides.iter().enumerate() {
             let pts: Vec<(f64, f64)> = sw
@@ -451,7 +453,8 @@ where
         .margin_right(40)
         .x_label_area_size(40)
         .y_label_area_size(64)
-        .build_cartesian_2d(sweep_x_range(sw), (lo - pad)..(hi + pad))?;
+        // Headroom above the curves for the legend (upper right).
+        .build_cartesian_2d(sweep_x_range(sw), (lo - pad)..(hi + 3.0 * pad))?;
     chart
         .configure_mesh()
         .x_desc(sw.axis)
