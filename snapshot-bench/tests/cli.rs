@@ -496,3 +496,70 @@ fn a_tiny_sweep_prints_its_table_json_and_picture() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The W4 report says what the driver saw around the engines (the
+/// timekeeper's set_timestamps and sleep overshoot, and on Linux the
+/// scheduler counters), and the JSON carries them with the per-write RMW
+/// figure (`null` unless counted).
+#[test]
+fn tail_reports_timekeeper_and_scheduler_lines() {
+    let args = [
+        "tail",
+        "--keys",
+        "1000",
+        "--seconds",
+        "0.1",
+        "--warmup",
+        "0.01",
+        "--rounds",
+        "1",
+        "--engines",
+        "lock-free,rwlock3",
+        "--no-progress",
+    ];
+    let o = run(&args);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        o.stdout.contains("what the driver saw around the engines"),
+        "{}",
+        o.stdout
+    );
+    for engine in ["lock-free", "rwlock3"] {
+        let tk = o
+            .stdout
+            .lines()
+            .filter(|l| l.contains(engine) && l.contains("timekeeper set_timestamps:"))
+            .count();
+        assert_eq!(tk, 1, "{engine}: {}", o.stdout);
+        if cfg!(target_os = "linux") {
+            assert!(
+                o.stdout
+                    .lines()
+                    .any(|l| l.contains(engine) && l.contains("runnable but waiting for one")),
+                "{engine}: {}",
+                o.stdout
+            );
+        }
+    }
+    assert!(o.stdout.contains("rmw/wtxn"), "{}", o.stdout);
+    let o = run(&[&args[..], &["--json"]].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("one JSON object");
+    for e in ["lock-free", "rwlock3"] {
+        let round = &v["engines"][e][0];
+        assert!(round["timekeeper"]["calls"].is_u64(), "{e}: {round}");
+        assert!(
+            round["timekeeper"]["late_ns"]["max"].is_u64(),
+            "{e}: {round}"
+        );
+        let w = &round["shared_rmw_per_write_txn"];
+        if cfg!(feature = "count-rmw") {
+            assert!(w.as_f64().is_some_and(|x| x > 0.0), "{e}: {w}");
+        } else {
+            assert!(w.is_null(), "{e}: {w}");
+        }
+        if cfg!(target_os = "linux") {
+            assert!(round["sched"]["on_cpu_ns"].is_u64(), "{e}: {round}");
+        }
+    }
+}
