@@ -195,8 +195,9 @@ fn rows() -> Vec<Row> {
         Row {
             name: "read timestamp with read_at_stable",
             state: "begin options",
-            expect: Error::ReadTimestampAlreadySet {
-                current: ts(STABLE),
+            expect: Error::IncompatibleOptions {
+                first: "read_at_stable",
+                second: "read_timestamp",
             },
             run: |e| {
                 let mut s = e.session()?;

@@ -725,8 +725,9 @@ impl Model {
         if let Some(r) = opts.read_timestamp {
             check_ts(TimestampRole::Read, r)?;
             if opts.read_at_stable {
-                return Err(Error::ReadTimestampAlreadySet {
-                    current: ts(self.stable),
+                return Err(Error::IncompatibleOptions {
+                    first: "read_at_stable",
+                    second: "read_timestamp",
                 });
             }
         }
