@@ -66,7 +66,6 @@ fn ops<P: Protocol>(c: &mut Criterion) {
             let mut t = s.begin(&TxnOptions::default()).unwrap();
             t.put(&k, &v).unwrap();
             t.commit(CommitOptions::at(ts)).unwrap();
-            drop(t);
             if ts % 1024 == 0 {
                 // Let history go, so chains stay short.
                 e.set_timestamps(TimestampUpdate {

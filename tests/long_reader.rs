@@ -146,7 +146,13 @@ fn a_long_reader_pins_one_version_per_key_and_history_returns_after_it_ends() {
                         Err(err) => panic!("writer: {err}"),
                     }
                     let c = next_ts.fetch_add(1, Ordering::Relaxed);
-                    match t.commit(CommitOptions::at(c)) {
+                    match t.commit(CommitOptions::at(c)).map_err(|e| {
+                        // Refused for a timestamp: handed back open; dropped
+                        // here, which rolls it back.
+                        let err = e.error().clone();
+                        assert!(e.into_txn().is_some(), "writer commit: {err}");
+                        err
+                    }) {
                         Ok(()) => {
                             committed_max.fetch_max(c, Ordering::Relaxed);
                             log.lock().unwrap().push((k, c));

@@ -263,10 +263,6 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
         batch.items.clear();
         batch.arena.clear();
         batch.next = 0;
-        if is_empty(lo, hi) {
-            batch.done = true;
-            return;
-        }
         let view = match self.txn.t.read_view() {
             Ok(v) => v,
             Err(e) => {
@@ -274,6 +270,10 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
                 return;
             }
         };
+        if is_empty(lo, hi) {
+            batch.done = true;
+            return;
+        }
         let store = &self.txn.d.engine.store;
         let guard = store.rc.pin();
         let mut examined = 0;

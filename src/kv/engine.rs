@@ -223,6 +223,9 @@ pub(crate) struct SessionData<'e, P: Protocol> {
     /// Savepoint ids handed out on this session (never reused, so a stale
     /// savepoint from an earlier transaction is refused).
     pub(crate) savepoint_ids: u64,
+    /// This session's process-wide unique token, carried by its savepoints
+    /// (so another session's, or an earlier session's, is refused).
+    pub(crate) token: u64,
     /// Pruned chain tails not yet handed to the collector.
     pub(crate) tails: Tails,
 }
@@ -244,6 +247,7 @@ impl<'e, P: Protocol> Session<'e, P> {
                 commits: 0,
                 savepoints: Vec::new(),
                 savepoint_ids: 0,
+                token: crate::sync::unique_id(),
                 tails: tails(),
             },
             owner,

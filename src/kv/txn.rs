@@ -46,10 +46,12 @@ pub struct Txn<'s, 'e, P: Protocol = LockFree> {
 
 /// A point in a transaction's writes to roll back to
 /// ([`Txn::savepoint`], [`Txn::rollback_to`]). Plain data: it borrows
-/// nothing, and a savepoint from another transaction, or one discarded by
-/// rolling back to an earlier savepoint, is refused.
+/// nothing, and a savepoint from another transaction (on this session or
+/// any other), or one discarded by rolling back to an earlier savepoint, is
+/// refused with [`Error::UnknownSavepoint`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Savepoint {
+    session: u64,
     id: u64,
 }
 
@@ -353,7 +355,10 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         self.d.savepoint_ids += 1;
         let id = self.d.savepoint_ids;
         self.d.savepoints.push((id, self.d.writes.len()));
-        Ok(Savepoint { id })
+        Ok(Savepoint {
+            session: self.d.token,
+            id,
+        })
     }
 
     /// Undoes every write made since `sp`: each key written after it reads
@@ -373,7 +378,10 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// or one discarded by an earlier `rollback_to`.
     pub fn rollback_to(&mut self, sp: &Savepoint) -> Result<()> {
         self.t.check_usable()?;
-        let Some(at) = self.d.savepoints.iter().rposition(|&(id, _)| id == sp.id) else {
+        let live = (sp.session == self.d.token)
+            .then(|| self.d.savepoints.iter().rposition(|&(id, _)| id == sp.id))
+            .flatten();
+        let Some(at) = live else {
             return Err(Error::UnknownSavepoint);
         };
         let writes = self.d.savepoints[at].1;

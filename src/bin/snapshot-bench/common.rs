@@ -53,15 +53,17 @@ impl Ctl {
     /// timekeeper overtook while this thread was descheduled (now at or
     /// below stable, or below oldest) is refused by the engine; take a newer
     /// one.
-    pub fn commit_at_next_ts<P: Protocol>(&self, t: &mut Txn<'_, '_, P>) {
+    pub fn commit_at_next_ts<P: Protocol>(&self, mut t: Txn<'_, '_, P>) {
         loop {
             match t.commit(CommitOptions::at(self.next_ts())) {
                 Ok(()) => return,
-                Err(
+                Err(e) => match e.error() {
                     Error::CommitTimestampNotAfterStable { .. }
-                    | Error::CommitTimestampBeforeOldest { .. },
-                ) => continue,
-                Err(e) => panic!("commit: {e}"),
+                    | Error::CommitTimestampBeforeOldest { .. } => {
+                        t = e.into_txn().expect("a timestamp error keeps the transaction");
+                    }
+                    _ => panic!("commit: {e}"),
+                },
             }
         }
     }

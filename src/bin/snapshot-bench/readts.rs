@@ -136,8 +136,7 @@ fn reader<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
             .get_with(&k, |v| v.map(|v| v[v.len() / 2]))
             .expect("no prepared updates in W1");
         black_box(v);
-        t.rollback().expect("rollback");
-        drop(t);
+        t.rollback();
         let now = Instant::now();
         if measuring {
             let ns = (now - last).as_nanos() as u64;
@@ -196,16 +195,15 @@ fn writer<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
         let mut t = s.begin(&opts).expect("begin");
         let ok = match t.put(&k, &value) {
             Ok(()) => {
-                ctl.commit_at_next_ts(&mut t);
+                ctl.commit_at_next_ts(t);
                 true
             }
             Err(Error::WriteConflict { .. }) => {
-                t.rollback().expect("rollback");
+                t.rollback();
                 false
             }
             Err(e) => panic!("writer put: {e}"),
         };
-        drop(t);
         let now = Instant::now();
         if measuring {
             let ns = (now - last).as_nanos() as u64;

@@ -119,9 +119,9 @@ fn worker<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
                     let k = key((1 << 40) + ((id as u64) << 32) + inserted);
                     t.put(&k, &value).expect("insert");
                 }
-                ctl.commit_at_next_ts(&mut t);
+                ctl.commit_at_next_ts(t);
             } else {
-                t.rollback().expect("rollback");
+                t.rollback();
             }
         }
         if measuring {
