@@ -3,9 +3,10 @@
 //! Target: under 20 ns median for the lock-free engine.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use snapshot_engine::{CommitOptions, LockFree, Protocol, RwLockBaseline, RwLockBaselineFixed};
+use snapshot_engine::machinery::{RwLockBaseline, RwLockBaselineFixed};
+use snapshot_engine::{CommitOptions, LockFree, Protocol};
 
-#[path = "../src/bin/snapshot-bench/w2.rs"]
+#[path = "../snapshot-bench/src/w2.rs"]
 mod w2;
 use w2::{begin_engine, begin_rows, BeginRow};
 

@@ -31,6 +31,8 @@ mod read_ts_oldest;
 #[cfg(loom)]
 mod read_ts_refresh;
 #[cfg(loom)]
+mod rollback;
+#[cfg(loom)]
 mod slots;
 #[cfg(loom)]
 mod stable;

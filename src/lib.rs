@@ -41,6 +41,10 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+/// Benchmark hooks (`benches/index.rs`); not part of the API.
+#[cfg(not(loom))]
+#[doc(hidden)]
+pub mod bench_api;
 mod config;
 mod error;
 mod kv;
@@ -63,8 +67,9 @@ pub use machinery::{LockFree, Protocol, SessionPin};
 pub use stats::Stats;
 pub use ts::{Generation, Timestamp, TxnId};
 
-// Benchmark support, documented at its home in `machinery`; kept at the
-// root (hidden) for the benchmark driver, the benches and the tests.
+// Benchmark support, documented at its home in `machinery` (where the
+// driver, snapshot-bench/, names it); kept at the root, hidden from the
+// docs, for the benches and the tests that name it there.
 #[cfg(not(loom))]
 #[doc(hidden)]
 pub use machinery::{RwLockBaseline, RwLockBaselineFixed, RwLockMachinery};

@@ -13,8 +13,8 @@
 
 use crate::config::{EngineConfig, TimestampUpdate};
 use crate::machinery::epoch::Collector as Reclaimer;
-use crate::machinery::lockfree::LockFree;
 use crate::machinery::protocol::Machinery;
+use crate::machinery::LockFree;
 use crate::machinery::{Horizon, ReadView, VersionStatus};
 use crate::stats::Counters;
 use crate::store::raw::chain::{Found, KeyEntry, Version};

@@ -281,10 +281,14 @@ pub mod mutant {
     /// Prepare leaves the running set without bumping the descriptor
     /// generation (invariant 5 for two-phase commit).
     pub const PREPARE_SKIPS_EXIT: u32 = 10;
+    /// Rollback flips its versions to aborted before unlinking them, so
+    /// another writer can write on top and the unlink fails (issue 16).
+    pub const ROLLBACK_FLIPS_BEFORE_UNLINK: u32 = 11;
     /// Prepare flips its versions without holding a commit claim at the
     /// prepare timestamp, so raising stable past it does not wait for the
     /// flips (invariant 8 for prepared transactions).
-    pub const PREPARE_WITHOUT_CLAIM: u32 = 11;
+    // (20: numbered clear of the switches other branches are adding.)
+    pub const PREPARE_WITHOUT_CLAIM: u32 = 20;
 
     #[cfg(loom)]
     static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

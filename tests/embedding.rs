@@ -232,7 +232,7 @@ fn the_transaction_closure_retries_write_conflicts_and_returns_other_errors() {
         txn.put("k", "mine")
     });
     assert_eq!(r, Err(Error::WriteConflict { key: b"k".to_vec() }));
-    assert_eq!(attempts, Session::TRANSACTION_ATTEMPTS);
+    assert_eq!(attempts, <Session>::TRANSACTION_ATTEMPTS);
     blocker.rollback();
     // Another error is returned at once, and the transaction rolled back.
     let mut attempts = 0;

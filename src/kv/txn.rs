@@ -156,6 +156,19 @@ fn flip_all(writes: &[WriteRec], done: &Completion<'_>) {
 fn unlink_then_abort<P: Protocol>(d: &SessionData<'_, P>, done: &Completion<'_>) -> u64 {
     let store = &d.engine.store;
     let guard = store.rc.pin();
+    let flip = || {
+        for w in &d.writes {
+            // SAFETY: our versions were linked and alive when `guard` was
+            // pinned; those unlinked are retired under it, so none is freed
+            // before it drops (invariant 11). Readers that loaded one before
+            // the unlink see it aborted (or still in progress: invisible).
+            done.flip(&unsafe { &*w.version }.status);
+        }
+    };
+    let flip_first = crate::sync::mutant_on(crate::sync::mutant::ROLLBACK_FLIPS_BEFORE_UNLINK);
+    if flip_first {
+        flip();
+    }
     let mut unlinked = 0;
     for w in d.writes.iter().rev() {
         // SAFETY: key entries live until the store drops; our version is
@@ -164,12 +177,8 @@ fn unlink_then_abort<P: Protocol>(d: &SessionData<'_, P>, done: &Completion<'_>)
             unlinked += 1;
         }
     }
-    for w in &d.writes {
-        // SAFETY: our versions were linked and alive when `guard` was
-        // pinned; those unlinked above are retired under it, so none is
-        // freed before it drops (invariant 11). Readers that loaded one
-        // before the unlink see it aborted (or still in progress: invisible).
-        done.flip(&unsafe { &*w.version }.status);
+    if !flip_first {
+        flip();
     }
     drop(guard);
     unlinked
@@ -551,12 +560,21 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
 }
 
 impl<P: Protocol> Drop for Txn<'_, '_, P> {
+    #[inline]
     fn drop(&mut self) {
+        if self.t.is_open() {
+            self.drop_open();
+        }
+    }
+}
+
+impl<P: Protocol> Txn<'_, '_, P> {
+    #[cold]
+    #[inline(never)]
+    fn drop_open(&mut self) {
         // Dropping an open transaction (including during a panic) rolls it
         // back and clears its pins (invariant 12).
-        if self.t.is_open() {
-            self.rollback_in_place();
-        }
+        self.rollback_in_place();
         // Only a transaction whose commit flips unwound (poisoned: it never
         // completes, and its versions stay where they are) still has writes
         // here; the next transaction on this session must not see them.
