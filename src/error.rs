@@ -388,13 +388,18 @@ mod tests {
             role: TimestampRole::Commit,
             value: 0,
         };
-        assert!(e.to_string().starts_with("commit timestamp 0 is out of range (1..="));
+        assert!(e
+            .to_string()
+            .starts_with("commit timestamp 0 is out of range (1..="));
         let e = Error::TimestampMovedBackwards {
             role: TimestampRole::Stable,
             requested: Timestamp::new(5),
             current: Timestamp::new(9),
         };
-        assert_eq!(e.to_string(), "stable timestamp may not move backwards: 5 < 9");
+        assert_eq!(
+            e.to_string(),
+            "stable timestamp may not move backwards: 5 < 9"
+        );
         let k = |key: &[u8]| Error::WriteConflict { key: key.to_vec() }.to_string();
         assert_eq!(k(b"k"), r#"write conflict on key "k""#);
         assert_eq!(k(&[0x00, 0xff]), "write conflict on key 0x00ff");

@@ -158,7 +158,9 @@ fn read_ts_below_oldest_is_refused_or_rounded<P: Protocol>() {
         e.error(),
         Error::CommitTimestampNotAfterStable { .. }
     ));
-    let t = e.into_txn().expect("a timestamp error keeps the transaction");
+    let t = e
+        .into_txn()
+        .expect("a timestamp error keeps the transaction");
     t.commit(CommitOptions::at(61)).unwrap();
 }
 

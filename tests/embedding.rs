@@ -129,7 +129,9 @@ fn begin_with_write<'s, 'e>(s: &'s mut Session<'e>, k: &str) -> Txn<'s, 'e> {
 fn a_transaction_can_be_returned_from_a_function() {
     let e = engine();
     let mut s = e.session().unwrap();
-    begin_with_write(&mut s, "k").commit(CommitOptions::default()).unwrap();
+    begin_with_write(&mut s, "k")
+        .commit(CommitOptions::default())
+        .unwrap();
     assert_eq!(read(&mut s, "k").as_deref(), Some(&b"x"[..]));
 }
 
@@ -221,7 +223,10 @@ fn the_transaction_closure_retries_write_conflicts_and_returns_other_errors() {
         Ok(old)
     });
     assert_eq!(got.unwrap().as_deref(), Some(&b"theirs"[..]));
-    assert_eq!(attempts, 2, "the first attempt conflicted with the commit after its snapshot");
+    assert_eq!(
+        attempts, 2,
+        "the first attempt conflicted with the commit after its snapshot"
+    );
 
     // A conflict with an open writer is retried until the attempts run out.
     let mut blocker = s2.begin(&TxnOptions::default()).unwrap();
@@ -382,7 +387,10 @@ fn rolling_back_to_a_savepoint_undoes_what_came_after_it() {
     t.put("inner", "y").unwrap();
     t.rollback_to(&sp).unwrap();
     assert_eq!(t.get("before").unwrap().as_deref(), Some(&b"1"[..]));
-    assert_eq!(t.get("old").unwrap().as_deref(), Some(&b"changed before"[..]));
+    assert_eq!(
+        t.get("old").unwrap().as_deref(),
+        Some(&b"changed before"[..])
+    );
     assert_eq!(t.get("after").unwrap(), None);
     assert_eq!(t.get("inner").unwrap(), None);
     // The inner savepoint went with what it followed; the outer one stays.

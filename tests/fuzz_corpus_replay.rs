@@ -349,5 +349,8 @@ fn seeded_random_op_sequences_match_the_model() {
             std::panic::resume_unwind(e);
         }
     }
-    assert!(total > 100_000, "the random runs should be long: {total} ops");
+    assert!(
+        total > 100_000,
+        "the random runs should be long: {total} ops"
+    );
 }

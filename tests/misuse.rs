@@ -657,13 +657,13 @@ fn rows() -> Vec<Row> {
                 assert_eq!(t2.get(b"base"), Err(Error::MustRollBack));
                 // Commit of a doomed transaction rolls it back.
                 assert_eq!(
-        t2.commit(CommitOptions::at(30)).map_err(|e| {
-            let err = e.error().clone();
-            assert!(e.into_txn().is_none(), "a doomed commit rolls back");
-            err
-        }),
-        Err(Error::MustRollBack)
-    );
+                    t2.commit(CommitOptions::at(30)).map_err(|e| {
+                        let err = e.error().clone();
+                        assert!(e.into_txn().is_none(), "a doomed commit rolls back");
+                        err
+                    }),
+                    Err(Error::MustRollBack)
+                );
                 t1.rollback();
                 r
             },

@@ -337,7 +337,9 @@ fn prepare_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 assert_eq!(t.prepare(ts(25)), Ok(ts(25)));
-                t.commit(CommitOptions::at(25)).map(|()| Out::Done).map_err(Error::from)
+                t.commit(CommitOptions::at(25))
+                    .map(|()| Out::Done)
+                    .map_err(Error::from)
             },
             Ok(Out::Done),
         ),
@@ -392,11 +394,7 @@ fn after_prepare_only_commit_or_rollback_on<P: Protocol>() {
         row(
             "scan",
             "prepared at 25",
-            |e| {
-                refused(e, |t| {
-                    t.scan(.., |_, _| true).map(|()| Out::Done)
-                })
-            },
+            |e| refused(e, |t| t.scan(.., |_, _| true).map(|()| Out::Done)),
             p.clone(),
         ),
         row(
@@ -1108,7 +1106,13 @@ fn resolution_is_atomic_for_readers_at_or_above_the_commit_timestamp_on<P: Proto
         row(
             "commit: both keys new at the commit timestamp",
             "prepared at 25, committed at 27",
-            |e| resolve_then_read_all(e, |t| t.commit(CommitOptions::at(27)).map_err(Error::from), 27),
+            |e| {
+                resolve_then_read_all(
+                    e,
+                    |t| t.commit(CommitOptions::at(27)).map_err(Error::from),
+                    27,
+                )
+            },
             Ok(Out::Pairs(vec![
                 (b"j".to_vec(), b"j1".to_vec()),
                 (b"k".to_vec(), b"v1".to_vec()),
@@ -1117,7 +1121,13 @@ fn resolution_is_atomic_for_readers_at_or_above_the_commit_timestamp_on<P: Proto
         row(
             "commit: between prepare and commit timestamps both keys are old, no conflict",
             "prepared at 25, committed at 27, reader at 26",
-            |e| resolve_then_read_all(e, |t| t.commit(CommitOptions::at(27)).map_err(Error::from), 26),
+            |e| {
+                resolve_then_read_all(
+                    e,
+                    |t| t.commit(CommitOptions::at(27)).map_err(Error::from),
+                    26,
+                )
+            },
             Ok(Out::Pairs(vec![
                 (b"j".to_vec(), b"j0".to_vec()),
                 (b"k".to_vec(), b"v0".to_vec()),
@@ -1126,12 +1136,16 @@ fn resolution_is_atomic_for_readers_at_or_above_the_commit_timestamp_on<P: Proto
         row(
             "rollback: every update is gone, no conflict",
             "prepared at 25, rolled back",
-            |e| resolve_then_read_all(e, |t| {
-                    t.rollback();
-                    Ok(())
-                },
-                30,
-            ),
+            |e| {
+                resolve_then_read_all(
+                    e,
+                    |t| {
+                        t.rollback();
+                        Ok(())
+                    },
+                    30,
+                )
+            },
             Ok(Out::Pairs(vec![
                 (b"j".to_vec(), b"j0".to_vec()),
                 (b"k".to_vec(), b"v0".to_vec()),
@@ -1329,7 +1343,9 @@ fn stable_may_not_pass_an_unresolved_prepared_durable_timestamp_on<P: Protocol>(
         e: &Engine<P>,
         f: fn(&Engine<P>) -> Result<Out>,
     ) -> Result<Out> {
-        while_unresolved(e, Some(40), f, |t| t.commit(CommitOptions::at(26)).map_err(Error::from))
+        while_unresolved(e, Some(40), f, |t| {
+            t.commit(CommitOptions::at(26)).map_err(Error::from)
+        })
     }
     run::<P>(vec![
         row(
@@ -1426,7 +1442,9 @@ fn stable_may_not_pass_an_unresolved_prepared_durable_timestamp_on<P: Protocol>(
                         stable: ts(30)
                     }
                 );
-                t.commit(commit_durable(26, 31)).map(|()| Out::Done).map_err(Error::from)
+                t.commit(commit_durable(26, 31))
+                    .map(|()| Out::Done)
+                    .map_err(Error::from)
             },
             Ok(Out::Done),
         ),

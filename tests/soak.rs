@@ -96,7 +96,10 @@ impl Shared {
                         | Error::CommitTimestampBeforeOldest { .. }
                 ) =>
             {
-                assert!(e.into_txn().is_some(), "a timestamp error keeps the transaction");
+                assert!(
+                    e.into_txn().is_some(),
+                    "a timestamp error keeps the transaction"
+                );
                 self.late.fetch_add(1, Ordering::Relaxed);
                 false
             }

@@ -363,7 +363,9 @@ fn commit_timestamp_rules_on<P: Protocol>() {
                     t.set_commit_timestamp(ts(31)),
                     Err(Error::CommitTimestampAlreadySet { current: ts(30) })
                 );
-                t.commit(CommitOptions::at(31)).map(|()| Out::Done).map_err(Error::from)
+                t.commit(CommitOptions::at(31))
+                    .map(|()| Out::Done)
+                    .map_err(Error::from)
             },
             Err(Error::CommitTimestampAlreadySet { current: ts(30) }),
         ),
@@ -436,7 +438,9 @@ fn commit_timestamp_rules_on<P: Protocol>() {
                 t.put(b"k", b"v1").unwrap();
                 t.set_commit_timestamp(ts(30)).unwrap();
                 e.set_timestamps(set(None, Some(35), None)).unwrap();
-                t.commit(CommitOptions::default()).map(|()| Out::Done).map_err(Error::from)
+                t.commit(CommitOptions::default())
+                    .map(|()| Out::Done)
+                    .map_err(Error::from)
             },
             Err(Error::CommitTimestampNotAfterStable {
                 commit: ts(30),

@@ -413,7 +413,8 @@ impl<'e> Real<'e> {
             }
             Op::Iter(s, lo, hi, mode, k) => with_txn!(s, |t| {
                 let mut c = t.iter((lo.get(), hi.get()));
-                let own = |r: snapshot_engine::Result<(&[u8], Vec<u8>)>| r.map(|(k, v)| (k.to_vec(), v));
+                let own =
+                    |r: snapshot_engine::Result<(&[u8], Vec<u8>)>| r.map(|(k, v)| (k.to_vec(), v));
                 let rows: Result<Vec<_>, Error> = match mode % 4 {
                     0 => c.map(own).collect(),
                     1 => c.rev().map(own).collect(),
@@ -1382,7 +1383,11 @@ impl Model {
                         let mut out = Vec::new();
                         let mut front = true;
                         while !rows.is_empty() {
-                            out.push(if front { rows.remove(0) } else { rows.pop().unwrap() });
+                            out.push(if front {
+                                rows.remove(0)
+                            } else {
+                                rows.pop().unwrap()
+                            });
                             front = !front;
                         }
                         Ok(Out::Rows(out))

@@ -60,7 +60,9 @@ impl Ctl {
                 Err(e) => match e.error() {
                     Error::CommitTimestampNotAfterStable { .. }
                     | Error::CommitTimestampBeforeOldest { .. } => {
-                        t = e.into_txn().expect("a timestamp error keeps the transaction");
+                        t = e
+                            .into_txn()
+                            .expect("a timestamp error keeps the transaction");
                     }
                     _ => panic!("commit: {e}"),
                 },

@@ -194,7 +194,14 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
 
     /// The next pair from the front with the value lent from the cursor's
     /// buffer (no allocation once the buffer has grown): zero-copy for the
-    /// key, one copy for the value.
+    /// key, one copy for the value. `None` at the end of the range (or where
+    /// the back end already is).
+    ///
+    /// # Errors
+    /// [`Error::PrepareConflict`] on a prepared update at or below the read
+    /// timestamp, or the transaction is not usable
+    /// ([`Transaction::check_usable`](crate::machinery::Transaction::check_usable));
+    /// the cursor then ends.
     pub fn next_ref(&mut self) -> Option<Result<(&'t [u8], &[u8])>> {
         match self.step(true)? {
             Ok((k, a, b)) => Some(Ok((k, &self.front.arena[a..b]))),
@@ -203,6 +210,9 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
     }
 
     /// As [`Cursor::next_ref`], from the back.
+    ///
+    /// # Errors
+    /// As [`Cursor::next_ref`].
     pub fn next_back_ref(&mut self) -> Option<Result<(&'t [u8], &[u8])>> {
         match self.step(false)? {
             Ok((k, a, b)) => Some(Ok((k, &self.back.arena[a..b]))),
@@ -219,7 +229,11 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
             if self.finished {
                 return None;
             }
-            let batch = if forward { &mut self.front } else { &mut self.back };
+            let batch = if forward {
+                &mut self.front
+            } else {
+                &mut self.back
+            };
             if let Some(&(k, a, b)) = batch.items.get(batch.next) {
                 batch.next += 1;
                 // The two ends meet: stop at what the other end yielded.
@@ -307,9 +321,13 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
             true
         };
         if forward {
-            store.index.range((lo.bound(), hi.bound()), &guard, &mut visit);
+            store
+                .index
+                .range((lo.bound(), hi.bound()), &guard, &mut visit);
         } else {
-            store.index.range_rev((lo.bound(), hi.bound()), &guard, &mut visit);
+            store
+                .index
+                .range_rev((lo.bound(), hi.bound()), &guard, &mut visit);
         }
         drop(guard);
         batch.done = exhausted;
@@ -359,4 +377,3 @@ impl<P: Protocol> DoubleEndedIterator for Cursor<'_, '_, '_, P> {
 }
 
 impl<P: Protocol> std::iter::FusedIterator for Cursor<'_, '_, '_, P> {}
-

@@ -2,7 +2,9 @@
 //! machinery [`Transaction`], which does everything that is not data
 //! (timestamps, prepare, commit, rollback).
 
+use super::cursor::Cursor;
 use super::engine::{SessionData, WriteRec};
+use super::range::KeyRange;
 use crate::config::{CommitOptions, TxnOptions};
 use crate::error::{Error, Result};
 use crate::machinery::epoch::RETIRE_BATCH;
@@ -10,8 +12,6 @@ use crate::machinery::{
     Completion, Count, LockFree, Protocol, Transaction, TxnSession, VersionState,
 };
 use crate::store::raw::chain::{Found, Version};
-use super::cursor::Cursor;
-use super::range::KeyRange;
 use crate::ts::{Timestamp, TxnId};
 use std::fmt;
 
@@ -552,7 +552,11 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         let mut unlinked = 0;
         // Only an open transaction (the one thing a `Txn` can be outside
         // `commit`) is rolled back; a finished one has nothing to undo.
-        if self.t.rollback(|done| unlinked = unlink_then_abort(d, done)).is_ok() {
+        if self
+            .t
+            .rollback(|done| unlinked = unlink_then_abort(d, done))
+            .is_ok()
+        {
             self.t.count(Count::VersionsPruned, unlinked);
         }
         self.d.writes.clear();

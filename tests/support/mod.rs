@@ -229,6 +229,9 @@ pub fn kept<'s, 'e, P: Protocol>(
 pub fn rolled_back<P: Protocol>(r: std::result::Result<(), CommitError<'_, '_, P>>) -> Error {
     let e = r.expect_err("the commit should have been refused");
     let err = e.error().clone();
-    assert!(e.into_txn().is_none(), "{err}: the transaction should have rolled back");
+    assert!(
+        e.into_txn().is_none(),
+        "{err}: the transaction should have rolled back"
+    );
     err
 }
