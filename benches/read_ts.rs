@@ -84,7 +84,7 @@ fn snapshot<P: Protocol>(c: &mut Criterion) {
                 ts += 1;
                 n += 1;
                 let mut t = w.begin(&TxnOptions::default()).unwrap();
-                t.put(&(n % 1024).to_be_bytes(), b"value").unwrap();
+                t.put((n % 1024).to_be_bytes(), b"value").unwrap();
                 t.commit(CommitOptions::at(ts)).unwrap();
                 if n % 1024 == 0 {
                     e.set_timestamps(TimestampUpdate {

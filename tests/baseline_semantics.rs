@@ -171,8 +171,8 @@ fn concurrent_transfers_keep_the_sum<P: Protocol>() {
     {
         let mut s = e.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
-        t.put(b"a", &100u64.to_le_bytes()).unwrap();
-        t.put(b"b", &100u64.to_le_bytes()).unwrap();
+        t.put(b"a", 100u64.to_le_bytes()).unwrap();
+        t.put(b"b", 100u64.to_le_bytes()).unwrap();
         t.commit(CommitOptions::default()).unwrap();
     }
     let stop = AtomicBool::new(false);
@@ -194,8 +194,8 @@ fn concurrent_transfers_keep_the_sum<P: Protocol>() {
                     if f == 0 {
                         continue;
                     }
-                    if t.put(from, &(f - 1).to_le_bytes()).is_err()
-                        || t.put(to, &(g + 1).to_le_bytes()).is_err()
+                    if t.put(from, (f - 1).to_le_bytes()).is_err()
+                        || t.put(to, (g + 1).to_le_bytes()).is_err()
                     {
                         continue;
                     }

@@ -299,7 +299,7 @@ fn rows() -> Vec<Row> {
             state: "not prepared",
             expect: Error::DurableTimestampWithoutPrepare { durable: ts(30) },
             run: |e| {
-                after_a_write(e, |mut t| {
+                after_a_write(e, |t| {
                     refused(t.commit(CommitOptions {
                         commit_ts: Some(ts(25)),
                         durable_ts: Some(ts(30)),
@@ -325,7 +325,7 @@ fn rows() -> Vec<Row> {
                 commit: ts(30),
             },
             run: |e| {
-                after_prepare_at_25(e, |mut t| {
+                after_prepare_at_25(e, |t| {
                     refused(t.commit(CommitOptions {
                         commit_ts: Some(ts(30)),
                         durable_ts: Some(ts(26)),
@@ -356,7 +356,7 @@ fn rows() -> Vec<Row> {
                 stable: ts(30),
             },
             run: |e| {
-                after_prepare_at_25(e, |mut t| {
+                after_prepare_at_25(e, |t| {
                     set(e, None, Some(30))?;
                     refused(t.commit(CommitOptions::at(28)))
                 })
@@ -602,7 +602,7 @@ fn rows() -> Vec<Row> {
             run: |e| {
                 let mut s = e.session()?;
                 let mut t = s.begin(&TxnOptions::default())?;
-                let r = t.put(&[b'k'; MAX_KEY + 1], b"x");
+                let r = t.put([b'k'; MAX_KEY + 1], b"x");
                 // Not a conflict: the transaction still writes and commits.
                 t.put(b"ok", b"y").unwrap();
                 t.commit(CommitOptions::at(STABLE + 1)).unwrap();
@@ -619,7 +619,7 @@ fn rows() -> Vec<Row> {
             run: |e| {
                 let mut s = e.session()?;
                 let mut t = s.begin(&TxnOptions::default())?;
-                t.put(b"bad", &[0; MAX_VALUE + 1])
+                t.put(b"bad", [0; MAX_VALUE + 1])
             },
         },
         Row {

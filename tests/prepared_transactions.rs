@@ -475,7 +475,7 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
-                let (r, mut t) = kept(t.commit(CommitOptions::default()));
+                let (r, t) = kept(t.commit(CommitOptions::default()));
                 let r = Err(r);
                 t.commit(CommitOptions::at(25)).unwrap();
                 r
@@ -489,7 +489,7 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
-                let (r, mut t) = kept(t.commit(CommitOptions::at(24)));
+                let (r, t) = kept(t.commit(CommitOptions::at(24)));
                 let r = Err(r);
                 t.commit(CommitOptions::at(25)).unwrap();
                 r
@@ -562,7 +562,7 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
-                let (r, mut t) = kept(t.commit(commit_durable(27, 26)));
+                let (r, t) = kept(t.commit(commit_durable(27, 26)));
                 let r = Err(r);
                 t.commit(commit_durable(27, 27)).unwrap();
                 r
@@ -580,7 +580,7 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
                 e.set_timestamps(set(None, Some(30), None)).unwrap();
-                let (r, mut t) = kept(t.commit(commit_durable(26, 30)));
+                let (r, t) = kept(t.commit(commit_durable(26, 30)));
                 let r = Err(r);
                 // Still prepared: a later durable timestamp commits.
                 t.commit(commit_durable(26, 31)).unwrap();
@@ -627,7 +627,7 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
-                let (r, mut t) = kept(t.commit(CommitOptions::at(0)));
+                let (r, t) = kept(t.commit(CommitOptions::at(0)));
                 let r = Err(r);
                 t.commit(CommitOptions::at(25)).unwrap();
                 r
@@ -746,7 +746,7 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 t.put(b"k", b"v1").unwrap();
-                let (r, mut t) = kept(t.commit(commit_durable(30, 30)));
+                let (r, t) = kept(t.commit(commit_durable(30, 30)));
                 let r = Err(r);
                 t.commit(CommitOptions::at(30)).unwrap();
                 r
@@ -822,7 +822,7 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
                 t.set_commit_timestamp(ts(26)).unwrap();
-                let (r, mut t) = kept(t.commit(CommitOptions::at(27)));
+                let (r, t) = kept(t.commit(CommitOptions::at(27)));
                 let r = Err(r);
                 t.commit(CommitOptions::at(26)).unwrap();
                 r
@@ -1168,8 +1168,8 @@ fn concurrent_readers_never_see_half_a_resolved_prepared_transaction_on<P: Proto
     {
         let mut s = e.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
-        t.put(b"a", &0u64.to_le_bytes()).unwrap();
-        t.put(b"b", &0u64.to_le_bytes()).unwrap();
+        t.put(b"a", 0u64.to_le_bytes()).unwrap();
+        t.put(b"b", 0u64.to_le_bytes()).unwrap();
         t.commit(CommitOptions::at(1)).unwrap();
     }
     let done = AtomicBool::new(false);
@@ -1201,8 +1201,8 @@ fn concurrent_readers_never_see_half_a_resolved_prepared_transaction_on<P: Proto
             let mut s = e.session().unwrap();
             for i in 1..=ROUNDS {
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
-                t.put(b"a", &i.to_le_bytes()).unwrap();
-                t.put(b"b", &i.to_le_bytes()).unwrap();
+                t.put(b"a", i.to_le_bytes()).unwrap();
+                t.put(b"b", i.to_le_bytes()).unwrap();
                 t.prepare(ts(10 * i)).unwrap();
                 if i % 5 == 0 {
                     t.rollback();

@@ -48,7 +48,7 @@ fn a_scan_stops_when_the_visitor_says_so() {
     let mut s = e.session().unwrap();
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     for i in 0u8..10 {
-        t.put(&[i], &[i]).unwrap();
+        t.put([i], [i]).unwrap();
     }
     let mut seen = Vec::new();
     t.scan(.., |k, _| {

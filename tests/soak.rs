@@ -120,7 +120,7 @@ fn w1_reader(sh: &Shared, seed: u64) {
             Err(Error::ReadTimestampTooOld { .. }) => continue,
             Err(e) => panic!("w1 reader: {e}"),
         }
-        let v = t.get(&key(rng.gen_range(0..KEYS))).unwrap();
+        let v = t.get(key(rng.gen_range(0..KEYS))).unwrap();
         assert_eq!(v.map(|v| v.len()), Some(VALUE));
         t.rollback();
         sh.w1_reads.fetch_add(1, Ordering::Relaxed);
@@ -134,7 +134,7 @@ fn w1_writer(sh: &Shared, seed: u64) {
     while !sh.stop.load(Ordering::Relaxed) {
         let mut t = s.begin(&TxnOptions::default()).unwrap();
         rng.fill(&mut val[..]);
-        match t.put(&key(rng.gen_range(0..KEYS)), &val) {
+        match t.put(key(rng.gen_range(0..KEYS)), val) {
             Ok(()) => {}
             Err(Error::WriteConflict { .. }) => {
                 sh.conflicts.fetch_add(1, Ordering::Relaxed);
@@ -162,13 +162,13 @@ fn transferer(sh: &Shared) {
         }
         let mut t = s.begin(&TxnOptions::default()).unwrap();
         let (ba, bb) = (
-            balance(t.get(&account(a)).unwrap()),
-            balance(t.get(&account(b)).unwrap()),
+            balance(t.get(account(a)).unwrap()),
+            balance(t.get(account(b)).unwrap()),
         );
         let amount = rng.gen_range(0..=ba.min(50));
         let r = t
-            .put(&account(a), &(ba - amount).to_le_bytes())
-            .and_then(|()| t.put(&account(b), &(bb + amount).to_le_bytes()));
+            .put(account(a), (ba - amount).to_le_bytes())
+            .and_then(|()| t.put(account(b), (bb + amount).to_le_bytes()));
         match r {
             Ok(()) => {}
             Err(Error::WriteConflict { .. }) => {
@@ -289,10 +289,10 @@ fn w1_with_bank_transfers_stays_bounded() {
         let mut s = sh.engine.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
         for i in 0..KEYS {
-            t.put(&key(i), &[1; VALUE]).unwrap();
+            t.put(key(i), [1; VALUE]).unwrap();
         }
         for i in 0..ACCOUNTS {
-            t.put(&account(i), &BALANCE.to_le_bytes()).unwrap();
+            t.put(account(i), BALANCE.to_le_bytes()).unwrap();
         }
         t.commit(CommitOptions::at(1)).unwrap();
     }

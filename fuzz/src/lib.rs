@@ -405,7 +405,7 @@ impl<'e> Real<'e> {
             Op::SetReadTs(s, ts) => with_txn!(s, |t| t.set_read_timestamp(ts.get()).map(Out::Ts)),
             Op::Get(s, k) => with_txn!(s, |t| t.get(k.get()).map(Out::Value)),
             Op::Put(s, k, len) => {
-                with_txn!(s, |t| t.put(k.get(), &value(step, len)).map(|()| Out::Unit))
+                with_txn!(s, |t| t.put(k.get(), value(step, len)).map(|()| Out::Unit))
             }
             Op::Delete(s, k) => with_txn!(s, |t| t.delete(k.get()).map(|()| Out::Unit)),
             Op::Range(s, lo, hi) => {

@@ -248,7 +248,7 @@ pub fn load<P: Protocol>(e: &Engine<P>, keys: u64, value_size: usize) {
         let mut t = s.begin(&TxnOptions::default()).expect("begin");
         for _ in 0..1000.min(keys - k) {
             value[..8.min(value_size)].copy_from_slice(&k.to_le_bytes()[..8.min(value_size)]);
-            t.put(&key(k), &value).expect("load put");
+            t.put(key(k), &value).expect("load put");
             k += 1;
         }
         t.commit(CommitOptions::at(1)).expect("load commit");

@@ -236,6 +236,13 @@ pub(crate) struct SessionData<'e, P: Protocol> {
 // thread holding `&mut Session`. Moving the session moves that exclusive
 // access with it. Everything else in a Session is Send.
 unsafe impl<P: Protocol> Send for SessionData<'_, P> {}
+// SAFETY: a shared `&SessionData` only reads: the write set's pointers into
+// the store (which is Sync) and plain counters; every mutation and every
+// dereference goes through `&mut Session` or the transaction borrowing it.
+// The session itself stays !Sync (its `_not_sync` marker), so this only
+// keeps the raw pointers out of the compiler's error for `Session: Sync`,
+// which then names `Session` and its marker alone.
+unsafe impl<P: Protocol> Sync for SessionData<'_, P> {}
 
 impl<'e, P: Protocol> Session<'e, P> {
     fn open(engine: &'e Engine<P>, owner: Option<Arc<Engine<P>>>) -> Result<Self> {
