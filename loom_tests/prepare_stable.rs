@@ -67,7 +67,6 @@ fn model() {
         | Err(Error::PrepareTimestampBeforeActiveRead { .. }) => t.rollback(),
         Err(other) => panic!("unexpected error {other:?}"),
     }
-    drop(t);
     drop(s);
     reader.join().unwrap();
 }
