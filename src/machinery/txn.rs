@@ -412,17 +412,27 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         }
         check_ts(TimestampRole::Prepare, ts)?;
         let engine = self.sess.mgr;
-        let (oldest, _) = engine.proto.oldest_stable();
+        let (oldest, stable) = engine.proto.oldest_stable();
         let mut want = ts;
         if want < oldest {
-            // Only reachable while no stable timestamp is set (oldest <=
-            // stable < prepare otherwise).
             if !self.opts.roundup_prepared {
+                // Stable is checked first: with stable set, oldest <= stable,
+                // so a prepare below oldest is also not after stable, and
+                // that is the error the rules promise (DESIGN.md, "Prepare").
+                // `PrepareTimestampBeforeOldest` is for no stable set.
+                if !stable.is_none() {
+                    return Err(Error::PrepareTimestampNotAfterStable {
+                        prepare: ts,
+                        stable,
+                    });
+                }
                 return Err(Error::PrepareTimestampBeforeOldest {
                     prepare: ts,
                     oldest,
                 });
             }
+            // Rounded up to oldest here; `claim_prepare` rounds it further
+            // up past stable.
             want = oldest;
         }
         let p = engine
@@ -587,12 +597,22 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             let poisoned = PoisonOnUnwind(&mut self.state);
             flip(&done);
             std::mem::forget(poisoned);
+            let early = crate::sync::mutant_on(crate::sync::mutant::CLAIM_RELEASED_BEFORE_INSTALL);
+            if early {
+                engine.proto.release_claim(slot, durable);
+            }
             if self.id != 0 && !prepared {
                 // The status flips above happen-before the Release CAS that
                 // installs the next descriptor (invariant 9).
                 engine.proto.complete(slot, self.id, ctr);
             }
-            engine.proto.release_claim(slot, durable);
+            if !early {
+                // After the install: a stable setter waiting for this claim
+                // publishes stable only once a snapshot taken at it sees
+                // this commit (handshake 2, invariant 8; loom model
+                // `stable/snapshot`).
+                engine.proto.release_claim(slot, durable);
+            }
         }
         if self.announced() {
             engine.proto.release_prepare(slot);

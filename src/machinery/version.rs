@@ -210,6 +210,12 @@ impl<'a> ReadView<'a> {
         ReadView::snapshot(own, snap, read_ts, ignore)
     }
 
+    /// A fast-path view for `loom_api`'s hand-driven models (loom only).
+    #[cfg(loom)]
+    pub(crate) fn loom_stable(stable: u64, complete_below: u64) -> Self {
+        ReadView::stable(0, stable, complete_below, false)
+    }
+
     /// The transaction this view belongs to ([`TxnId::NONE`] before its
     /// first write).
     #[inline]
