@@ -120,9 +120,10 @@ fn model_snapshot() {
             let mut s = e.session().unwrap();
             let mut t = s.begin(&TxnOptions::default()).unwrap();
             t.put(b"k", b"new").unwrap();
-            if t.commit(CommitOptions::at(10)).is_err() {
-                t.rollback().unwrap();
-            }
+            if let Err(e) = t.commit(CommitOptions::at(10)) {
+                // Refused for a timestamp: handed back open; roll it back.
+                e.into_txn().expect("still open").rollback();
+            };
         })
     };
     let timekeeper = {
