@@ -17,7 +17,7 @@ fn engine_rows<P: Protocol>(c: &mut Criterion) {
     for BeginRow { id, opts, .. } in begin_rows() {
         g.bench_function(BenchmarkId::new(P::NAME, id), |b| {
             b.iter(|| {
-                let mut t = s.begin(&opts).unwrap();
+                let t = s.begin(&opts).unwrap();
                 t.commit(CommitOptions::default()).unwrap();
             })
         });

@@ -27,7 +27,7 @@ fn loaded<P: Protocol>() -> Engine<P> {
     for chunk in 0..KEYS / 1000 {
         let mut t = s.begin(&TxnOptions::default()).unwrap();
         for k in chunk * 1000..(chunk + 1) * 1000 {
-            t.put(&k.to_be_bytes(), &v).unwrap();
+            t.put(k.to_be_bytes(), v).unwrap();
         }
         t.commit(CommitOptions::at(1)).unwrap();
     }
@@ -51,7 +51,7 @@ fn ops<P: Protocol>(c: &mut Criterion) {
         g.bench_function(P::NAME, |b| {
             b.iter(|| {
                 let k = rng.below(KEYS).to_be_bytes();
-                t.get_with(&k, |v| v.map(|v| v[0])).unwrap()
+                t.get_with(k, |v| v.map(|v| v[0])).unwrap()
             })
         });
         g.finish();
@@ -64,9 +64,8 @@ fn ops<P: Protocol>(c: &mut Criterion) {
             ts += 1;
             let k = rng.below(KEYS).to_be_bytes();
             let mut t = s.begin(&TxnOptions::default()).unwrap();
-            t.put(&k, &v).unwrap();
+            t.put(k, v).unwrap();
             t.commit(CommitOptions::at(ts)).unwrap();
-            drop(t);
             if ts % 1024 == 0 {
                 // Let history go, so chains stay short.
                 e.set_timestamps(TimestampUpdate {

@@ -39,7 +39,7 @@ fn read_ts<P: Protocol>(c: &mut Criterion) {
         b.iter(|| {
             let mut t = r.begin(&opts).unwrap();
             t.set_read_timestamp(Timestamp::new(1)).unwrap();
-            t.rollback().unwrap();
+            t.rollback();
         })
     });
     // The same with a writer's commit between begin and set_read_timestamp;
@@ -57,11 +57,9 @@ fn read_ts<P: Protocol>(c: &mut Criterion) {
                 let mut tw = w.begin(&opts).unwrap();
                 tw.put(b"k", b"v").unwrap();
                 tw.commit(CommitOptions::at(ts)).unwrap();
-                drop(tw);
                 let t1 = Instant::now();
                 t.set_read_timestamp(Timestamp::new(1)).unwrap();
-                t.rollback().unwrap();
-                drop(t);
+                t.rollback();
                 total += t1.elapsed();
             }
             total
@@ -86,7 +84,7 @@ fn snapshot<P: Protocol>(c: &mut Criterion) {
                 ts += 1;
                 n += 1;
                 let mut t = w.begin(&TxnOptions::default()).unwrap();
-                t.put(&(n % 1024).to_be_bytes(), b"value").unwrap();
+                t.put((n % 1024).to_be_bytes(), b"value").unwrap();
                 t.commit(CommitOptions::at(ts)).unwrap();
                 if n % 1024 == 0 {
                     e.set_timestamps(TimestampUpdate {
@@ -104,7 +102,7 @@ fn snapshot<P: Protocol>(c: &mut Criterion) {
             b.iter(|| {
                 let mut t = r.begin(&TxnOptions::default()).unwrap();
                 t.get_with(b"k", |v| v.map(|v| v[0])).unwrap();
-                t.rollback().unwrap();
+                t.rollback();
             })
         });
         stop.store(true, Ordering::Relaxed);

@@ -34,7 +34,7 @@ fn main() {
         let mut s = engine.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
         for k in 0..keys {
-            t.put(&k.to_be_bytes(), &[0u8; 100]).unwrap();
+            t.put(k.to_be_bytes(), [0u8; 100]).unwrap();
         }
         t.commit(CommitOptions::at(1)).unwrap();
     }
@@ -51,7 +51,7 @@ fn main() {
                 while !stop.load(Ordering::Relaxed) {
                     let k = next(&mut x) % keys;
                     let mut t = s.begin(&TxnOptions::default()).unwrap();
-                    if t.put(&k.to_be_bytes(), &[w as u8; 100]).is_err() {
+                    if t.put(k.to_be_bytes(), [w as u8; 100]).is_err() {
                         conflicts.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
@@ -82,10 +82,10 @@ fn main() {
                     let read_ts = Timestamp::new(clock.load(Ordering::Relaxed));
                     t.set_read_timestamp(read_ts).unwrap();
                     let len = t
-                        .get_with(&k.to_be_bytes(), |v| v.map_or(0, <[u8]>::len))
+                        .get_with(k.to_be_bytes(), |v| v.map_or(0, <[u8]>::len))
                         .unwrap();
                     assert_eq!(len, 100);
-                    t.rollback().unwrap();
+                    t.rollback();
                     n += 1;
                 }
                 reads.fetch_add(n, Ordering::Relaxed);

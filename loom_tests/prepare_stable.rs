@@ -64,10 +64,9 @@ fn model() {
         }
         // Stable got there first, or the reader's pin at 15 did.
         Err(Error::PrepareTimestampNotAfterStable { .. })
-        | Err(Error::PrepareTimestampBeforeActiveRead { .. }) => t.rollback().unwrap(),
+        | Err(Error::PrepareTimestampBeforeActiveRead { .. }) => t.rollback(),
         Err(other) => panic!("unexpected error {other:?}"),
     }
-    drop(t);
     drop(s);
     reader.join().unwrap();
 }

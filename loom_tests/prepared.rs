@@ -56,7 +56,7 @@ fn model(resolve_by_commit: bool) {
                 })
                 .unwrap();
             } else {
-                t.rollback().unwrap();
+                t.rollback();
             }
         })
     };

@@ -27,7 +27,7 @@ fn model() {
                 Ok(()) | Err(Error::WriteConflict { .. }) => {}
                 Err(err) => panic!("writer A: {err}"),
             }
-            t.rollback().unwrap();
+            t.rollback();
         })
     };
     let b = {

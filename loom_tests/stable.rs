@@ -35,15 +35,21 @@ fn model() {
             let mut t = s.begin(&TxnOptions::default()).unwrap();
             t.put(b"k1", b"new").unwrap();
             t.put(b"k2", b"new").unwrap();
-            match t.commit(CommitOptions::at(10)) {
+            // A local, not the block's tail: the `CommitError` temporary
+            // borrows the session, which drops at the end of the block.
+            let committed = match t.commit(CommitOptions::at(10)) {
                 Ok(()) => true,
-                Err(Error::CommitTimestampNotAfterStable { commit, stable }) => {
-                    assert_eq!((commit, stable), (ts(10), ts(10)));
-                    t.rollback().unwrap();
-                    false
-                }
-                Err(other) => panic!("unexpected error {other:?}"),
-            }
+                Err(e) => match *e.error() {
+                    Error::CommitTimestampNotAfterStable { commit, stable } => {
+                        assert_eq!((commit, stable), (ts(10), ts(10)));
+                        // Refused for a timestamp: handed back, still open.
+                        e.into_txn().expect("still open").rollback();
+                        false
+                    }
+                    ref other => panic!("unexpected error {other:?}"),
+                },
+            };
+            committed
         })
     };
     let timekeeper = {
@@ -114,9 +120,10 @@ fn model_snapshot() {
             let mut s = e.session().unwrap();
             let mut t = s.begin(&TxnOptions::default()).unwrap();
             t.put(b"k", b"new").unwrap();
-            if t.commit(CommitOptions::at(10)).is_err() {
-                t.rollback().unwrap();
-            }
+            if let Err(e) = t.commit(CommitOptions::at(10)) {
+                // Refused for a timestamp: handed back open; roll it back.
+                e.into_txn().expect("still open").rollback();
+            };
         })
     };
     let timekeeper = {

@@ -80,8 +80,20 @@ pub struct TxnOptions {
     pub read_only: bool,
     /// The read-only fast path: read at the stable timestamp with no snapshot
     /// descriptor; a version is visible when committed at or below stable.
-    /// Implies `read_only`; `read_timestamp` must be `None`.
+    /// Implies `read_only`; `read_timestamp` must be `None`
+    /// ([`Error::IncompatibleOptions`](crate::Error::IncompatibleOptions)).
     pub read_at_stable: bool,
+}
+
+impl TxnOptions {
+    /// A snapshot transaction that reads at `read_ts` (the rest default):
+    /// `session.begin(&TxnOptions::at(15))`.
+    pub fn at(read_ts: u64) -> TxnOptions {
+        TxnOptions {
+            read_timestamp: Some(Timestamp::new(read_ts)),
+            ..TxnOptions::default()
+        }
+    }
 }
 
 /// Options for [`Txn::commit`](crate::Txn::commit).

@@ -29,7 +29,45 @@ pub enum TimestampRole {
     GlobalDurable,
 }
 
+impl fmt::Display for TimestampRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TimestampRole::Read => "read",
+            TimestampRole::Commit => "commit",
+            TimestampRole::Durable => "durable",
+            TimestampRole::Prepare => "prepare",
+            TimestampRole::Oldest => "oldest",
+            TimestampRole::Stable => "stable",
+            TimestampRole::GlobalDurable => "global durable",
+        })
+    }
+}
+
+/// Shows a key as quoted text when it is printable UTF-8, else as hex
+/// (`"user:7"`, `0x00ff10`).
+struct KeyText<'a>(&'a [u8]);
+
+impl fmt::Display for KeyText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match std::str::from_utf8(self.0) {
+            Ok(s) if !s.is_empty() && !s.chars().any(char::is_control) => write!(f, "{s:?}"),
+            _ => {
+                f.write_str("0x")?;
+                for b in self.0 {
+                    write!(f, "{b:02x}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 /// Everything the engine can refuse.
+///
+/// Every message has one style: lower-case, no trailing period, the
+/// timestamps and the bound they broke by name (`commit timestamp 0 is out
+/// of range (1..=…)`), keys as quoted text when printable UTF-8 and as hex
+/// otherwise (`write conflict on key "k"`, `… on key 0x00ff`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
@@ -52,6 +90,18 @@ pub enum Error {
         /// The oldest timestamp it fell below.
         oldest: Timestamp,
     },
+    /// Two options that cannot be combined (for example
+    /// `TxnOptions::read_at_stable` with `TxnOptions::read_timestamp`).
+    IncompatibleOptions {
+        /// The first option, by its field name.
+        first: &'static str,
+        /// The option it cannot be combined with.
+        second: &'static str,
+    },
+    /// [`Txn::rollback_to`](crate::Txn::rollback_to) with a savepoint that
+    /// is not one of this transaction's live savepoints: taken in another
+    /// transaction, or discarded by rolling back to an earlier one.
+    UnknownSavepoint,
     /// The transaction already has a read timestamp.
     ReadTimestampAlreadySet {
         /// The read timestamp it has.
@@ -212,7 +262,7 @@ impl fmt::Display for Error {
             }
             TimestampOutOfRange { role, value } => write!(
                 f,
-                "{role:?} timestamp {value} is out of range (1..={})",
+                "{role} timestamp {value} is out of range (1..={})",
                 Timestamp::MAX.get()
             ),
             ReadTimestampTooOld { read, oldest } => {
@@ -250,14 +300,21 @@ impl fmt::Display for Error {
                 current,
             } => write!(
                 f,
-                "{role:?} timestamp may not move backwards: {requested} < {current}"
+                "{role} timestamp may not move backwards: {requested} < {current}"
             ),
             OldestAfterStable { oldest, stable } => write!(
                 f,
                 "oldest timestamp {oldest} would pass the stable timestamp {stable}"
             ),
-            WriteConflict { key } => write!(f, "write conflict on key {key:02x?}"),
-            PrepareConflict { key } => write!(f, "prepare conflict on key {key:02x?}"),
+            IncompatibleOptions { first, second } => {
+                write!(f, "options {first} and {second} cannot be combined")
+            }
+            UnknownSavepoint => write!(
+                f,
+                "savepoint is not live in this transaction (taken in another, or discarded by an earlier rollback_to)"
+            ),
+            WriteConflict { key } => write!(f, "write conflict on key {}", KeyText(key)),
+            PrepareConflict { key } => write!(f, "prepare conflict on key {}", KeyText(key)),
             ReadOnlyTransaction => write!(f, "write in a read-only transaction"),
             MustRollBack => write!(f, "transaction hit a conflict and must roll back"),
             KeyTooLarge { len, max } => write!(f, "key of {len} bytes exceeds the limit {max}"),
@@ -289,12 +346,12 @@ impl fmt::Display for Error {
                 f,
                 "prepare after the commit timestamp {commit} was set"
             ),
-            TransactionFinished => write!(f, "the transaction already committed or rolled back"),
+            TransactionFinished => write!(f, "transaction already committed or rolled back"),
             TransactionPrepared => {
-                write!(f, "a prepared transaction may only commit or roll back")
+                write!(f, "prepared transaction may only commit or roll back")
             }
             PreparedCommitNeedsTimestamp => {
-                write!(f, "a prepared transaction needs a commit timestamp")
+                write!(f, "prepared transaction needs a commit timestamp")
             }
             StablePastPreparedDurable { stable, durable } => write!(
                 f,
@@ -318,5 +375,43 @@ pub(crate) fn check_ts(role: TimestampRole, ts: Timestamp) -> Result<Timestamp> 
         })
     } else {
         Ok(ts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_share_one_style_and_show_keys_as_text_or_hex() {
+        let e = Error::TimestampOutOfRange {
+            role: TimestampRole::Commit,
+            value: 0,
+        };
+        assert!(e
+            .to_string()
+            .starts_with("commit timestamp 0 is out of range (1..="));
+        let e = Error::TimestampMovedBackwards {
+            role: TimestampRole::Stable,
+            requested: Timestamp::new(5),
+            current: Timestamp::new(9),
+        };
+        assert_eq!(
+            e.to_string(),
+            "stable timestamp may not move backwards: 5 < 9"
+        );
+        let k = |key: &[u8]| Error::WriteConflict { key: key.to_vec() }.to_string();
+        assert_eq!(k(b"k"), r#"write conflict on key "k""#);
+        assert_eq!(k(&[0x00, 0xff]), "write conflict on key 0x00ff");
+        assert_eq!(k(b"a\nb"), "write conflict on key 0x610a62");
+        assert_eq!(k(b""), "write conflict on key 0x");
+        let e = Error::IncompatibleOptions {
+            first: "read_at_stable",
+            second: "read_timestamp",
+        };
+        assert_eq!(
+            e.to_string(),
+            "options read_at_stable and read_timestamp cannot be combined"
+        );
     }
 }

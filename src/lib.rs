@@ -72,7 +72,7 @@ pub use config::{
     TxnOptions,
 };
 pub use error::{Error, Result, TimestampRole};
-pub use kv::{Engine, Session, Txn};
+pub use kv::{CommitError, Cursor, Engine, KeyRange, OwnedSession, Savepoint, Session, Txn};
 pub use machinery::{LockFree, Protocol, SessionPin};
 pub use stats::Stats;
 pub use ts::{Generation, Timestamp, TxnId};

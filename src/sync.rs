@@ -75,6 +75,31 @@ pub fn thread_rmw_count() -> Option<u64> {
     }
 }
 
+/// A process-wide unique, never-zero id (a session's savepoint token).
+/// Relaxed: only uniqueness is needed (the RMW makes every value distinct);
+/// nothing is published with it. Under loom, where a static atomic cannot be
+/// built, a per-thread counter (no model opens sessions across threads to
+/// compare savepoint tokens).
+pub(crate) fn unique_id() -> u64 {
+    #[cfg(not(loom))]
+    {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        count_rmw();
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    }
+    #[cfg(loom)]
+    {
+        std::thread_local! {
+            static NEXT: std::cell::Cell<u64> = const { std::cell::Cell::new(1) };
+        }
+        NEXT.with(|c| {
+            let v = c.get();
+            c.set(v + 1);
+            v
+        })
+    }
+}
+
 macro_rules! int_atomic {
     ($name:ident, $int:ty) => {
         #[derive(Debug)]

@@ -42,7 +42,7 @@ fn total<P: Protocol>(t: &mut Txn<'_, '_, P>, path: ReadPath) -> Result<i64> {
         ReadPath::ScanAtStable => {
             let mut sum = 0;
             let mut n = 0;
-            t.scan::<[u8], _>(.., |_, v| {
+            t.scan(.., |_, v| {
                 sum += num(v);
                 n += 1;
                 true
@@ -53,7 +53,7 @@ fn total<P: Protocol>(t: &mut Txn<'_, '_, P>, path: ReadPath) -> Result<i64> {
         _ => {
             let mut sum = 0;
             for a in 0..ACCOUNTS {
-                sum += t.get_with(&key(a), |v| num(v.expect("account exists")))?;
+                sum += t.get_with(key(a), |v| num(v.expect("account exists")))?;
             }
             Ok(sum)
         }
@@ -65,7 +65,7 @@ fn run_bank<P: Protocol>(engine: &Engine<P>) {
         let mut s = engine.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
         for a in 0..ACCOUNTS {
-            t.put(&key(a), &val(START)).unwrap();
+            t.put(key(a), val(START)).unwrap();
         }
         t.commit(CommitOptions::at(1)).unwrap();
     }
@@ -91,13 +91,14 @@ fn run_bank<P: Protocol>(engine: &Engine<P>) {
                     let to = (from + 1 + next(&mut x) % (ACCOUNTS - 1)) % ACCOUNTS;
                     let amount = (next(&mut x) % 50) as i64;
                     let mut t = s.begin(&TxnOptions::default()).unwrap();
-                    let r = (|| -> Result<()> {
-                        let f = t.get_with(&key(from), |v| num(v.unwrap()))?;
-                        let g = t.get_with(&key(to), |v| num(v.unwrap()))?;
-                        t.put(&key(from), &val(f - amount))?;
-                        t.put(&key(to), &val(g + amount))?;
+                    // Dropping the transaction after an error rolls it back.
+                    let r = (move || -> Result<()> {
+                        let f = t.get_with(key(from), |v| num(v.unwrap()))?;
+                        let g = t.get_with(key(to), |v| num(v.unwrap()))?;
+                        t.put(key(from), val(f - amount))?;
+                        t.put(key(to), val(g + amount))?;
                         let ts = clock.fetch_add(1, Ordering::SeqCst) + 1;
-                        t.commit(CommitOptions::at(ts))
+                        Ok(t.commit(CommitOptions::at(ts))?)
                     })();
                     match r {
                         Ok(()) => {
@@ -110,8 +111,6 @@ fn run_bank<P: Protocol>(engine: &Engine<P>) {
                             // A writer descheduled between taking its
                             // timestamp and committing can fall behind the
                             // timekeeper: the engine refuses, we retry.
-
-                            let _ = t.rollback();
                         }
                         Err(e) => panic!("transfer failed: {e}"),
                     }

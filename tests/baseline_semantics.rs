@@ -58,8 +58,7 @@ fn read_ts_after_begin_sees_a_commit_in_between<P: Protocol>() {
     put_commit(&mut w, b"k", b"new", 20);
     t.set_read_timestamp(Timestamp::new(30)).unwrap();
     assert_eq!(t.get(b"k").unwrap(), Some(b"new".to_vec()), "{}", P::NAME);
-    t.rollback().unwrap();
-    drop(t);
+    t.rollback();
     // Without a read timestamp the snapshot taken at begin decides.
     let mut t = r.begin(&TxnOptions::default()).unwrap();
     put_commit(&mut w, b"k", b"newer", 40);
@@ -80,11 +79,14 @@ fn first_updater_wins<P: Protocol>() {
         P::NAME
     );
     assert_eq!(
-        tb.commit(CommitOptions::default()),
+        tb.commit(CommitOptions::default()).map_err(|e| {
+            let err = e.error().clone();
+            assert!(e.into_txn().is_none(), "a doomed commit rolls back");
+            err
+        }),
         Err(Error::MustRollBack)
     );
     ta.commit(CommitOptions::at(10)).unwrap();
-    drop((ta, tb));
     // A transaction whose snapshot predates a committed update conflicts too.
     let mut tb = b.begin(&TxnOptions::default()).unwrap();
     put_commit(&mut a, b"k", b"a2", 20);
@@ -105,8 +107,7 @@ fn rollback_is_invisible<P: Protocol>() {
     t.put(b"x", b"gone").unwrap();
     // Uncommitted: invisible to others.
     assert_eq!(read_at(&mut b, b"k", 100), Some(b"kept".to_vec()));
-    t.rollback().unwrap();
-    drop(t);
+    t.rollback();
     assert_eq!(
         read_at(&mut b, b"k", 100),
         Some(b"kept".to_vec()),
@@ -152,10 +153,14 @@ fn read_ts_below_oldest_is_refused_or_rounded<P: Protocol>() {
     // Commits must be after stable.
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.put(b"k", b"v").unwrap();
+    let e = t.commit(CommitOptions::at(60)).unwrap_err();
     assert!(matches!(
-        t.commit(CommitOptions::at(60)),
-        Err(Error::CommitTimestampNotAfterStable { .. })
+        e.error(),
+        Error::CommitTimestampNotAfterStable { .. }
     ));
+    let t = e
+        .into_txn()
+        .expect("a timestamp error keeps the transaction");
     t.commit(CommitOptions::at(61)).unwrap();
 }
 
@@ -166,8 +171,8 @@ fn concurrent_transfers_keep_the_sum<P: Protocol>() {
     {
         let mut s = e.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
-        t.put(b"a", &100u64.to_le_bytes()).unwrap();
-        t.put(b"b", &100u64.to_le_bytes()).unwrap();
+        t.put(b"a", 100u64.to_le_bytes()).unwrap();
+        t.put(b"b", 100u64.to_le_bytes()).unwrap();
         t.commit(CommitOptions::default()).unwrap();
     }
     let stop = AtomicBool::new(false);
@@ -189,8 +194,8 @@ fn concurrent_transfers_keep_the_sum<P: Protocol>() {
                     if f == 0 {
                         continue;
                     }
-                    if t.put(from, &(f - 1).to_le_bytes()).is_err()
-                        || t.put(to, &(g + 1).to_le_bytes()).is_err()
+                    if t.put(from, (f - 1).to_le_bytes()).is_err()
+                        || t.put(to, (g + 1).to_le_bytes()).is_err()
                     {
                         continue;
                     }
@@ -256,8 +261,7 @@ fn reader_lock_calls<P: Protocol>() -> (u64, u64) {
         }
         t.set_read_timestamp(Timestamp::new(30)).unwrap();
         t.get(b"k").unwrap();
-        t.rollback().unwrap();
-        drop(t);
+        t.rollback();
         r.stats().read_lock_acquisitions - before
     };
     let with = run(true);

@@ -14,7 +14,6 @@ fn setup() -> Engine {
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.put(b"k", b"base").unwrap();
     t.commit(CommitOptions::at(5)).unwrap();
-    drop(t);
     drop(s);
     e
 }
@@ -39,7 +38,6 @@ fn a_leaked_writer_is_rolled_back_by_the_sessions_next_begin() {
     assert_eq!(e.stats().rollbacks, 1, "begin rolled the leaked one back");
     t.put(b"other", b"v").unwrap();
     t.commit(CommitOptions::at(10)).unwrap();
-    drop(t);
     e.set_timestamps(TimestampUpdate {
         oldest: Some(ts(10)),
         stable: Some(ts(20)),
@@ -61,7 +59,6 @@ fn a_leaked_writer_is_rolled_back_by_the_sessions_next_begin() {
     let mut t = w.begin(&TxnOptions::default()).unwrap();
     t.put(b"k", b"next").unwrap();
     t.commit(CommitOptions::at(21)).unwrap();
-    drop(t);
     // The leaked id left the running set: nobody pins an old xmin.
     assert!(e.pins().iter().all(|p| p.xmin_lag == 0), "{:?}", e.pins());
 }

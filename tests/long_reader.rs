@@ -87,7 +87,7 @@ fn a_long_reader_pins_one_version_per_key_and_history_returns_after_it_ends() {
         let mut s = e.session().unwrap();
         for i in 0..nkeys {
             let mut t = s.begin(&TxnOptions::default()).unwrap();
-            t.put(&key(i), &0u64.to_le_bytes()).unwrap();
+            t.put(key(i), 0u64.to_le_bytes()).unwrap();
             t.commit(CommitOptions::at(i + 1)).unwrap();
         }
     }
@@ -140,13 +140,19 @@ fn a_long_reader_pins_one_version_per_key_and_history_returns_after_it_ends() {
                     let k = rng.gen_range(0..nkeys);
                     let _g = gate.read().unwrap();
                     let mut t = s.begin(&TxnOptions::default()).unwrap();
-                    match t.put(&key(k), &[7; 100]) {
+                    match t.put(key(k), [7; 100]) {
                         Ok(()) => {}
                         Err(Error::WriteConflict { .. }) => continue,
                         Err(err) => panic!("writer: {err}"),
                     }
                     let c = next_ts.fetch_add(1, Ordering::Relaxed);
-                    match t.commit(CommitOptions::at(c)) {
+                    match t.commit(CommitOptions::at(c)).map_err(|e| {
+                        // Refused for a timestamp: handed back open; dropped
+                        // here, which rolls it back.
+                        let err = e.error().clone();
+                        assert!(e.into_txn().is_some(), "writer commit: {err}");
+                        err
+                    }) {
                         Ok(()) => {
                             committed_max.fetch_max(c, Ordering::Relaxed);
                             log.lock().unwrap().push((k, c));
@@ -204,8 +210,7 @@ fn a_long_reader_pins_one_version_per_key_and_history_returns_after_it_ends() {
             .unwrap();
         let t0 = reader.read_timestamp();
         drop(g);
-        let first: Vec<Option<Vec<u8>>> =
-            (0..nkeys).map(|i| reader.get(&key(i)).unwrap()).collect();
+        let first: Vec<Option<Vec<u8>>> = (0..nkeys).map(|i| reader.get(key(i)).unwrap()).collect();
 
         let started = Instant::now();
         let (mut max_lag, mut samples) = (0, 0);
@@ -292,7 +297,7 @@ fn a_long_reader_pins_one_version_per_key_and_history_returns_after_it_ends() {
         // Repeatable: the reader still sees exactly what it saw first.
         for i in 0..nkeys {
             assert_eq!(
-                reader.get(&key(i)).unwrap(),
+                reader.get(key(i)).unwrap(),
                 first[i as usize],
                 "key {i} changed under the reader"
             );
@@ -350,7 +355,7 @@ fn collect_frees_what_it_pruned_with_no_later_writes() {
         let mut s = e.session().unwrap();
         for c in 1..=10u64 {
             let mut t = s.begin(&TxnOptions::default()).unwrap();
-            t.put(b"k", &c.to_le_bytes()).unwrap();
+            t.put(b"k", c.to_le_bytes()).unwrap();
             t.commit(CommitOptions::at(c)).unwrap();
         }
     }

@@ -74,7 +74,6 @@ fn still_works(e: &Engine, row: &str) {
     .unwrap_or_else(|err| panic!("{row}: write after the row failed: {err}"));
     t.commit(CommitOptions::at(stable + 100))
         .unwrap_or_else(|err| panic!("{row}: commit after the row failed: {err}"));
-    drop(t);
     let mut t = s.begin(&at_read(stable + 100)).unwrap();
     let want = row.as_bytes()[..MAX_VALUE.min(row.len())].to_vec();
     assert_eq!(t.get(b"check").unwrap(), Some(want), "{row}: own commit");
@@ -89,24 +88,36 @@ fn still_works(e: &Engine, row: &str) {
 /// Makes `call` on a fresh transaction that has written `bad = x`.
 fn after_a_write(
     e: &Engine,
-    call: impl FnOnce(&mut Txn<'_, '_>) -> Result<(), Error>,
+    call: impl FnOnce(Txn<'_, '_>) -> Result<(), Error>,
 ) -> Result<(), Error> {
     let mut s = e.session()?;
     let mut t = s.begin(&TxnOptions::default())?;
     t.put(b"bad", b"x")?;
-    call(&mut t)
+    call(t)
 }
 
 /// Makes `call` on a fresh transaction that has written `bad = x` and
 /// prepared at 25.
 fn after_prepare_at_25(
     e: &Engine,
-    call: impl FnOnce(&mut Txn<'_, '_>) -> Result<(), Error>,
+    call: impl FnOnce(Txn<'_, '_>) -> Result<(), Error>,
 ) -> Result<(), Error> {
-    after_a_write(e, |t| {
+    after_a_write(e, |mut t| {
         t.prepare(ts(25))?;
         call(t)
     })
+}
+
+/// A commit refused for a timestamp: the transaction must come back open
+/// (it rolls back as it drops here); the error is the row's result.
+fn refused(r: Result<(), snapshot_engine::CommitError<'_, '_>>) -> Result<(), Error> {
+    let e = r.expect_err("the commit should have been refused");
+    let err = e.error().clone();
+    assert!(
+        e.into_txn().is_some(),
+        "a commit refused with {err} should hand the transaction back"
+    );
+    Err(err)
 }
 
 struct Row {
@@ -190,13 +201,14 @@ fn rows() -> Vec<Row> {
             name: "read timestamp after prepare",
             state: "prepared at 25",
             expect: Error::TransactionPrepared,
-            run: |e| after_prepare_at_25(e, |t| t.set_read_timestamp(ts(21)).map(drop)),
+            run: |e| after_prepare_at_25(e, |mut t| t.set_read_timestamp(ts(21)).map(drop)),
         },
         Row {
             name: "read timestamp with read_at_stable",
             state: "begin options",
-            expect: Error::ReadTimestampAlreadySet {
-                current: ts(STABLE),
+            expect: Error::IncompatibleOptions {
+                first: "read_at_stable",
+                second: "read_timestamp",
             },
             run: |e| {
                 let mut s = e.session()?;
@@ -219,11 +231,12 @@ fn rows() -> Vec<Row> {
                 let mut s = e.session()?;
                 let mut t = s.begin(&TxnOptions::default())?;
                 t.put(b"ok", b"x")?;
-                let r = t.commit(CommitOptions::at(STABLE));
-                // A timestamp error leaves the transaction open: it commits
-                // at a valid timestamp and the write is visible.
+                let e = t.commit(CommitOptions::at(STABLE)).unwrap_err();
+                let r = Err(e.error().clone());
+                // A timestamp error hands the transaction back open: it
+                // commits at a valid timestamp and the write is visible.
+                let t = e.into_txn().expect("still open");
                 t.commit(CommitOptions::at(STABLE + 1)).unwrap();
-                drop(t);
                 let mut t = s.begin(&at_read(STABLE + 1))?;
                 assert_eq!(t.get(b"ok").unwrap(), Some(b"x".to_vec()));
                 r
@@ -236,7 +249,7 @@ fn rows() -> Vec<Row> {
                 commit: ts(15),
                 stable: ts(STABLE),
             },
-            run: |e| after_a_write(e, |t| t.set_commit_timestamp(ts(15))),
+            run: |e| after_a_write(e, |mut t| t.set_commit_timestamp(ts(15))),
         },
         Row {
             name: "commit timestamp below oldest",
@@ -245,7 +258,7 @@ fn rows() -> Vec<Row> {
                 commit: ts(8),
                 oldest: ts(OLDEST),
             },
-            run: |e| after_a_write(e, |t| t.set_commit_timestamp(ts(8))),
+            run: |e| after_a_write(e, |mut t| t.set_commit_timestamp(ts(8))),
         },
         Row {
             name: "commit timestamp below read timestamp",
@@ -258,7 +271,7 @@ fn rows() -> Vec<Row> {
                 let mut s = e.session()?;
                 let mut t = s.begin(&at_read(30))?;
                 t.put(b"bad", b"x")?;
-                t.commit(CommitOptions::at(25))
+                refused(t.commit(CommitOptions::at(25)))
             },
         },
         Row {
@@ -266,9 +279,9 @@ fn rows() -> Vec<Row> {
             state: "commit timestamp 25 set",
             expect: Error::CommitTimestampAlreadySet { current: ts(25) },
             run: |e| {
-                after_a_write(e, |t| {
+                after_a_write(e, |mut t| {
                     t.set_commit_timestamp(ts(25))?;
-                    t.commit(CommitOptions::at(26))
+                    refused(t.commit(CommitOptions::at(26)))
                 })
             },
         },
@@ -279,7 +292,7 @@ fn rows() -> Vec<Row> {
                 role: TimestampRole::Commit,
                 value: 0,
             },
-            run: |e| after_a_write(e, |t| t.set_commit_timestamp(ts(0))),
+            run: |e| after_a_write(e, |mut t| t.set_commit_timestamp(ts(0))),
         },
         Row {
             name: "durable timestamp without prepare (commit)",
@@ -287,10 +300,10 @@ fn rows() -> Vec<Row> {
             expect: Error::DurableTimestampWithoutPrepare { durable: ts(30) },
             run: |e| {
                 after_a_write(e, |t| {
-                    t.commit(CommitOptions {
+                    refused(t.commit(CommitOptions {
                         commit_ts: Some(ts(25)),
                         durable_ts: Some(ts(30)),
-                    })
+                    }))
                 })
             },
         },
@@ -313,10 +326,10 @@ fn rows() -> Vec<Row> {
             },
             run: |e| {
                 after_prepare_at_25(e, |t| {
-                    t.commit(CommitOptions {
+                    refused(t.commit(CommitOptions {
                         commit_ts: Some(ts(30)),
                         durable_ts: Some(ts(26)),
-                    })
+                    }))
                 })
             },
         },
@@ -324,7 +337,7 @@ fn rows() -> Vec<Row> {
             name: "prepared commit without a commit timestamp",
             state: "prepared at 25",
             expect: Error::PreparedCommitNeedsTimestamp,
-            run: |e| after_prepare_at_25(e, |t| t.commit(CommitOptions::default())),
+            run: |e| after_prepare_at_25(e, |t| refused(t.commit(CommitOptions::default()))),
         },
         Row {
             name: "commit timestamp below prepare timestamp",
@@ -333,7 +346,7 @@ fn rows() -> Vec<Row> {
                 commit: ts(23),
                 prepare: ts(25),
             },
-            run: |e| after_prepare_at_25(e, |t| t.commit(CommitOptions::at(23))),
+            run: |e| after_prepare_at_25(e, |t| refused(t.commit(CommitOptions::at(23)))),
         },
         Row {
             name: "prepared durable timestamp at stable",
@@ -345,7 +358,7 @@ fn rows() -> Vec<Row> {
             run: |e| {
                 after_prepare_at_25(e, |t| {
                     set(e, None, Some(30))?;
-                    t.commit(CommitOptions::at(28))
+                    refused(t.commit(CommitOptions::at(28)))
                 })
             },
         },
@@ -356,20 +369,20 @@ fn rows() -> Vec<Row> {
                 prepare: ts(STABLE),
                 stable: ts(STABLE),
             },
-            run: |e| after_a_write(e, |t| t.prepare(ts(STABLE)).map(drop)),
+            run: |e| after_a_write(e, |mut t| t.prepare(ts(STABLE)).map(drop)),
         },
         Row {
             name: "prepare twice",
             state: "prepared at 25",
             expect: Error::AlreadyPrepared,
-            run: |e| after_prepare_at_25(e, |t| t.prepare(ts(26)).map(drop)),
+            run: |e| after_prepare_at_25(e, |mut t| t.prepare(ts(26)).map(drop)),
         },
         Row {
             name: "prepare after a commit timestamp",
             state: "commit timestamp 25 set",
             expect: Error::PrepareAfterCommitTimestamp { commit: ts(25) },
             run: |e| {
-                after_a_write(e, |t| {
+                after_a_write(e, |mut t| {
                     t.set_commit_timestamp(ts(25))?;
                     t.prepare(ts(26)).map(drop)
                 })
@@ -395,7 +408,7 @@ fn rows() -> Vec<Row> {
             name: "write in a prepared transaction",
             state: "prepared at 25",
             expect: Error::TransactionPrepared,
-            run: |e| after_prepare_at_25(e, |t| t.put(b"bad", b"y")),
+            run: |e| after_prepare_at_25(e, |mut t| t.put(b"bad", b"y")),
         },
         Row {
             name: "oldest past stable",
@@ -457,7 +470,7 @@ fn rows() -> Vec<Row> {
                 durable: ts(30),
             },
             run: |e| {
-                after_prepare_at_25(e, |t| {
+                after_prepare_at_25(e, |mut t| {
                     t.set_durable_timestamp(ts(30))?;
                     let r = set(e, None, Some(40));
                     // Refused as a whole: stable did not move.
@@ -469,38 +482,75 @@ fn rows() -> Vec<Row> {
                 })
             },
         },
+        // A KV `Txn` ends by value: after commit or rollback it cannot be
+        // named, so these misuses no longer compile. The machinery's
+        // `Transaction` ends in place and still refuses them at run time.
         Row {
             name: "read after commit",
-            state: "finished transaction",
+            state: "finished transaction (machinery)",
             expect: Error::TransactionFinished,
             run: |e| {
-                let mut s = e.session()?;
+                let mut s = e.manager().session()?;
                 let mut t = s.begin(&TxnOptions::default())?;
-                t.commit(CommitOptions::default())?;
-                t.get(b"base").map(drop)
+                t.commit(CommitOptions::default(), |_| {})?;
+                t.read_view().map(drop)
             },
         },
         Row {
             name: "rollback twice",
-            state: "finished transaction",
+            state: "finished transaction (machinery)",
             expect: Error::TransactionFinished,
             run: |e| {
-                after_a_write(e, |t| {
-                    t.rollback()?;
-                    t.rollback()
-                })
+                let mut s = e.manager().session()?;
+                let mut t = s.begin(&TxnOptions::default())?;
+                t.new_version()?;
+                t.rollback(|_| {})?;
+                t.rollback(|_| {})
             },
         },
         Row {
             name: "write after rollback",
-            state: "finished transaction",
+            state: "finished transaction (machinery)",
             expect: Error::TransactionFinished,
+            run: |e| {
+                let mut s = e.manager().session()?;
+                let mut t = s.begin(&TxnOptions::default())?;
+                t.rollback(|_| {})?;
+                t.new_version().map(drop)
+            },
+        },
+        Row {
+            name: "rollback to a savepoint of an earlier transaction",
+            state: "savepoint taken in a committed transaction",
+            expect: Error::UnknownSavepoint,
             run: |e| {
                 let mut s = e.session()?;
                 let mut t = s.begin(&TxnOptions::default())?;
-                t.rollback()?;
-                t.put(b"bad", b"x")
+                let sp = t.savepoint()?;
+                t.commit(CommitOptions::default())?;
+                let mut t = s.begin(&TxnOptions::default())?;
+                t.put(b"bad", b"x")?;
+                t.rollback_to(&sp)
             },
+        },
+        Row {
+            name: "rollback to a savepoint discarded by an earlier one",
+            state: "savepoints a, b; rolled back to a",
+            expect: Error::UnknownSavepoint,
+            run: |e| {
+                after_a_write(e, |mut t| {
+                    let a = t.savepoint()?;
+                    let b = t.savepoint()?;
+                    t.rollback_to(&a)?;
+                    t.rollback_to(&b)
+                })
+            },
+        },
+        Row {
+            name: "savepoint after prepare",
+            state: "prepared at 25",
+            expect: Error::TransactionPrepared,
+            run: |e| after_prepare_at_25(e, |mut t| t.savepoint().map(drop)),
         },
         Row {
             name: "write in a read-only transaction",
@@ -552,7 +602,7 @@ fn rows() -> Vec<Row> {
             run: |e| {
                 let mut s = e.session()?;
                 let mut t = s.begin(&TxnOptions::default())?;
-                let r = t.put(&[b'k'; MAX_KEY + 1], b"x");
+                let r = t.put([b'k'; MAX_KEY + 1], b"x");
                 // Not a conflict: the transaction still writes and commits.
                 t.put(b"ok", b"y").unwrap();
                 t.commit(CommitOptions::at(STABLE + 1)).unwrap();
@@ -569,7 +619,7 @@ fn rows() -> Vec<Row> {
             run: |e| {
                 let mut s = e.session()?;
                 let mut t = s.begin(&TxnOptions::default())?;
-                t.put(b"bad", &[0; MAX_VALUE + 1])
+                t.put(b"bad", [0; MAX_VALUE + 1])
             },
         },
         Row {
@@ -606,9 +656,15 @@ fn rows() -> Vec<Row> {
                 let r = t2.put(b"bad", b"x");
                 assert_eq!(t2.get(b"base"), Err(Error::MustRollBack));
                 // Commit of a doomed transaction rolls it back.
-                assert_eq!(t2.commit(CommitOptions::at(30)), Err(Error::MustRollBack));
-                assert_eq!(t2.rollback(), Err(Error::TransactionFinished));
-                t1.rollback()?;
+                assert_eq!(
+                    t2.commit(CommitOptions::at(30)).map_err(|e| {
+                        let err = e.error().clone();
+                        assert!(e.into_txn().is_none(), "a doomed commit rolls back");
+                        err
+                    }),
+                    Err(Error::MustRollBack)
+                );
+                t1.rollback();
                 r
             },
         },

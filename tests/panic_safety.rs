@@ -75,7 +75,6 @@ fn check_recovered(e: &Engine, key: &[u8], before: &Option<Vec<u8>>, rollbacks_b
     t.put(key, b"after")
         .expect("the key must be writable without a conflict");
     t.commit(CommitOptions::default()).unwrap();
-    drop(t);
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     assert_eq!(t.get(key).unwrap(), Some(b"after".to_vec()));
 }
@@ -112,7 +111,7 @@ fn panic_inside_a_scan_rolls_back_and_frees_the_slot() {
         let mut s = e.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
         t.put(b"a", b"doomed").unwrap();
-        t.scan::<[u8], _>(.., |_, _| panic!("user code panics mid-scan"))
+        t.scan(.., |_, _| panic!("user code panics mid-scan"))
             .unwrap();
     });
     assert!(r.is_err());
@@ -168,7 +167,6 @@ fn a_session_outliving_the_panic_is_reusable_and_others_keep_working() {
     assert_eq!(reader.get(b"k").unwrap(), None);
     reader.put(b"k", b"other").unwrap();
     reader.commit(CommitOptions::default()).unwrap();
-    drop(reader);
     // The surviving session begins again and sees the other's commit only.
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     assert_eq!(t.get(b"k").unwrap(), Some(b"other".to_vec()));

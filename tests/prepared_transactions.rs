@@ -67,7 +67,7 @@ fn while_unresolved<P: Protocol>(
     e: &Engine<P>,
     durable: Option<u64>,
     f: fn(&Engine<P>) -> Result<Out>,
-    resolve: fn(&mut Txn<'_, '_, P>) -> Result<()>,
+    resolve: fn(Txn<'_, '_, P>) -> Result<()>,
 ) -> Result<Out> {
     let mut s = e.session().unwrap();
     let mut t = s.begin(&TxnOptions::default()).unwrap();
@@ -76,7 +76,7 @@ fn while_unresolved<P: Protocol>(
         t.set_durable_timestamp(ts(d)).unwrap();
     }
     let r = f(e);
-    resolve(&mut t).unwrap();
+    resolve(t).unwrap();
     r
 }
 
@@ -331,11 +331,13 @@ fn prepare_timestamp_rules_on<P: Protocol>() {
             "a finished transaction cannot prepare",
             "committed",
             |e| {
-                let mut s = e.session().unwrap();
+                // As for "a committed prepared transaction is finished":
+                // on the machinery, where a finished one can be named.
+                let mut s = e.manager().session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
-                t.put(b"k", b"v1").unwrap();
-                t.commit(CommitOptions::at(30)).unwrap();
-                t.prepare(ts(40)).map(Out::Ts)
+                t.new_version().unwrap();
+                t.commit(CommitOptions::at(30), |_| {}).unwrap();
+                t.prepare(ts(40), |_| {}).map(Out::Ts)
             },
             Err(Error::TransactionFinished),
         ),
@@ -346,7 +348,9 @@ fn prepare_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 assert_eq!(t.prepare(ts(25)), Ok(ts(25)));
-                t.commit(CommitOptions::at(25)).map(|()| Out::Done)
+                t.commit(CommitOptions::at(25))
+                    .map(|()| Out::Done)
+                    .map_err(Error::from)
             },
             Ok(Out::Done),
         ),
@@ -370,7 +374,6 @@ fn after_prepare_only_commit_or_rollback_on<P: Protocol>() {
         write_and_prepare(&mut t, 25);
         let r = op(&mut t);
         t.commit(CommitOptions::at(25)).unwrap();
-        drop(t);
         drop(s);
         assert_eq!(read(e, &read_at(25), b"k").unwrap(), Some(b"v1".to_vec()));
         r
@@ -396,17 +399,13 @@ fn after_prepare_only_commit_or_rollback_on<P: Protocol>() {
         row(
             "range",
             "prepared at 25",
-            |e| refused(e, |t| t.range::<[u8], _>(..).map(Out::Pairs)),
+            |e| refused(e, |t| t.range(..).map(Out::Pairs)),
             p.clone(),
         ),
         row(
             "scan",
             "prepared at 25",
-            |e| {
-                refused(e, |t| {
-                    t.scan::<[u8], _>(.., |_, _| true).map(|()| Out::Done)
-                })
-            },
+            |e| refused(e, |t| t.scan(.., |_, _| true).map(|()| Out::Done)),
             p.clone(),
         ),
         row(
@@ -434,8 +433,7 @@ fn after_prepare_only_commit_or_rollback_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
-                t.rollback().unwrap();
-                drop(t);
+                t.rollback();
                 drop(s);
                 assert_eq!(e.chain_len(b"k"), 1);
                 assert_eq!(read(e, &read_at(25), b"j").unwrap(), Some(b"j0".to_vec()));
@@ -460,11 +458,14 @@ fn after_prepare_only_commit_or_rollback_on<P: Protocol>() {
             "a committed prepared transaction is finished",
             "prepared at 25, committed",
             |e| {
-                let mut s = e.session().unwrap();
+                // A KV `Txn` ends by value, so a finished one cannot be
+                // named; the machinery's `Transaction` still can be.
+                let mut s = e.manager().session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
-                write_and_prepare(&mut t, 25);
-                t.commit(CommitOptions::at(25)).unwrap();
-                t.rollback().map(|()| Out::Done)
+                t.new_version().unwrap();
+                t.prepare(ts(25), |_| {}).unwrap();
+                t.commit(CommitOptions::at(25), |_| {}).unwrap();
+                t.rollback(|_| {}).map(|()| Out::Done)
             },
             Err(Error::TransactionFinished),
         ),
@@ -485,7 +486,8 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
-                let r = t.commit(CommitOptions::default()).map(|()| Out::Done);
+                let (r, t) = kept(t.commit(CommitOptions::default()));
+                let r = Err(r);
                 t.commit(CommitOptions::at(25)).unwrap();
                 r
             },
@@ -498,7 +500,8 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
-                let r = t.commit(CommitOptions::at(24)).map(|()| Out::Done);
+                let (r, t) = kept(t.commit(CommitOptions::at(24)));
+                let r = Err(r);
                 t.commit(CommitOptions::at(25)).unwrap();
                 r
             },
@@ -529,7 +532,6 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
                 t.commit(CommitOptions::at(25)).unwrap();
-                drop(t);
                 drop(s);
                 read(e, &read_at(25), b"k").map(Out::Value)
             },
@@ -543,7 +545,6 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut t = s.begin(&roundup()).unwrap();
                 write_and_prepare(&mut t, 25);
                 t.commit(CommitOptions::at(22)).unwrap();
-                drop(t);
                 drop(s);
                 assert_eq!(read(e, &read_at(24), b"k").unwrap(), Some(b"v0".to_vec()));
                 read(e, &read_at(25), b"k").map(Out::Value)
@@ -560,7 +561,6 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 t.set_commit_timestamp(ts(22)).unwrap();
                 // The same value given again at commit is the same timestamp.
                 t.commit(CommitOptions::at(22)).unwrap();
-                drop(t);
                 drop(s);
                 read(e, &read_at(25), b"k").map(Out::Value)
             },
@@ -573,7 +573,8 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
-                let r = t.commit(commit_durable(27, 26)).map(|()| Out::Done);
+                let (r, t) = kept(t.commit(commit_durable(27, 26)));
+                let r = Err(r);
                 t.commit(commit_durable(27, 27)).unwrap();
                 r
             },
@@ -590,7 +591,8 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
                 e.set_timestamps(set(None, Some(30), None)).unwrap();
-                let r = t.commit(commit_durable(26, 30)).map(|()| Out::Done);
+                let (r, t) = kept(t.commit(commit_durable(26, 30)));
+                let r = Err(r);
                 // Still prepared: a later durable timestamp commits.
                 t.commit(commit_durable(26, 31)).unwrap();
                 r
@@ -609,7 +611,6 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 write_and_prepare(&mut t, 25);
                 e.set_timestamps(set(None, Some(30), None)).unwrap();
                 t.commit(commit_durable(26, 31)).unwrap();
-                drop(t);
                 drop(s);
                 assert_eq!(read(e, &read_at(25), b"k").unwrap(), Some(b"v0".to_vec()));
                 read(e, &read_at(26), b"k").map(Out::Value)
@@ -625,7 +626,6 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 write_and_prepare(&mut t, 25);
                 e.set_timestamps(set(Some(28), Some(30), None)).unwrap();
                 t.commit(commit_durable(26, 31)).unwrap();
-                drop(t);
                 drop(s);
                 read(e, &read_at(28), b"k").map(Out::Value)
             },
@@ -638,7 +638,8 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
-                let r = t.commit(CommitOptions::at(0)).map(|()| Out::Done);
+                let (r, t) = kept(t.commit(CommitOptions::at(0)));
+                let r = Err(r);
                 t.commit(CommitOptions::at(25)).unwrap();
                 r
             },
@@ -654,7 +655,7 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
-                t.commit(commit_durable(25, 0)).map(|()| Out::Done)
+                t.commit(commit_durable(25, 0)).map(|()| Out::Done).map_err(Error::from)
             },
             Err(Error::TimestampOutOfRange {
                 role: TimestampRole::Durable,
@@ -717,7 +718,6 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 // Durable defaults to 40 (after stable), not to the commit
                 // timestamp 26 (at or below stable).
                 t.commit(CommitOptions::at(26)).unwrap();
-                drop(t);
                 drop(s);
                 Ok(Out::Stamp(e.query_timestamp(TimestampKind::AllDurable)))
             },
@@ -757,7 +757,8 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 t.put(b"k", b"v1").unwrap();
-                let r = t.commit(commit_durable(30, 30)).map(|()| Out::Done);
+                let (r, t) = kept(t.commit(commit_durable(30, 30)));
+                let r = Err(r);
                 t.commit(CommitOptions::at(30)).unwrap();
                 r
             },
@@ -784,7 +785,6 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 t.set_commit_timestamp(ts(26)).unwrap();
                 t.set_commit_timestamp(ts(26))?;
                 t.commit(commit_durable(26, 30)).unwrap();
-                drop(t);
                 let mut r = s.begin(&read_at(26)).unwrap();
                 r.get(b"k").map(Out::Value)
             },
@@ -805,7 +805,6 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                     durable_ts: Some(ts(30)),
                 })
                 .unwrap();
-                drop(t);
                 let mut r = s.begin(&read_at(25)).unwrap();
                 r.get(b"k").map(Out::Value)
             },
@@ -834,7 +833,8 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
                 t.set_commit_timestamp(ts(26)).unwrap();
-                let r = t.commit(CommitOptions::at(27)).map(|()| Out::Done);
+                let (r, t) = kept(t.commit(CommitOptions::at(27)));
+                let r = Err(r);
                 t.commit(CommitOptions::at(26)).unwrap();
                 r
             },
@@ -855,7 +855,10 @@ fn readers_meeting_prepared_updates_on<P: Protocol>() {
         e: &Engine<P>,
         check: fn(&Engine<P>) -> Result<Out>,
     ) -> Result<Out> {
-        while_unresolved(e, None, check, |t| t.rollback())
+        while_unresolved(e, None, check, |t| {
+            t.rollback();
+            Ok(())
+        })
     }
     let conflict_k = Err(Error::PrepareConflict { key: k() });
     run::<P>(vec![
@@ -948,7 +951,6 @@ fn readers_meeting_prepared_updates_on<P: Protocol>() {
                     assert_eq!(t.get(b"k").unwrap(), Some(b"v0".to_vec()));
                     t.put(b"x", b"y").unwrap();
                     t.commit(CommitOptions::at(30)).unwrap();
-                    drop(t);
                     drop(s);
                     read(e, &read_at(30), b"x").map(Out::Value)
                 })
@@ -988,7 +990,7 @@ fn readers_meeting_prepared_updates_on<P: Protocol>() {
                 while_prepared(e, |e| {
                     let mut s = e.session().unwrap();
                     let mut t = s.begin(&read_at(30)).unwrap();
-                    t.range::<[u8], _>(..).map(Out::Pairs)
+                    t.range(..).map(Out::Pairs)
                 })
             },
             Err(Error::PrepareConflict { key: b"j".to_vec() }),
@@ -1000,7 +1002,7 @@ fn readers_meeting_prepared_updates_on<P: Protocol>() {
                 while_prepared(e, |e| {
                     let mut s = e.session().unwrap();
                     let mut t = s.begin(&with(PrepareConflicts::Ignore, Some(30))).unwrap();
-                    t.range::<[u8], _>(..).map(Out::Pairs)
+                    t.range(..).map(Out::Pairs)
                 })
             },
             Ok(Out::Pairs(vec![
@@ -1050,7 +1052,6 @@ fn readers_meeting_prepared_updates_on<P: Protocol>() {
                     Err(Error::PrepareConflict { key: k() })
                 );
                 t.commit(CommitOptions::at(26)).unwrap();
-                drop(t);
                 drop(s);
                 assert_eq!(read(e, &read_at(25), b"k").unwrap(), Some(b"v0".to_vec()));
                 read(e, &read_at(30), b"k").map(Out::Value)
@@ -1092,18 +1093,18 @@ fn readers_meeting_prepared_updates_on<P: Protocol>() {
 /// `resolve`, then reads every key in a new session at `read`.
 fn resolve_then_read_all<P: Protocol>(
     e: &Engine<P>,
-    resolve: fn(&mut Txn<'_, '_, P>) -> Result<()>,
+    resolve: fn(Txn<'_, '_, P>) -> Result<()>,
     read: u64,
 ) -> Result<Out> {
     {
         let mut s = e.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
         write_and_prepare(&mut t, 25);
-        resolve(&mut t).unwrap();
+        resolve(t).unwrap();
     }
     let mut s = e.session().unwrap();
     let mut r = s.begin(&read_at(read)).unwrap();
-    r.range::<[u8], _>(..).map(Out::Pairs)
+    r.range(..).map(Out::Pairs)
 }
 
 #[test]
@@ -1116,7 +1117,13 @@ fn resolution_is_atomic_for_readers_at_or_above_the_commit_timestamp_on<P: Proto
         row(
             "commit: both keys new at the commit timestamp",
             "prepared at 25, committed at 27",
-            |e| resolve_then_read_all(e, |t| t.commit(CommitOptions::at(27)), 27),
+            |e| {
+                resolve_then_read_all(
+                    e,
+                    |t| t.commit(CommitOptions::at(27)).map_err(Error::from),
+                    27,
+                )
+            },
             Ok(Out::Pairs(vec![
                 (b"j".to_vec(), b"j1".to_vec()),
                 (b"k".to_vec(), b"v1".to_vec()),
@@ -1125,7 +1132,13 @@ fn resolution_is_atomic_for_readers_at_or_above_the_commit_timestamp_on<P: Proto
         row(
             "commit: between prepare and commit timestamps both keys are old, no conflict",
             "prepared at 25, committed at 27, reader at 26",
-            |e| resolve_then_read_all(e, |t| t.commit(CommitOptions::at(27)), 26),
+            |e| {
+                resolve_then_read_all(
+                    e,
+                    |t| t.commit(CommitOptions::at(27)).map_err(Error::from),
+                    26,
+                )
+            },
             Ok(Out::Pairs(vec![
                 (b"j".to_vec(), b"j0".to_vec()),
                 (b"k".to_vec(), b"v0".to_vec()),
@@ -1134,7 +1147,16 @@ fn resolution_is_atomic_for_readers_at_or_above_the_commit_timestamp_on<P: Proto
         row(
             "rollback: every update is gone, no conflict",
             "prepared at 25, rolled back",
-            |e| resolve_then_read_all(e, |t| t.rollback(), 30),
+            |e| {
+                resolve_then_read_all(
+                    e,
+                    |t| {
+                        t.rollback();
+                        Ok(())
+                    },
+                    30,
+                )
+            },
             Ok(Out::Pairs(vec![
                 (b"j".to_vec(), b"j0".to_vec()),
                 (b"k".to_vec(), b"v0".to_vec()),
@@ -1157,8 +1179,8 @@ fn concurrent_readers_never_see_half_a_resolved_prepared_transaction_on<P: Proto
     {
         let mut s = e.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
-        t.put(b"a", &0u64.to_le_bytes()).unwrap();
-        t.put(b"b", &0u64.to_le_bytes()).unwrap();
+        t.put(b"a", 0u64.to_le_bytes()).unwrap();
+        t.put(b"b", 0u64.to_le_bytes()).unwrap();
         t.commit(CommitOptions::at(1)).unwrap();
     }
     let done = AtomicBool::new(false);
@@ -1190,11 +1212,11 @@ fn concurrent_readers_never_see_half_a_resolved_prepared_transaction_on<P: Proto
             let mut s = e.session().unwrap();
             for i in 1..=ROUNDS {
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
-                t.put(b"a", &i.to_le_bytes()).unwrap();
-                t.put(b"b", &i.to_le_bytes()).unwrap();
+                t.put(b"a", i.to_le_bytes()).unwrap();
+                t.put(b"b", i.to_le_bytes()).unwrap();
                 t.prepare(ts(10 * i)).unwrap();
                 if i % 5 == 0 {
-                    t.rollback().unwrap();
+                    t.rollback();
                 } else {
                     t.commit(commit_durable(10 * i + 1, 10 * i + 2)).unwrap();
                 }
@@ -1259,7 +1281,7 @@ fn all_durable_accounts_for_unfinished_commits_on<P: Protocol>() {
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 t.put(b"k", b"v1").unwrap();
                 t.set_commit_timestamp(ts(50)).unwrap();
-                t.rollback().unwrap();
+                t.rollback();
                 Ok(Out::Stamp(e.query_timestamp(TimestampKind::AllDurable)))
             },
             Ok(Out::Stamp(Some(ts(100)))),
@@ -1332,7 +1354,9 @@ fn stable_may_not_pass_an_unresolved_prepared_durable_timestamp_on<P: Protocol>(
         e: &Engine<P>,
         f: fn(&Engine<P>) -> Result<Out>,
     ) -> Result<Out> {
-        while_unresolved(e, Some(40), f, |t| t.commit(CommitOptions::at(26)))
+        while_unresolved(e, Some(40), f, |t| {
+            t.commit(CommitOptions::at(26)).map_err(Error::from)
+        })
     }
     run::<P>(vec![
         row(
@@ -1406,7 +1430,7 @@ fn stable_may_not_pass_an_unresolved_prepared_durable_timestamp_on<P: Protocol>(
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
                 t.set_durable_timestamp(ts(40)).unwrap();
-                t.rollback().unwrap();
+                t.rollback();
                 e.set_timestamps(set(None, Some(45), None))
                     .map(|()| Out::Done)
             },
@@ -1421,14 +1445,17 @@ fn stable_may_not_pass_an_unresolved_prepared_durable_timestamp_on<P: Protocol>(
                 write_and_prepare(&mut t, 25);
                 e.set_timestamps(set(None, Some(30), None)).unwrap();
                 // Its durable timestamp must then be after the new stable.
+                let (err, t) = kept(t.commit(commit_durable(26, 29)));
                 assert_eq!(
-                    t.commit(commit_durable(26, 29)),
-                    Err(Error::DurableTimestampNotAfterStable {
+                    err,
+                    Error::DurableTimestampNotAfterStable {
                         durable: ts(29),
                         stable: ts(30)
-                    })
+                    }
                 );
-                t.commit(commit_durable(26, 31)).map(|()| Out::Done)
+                t.commit(commit_durable(26, 31))
+                    .map(|()| Out::Done)
+                    .map_err(Error::from)
             },
             Ok(Out::Done),
         ),
@@ -1464,7 +1491,7 @@ fn prepare_is_an_exit_from_the_running_set_on<P: Protocol>() {
                 let d = deltas(e, || {
                     t.prepare(ts(25)).unwrap();
                 });
-                t.rollback().unwrap();
+                t.rollback();
                 Ok(d)
             },
             Ok(Out::Counts(1, 0, 0)),
@@ -1487,7 +1514,7 @@ fn prepare_is_an_exit_from_the_running_set_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
-                Ok(deltas(e, || t.rollback().unwrap()))
+                Ok(deltas(e, || t.rollback()))
             },
             Ok(Out::Counts(0, 0, 0)),
         ),
@@ -1500,7 +1527,7 @@ fn prepare_is_an_exit_from_the_running_set_on<P: Protocol>() {
                 let d = deltas(e, || {
                     t.prepare(ts(25)).unwrap();
                 });
-                t.rollback().unwrap();
+                t.rollback();
                 Ok(d)
             },
             Ok(Out::Counts(0, 0, 0)),
@@ -1516,7 +1543,7 @@ fn prepare_is_an_exit_from_the_running_set_on<P: Protocol>() {
                 t.put(b"k", b"v1").unwrap();
                 t.prepare(ts(25)).unwrap();
                 let d = deltas(e, || drop(rs.begin(&TxnOptions::default()).unwrap()));
-                t.rollback().unwrap();
+                t.rollback();
                 Ok(d)
             },
             Ok(Out::Counts(0, 0, 1)),
@@ -1531,7 +1558,7 @@ fn prepare_is_an_exit_from_the_running_set_on<P: Protocol>() {
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 t.put(b"k", b"v1").unwrap();
                 let d = deltas(e, || drop(rs.begin(&TxnOptions::default()).unwrap()));
-                t.rollback().unwrap();
+                t.rollback();
                 Ok(d)
             },
             Ok(Out::Counts(0, 1, 0)),

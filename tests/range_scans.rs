@@ -16,13 +16,11 @@ fn range_returns_the_newest_visible_version_of_each_key_in_order_without_tombsto
         t.put(k.as_bytes(), b"1").unwrap();
     }
     t.commit(CommitOptions::at(10)).unwrap();
-    drop(t);
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.put(b"b", b"2").unwrap();
     t.delete(b"c").unwrap();
     t.put(b"cc", b"new").unwrap();
     t.commit(CommitOptions::at(20)).unwrap();
-    drop(t);
 
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     assert_eq!(
@@ -50,10 +48,10 @@ fn a_scan_stops_when_the_visitor_says_so() {
     let mut s = e.session().unwrap();
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     for i in 0u8..10 {
-        t.put(&[i], &[i]).unwrap();
+        t.put([i], [i]).unwrap();
     }
     let mut seen = Vec::new();
-    t.scan::<[u8], _>(.., |k, _| {
+    t.scan(.., |k, _| {
         seen.push(k[0]);
         seen.len() < 3
     })
@@ -68,12 +66,10 @@ fn a_scan_is_not_disturbed_by_commits_after_its_snapshot() {
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.put(b"a", b"1").unwrap();
     t.commit(CommitOptions::default()).unwrap();
-    drop(t);
     let mut r = s.begin(&TxnOptions::default()).unwrap();
     let mut t = w.begin(&TxnOptions::default()).unwrap();
     t.delete(b"a").unwrap();
     t.put(b"b", b"2").unwrap();
     t.commit(CommitOptions::default()).unwrap();
-    drop(t);
-    assert_eq!(r.range::<[u8], _>(..).unwrap(), vec![kv("a", "1")]);
+    assert_eq!(r.range(..).unwrap(), vec![kv("a", "1")]);
 }

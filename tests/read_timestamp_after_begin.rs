@@ -17,7 +17,6 @@ fn a_commit_that_lands_between_begin_and_set_read_timestamp_is_seen() {
     let mut w = writer.begin(&TxnOptions::default()).unwrap();
     w.put(b"k", b"landed").unwrap();
     w.commit(CommitOptions::at(20)).unwrap();
-    drop(w);
 
     assert_eq!(r.set_read_timestamp(ts(25)).unwrap(), ts(25));
     assert_eq!(r.get(b"k").unwrap().as_deref(), Some(&b"landed"[..]));
@@ -32,7 +31,6 @@ fn a_commit_between_begin_and_set_read_timestamp_above_it_is_not_seen() {
     let mut w = writer.begin(&TxnOptions::default()).unwrap();
     w.put(b"k", b"later").unwrap();
     w.commit(CommitOptions::at(30)).unwrap();
-    drop(w);
     r.set_read_timestamp(ts(25)).unwrap();
     assert_eq!(r.get(b"k").unwrap(), None);
 }
@@ -44,7 +42,6 @@ fn a_read_timestamp_below_oldest_is_rejected_then_rounded_up_then_a_valid_one_is
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.put(b"k", b"v").unwrap();
     t.commit(CommitOptions::at(50)).unwrap();
-    drop(t);
     e.set_timestamps(TimestampUpdate {
         oldest: Some(ts(40)),
         stable: Some(ts(60)),

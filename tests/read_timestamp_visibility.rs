@@ -14,7 +14,6 @@ fn commit_at_10_is_visible_at_15_and_at_10_but_not_at_5() {
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.put(b"k", b"v10").unwrap();
     t.commit(CommitOptions::at(10)).unwrap();
-    drop(t);
 
     for (read, want) in [
         (15, Some(&b"v10"[..])),
@@ -67,7 +66,6 @@ fn untimestamped_commits_are_visible_at_every_read_timestamp() {
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.put(b"k", b"plain").unwrap();
     t.commit(CommitOptions::default()).unwrap();
-    drop(t);
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.set_read_timestamp(ts(1)).unwrap();
     assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"plain"[..]));
@@ -97,7 +95,6 @@ fn read_at_stable_sees_commits_at_or_below_stable_only() {
     assert_eq!(t.get(b"b").unwrap(), None);
     assert_eq!(t.put(b"c", b"v"), Err(Error::ReadOnlyTransaction));
     t.commit(CommitOptions::default()).unwrap();
-    drop(t);
     e.set_timestamps(TimestampUpdate {
         stable: Some(ts(20)),
         ..Default::default()

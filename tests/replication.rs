@@ -108,7 +108,7 @@ fn contents_at(node: &Replica, ts: Timestamp) -> Vec<(Vec<u8>, Vec<u8>)> {
             ..TxnOptions::default()
         })
         .unwrap();
-    txn.range::<[u8], _>(..).unwrap()
+    txn.range(..).unwrap()
 }
 
 #[test]

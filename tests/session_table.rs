@@ -23,7 +23,6 @@ fn a_full_session_table_errors_and_a_freed_slot_is_reused() {
     let mut t = c.begin(&TxnOptions::default()).unwrap();
     t.put(b"k", b"v").unwrap();
     t.commit(CommitOptions::default()).unwrap();
-    drop(t);
     drop(b);
     assert_eq!(e.stats().sessions_open, 1);
 }

@@ -79,7 +79,7 @@ struct Shared {
 impl Shared {
     /// Commits `t` at the next counter value; `false` if it lost a race
     /// with stable (then it rolls back on drop).
-    fn commit(&self, t: &mut snapshot_engine::Txn<'_, '_>) -> bool {
+    fn commit(&self, t: snapshot_engine::Txn<'_, '_>) -> bool {
         let c = self.next_ts.fetch_add(1, Ordering::Relaxed);
         match t.commit(CommitOptions::at(c)) {
             Ok(()) => {
@@ -88,9 +88,18 @@ impl Shared {
             }
             // The thread was descheduled between taking its timestamp and
             // committing, and the timekeeper moved stable (or oldest) past
-            // it: refused, still open, rolled back on drop.
-            Err(Error::CommitTimestampNotAfterStable { .. })
-            | Err(Error::CommitTimestampBeforeOldest { .. }) => {
+            // it: refused, handed back open, rolled back on drop.
+            Err(e)
+                if matches!(
+                    e.error(),
+                    Error::CommitTimestampNotAfterStable { .. }
+                        | Error::CommitTimestampBeforeOldest { .. }
+                ) =>
+            {
+                assert!(
+                    e.into_txn().is_some(),
+                    "a timestamp error keeps the transaction"
+                );
                 self.late.fetch_add(1, Ordering::Relaxed);
                 false
             }
@@ -111,9 +120,9 @@ fn w1_reader(sh: &Shared, seed: u64) {
             Err(Error::ReadTimestampTooOld { .. }) => continue,
             Err(e) => panic!("w1 reader: {e}"),
         }
-        let v = t.get(&key(rng.gen_range(0..KEYS))).unwrap();
+        let v = t.get(key(rng.gen_range(0..KEYS))).unwrap();
         assert_eq!(v.map(|v| v.len()), Some(VALUE));
-        t.rollback().unwrap();
+        t.rollback();
         sh.w1_reads.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -125,7 +134,7 @@ fn w1_writer(sh: &Shared, seed: u64) {
     while !sh.stop.load(Ordering::Relaxed) {
         let mut t = s.begin(&TxnOptions::default()).unwrap();
         rng.fill(&mut val[..]);
-        match t.put(&key(rng.gen_range(0..KEYS)), &val) {
+        match t.put(key(rng.gen_range(0..KEYS)), val) {
             Ok(()) => {}
             Err(Error::WriteConflict { .. }) => {
                 sh.conflicts.fetch_add(1, Ordering::Relaxed);
@@ -133,7 +142,7 @@ fn w1_writer(sh: &Shared, seed: u64) {
             }
             Err(e) => panic!("w1 writer: {e}"),
         }
-        if sh.commit(&mut t) {
+        if sh.commit(t) {
             sh.w1_writes.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -153,13 +162,13 @@ fn transferer(sh: &Shared) {
         }
         let mut t = s.begin(&TxnOptions::default()).unwrap();
         let (ba, bb) = (
-            balance(t.get(&account(a)).unwrap()),
-            balance(t.get(&account(b)).unwrap()),
+            balance(t.get(account(a)).unwrap()),
+            balance(t.get(account(b)).unwrap()),
         );
         let amount = rng.gen_range(0..=ba.min(50));
         let r = t
-            .put(&account(a), &(ba - amount).to_le_bytes())
-            .and_then(|()| t.put(&account(b), &(bb + amount).to_le_bytes()));
+            .put(account(a), (ba - amount).to_le_bytes())
+            .and_then(|()| t.put(account(b), (bb + amount).to_le_bytes()));
         match r {
             Ok(()) => {}
             Err(Error::WriteConflict { .. }) => {
@@ -168,7 +177,7 @@ fn transferer(sh: &Shared) {
             }
             Err(e) => panic!("transfer: {e}"),
         }
-        if sh.commit(&mut t) {
+        if sh.commit(t) {
             sh.transfers.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -197,7 +206,7 @@ fn checker(sh: &Shared) {
             }
         }
         let rows = t
-            .range::<[u8], _>((
+            .range((
                 Bound::Included(&b"acct/"[..]),
                 Bound::Excluded(&b"acct0"[..]),
             ))
@@ -280,10 +289,10 @@ fn w1_with_bank_transfers_stays_bounded() {
         let mut s = sh.engine.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
         for i in 0..KEYS {
-            t.put(&key(i), &[1; VALUE]).unwrap();
+            t.put(key(i), [1; VALUE]).unwrap();
         }
         for i in 0..ACCOUNTS {
-            t.put(&account(i), &BALANCE.to_le_bytes()).unwrap();
+            t.put(account(i), BALANCE.to_le_bytes()).unwrap();
         }
         t.commit(CommitOptions::at(1)).unwrap();
     }

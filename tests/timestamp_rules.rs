@@ -38,7 +38,7 @@ fn write_commit<P: Protocol>(
     let mut s = e.session().unwrap();
     let mut t = s.begin(begin).unwrap();
     t.put(b"k", b"v1").unwrap();
-    t.commit(opts).map(|()| Out::Done)
+    t.commit(opts).map(|()| Out::Done).map_err(Error::from)
 }
 
 #[test]
@@ -280,10 +280,9 @@ fn commit_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 t.put(b"k", b"v1").unwrap();
-                assert!(t.commit(CommitOptions::at(15)).is_err());
+                let (_, mut t) = kept(t.commit(CommitOptions::at(15)));
                 assert_eq!(t.get(b"k").unwrap(), Some(b"v1".to_vec()));
                 t.commit(CommitOptions::at(25)).unwrap();
-                drop(t);
                 let mut r = s.begin(&read_at(25)).unwrap();
                 r.get(b"k").map(Out::Value)
             },
@@ -364,7 +363,9 @@ fn commit_timestamp_rules_on<P: Protocol>() {
                     t.set_commit_timestamp(ts(31)),
                     Err(Error::CommitTimestampAlreadySet { current: ts(30) })
                 );
-                t.commit(CommitOptions::at(31)).map(|()| Out::Done)
+                t.commit(CommitOptions::at(31))
+                    .map(|()| Out::Done)
+                    .map_err(Error::from)
             },
             Err(Error::CommitTimestampAlreadySet { current: ts(30) }),
         ),
@@ -377,7 +378,6 @@ fn commit_timestamp_rules_on<P: Protocol>() {
                 t.put(b"k", b"v1").unwrap();
                 t.set_commit_timestamp(ts(30)).unwrap();
                 t.commit(CommitOptions::at(30)).unwrap();
-                drop(t);
                 let mut r = s.begin(&read_at(29)).unwrap();
                 r.get(b"k").map(Out::Value)
             },
@@ -393,7 +393,6 @@ fn commit_timestamp_rules_on<P: Protocol>() {
                 t.set_commit_timestamp(ts(30)).unwrap();
                 t.set_commit_timestamp(ts(30))?;
                 t.commit(CommitOptions::default()).unwrap();
-                drop(t);
                 let mut r = s.begin(&read_at(30)).unwrap();
                 r.get(b"k").map(Out::Value)
             },
@@ -439,7 +438,9 @@ fn commit_timestamp_rules_on<P: Protocol>() {
                 t.put(b"k", b"v1").unwrap();
                 t.set_commit_timestamp(ts(30)).unwrap();
                 e.set_timestamps(set(None, Some(35), None)).unwrap();
-                t.commit(CommitOptions::default()).map(|()| Out::Done)
+                t.commit(CommitOptions::default())
+                    .map(|()| Out::Done)
+                    .map_err(Error::from)
             },
             Err(Error::CommitTimestampNotAfterStable {
                 commit: ts(30),
@@ -625,9 +626,11 @@ fn read_timestamp_rules_on<P: Protocol>() {
             "a read timestamp on a finished transaction is refused",
             "committed",
             |e| {
-                let mut s = e.session().unwrap();
+                // A KV `Txn` ends by value (a finished one cannot be
+                // named); the machinery's `Transaction` still can be.
+                let mut s = e.manager().session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
-                t.commit(CommitOptions::default()).unwrap();
+                t.commit(CommitOptions::default(), |_| {}).unwrap();
                 t.set_read_timestamp(ts(15)).map(Out::Ts)
             },
             Err(Error::TransactionFinished),

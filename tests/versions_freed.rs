@@ -13,7 +13,7 @@ fn versions_freed_moves_once_pruned_versions_are_freed() {
     let mut s = e.session().unwrap();
     for i in 0..100_000u32 {
         let mut t = s.begin(&TxnOptions::default()).unwrap();
-        t.put(b"k", &i.to_le_bytes()).unwrap();
+        t.put(b"k", i.to_le_bytes()).unwrap();
         t.commit(CommitOptions::default()).unwrap();
     }
     drop(s);

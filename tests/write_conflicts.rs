@@ -18,11 +18,14 @@ fn the_second_updater_of_a_key_gets_write_conflict_and_must_roll_back() {
     assert_eq!(t2.get(b"x"), Err(Error::MustRollBack));
     assert_eq!(t2.put(b"other", b"v"), Err(Error::MustRollBack));
     assert_eq!(
-        t2.commit(CommitOptions::default()),
+        t2.commit(CommitOptions::default()).map_err(|e| {
+            let err = e.error().clone();
+            assert!(e.into_txn().is_none(), "a doomed commit rolls back");
+            err
+        }),
         Err(Error::MustRollBack)
     );
     t1.commit(CommitOptions::default()).unwrap();
-    drop((t1, t2));
     assert_eq!(e.stats().write_conflicts, 1);
 }
 
@@ -34,15 +37,13 @@ fn a_commit_after_the_writers_snapshot_is_a_conflict_even_once_finished() {
     let mut t1 = s1.begin(&TxnOptions::default()).unwrap();
     t1.put(b"k", b"one").unwrap();
     t1.commit(CommitOptions::default()).unwrap();
-    drop(t1);
     // `late` began before t1 committed: snapshot isolation forbids
     // overwriting a version it cannot see.
     assert!(matches!(
         late.put(b"k", b"two"),
         Err(Error::WriteConflict { .. })
     ));
-    late.rollback().unwrap();
-    drop(late);
+    late.rollback();
     // A transaction that began after the commit may write.
     let mut t = s2.begin(&TxnOptions::default()).unwrap();
     t.put(b"k", b"two").unwrap();
@@ -56,7 +57,6 @@ fn a_version_newer_than_the_read_timestamp_is_a_conflict() {
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.put(b"k", b"v").unwrap();
     t.commit(CommitOptions::at(20)).unwrap();
-    drop(t);
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.set_read_timestamp(Timestamp::new(10)).unwrap();
     assert!(matches!(
@@ -72,7 +72,7 @@ fn a_rolled_back_writer_does_not_block_the_next_one() {
     let mut t1 = s1.begin(&TxnOptions::default()).unwrap();
     t1.put(b"k", b"one").unwrap();
     let mut t2 = s2.begin(&TxnOptions::default()).unwrap();
-    t1.rollback().unwrap();
+    t1.rollback();
     t2.put(b"k", b"two").unwrap();
     t2.commit(CommitOptions::default()).unwrap();
 }

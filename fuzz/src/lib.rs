@@ -26,6 +26,14 @@
 //!   published by the last horizon advance;
 //! * first updater wins: a write conflicts unless the newest non-aborted
 //!   version is its own or committed and visible to it;
+//! * a savepoint is a transaction's write count; rolling back to it aborts
+//!   the writes made since (the model keeps them, aborted; the engine
+//!   unlinks them), so a key written before and after it reads its value at
+//!   the savepoint again; only the current transaction's live savepoints
+//!   (same session incarnation, not discarded by rolling back to an earlier
+//!   one) are accepted;
+//! * a cursor yields what `range` returns, forwards, backwards, after a
+//!   seek, or taking from both ends in turn until they meet;
 //! * the timestamp rules and their typed errors, in the engine's order of
 //!   checks.
 //!
@@ -35,8 +43,8 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use snapshot_engine::{
-    CommitOptions, Engine, EngineConfig, Error, Isolation, PrepareConflicts, Session, Timestamp,
-    TimestampKind, TimestampRole, TimestampUpdate, Txn, TxnOptions,
+    CommitOptions, Engine, EngineConfig, Error, Isolation, PrepareConflicts, Savepoint, Session,
+    Timestamp, TimestampKind, TimestampRole, TimestampUpdate, Txn, TxnOptions,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -234,6 +242,15 @@ pub enum Op {
     Reopen(S),
     /// Open one session too many.
     OpenExtra,
+    /// `savepoint` (the savepoint joins the run's list of every savepoint
+    /// taken, on any session).
+    Savepoint(S),
+    /// `rollback_to` the savepoint at this index (modulo the list's length)
+    /// of every savepoint taken so far, on any session, live or not.
+    RollbackTo(S, u8),
+    /// A cursor over the range: `mode % 4` 0 forwards, 1 backwards, 2 after
+    /// `seek(key)`, 3 taking from the front and the back in turn.
+    Iter(S, B, B, u8, Key),
 }
 
 /// The op mix: one selector byte picks a kind by these weights (out of
@@ -421,6 +438,8 @@ fn value(step: usize, len: u8) -> Vec<u8> {
 struct Real<'e> {
     // Declared first, so dropped before the sessions they borrow.
     txns: Vec<Option<Txn<'e, 'e>>>,
+    /// Every savepoint taken, on any session, in order.
+    savepoints: Vec<Savepoint>,
     // Boxed: a transaction holds a reference to its session, so the session
     // must not move while the transaction lives.
     sessions: Vec<Option<Box<Session<'e>>>>,
@@ -431,6 +450,7 @@ impl<'e> Real<'e> {
     fn new(engine: &'e Engine) -> Real<'e> {
         Real {
             txns: (0..SESSIONS).map(|_| None).collect(),
+            savepoints: Vec::new(),
             sessions: (0..SESSIONS)
                 .map(|_| {
                     Some(Box::new(
@@ -483,13 +503,49 @@ impl<'e> Real<'e> {
             Op::SetReadTs(s, ts) => with_txn!(s, |t| t.set_read_timestamp(ts.get()).map(Out::Ts)),
             Op::Get(s, k) => with_txn!(s, |t| t.get(k.get()).map(Out::Value)),
             Op::Put(s, k, len) => {
-                with_txn!(s, |t| t.put(k.get(), &value(step, len)).map(|()| Out::Unit))
+                with_txn!(s, |t| t.put(k.get(), value(step, len)).map(|()| Out::Unit))
             }
             Op::Delete(s, k) => with_txn!(s, |t| t.delete(k.get()).map(|()| Out::Unit)),
             Op::Range(s, lo, hi) => {
-                with_txn!(s, |t| t
-                    .range::<[u8], _>((lo.get(), hi.get()))
-                    .map(Out::Rows))
+                with_txn!(s, |t| t.range((lo.get(), hi.get())).map(Out::Rows))
+            }
+            Op::Iter(s, lo, hi, mode, k) => with_txn!(s, |t| {
+                let mut c = t.iter((lo.get(), hi.get()));
+                let own =
+                    |r: snapshot_engine::Result<(&[u8], Vec<u8>)>| r.map(|(k, v)| (k.to_vec(), v));
+                let rows: Result<Vec<_>, Error> = match mode % 4 {
+                    0 => c.map(own).collect(),
+                    1 => c.rev().map(own).collect(),
+                    2 => {
+                        c.seek(k.get());
+                        c.map(own).collect()
+                    }
+                    _ => {
+                        let mut rows = Vec::new();
+                        let mut front = true;
+                        loop {
+                            let next = if front { c.next() } else { c.next_back() };
+                            front = !front;
+                            match next {
+                                Some(r) => rows.push(own(r)?),
+                                None => break,
+                            }
+                        }
+                        Ok(rows)
+                    }
+                };
+                rows.map(Out::Rows)
+            }),
+            Op::Savepoint(s) => with_txn!(s, |t| t.savepoint().map(|sp| {
+                self.savepoints.push(sp);
+                Out::Unit
+            })),
+            Op::RollbackTo(s, i) => {
+                if self.savepoints.is_empty() {
+                    return Ok(Out::NoTxn);
+                }
+                let sp = self.savepoints[i as usize % self.savepoints.len()];
+                with_txn!(s, |t| t.rollback_to(&sp).map(|()| Out::Unit))
             }
             Op::Prepare(s, ts) => with_txn!(s, |t| t.prepare(ts.get()).map(Out::Ts)),
             Op::SetCommitTs(s, ts) => {
@@ -498,13 +554,29 @@ impl<'e> Real<'e> {
             Op::SetDurableTs(s, ts) => {
                 with_txn!(s, |t| t.set_durable_timestamp(ts.get()).map(|()| Out::Unit))
             }
-            Op::Commit(s, c, d) => with_txn!(s, |t| t
-                .commit(CommitOptions {
-                    commit_ts: c.map(Ts::get),
-                    durable_ts: d.map(Ts::get),
-                })
-                .map(|()| Out::Unit)),
-            Op::Rollback(s) => with_txn!(s, |t| t.rollback().map(|()| Out::Unit)),
+            // Commit and rollback take the transaction; a commit refused
+            // for a timestamp hands it back.
+            Op::Commit(s, c, d) => match self.txns[s.get()].take() {
+                None => Ok(Out::NoTxn),
+                Some(t) => t
+                    .commit(CommitOptions {
+                        commit_ts: c.map(Ts::get),
+                        durable_ts: d.map(Ts::get),
+                    })
+                    .map(|()| Out::Unit)
+                    .map_err(|e| {
+                        let err = e.error().clone();
+                        self.txns[s.get()] = e.into_txn();
+                        err
+                    }),
+            },
+            Op::Rollback(s) => match self.txns[s.get()].take() {
+                None => Ok(Out::NoTxn),
+                Some(t) => {
+                    t.rollback();
+                    Ok(Out::Unit)
+                }
+            },
             Op::Drop(s) => {
                 self.txns[s.get()] = None;
                 Ok(Out::Unit)
@@ -597,6 +669,8 @@ struct MTxn {
     view: MView,
     /// (key, index into its version list).
     writes: Vec<(Vec<u8>, usize)>,
+    /// Live savepoints, oldest first: (id, writes before it).
+    savepoints: Vec<(u64, usize)>,
 }
 
 #[derive(Debug, Default)]
@@ -604,6 +678,8 @@ struct MSession {
     txn: Option<MTxn>,
     /// Commits with writes since the last horizon refresh.
     commits: u32,
+    /// Savepoint ids handed out on this session incarnation.
+    savepoint_ids: u64,
     /// Published pins (0: none).
     xmin_pin: u64,
     read_pin: u64,
@@ -623,6 +699,10 @@ pub struct Model {
     /// The descriptor xmin published by the last horizon advance.
     floor_xmin: u64,
     sessions: Vec<MSession>,
+    /// How many times each session was reopened.
+    incarnations: Vec<u64>,
+    /// Every savepoint taken: (session, incarnation, id).
+    savepoints: Vec<(usize, u64, u64)>,
 }
 
 fn ts(v: u64) -> Timestamp {
@@ -681,6 +761,8 @@ impl Model {
             durable: 0,
             floor_xmin: 1,
             sessions: (0..SESSIONS).map(|_| MSession::default()).collect(),
+            incarnations: vec![0; SESSIONS],
+            savepoints: Vec::new(),
         }
     }
 
@@ -749,6 +831,11 @@ impl Model {
     fn conflicts(&self, t: &MTxn, key: &[u8]) -> bool {
         for v in self.versions.get(key).into_iter().flatten().rev() {
             if v.txn == t.id {
+                // Its own writes undone by a savepoint are gone from the
+                // engine's chain: look below them.
+                if v.state == VState::Aborted {
+                    continue;
+                }
                 return false;
             }
             match v.state {
@@ -823,8 +910,9 @@ impl Model {
         if let Some(r) = opts.read_timestamp {
             check_ts(TimestampRole::Read, r)?;
             if opts.read_at_stable {
-                return Err(Error::ReadTimestampAlreadySet {
-                    current: ts(self.stable),
+                return Err(Error::IncompatibleOptions {
+                    first: "read_at_stable",
+                    second: "read_timestamp",
                 });
             }
         }
@@ -838,6 +926,7 @@ impl Model {
             durable_ts: 0,
             view: self.snap(),
             writes: Vec::new(),
+            savepoints: Vec::new(),
         };
         // With no stable timestamp set, the fast path reads the latest
         // committed snapshot instead (see `Txn::begin`).
@@ -1283,8 +1372,10 @@ impl Model {
                 let s = s.get();
                 self.apply(step, &Op::Drop(S(s as u8)))?;
                 self.sessions[s] = MSession::default();
+                self.incarnations[s] += 1;
                 return Ok(Out::Unit);
             }
+            Op::RollbackTo(_, _) if self.savepoints.is_empty() => return Ok(Out::NoTxn),
             Op::SetTimestamps(o, st, d) => {
                 return self.set_timestamps(o.map(Ts::get), st.map(Ts::get), d.map(Ts::get))
             }
@@ -1307,14 +1398,42 @@ impl Model {
             | Op::SetCommitTs(s, _)
             | Op::SetDurableTs(s, _)
             | Op::Commit(s, _, _)
-            | Op::Rollback(s) => s.get(),
+            | Op::Rollback(s)
+            | Op::Savepoint(s)
+            | Op::RollbackTo(s, _)
+            | Op::Iter(s, ..) => s.get(),
         };
         let Some(mut t) = self.sessions[s].txn.take() else {
             return Ok(Out::NoTxn);
         };
         let r = self.txn_op(s, &mut t, step, op);
-        self.sessions[s].txn = Some(t);
+        // A finished transaction is gone: commit and rollback take it.
+        if t.state != TState::Finished {
+            self.sessions[s].txn = Some(t);
+        }
         r
+    }
+
+    /// The rows of a range in key order (`rev`: descending), or the first
+    /// prepare conflict met in that order.
+    fn rows(&mut self, t: &mut MTxn, lo: Bound<&[u8]>, hi: Bound<&[u8]>, rev: bool) -> Res {
+        self.before_read(t)?;
+        let mut rows = Vec::new();
+        let mut keys: Vec<Vec<u8>> = self.versions.keys().cloned().collect();
+        if rev {
+            keys.reverse();
+        }
+        for k in keys {
+            if !in_bounds(&k, lo, hi) {
+                continue;
+            }
+            match self.read(t, &k) {
+                Ok(Some(v)) => rows.push((k, v)),
+                Ok(None) => {}
+                Err(()) => return Err(Error::PrepareConflict { key: k }),
+            }
+        }
+        Ok(Out::Rows(rows))
     }
 
     fn txn_op(&mut self, s: usize, t: &mut MTxn, step: usize, op: &Op) -> Res {
@@ -1346,6 +1465,67 @@ impl Model {
                     }
                 }
                 Ok(Out::Rows(rows))
+            }
+            Op::Iter(_, lo, hi, mode, k) => {
+                let (lo, hi) = (lo.get(), hi.get());
+                match mode % 4 {
+                    0 => self.rows(t, lo, hi, false),
+                    1 => self.rows(t, lo, hi, true),
+                    2 => {
+                        // Seek moves the front to the key unless the range
+                        // starts above it.
+                        let lo = if in_bounds(k.get(), lo, Bound::Unbounded) {
+                            Bound::Included(k.get())
+                        } else {
+                            lo
+                        };
+                        self.rows(t, lo, hi, false)
+                    }
+                    _ => {
+                        // Front and back in turn: first, last, second, ...
+                        let Out::Rows(mut rows) = self.rows(t, lo, hi, false)? else {
+                            unreachable!("rows returns rows")
+                        };
+                        let mut out = Vec::new();
+                        let mut front = true;
+                        while !rows.is_empty() {
+                            out.push(if front {
+                                rows.remove(0)
+                            } else {
+                                rows.pop().unwrap()
+                            });
+                            front = !front;
+                        }
+                        Ok(Out::Rows(out))
+                    }
+                }
+            }
+            Op::Savepoint(_) => {
+                check_usable(t)?;
+                let ms = &mut self.sessions[s];
+                ms.savepoint_ids += 1;
+                t.savepoints.push((ms.savepoint_ids, t.writes.len()));
+                self.savepoints
+                    .push((s, self.incarnations[s], ms.savepoint_ids));
+                Ok(Out::Unit)
+            }
+            Op::RollbackTo(_, i) => {
+                check_usable(t)?;
+                let (ss, inc, id) = self.savepoints[i as usize % self.savepoints.len()];
+                let live = if ss == s && inc == self.incarnations[s] {
+                    t.savepoints.iter().rposition(|&(x, _)| x == id)
+                } else {
+                    None
+                };
+                let Some(at) = live else {
+                    return Err(Error::UnknownSavepoint);
+                };
+                let n = t.savepoints[at].1;
+                t.savepoints.truncate(at + 1);
+                for (k, i) in t.writes.drain(n..) {
+                    self.versions.get_mut(&k).expect("written")[i].state = VState::Aborted;
+                }
+                Ok(Out::Unit)
             }
             Op::Prepare(_, p) => self.prepare(s, t, p.get()),
             Op::SetCommitTs(_, c) => self.set_commit_ts(s, t, c.get()),

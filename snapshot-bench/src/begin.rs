@@ -16,7 +16,7 @@ fn cell<P: Protocol>(opts: &TxnOptions, secs: f64) -> f64 {
     let e = begin_engine::<P>();
     let mut s = e.session().expect("session");
     let once = |s: &mut snapshot_engine::Session<'_, P>| {
-        let mut t = s.begin(opts).expect("begin");
+        let t = s.begin(opts).expect("begin");
         t.commit(CommitOptions::default()).expect("commit");
     };
     // Warm the session's cached snapshot and the caches.

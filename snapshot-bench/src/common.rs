@@ -53,15 +53,19 @@ impl Ctl {
     /// timekeeper overtook while this thread was descheduled (now at or
     /// below stable, or below oldest) is refused by the engine; take a newer
     /// one.
-    pub fn commit_at_next_ts<P: Protocol>(&self, t: &mut Txn<'_, '_, P>) {
+    pub fn commit_at_next_ts<P: Protocol>(&self, mut t: Txn<'_, '_, P>) {
         loop {
             match t.commit(CommitOptions::at(self.next_ts())) {
                 Ok(()) => return,
-                Err(
+                Err(e) => match e.error() {
                     Error::CommitTimestampNotAfterStable { .. }
-                    | Error::CommitTimestampBeforeOldest { .. },
-                ) => continue,
-                Err(e) => panic!("commit: {e}"),
+                    | Error::CommitTimestampBeforeOldest { .. } => {
+                        t = e
+                            .into_txn()
+                            .expect("a timestamp error keeps the transaction");
+                    }
+                    _ => panic!("commit: {e}"),
+                },
             }
         }
     }
@@ -448,7 +452,7 @@ pub fn load<P: Protocol>(e: &Engine<P>, keys: u64, value_size: usize) {
         let mut t = s.begin(&TxnOptions::default()).expect("begin");
         for _ in 0..1000.min(keys - k) {
             value[..8.min(value_size)].copy_from_slice(&k.to_le_bytes()[..8.min(value_size)]);
-            t.put(&key(k), &value).expect("load put");
+            t.put(key(k), &value).expect("load put");
             k += 1;
         }
         t.commit(CommitOptions::at(1)).expect("load commit");

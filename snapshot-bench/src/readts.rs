@@ -144,11 +144,10 @@ fn reader<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
             }
         }
         let v = t
-            .get_with(&k, |v| v.map(|v| v[v.len() / 2]))
+            .get_with(k, |v| v.map(|v| v[v.len() / 2]))
             .expect("no prepared updates in W1");
         black_box(v);
-        t.rollback().expect("rollback");
-        drop(t);
+        t.rollback();
         let now = Instant::now();
         if measuring {
             let ns = (now - last).as_nanos() as u64;
@@ -207,18 +206,17 @@ fn writer<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
         value[..w].copy_from_slice(&n.to_le_bytes()[..w]);
         let k = key(rng.below(p.keys));
         let mut t = s.begin(&opts).expect("begin");
-        let ok = match t.put(&k, &value) {
+        let ok = match t.put(k, &value) {
             Ok(()) => {
-                ctl.commit_at_next_ts(&mut t);
+                ctl.commit_at_next_ts(t);
                 true
             }
             Err(Error::WriteConflict { .. }) => {
-                t.rollback().expect("rollback");
+                t.rollback();
                 false
             }
             Err(e) => panic!("writer put: {e}"),
         };
-        drop(t);
         let now = Instant::now();
         if measuring {
             let ns = (now - last).as_nanos() as u64;

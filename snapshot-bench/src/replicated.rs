@@ -488,7 +488,17 @@ fn run_one(p: &Params, fast: bool, round: usize, pb: &ProgressBar) -> RoundOut {
                             let c = ts.fetch_add(1, Ordering::Relaxed) + 1;
                             match t.commit(CommitOptions::at(c)) {
                                 Ok(()) => break,
-                                Err(Error::CommitTimestampNotAfterStable { .. }) => continue,
+                                // Refused for a timestamp: handed back open.
+                                Err(e)
+                                    if matches!(
+                                        e.error(),
+                                        Error::CommitTimestampNotAfterStable { .. }
+                                    ) =>
+                                {
+                                    t = e
+                                        .into_txn()
+                                        .expect("a timestamp error keeps the transaction");
+                                }
                                 Err(err) => panic!("commit: {err}"),
                             }
                         },

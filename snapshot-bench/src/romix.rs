@@ -93,7 +93,7 @@ fn worker<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
             for _ in 0..3 {
                 let k = key(rng.below(p.keys));
                 acc += t
-                    .get_with(&k, |v| v.map_or(0, |v| v[0] as u64))
+                    .get_with(k, |v| v.map_or(0, |v| v[0] as u64))
                     .expect("get");
             }
             let start = rng.below(p.keys.saturating_sub(10).max(1));
@@ -113,9 +113,9 @@ fn worker<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
             let mut t = s.begin(&rw_opts).expect("begin");
             for _ in 0..5 {
                 let k = key(rng.below(p.keys));
-                let old = t.get_with(&k, |v| v.map_or(0, |v| v[0])).expect("get");
+                let old = t.get_with(k, |v| v.map_or(0, |v| v[0])).expect("get");
                 value[0] = old.wrapping_add(1);
-                if let Err(err) = t.put(&k, &value) {
+                if let Err(err) = t.put(k, &value) {
                     assert!(matches!(err, Error::WriteConflict { .. }), "{err}");
                     ok = false;
                     break;
@@ -125,11 +125,11 @@ fn worker<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
                 for _ in 0..5 {
                     inserted += 1;
                     let k = key((1 << 40) + ((id as u64) << 32) + inserted);
-                    t.put(&k, &value).expect("insert");
+                    t.put(k, &value).expect("insert");
                 }
-                ctl.commit_at_next_ts(&mut t);
+                ctl.commit_at_next_ts(t);
             } else {
-                t.rollback().expect("rollback");
+                t.rollback();
             }
         }
         if measuring {

@@ -2,17 +2,24 @@
 //! machinery layer.
 
 use super::txn::{self, Txn};
-use crate::config::{EngineConfig, TimestampKind, TimestampUpdate, TxnOptions};
-use crate::error::Result;
+use crate::config::{CommitOptions, EngineConfig, TimestampKind, TimestampUpdate, TxnOptions};
+use crate::error::{Error, Result};
 use crate::machinery::{Count, LockFree, Protocol, SessionPin, TxnManager, TxnSession};
 use crate::stats::Stats;
 use crate::store::raw::chain::{tails, KeyEntry, Tails, Version};
 use crate::store::Store;
 use crate::sync::Ordering;
 use crate::ts::Timestamp;
+use std::sync::Arc;
 
 /// The transaction engine: snapshot machinery, session table, timestamps and
 /// the MVCC key-value store. `Send + Sync`; share it by reference or `Arc`.
+///
+/// Sessions come in two forms of one type: [`Engine::session`] borrows the
+/// engine (`Session<'e>`, for `thread::scope` and short-lived work), and
+/// [`Engine::owned_session`] holds an `Arc` to it ([`OwnedSession`], which is
+/// `'static`: store it in a struct or a pool, move it into `thread::spawn`
+/// or an async task).
 ///
 /// `P` is the snapshot machinery: [`LockFree`] unless you are benchmarking
 /// against the lock baseline.
@@ -52,15 +59,45 @@ impl<P: Protocol> Engine<P> {
     /// [`Error::SessionTableFull`](crate::Error::SessionTableFull) when
     /// every slot is taken.
     pub fn session(&self) -> Result<Session<'_, P>> {
-        Ok(Session {
-            msess: self.mgr.session()?,
-            data: SessionData {
-                engine: self,
-                writes: Vec::new(),
-                commits: 0,
-                tails: tails(),
-            },
-        })
+        Session::open(self, None)
+    }
+
+    /// Opens a session that holds its own `Arc` to the engine: an
+    /// [`OwnedSession`], `Send` and `'static`, so it can live in a struct
+    /// beside the `Arc<Engine>`, in a pool, or move into `thread::spawn`.
+    /// It costs the same per transaction as a borrowed [`Session`]; the
+    /// engine lives until its last session and `Arc` drop.
+    ///
+    /// ```
+    /// use snapshot_engine::{CommitOptions, Engine, EngineConfig, OwnedSession, TxnOptions};
+    /// use std::sync::Arc;
+    ///
+    /// struct Connection { engine: Arc<Engine>, session: OwnedSession }
+    ///
+    /// let engine = Arc::new(Engine::new(EngineConfig::default()));
+    /// let mut conn = Connection { session: engine.owned_session()?, engine: engine.clone() };
+    /// let worker = std::thread::spawn(move || -> snapshot_engine::Result<()> {
+    ///     let mut txn = conn.session.begin(&TxnOptions::default())?;
+    ///     txn.put("k", "v")?;
+    ///     txn.commit(CommitOptions::default())?;
+    ///     Ok(())
+    /// });
+    /// worker.join().unwrap()?;
+    /// # Ok::<(), snapshot_engine::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::SessionTableFull`](crate::Error::SessionTableFull) when
+    /// every slot is taken.
+    pub fn owned_session(self: &Arc<Self>) -> Result<OwnedSession<P>> {
+        // SAFETY: invariant 14 (DESIGN.md): the `'static` borrow is of the
+        // engine inside the `Arc` this session keeps in `owner`, which is
+        // heap-allocated (it never moves) and dropped last, after `msess`
+        // and `data`, the only holders of the borrow; no method hands a
+        // `&'static Engine` (or anything borrowed from one) out of the
+        // session.
+        let engine: &'static Engine<P> = unsafe { &*Arc::as_ptr(self) };
+        Session::open(engine, Some(self.clone()))
     }
 
     /// Sets global timestamps, with WiredTiger's rules: oldest and stable
@@ -140,16 +177,38 @@ pub(crate) struct WriteRec {
 }
 
 /// A session: one slot in the session table. Begin transactions on it, one
-/// at a time. `Send` (move it to the thread that uses it) but not `Sync`.
+/// at a time; each ends by value ([`Txn::commit`], [`Txn::rollback`], or
+/// drop), after which the session is free for the next.
 ///
+/// `'e` is the engine borrow of [`Engine::session`]; an [`OwnedSession`]
+/// (from [`Engine::owned_session`]) is `Session<'static>` and keeps the
+/// engine alive itself.
+///
+/// `Send` (move it to the thread that uses it) but not `Sync`: a session
+/// is one thread's at a time.
+///
+/// ```
+/// fn is_send<T: Send>() {}
+/// is_send::<snapshot_engine::OwnedSession>();
+/// ```
 /// ```compile_fail
 /// fn is_sync<T: Sync>() {}
-/// is_sync::<snapshot_engine::Session<'static>>();
+/// is_sync::<snapshot_engine::OwnedSession>();
 /// ```
 pub struct Session<'e, P: Protocol = LockFree> {
+    // Field order matters (invariant 14): `msess` and `data` borrow the
+    // engine that `owner` keeps alive, so they drop first.
     pub(crate) msess: TxnSession<'e, P>,
     pub(crate) data: SessionData<'e, P>,
+    /// The engine's `Arc` for an owned session; `None` for a borrowed one.
+    owner: Option<Arc<Engine<P>>>,
+    /// Not `Sync`, named here so the compiler's error says `Session`.
+    _not_sync: std::marker::PhantomData<std::cell::Cell<()>>,
 }
+
+/// A session that owns its handle to the engine: `Send`, `'static`, no
+/// borrow to carry (see [`Engine::owned_session`]).
+pub type OwnedSession<P = LockFree> = Session<'static, P>;
 
 /// The store's half of a session, borrowed by its open [`Txn`].
 pub(crate) struct SessionData<'e, P: Protocol> {
@@ -158,6 +217,15 @@ pub(crate) struct SessionData<'e, P: Protocol> {
     pub(crate) writes: Vec<WriteRec>,
     /// Commits since the last horizon refresh.
     pub(crate) commits: u32,
+    /// The open transaction's live savepoints, oldest first: (id, writes
+    /// before it). Cleared at begin.
+    pub(crate) savepoints: Vec<(u64, usize)>,
+    /// Savepoint ids handed out on this session (never reused, so a stale
+    /// savepoint from an earlier transaction is refused).
+    pub(crate) savepoint_ids: u64,
+    /// This session's process-wide unique token, carried by its savepoints
+    /// (so another session's, or an earlier session's, is refused).
+    pub(crate) token: u64,
     /// Pruned chain tails not yet handed to the collector.
     pub(crate) tails: Tails,
 }
@@ -168,13 +236,39 @@ pub(crate) struct SessionData<'e, P: Protocol> {
 // thread holding `&mut Session`. Moving the session moves that exclusive
 // access with it. Everything else in a Session is Send.
 unsafe impl<P: Protocol> Send for SessionData<'_, P> {}
+// SAFETY: a shared `&SessionData` only reads: the write set's pointers into
+// the store (which is Sync) and plain counters; every mutation and every
+// dereference goes through `&mut Session` or the transaction borrowing it.
+// The session itself stays !Sync (its `_not_sync` marker), so this only
+// keeps the raw pointers out of the compiler's error for `Session: Sync`,
+// which then names `Session` and its marker alone.
+unsafe impl<P: Protocol> Sync for SessionData<'_, P> {}
 
 impl<'e, P: Protocol> Session<'e, P> {
-    /// Begins a transaction.
+    fn open(engine: &'e Engine<P>, owner: Option<Arc<Engine<P>>>) -> Result<Self> {
+        Ok(Session {
+            msess: engine.mgr.session()?,
+            data: SessionData {
+                engine,
+                writes: Vec::new(),
+                commits: 0,
+                savepoints: Vec::new(),
+                savepoint_ids: 0,
+                token: crate::sync::unique_id(),
+                tails: tails(),
+            },
+            owner,
+            _not_sync: std::marker::PhantomData,
+        })
+    }
+
+    /// Begins a transaction. It borrows the session until it ends by value
+    /// ([`Txn::commit`], [`Txn::rollback`]) or drops (a rollback).
     ///
     /// # Errors
     /// An invalid read timestamp in `options` (out of range, older than
-    /// oldest without `roundup_read`, or combined with `read_at_stable`).
+    /// oldest without `roundup_read`), or a read timestamp combined with
+    /// `read_at_stable` ([`Error::IncompatibleOptions`](crate::Error::IncompatibleOptions)).
     #[inline]
     pub fn begin(&mut self, options: &TxnOptions) -> Result<Txn<'_, 'e, P>> {
         if self.msess.has_leaked() {
@@ -183,14 +277,73 @@ impl<'e, P: Protocol> Session<'e, P> {
         Txn::begin(&mut self.msess, &mut self.data, options)
     }
 
+    /// Runs `f` in a transaction begun with `options` and commits it with
+    /// [`CommitOptions::default`] (set a commit timestamp inside `f` with
+    /// [`Txn::set_commit_timestamp`]). When `f` or the commit fails with
+    /// [`Error::WriteConflict`](crate::Error::WriteConflict) (or the
+    /// [`Error::MustRollBack`](crate::Error::MustRollBack) that follows
+    /// one), the transaction rolls back and `f` runs again in a new one, up
+    /// to [`Session::TRANSACTION_ATTEMPTS`] times in all. Any other error
+    /// rolls back and returns at once.
+    ///
+    /// ```
+    /// # use snapshot_engine::{Engine, EngineConfig, TxnOptions};
+    /// let engine = Engine::new(EngineConfig::default());
+    /// let mut session = engine.session()?;
+    /// let n = session.transaction(&TxnOptions::default(), |txn| {
+    ///     let n = txn.get("n")?.map_or(0, |v| v[0]) + 1;
+    ///     txn.put("n", [n])?;
+    ///     Ok(n)
+    /// })?;
+    /// assert_eq!(n, 1);
+    /// # Ok::<(), snapshot_engine::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The error from `begin`, from `f`, or from the commit; the last
+    /// [`Error::WriteConflict`](crate::Error::WriteConflict) after
+    /// [`Session::TRANSACTION_ATTEMPTS`] conflicting attempts.
+    pub fn transaction<R>(
+        &mut self,
+        options: &TxnOptions,
+        mut f: impl FnMut(&mut Txn<'_, 'e, P>) -> Result<R>,
+    ) -> Result<R> {
+        let mut attempt = 1;
+        loop {
+            let mut txn = self.begin(options)?;
+            let r = f(&mut txn).and_then(|r| {
+                txn.commit(CommitOptions::default())
+                    .map(|()| r)
+                    .map_err(|e| e.into_error())
+            });
+            match r {
+                Err(Error::WriteConflict { .. } | Error::MustRollBack)
+                    if attempt < Self::TRANSACTION_ATTEMPTS =>
+                {
+                    attempt += 1;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// How many times [`Session::transaction`] runs its closure before it
+    /// gives up on write conflicts.
+    pub const TRANSACTION_ATTEMPTS: u32 = 16;
+
     /// This session's slot in the session table.
     pub fn slot(&self) -> usize {
         self.msess.slot()
     }
 
     /// The engine this session belongs to.
-    pub fn engine(&self) -> &'e Engine<P> {
+    pub fn engine(&self) -> &Engine<P> {
         self.data.engine
+    }
+
+    /// Is this an [`OwnedSession`] (it holds an `Arc` to its engine)?
+    pub fn is_owned(&self) -> bool {
+        self.owner.is_some()
     }
 
     /// This session's own counters (every transaction it ran, since its

@@ -2,8 +2,12 @@
 //! [`Txn`] put the bundled store (`crate::store`) behind the machinery's
 //! transactions (`crate::machinery`).
 
+mod cursor;
 mod engine;
+mod range;
 mod txn;
 
-pub use engine::{Engine, Session};
-pub use txn::Txn;
+pub use cursor::Cursor;
+pub use engine::{Engine, OwnedSession, Session};
+pub use range::KeyRange;
+pub use txn::{CommitError, Savepoint, Txn};

@@ -2,7 +2,9 @@
 //! machinery [`Transaction`], which does everything that is not data
 //! (timestamps, prepare, commit, rollback).
 
+use super::cursor::Cursor;
 use super::engine::{SessionData, WriteRec};
+use super::range::KeyRange;
 use crate::config::{CommitOptions, TxnOptions};
 use crate::error::{Error, Result};
 use crate::machinery::epoch::RETIRE_BATCH;
@@ -11,15 +13,122 @@ use crate::machinery::{
 };
 use crate::store::raw::chain::{Found, Version};
 use crate::ts::{Timestamp, TxnId};
-use std::ops::{Bound, RangeBounds};
+use std::fmt;
 
 /// A transaction. Reads see one snapshot (or, with `read_at_stable`, the
 /// stable watermark); writes are visible to others only after commit.
 ///
-/// Dropping an open transaction rolls it back.
+/// It ends by value: [`Txn::commit`] or [`Txn::rollback`] consume it, and
+/// the session is free for the next [`Session::begin`](crate::Session::begin)
+/// at once. Dropping an open transaction rolls it back. A commit refused
+/// for a timestamp hands the transaction back inside its [`CommitError`].
+///
+/// Keys and values are anything that is `AsRef<[u8]>` (`&str`, `&[u8]`,
+/// byte-string literals, `Vec<u8>`, arrays):
+///
+/// ```
+/// # use snapshot_engine::{CommitOptions, Engine, EngineConfig, TxnOptions};
+/// let engine = Engine::new(EngineConfig::default());
+/// let mut session = engine.session()?;
+/// let mut txn = session.begin(&TxnOptions::default())?;
+/// txn.put("k", "v")?;
+/// txn.put(b"k2", [1, 2, 3])?;
+/// assert_eq!(txn.get("k")?.as_deref(), Some(&b"v"[..]));
+/// txn.commit(CommitOptions::default())?;
+/// let txn = session.begin(&TxnOptions::default())?; // no drop needed
+/// txn.rollback();
+/// # Ok::<(), snapshot_engine::Error>(())
+/// ```
 pub struct Txn<'s, 'e, P: Protocol = LockFree> {
-    t: Transaction<'s, 'e, P>,
-    d: &'s mut SessionData<'e, P>,
+    pub(super) t: Transaction<'s, 'e, P>,
+    pub(super) d: &'s mut SessionData<'e, P>,
+}
+
+/// A point in a transaction's writes to roll back to
+/// ([`Txn::savepoint`], [`Txn::rollback_to`]). Plain data: it borrows
+/// nothing, and a savepoint from another transaction (on this session or
+/// any other), or one discarded by rolling back to an earlier savepoint, is
+/// refused with [`Error::UnknownSavepoint`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Savepoint {
+    session: u64,
+    id: u64,
+}
+
+/// A refused [`Txn::commit`]: the error, and the transaction back when it
+/// is still open (a timestamp error), to fix and commit again or roll
+/// back. `?` turns it into an [`Error`] (the transaction, if any, rolls
+/// back as it drops).
+///
+/// ```
+/// # use snapshot_engine::{CommitOptions, Engine, EngineConfig, Timestamp, TimestampUpdate, TxnOptions};
+/// let engine = Engine::new(EngineConfig::default());
+/// engine.set_timestamps(TimestampUpdate { stable: Some(Timestamp::new(20)), ..Default::default() })?;
+/// let mut session = engine.session()?;
+/// let mut txn = session.begin(&TxnOptions::default())?;
+/// txn.put("k", "v")?;
+/// let txn = match txn.commit(CommitOptions::at(10)) {
+///     Err(e) => e.into_txn().expect("a timestamp error keeps the transaction"),
+///     Ok(()) => unreachable!("10 is not after stable 20"),
+/// };
+/// txn.commit(CommitOptions::at(30))?;
+/// # Ok::<(), snapshot_engine::Error>(())
+/// ```
+pub struct CommitError<'s, 'e, P: Protocol = LockFree> {
+    error: Error,
+    txn: Option<Box<Txn<'s, 'e, P>>>,
+}
+
+impl<'s, 'e, P: Protocol> CommitError<'s, 'e, P> {
+    /// Why the commit was refused.
+    pub fn error(&self) -> &Error {
+        &self.error
+    }
+
+    /// The error, dropping the transaction (which rolls it back).
+    pub fn into_error(self) -> Error {
+        self.error
+    }
+
+    /// The transaction, still open, when the commit was refused for a
+    /// timestamp (fix it and commit again); `None` when the commit rolled
+    /// it back ([`Error::MustRollBack`] after a write conflict).
+    pub fn into_txn(self) -> Option<Txn<'s, 'e, P>> {
+        self.txn.map(|t| *t)
+    }
+}
+
+impl<P: Protocol> fmt::Debug for CommitError<'_, '_, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CommitError")
+            .field("error", &self.error)
+            .field("txn_open", &self.txn.is_some())
+            .finish()
+    }
+}
+
+impl<P: Protocol> fmt::Display for CommitError<'_, '_, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl<P: Protocol> std::error::Error for CommitError<'_, '_, P> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl<P: Protocol> From<CommitError<'_, '_, P>> for Error {
+    fn from(e: CommitError<'_, '_, P>) -> Error {
+        e.error
+    }
+}
+
+impl<P: Protocol> PartialEq<Error> for CommitError<'_, '_, P> {
+    fn eq(&self, other: &Error) -> bool {
+        self.error == *other
+    }
 }
 
 /// Flips the status of every version in `writes` with `done` (commit,
@@ -82,6 +191,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         d: &'s mut SessionData<'e, P>,
         opts: &TxnOptions,
     ) -> Result<Self> {
+        d.savepoints.clear();
         Ok(Txn {
             t: msess.begin(opts)?,
             d,
@@ -121,7 +231,12 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// [`Error::PrepareConflict`] on a prepared update at or below the read
     /// timestamp.
     #[inline]
-    pub fn get_with<R>(&mut self, key: &[u8], f: impl FnOnce(Option<&[u8]>) -> R) -> Result<R> {
+    pub fn get_with<R>(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        f: impl FnOnce(Option<&[u8]>) -> R,
+    ) -> Result<R> {
+        let key = key.as_ref();
         let view = self.t.read_view()?;
         let store = &self.d.engine.store;
         let guard = store.rc.pin();
@@ -143,23 +258,24 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     ///
     /// # Errors
     /// As [`Txn::get_with`].
-    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub fn get(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         self.get_with(key, |v| v.map(<[u8]>::to_vec))
     }
 
     /// Visits the visible key-value pairs with keys in `range`, in key
-    /// order (tombstones hidden), until `f` returns `false`. Values are
-    /// borrowed; the epoch guard is held for the scan.
+    /// order (tombstones hidden), until `f` returns `false`. Keys and values
+    /// are borrowed; the epoch guard is held for the whole scan, so keep `f`
+    /// short (or use [`Txn::iter`], which re-pins per batch).
     ///
     /// # Errors
     /// As [`Txn::get_with`]; a prepare conflict stops the scan.
-    pub fn scan<Q, R>(&mut self, range: R, mut f: impl FnMut(&[u8], &[u8]) -> bool) -> Result<()>
-    where
-        Q: AsRef<[u8]> + ?Sized,
-        R: RangeBounds<Q>,
-    {
+    pub fn scan(
+        &mut self,
+        range: impl KeyRange,
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
         let view = self.t.read_view()?;
-        let bounds = (map_bound(range.start_bound()), map_bound(range.end_bound()));
+        let bounds = range.bounds();
         let store = &self.d.engine.store;
         let guard = store.rc.pin();
         let mut conflict: Option<Vec<u8>> = None;
@@ -183,15 +299,13 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         }
     }
 
-    /// The visible key-value pairs with keys in `range`, in key order.
+    /// The visible key-value pairs with keys in `range`, in key order,
+    /// copied into a `Vec` (see [`Txn::iter`] for a cursor that copies
+    /// nothing up front).
     ///
     /// # Errors
     /// As [`Txn::scan`].
-    pub fn range<Q, R>(&mut self, range: R) -> Result<Vec<(Vec<u8>, Vec<u8>)>>
-    where
-        Q: AsRef<[u8]> + ?Sized,
-        R: RangeBounds<Q>,
-    {
+    pub fn range(&mut self, range: impl KeyRange) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut out = Vec::new();
         self.scan(range, |k, v| {
             out.push((k.to_vec(), v.to_vec()));
@@ -200,11 +314,25 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         Ok(out)
     }
 
+    /// A cursor over the visible key-value pairs with keys in `range`: an
+    /// [`Iterator`] in key order and a [`DoubleEndedIterator`] (`.rev()`
+    /// for a reverse scan), with [`Cursor::seek`]. See [`Cursor`] for what
+    /// an open cursor holds.
+    pub fn iter(&mut self, range: impl KeyRange) -> Cursor<'_, 's, 'e, P> {
+        Cursor::new(self, range.bounds())
+    }
+
+    /// A cursor over every visible key ([`Txn::iter`] of `..`).
+    pub fn cursor(&mut self) -> Cursor<'_, 's, 'e, P> {
+        self.iter(..)
+    }
+
     /// Writes `value` under `key`.
     ///
     /// # Errors
     /// [`Error::ValueTooLarge`], or as [`Txn::delete`].
-    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
         let max = self.d.engine.config.max_value_len;
         if value.len() > max {
             return Err(Error::ValueTooLarge {
@@ -221,8 +349,68 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// The transaction may not write ([`Transaction::check_writable`]),
     /// [`Error::KeyTooLarge`], or [`Error::WriteConflict`] (first updater
     /// wins), after which it must roll back.
-    pub fn delete(&mut self, key: &[u8]) -> Result<()> {
-        self.write(key, None)
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.write(key.as_ref(), None)
+    }
+
+    /// Marks the current point in this transaction's writes;
+    /// [`Txn::rollback_to`] undoes every write made after it.
+    ///
+    /// # Errors
+    /// As [`Transaction::check_usable`] (after a write conflict, after
+    /// prepare).
+    pub fn savepoint(&mut self) -> Result<Savepoint> {
+        self.t.check_usable()?;
+        self.d.savepoint_ids += 1;
+        let id = self.d.savepoint_ids;
+        self.d.savepoints.push((id, self.d.writes.len()));
+        Ok(Savepoint {
+            session: self.d.token,
+            id,
+        })
+    }
+
+    /// Undoes every write made since `sp`: each key written after it reads
+    /// again as it did at the savepoint (a key this transaction wrote
+    /// before the savepoint and again after it returns to the value it had
+    /// then). `sp` stays valid (roll back to it again later); savepoints
+    /// taken after it are discarded.
+    ///
+    /// The undone versions are unlinked and freed as a rollback's are. Until
+    /// then a concurrent writer that already loaded one may still report a
+    /// write conflict with this transaction on that key.
+    ///
+    /// # Errors
+    /// As [`Transaction::check_usable`] (a write conflict is not undone by
+    /// a savepoint: the transaction must roll back);
+    /// [`Error::UnknownSavepoint`] for a savepoint of another transaction
+    /// or one discarded by an earlier `rollback_to`.
+    pub fn rollback_to(&mut self, sp: &Savepoint) -> Result<()> {
+        self.t.check_usable()?;
+        let live = (sp.session == self.d.token)
+            .then(|| self.d.savepoints.iter().rposition(|&(id, _)| id == sp.id))
+            .flatten();
+        let Some(at) = live else {
+            return Err(Error::UnknownSavepoint);
+        };
+        let writes = self.d.savepoints[at].1;
+        self.d.savepoints.truncate(at + 1);
+        let store = &self.d.engine.store;
+        let guard = store.rc.pin();
+        let mut unlinked = 0;
+        for w in self.d.writes[writes..].iter().rev() {
+            // SAFETY: invariant 15: our versions are in progress, so no
+            // other writer prepends above them (its conflict check refuses),
+            // and we unlink newest first, so each is its chain's head here;
+            // the key entry lives until the store drops.
+            let ok = unsafe { &*w.entry }.unlink_head(w.version, &store.rc, &guard);
+            debug_assert!(ok, "an in-progress own version is its chain's head");
+            unlinked += u64::from(ok);
+        }
+        drop(guard);
+        self.d.writes.truncate(writes);
+        self.t.count(Count::VersionsPruned, unlinked);
+        Ok(())
     }
 
     fn write(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
@@ -285,14 +473,27 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     }
 
     /// Commits; see [`Transaction::commit`] for the timestamp rules. Then
-    /// prunes the chains it wrote to the reclaim horizon.
+    /// prunes the chains it wrote to the reclaim horizon. The session is
+    /// free for the next transaction as soon as this returns.
     ///
     /// # Errors
-    /// A timestamp error leaves the transaction open and usable; a
-    /// transaction that hit a write conflict is rolled back and gets
-    /// [`Error::MustRollBack`].
+    /// A timestamp error hands the transaction back, open and usable, in
+    /// the [`CommitError`] ([`CommitError::into_txn`]); a transaction that
+    /// hit a write conflict is rolled back and gets [`Error::MustRollBack`]
+    /// (no transaction back).
     #[inline]
-    pub fn commit(&mut self, opts: CommitOptions) -> Result<()> {
+    pub fn commit(mut self, opts: CommitOptions) -> Result<(), CommitError<'s, 'e, P>> {
+        match self.commit_in_place(opts) {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                let txn = self.t.is_open().then(|| Box::new(self));
+                Err(CommitError { error, txn })
+            }
+        }
+    }
+
+    #[inline]
+    fn commit_in_place(&mut self, opts: CommitOptions) -> Result<()> {
         let d = &*self.d;
         let mut unlinked = 0;
         let r = self.t.commit(opts, |done| {
@@ -340,18 +541,25 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         self.t.count(Count::VersionsPruned, pruned);
     }
 
-    /// Rolls back: the transaction's writes are never seen by anyone.
-    ///
-    /// # Errors
-    /// [`Error::TransactionFinished`] if it already ended.
-    pub fn rollback(&mut self) -> Result<()> {
+    /// Rolls back: the transaction's writes are never seen by anyone. The
+    /// same as dropping it; the session is free for the next transaction.
+    pub fn rollback(mut self) {
+        self.rollback_in_place();
+    }
+
+    fn rollback_in_place(&mut self) {
         let d = &*self.d;
         let mut unlinked = 0;
-        self.t
-            .rollback(|done| unlinked = unlink_then_abort(d, done))?;
+        // Only an open transaction (the one thing a `Txn` can be outside
+        // `commit`) is rolled back; a finished one has nothing to undo.
+        if self
+            .t
+            .rollback(|done| unlinked = unlink_then_abort(d, done))
+            .is_ok()
+        {
+            self.t.count(Count::VersionsPruned, unlinked);
+        }
         self.d.writes.clear();
-        self.t.count(Count::VersionsPruned, unlinked);
-        Ok(())
     }
 }
 
@@ -370,19 +578,11 @@ impl<P: Protocol> Txn<'_, '_, P> {
     fn drop_open(&mut self) {
         // Dropping an open transaction (including during a panic) rolls it
         // back and clears its pins (invariant 12).
-        let _ = self.rollback();
+        self.rollback_in_place();
         // Only a transaction whose commit flips unwound (poisoned: it never
         // completes, and its versions stay where they are) still has writes
         // here; the next transaction on this session must not see them.
         self.d.writes.clear();
-    }
-}
-
-fn map_bound<Q: AsRef<[u8]> + ?Sized>(b: Bound<&Q>) -> Bound<&[u8]> {
-    match b {
-        Bound::Included(k) => Bound::Included(k.as_ref()),
-        Bound::Excluded(k) => Bound::Excluded(k.as_ref()),
-        Bound::Unbounded => Bound::Unbounded,
     }
 }
 

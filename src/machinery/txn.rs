@@ -57,8 +57,9 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         if let Some(ts) = opts.read_timestamp {
             check_ts(TimestampRole::Read, ts)?;
             if opts.read_at_stable {
-                return Err(Error::ReadTimestampAlreadySet {
-                    current: sess.mgr.proto.oldest_stable().1,
+                return Err(Error::IncompatibleOptions {
+                    first: "read_at_stable",
+                    second: "read_timestamp",
                 });
             }
         }

@@ -289,6 +289,14 @@ impl From<Error> for ReplicaError {
     }
 }
 
+/// A refused commit: its error (the transaction, if handed back, rolls back
+/// as the `CommitError` drops).
+impl<P: crate::Protocol> From<crate::CommitError<'_, '_, P>> for ReplicaError {
+    fn from(e: crate::CommitError<'_, '_, P>) -> Self {
+        ReplicaError::Engine(e.into_error())
+    }
+}
+
 fn raft_err(e: impl fmt::Display) -> ReplicaError {
     ReplicaError::Raft {
         message: e.to_string(),

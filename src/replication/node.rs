@@ -2,7 +2,6 @@
 //! [`Reader`], the follower read path at the replicated watermark.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::ops::RangeBounds;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -172,11 +171,11 @@ impl WriteTxn<'_, '_, '_> {
     ///
     /// # Errors
     /// As [`Txn::scan`].
-    pub fn scan<Q, R>(&mut self, range: R, f: impl FnMut(&[u8], &[u8]) -> bool) -> Result<()>
-    where
-        Q: AsRef<[u8]> + ?Sized,
-        R: RangeBounds<Q>,
-    {
+    pub fn scan(
+        &mut self,
+        range: impl crate::KeyRange,
+        f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
         self.txn.scan(range, f)
     }
 

@@ -78,22 +78,19 @@ fn install(
     let start = std::time::Instant::now();
     loop {
         let mut txn = session.begin(&TxnOptions::default())?;
-        let mut res = Ok(());
-        for w in &rec.writes {
-            res = match &w.value {
-                Some(v) => txn.put(&w.key, v),
-                None => txn.delete(&w.key),
-            };
-            if res.is_err() {
-                break;
-            }
-        }
-        if res.is_ok() {
-            res = txn.commit(CommitOptions {
+        let writes = rec.writes.iter().try_for_each(|w| match &w.value {
+            Some(v) => txn.put(&w.key, v),
+            None => txn.delete(&w.key),
+        });
+        // `commit` takes the transaction; after a failed write it drops
+        // here instead, which rolls it back before any retry.
+        let res = writes.and_then(|()| {
+            txn.commit(CommitOptions {
                 commit_ts: Some(rec.commit_ts),
                 durable_ts: None,
-            });
-        }
+            })
+            .map_err(Error::from)
+        });
         match res {
             Ok(()) => {
                 shared.ctr.applied_commits.fetch_add(1, Ordering::Relaxed);
@@ -104,7 +101,6 @@ fn install(
                 return Ok(());
             }
             Err(Error::WriteConflict { .. }) if start.elapsed() < bound => {
-                drop(txn);
                 shared.ctr.apply_retries.fetch_add(1, Ordering::Relaxed);
                 std::thread::sleep(Duration::from_micros(100));
             }
@@ -208,7 +204,7 @@ impl StateMachine {
                 read_only: true,
                 ..TxnOptions::default()
             })?;
-            txn.scan::<[u8], _>(.., |k, v| {
+            txn.scan(.., |k, v| {
                 base.push((k.to_vec(), v.to_vec()));
                 true
             })?;

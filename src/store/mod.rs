@@ -145,6 +145,22 @@ impl Index {
         }
     }
 
+    /// As [`Index::range`], in descending key order.
+    pub(crate) fn range_rev<'g>(
+        &'g self,
+        range: (Bound<&[u8]>, Bound<&[u8]>),
+        guard: &'g Guard,
+        mut f: impl FnMut(&'g [u8], &'g KeyEntry) -> bool,
+    ) {
+        for e in self.list.range::<[u8], _>(range, guard).rev() {
+            // SAFETY: as in `range`.
+            let n: &'g Node = unsafe { &*e.key().0 };
+            if !f(n.key(), &n.entry) {
+                break;
+            }
+        }
+    }
+
     /// Visits every entry.
     pub(crate) fn for_each<'g>(&'g self, guard: &'g Guard, mut f: impl FnMut(&'g KeyEntry)) {
         for e in self.list.iter(guard) {
@@ -207,6 +223,28 @@ impl Index {
         for (k, v) in items {
             // SAFETY: as in `extend`: boxed keys and entries are never
             // removed while the index lives.
+            if !f(unsafe { &*k }, unsafe { &*v }) {
+                break;
+            }
+        }
+    }
+
+    pub(crate) fn range_rev<'g>(
+        &'g self,
+        range: (Bound<&[u8]>, Bound<&[u8]>),
+        _guard: &'g Guard,
+        mut f: impl FnMut(&'g [u8], &'g KeyEntry) -> bool,
+    ) {
+        let items: Vec<(*const [u8], *const KeyEntry)> = self
+            .map
+            .lock()
+            .unwrap()
+            .range::<[u8], _>(range)
+            .rev()
+            .map(|(k, v)| (&**k as *const [u8], &**v as *const KeyEntry))
+            .collect();
+        for (k, v) in items {
+            // SAFETY: as in `extend`.
             if !f(unsafe { &*k }, unsafe { &*v }) {
                 break;
             }

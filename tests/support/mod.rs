@@ -145,7 +145,6 @@ pub fn assert_usable<P: Protocol>(e: &Engine<P>, rule: &str) {
         let mut t = s.begin(&TxnOptions::default()).unwrap();
         t.put(b"usable", b"yes").unwrap();
         t.commit(CommitOptions::default()).unwrap();
-        drop(t);
         let mut t = s.begin(&TxnOptions::default()).unwrap();
         assert_eq!(t.get(b"usable").unwrap(), Some(b"yes".to_vec()), "{rule}");
         return;
@@ -159,7 +158,6 @@ pub fn assert_usable<P: Protocol>(e: &Engine<P>, rule: &str) {
         .unwrap_or_else(|err| panic!("{rule}: fresh read failed: {err}"));
     t.put(b"usable", b"yes").unwrap();
     t.commit(CommitOptions::at(far + 1)).unwrap();
-    drop(t);
     let mut t = s.begin(&read_at(far + 1)).unwrap();
     assert_eq!(t.get(b"usable").unwrap(), Some(b"yes".to_vec()), "{rule}");
     drop(t);
@@ -209,4 +207,31 @@ pub fn run<P: Protocol>(rows: Vec<Row<P>>) {
         wrong.len(),
         wrong.join("\n")
     );
+}
+
+/// A commit refused for a timestamp: its error, and the transaction it
+/// handed back (which must still be open).
+#[track_caller]
+pub fn kept<'s, 'e, P: Protocol>(
+    r: std::result::Result<(), CommitError<'s, 'e, P>>,
+) -> (Error, Txn<'s, 'e, P>) {
+    let e = r.expect_err("the commit should have been refused");
+    let err = e.error().clone();
+    let txn = e
+        .into_txn()
+        .unwrap_or_else(|| panic!("a refused commit ({err}) should hand the transaction back"));
+    (err, txn)
+}
+
+/// A commit that rolled the transaction back: its error (no transaction
+/// came back).
+#[track_caller]
+pub fn rolled_back<P: Protocol>(r: std::result::Result<(), CommitError<'_, '_, P>>) -> Error {
+    let e = r.expect_err("the commit should have been refused");
+    let err = e.error().clone();
+    assert!(
+        e.into_txn().is_none(),
+        "{err}: the transaction should have rolled back"
+    );
+    err
 }
