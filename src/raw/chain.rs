@@ -136,6 +136,9 @@ impl View<'_> {
                 complete_below,
             } => {
                 if cts == 0 {
+                    if mutant_on(m::FAST_PATH_BELOW_INCLUSIVE) {
+                        return txn <= complete_below;
+                    }
                     txn < complete_below
                 } else {
                     cts <= stable
