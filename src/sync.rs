@@ -281,7 +281,7 @@ pub mod mutant {
     pub const ROLLBACK_FLIPS_BEFORE_UNLINK: u32 = 15;
     /// The read-only fast path takes an untimestamped version by a writer
     /// *at* `complete_below` as completed (`<=` instead of `<`; invariant 7).
-    pub const FAST_PATH_BELOW_INCLUSIVE: u32 = 16;
+    pub const FAST_PATH_BELOW_INCLUSIVE: u32 = 17;
 
     #[cfg(loom)]
     static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);
