@@ -219,8 +219,10 @@ impl DescriptorCell {
         // makes the reader's fence synchronize with the CAS, an edge C++
         // does not give (the read must be sequenced before the fence in the
         // fence's own thread, [atomics.fences]). Model `floor_source` runs
-        // exactly this race and passes with the load Relaxed. Kept by the
-        // argument (DESIGN.md, "What loom cannot check").
+        // exactly this race and passes with the load Relaxed. Miri does see
+        // the data-race half (`tests/miri_floor_source.rs`, run by hand);
+        // kept by that and the argument (DESIGN.md, "What loom cannot
+        // check").
         let p = self.ptr.load(Ordering::Acquire);
         // SAFETY: as in `copy_into`: loaded under `guard` (invariant 11).
         let x = unsafe { (*p).xmin };
