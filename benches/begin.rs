@@ -3,7 +3,8 @@
 //! Target: under 20 ns median for the lock-free engine.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use snapshot_engine::{CommitOptions, LockFree, Protocol, RwLockBaseline, RwLockBaselineFixed};
+use snapshot_engine::machinery::{RwLockBaseline, RwLockBaselineFixed};
+use snapshot_engine::{CommitOptions, LockFree, Protocol};
 
 #[path = "../snapshot-bench/src/w2.rs"]
 mod w2;

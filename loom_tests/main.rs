@@ -27,6 +27,8 @@ mod floor_source;
 #[cfg(loom)]
 mod pin_horizon;
 #[cfg(loom)]
+mod prepare_stable;
+#[cfg(loom)]
 mod prepared;
 #[cfg(loom)]
 mod read_ts_oldest;

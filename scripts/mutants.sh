@@ -38,8 +38,10 @@ while [ $# -gt 0 ]; do
     shift
 done
 if [ ${#files[@]} -eq 0 ]; then
-    files=(src/lockfree.rs src/raw/descriptor.rs src/raw/slots.rs src/raw/chain.rs
-        src/raw/reclaim.rs src/raw/hashindex.rs src/txn.rs src/sync.rs)
+    files=(src/machinery/lockfree.rs src/machinery/raw/descriptor.rs
+        src/machinery/raw/slots.rs src/machinery/raw/reclaim.rs
+        src/machinery/version.rs src/machinery/txn.rs src/store/raw/chain.rs
+        src/store/raw/hashindex.rs src/kv/txn.rs src/sync.rs)
 fi
 
 if [ "$list" -eq 1 ]; then

@@ -1,10 +1,10 @@
 //! Hooks for `benches/index.rs`: the store's point-lookup hash index
-//! (`raw/hashindex.rs`) on its own, used the way `store.rs` uses it, so it
+//! (`store/raw/hashindex.rs`) on its own, used the way `store/mod.rs` uses it, so it
 //! can be measured beside other concurrent maps. Not part of the API: no
 //! stability promise, hidden from the docs.
 
-use crate::raw::hashindex::HashIndex;
-use crate::raw::reclaim::Reclaimer;
+use crate::machinery::epoch::Collector as Reclaimer;
+use crate::store::raw::hashindex::HashIndex;
 use crate::sync::Mutex;
 
 /// The hash index with the collector and insert mutex that the store pairs

@@ -3,7 +3,7 @@
 //!
 //! The engine-level models drive [`Engine`](crate::Engine) through its public
 //! API. Under `--cfg loom` its key index is a mutex-protected stand-in
-//! (`store.rs`), and every lookup takes that mutex: a model whose reader and
+//! (`store/mod.rs`), and every lookup takes that mutex: a model whose reader and
 //! writer both look a key up gains a happens-before edge the real lock-free
 //! index does not give, which can hide an ordering bug in the snapshot
 //! protocol. The lower-level models therefore run the same protocol code
@@ -12,25 +12,26 @@
 //! protocol step is re-implemented here.
 
 use crate::config::{EngineConfig, TimestampUpdate};
-use crate::lockfree::LockFree;
-use crate::protocol::Machinery;
-use crate::raw::chain::{Found, Horizon, KeyEntry, ReadAs, Version, View};
-use crate::raw::reclaim::Reclaimer;
+use crate::machinery::epoch::Collector as Reclaimer;
+use crate::machinery::protocol::Machinery;
+use crate::machinery::LockFree;
+use crate::machinery::{Horizon, ReadView, VersionStatus};
 use crate::stats::Counters;
+use crate::store::raw::chain::{Found, KeyEntry, Version};
 use crate::ts::Timestamp;
 
-pub use crate::snapshot::Snapshot;
+pub use crate::machinery::snapshot::Snapshot;
 
 /// Version states, as stored in a version's status word.
 pub mod state {
     /// Written, not finished.
-    pub const IN_PROGRESS: u64 = crate::raw::chain::IN_PROGRESS;
+    pub const IN_PROGRESS: u64 = crate::machinery::version::IN_PROGRESS;
     /// Prepared (timestamp: the prepare timestamp).
-    pub const PREPARED: u64 = crate::raw::chain::PREPARED;
+    pub const PREPARED: u64 = crate::machinery::version::PREPARED;
     /// Committed (timestamp: the commit timestamp, 0 for none).
-    pub const COMMITTED: u64 = crate::raw::chain::COMMITTED;
+    pub const COMMITTED: u64 = crate::machinery::version::COMMITTED;
     /// Rolled back.
-    pub const ABORTED: u64 = crate::raw::chain::ABORTED;
+    pub const ABORTED: u64 = crate::machinery::version::ABORTED;
 }
 
 /// `(generation, xmin, xmax, running)` of a snapshot copy.
@@ -124,7 +125,7 @@ impl Machine {
     /// The reclaim horizon `(xmin, ts)`.
     pub fn horizon(&self) -> (u64, u64) {
         let h = self.proto.horizon();
-        (h.xmin, h.ts)
+        (h.xmin().get(), h.timestamp().get())
     }
 
     /// Sets the oldest timestamp (and advances the horizon, as the engine
@@ -196,7 +197,7 @@ pub struct VersionRef(*mut Version);
 // owns until it finishes it; `Chain::set_status` documents who may use it.
 unsafe impl Send for VersionRef {}
 
-/// One key's version chain (`raw/chain.rs`) with its collector.
+/// One key's version chain (`store/raw/chain.rs`) with its collector.
 pub struct Chain {
     entry: KeyEntry,
     rc: Reclaimer,
@@ -221,13 +222,10 @@ impl Chain {
     /// check included). `None` on a write conflict.
     pub fn put(&self, own: u64, snap: &Snapshot, value: &[u8]) -> Option<VersionRef> {
         let guard = self.rc.pin();
-        let view = View {
-            own,
-            how: ReadAs::Snapshot { snap, read_ts: 0 },
-            ignore_prepared: false,
-        };
+        let view = ReadView::loom_snapshot(own, snap, 0, false);
+        let status = VersionStatus::loom_new(own);
         self.entry
-            .prepend(Version::new(own, Some(value.into())), &view, &guard)
+            .prepend(Version::new(status, Some(value.into())), &view, &guard)
             .ok()
             .map(|(p, _)| VersionRef(p))
     }
@@ -240,12 +238,12 @@ impl Chain {
     /// wrote it has not finished (an unfinished version is never pruned).
     pub unsafe fn set_status(&self, v: VersionRef, state: u64, ts: u64) {
         // SAFETY: the caller guarantees the version is still linked and
-        // owned by the calling transaction (txn.rs's argument, invariant 3:
+        // owned by the calling transaction (kv/txn.rs's argument, invariant 3:
         // pruning only cuts below a committed version).
-        unsafe { &*v.0 }.set_status(state, ts)
+        unsafe { &*v.0 }.status.loom_set(state, ts)
     }
 
-    fn read_view(&self, view: &View<'_>) -> Read {
+    fn read_view(&self, view: &ReadView<'_>) -> Read {
         let guard = self.rc.pin();
         match self.entry.read(view, &guard) {
             Found::Value(v) => Read::Value(v.to_vec()),
@@ -257,32 +255,23 @@ impl Chain {
 
     /// Reads with a snapshot and read timestamp (0: none).
     pub fn read(&self, own: u64, snap: &Snapshot, read_ts: u64, ignore_prepared: bool) -> Read {
-        self.read_view(&View {
+        self.read_view(&ReadView::loom_snapshot(
             own,
-            how: ReadAs::Snapshot { snap, read_ts },
+            snap,
+            read_ts,
             ignore_prepared,
-        })
+        ))
     }
 
     /// Reads as the read-only fast path does (`ReadAs::Stable`).
     pub fn read_stable(&self, stable: u64, complete_below: u64) -> Read {
-        self.read_view(&View {
-            own: 0,
-            how: ReadAs::Stable {
-                stable,
-                complete_below,
-            },
-            ignore_prepared: false,
-        })
+        self.read_view(&ReadView::loom_stable(stable, complete_below))
     }
 
     /// Prunes to the horizon `(xmin, ts)`; returns versions retired.
     pub fn prune(&self, horizon: (u64, u64)) -> u64 {
         let guard = self.rc.pin();
-        let h = Horizon {
-            xmin: horizon.0,
-            ts: horizon.1,
-        };
+        let h = Horizon::from_parts(horizon.0, horizon.1);
         self.entry.prune(h, &self.rc, &guard, || |_| {})
     }
 

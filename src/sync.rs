@@ -279,6 +279,10 @@ pub mod mutant {
     /// Rollback flips its versions to aborted before unlinking them, so
     /// another writer can write on top and the unlink fails (issue 16).
     pub const ROLLBACK_FLIPS_BEFORE_UNLINK: u32 = 15;
+    /// Prepare flips its versions without holding a commit claim at the
+    /// prepare timestamp, so raising stable past it does not wait for the
+    /// flips (invariant 8 for prepared transactions).
+    pub const PREPARE_WITHOUT_CLAIM: u32 = 16;
     /// The read-only fast path takes an untimestamped version by a writer
     /// *at* `complete_below` as completed (`<=` instead of `<`; invariant 7).
     pub const FAST_PATH_BELOW_INCLUSIVE: u32 = 17;

@@ -7,7 +7,7 @@ use std::fmt;
 ///
 /// `0` means "not set" ([`Timestamp::NONE`]); valid timestamps are
 /// `1..=Timestamp::MAX.get()`. The top two bits of a `u64` are reserved for
-/// the version status word (see `raw/chain.rs`).
+/// the version status word (see `machinery/version.rs`).
 #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Timestamp(u64);
 

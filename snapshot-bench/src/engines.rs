@@ -40,9 +40,9 @@ macro_rules! dispatch {
     ($kind:expr, $f:ident ( $($arg:expr),* ), $lmdb:expr) => {
         match $kind {
             $crate::engines::EngineKind::LockFree => $f::<snapshot_engine::LockFree>($($arg),*),
-            $crate::engines::EngineKind::RwLock3 => $f::<snapshot_engine::RwLockBaseline>($($arg),*),
+            $crate::engines::EngineKind::RwLock3 => $f::<snapshot_engine::machinery::RwLockBaseline>($($arg),*),
             $crate::engines::EngineKind::RwLock2 => {
-                $f::<snapshot_engine::RwLockBaselineFixed>($($arg),*)
+                $f::<snapshot_engine::machinery::RwLockBaselineFixed>($($arg),*)
             }
             $crate::engines::EngineKind::Lmdb => $lmdb,
         }

@@ -31,16 +31,16 @@
 //! 3. **Announced prepared durable timestamp versus stable** (issue 5): the
 //!    same shape as 2, but the setter refuses instead of waiting.
 
-use crate::config::{EngineConfig, TimestampKind, TimestampUpdate};
-use crate::error::{check_ts, Error, Result, TimestampRole};
-use crate::protocol::{
+use super::protocol::{
     check_prepare_against_readers, report_timestamp, Machinery, SlotTimestamps, StableView,
 };
-use crate::raw::chain::Horizon;
-use crate::raw::descriptor::{retired, DescriptorCell, Retired};
-use crate::raw::reclaim::{Reclaimer, RETIRE_BATCH};
-use crate::raw::slots::SlotTable;
-use crate::snapshot::Snapshot;
+use super::raw::descriptor::{retired, DescriptorCell, Retired};
+use super::raw::reclaim::{Reclaimer, RETIRE_BATCH};
+use super::raw::slots::SlotTable;
+use super::snapshot::Snapshot;
+use super::version::Horizon;
+use crate::config::{EngineConfig, TimestampKind, TimestampUpdate};
+use crate::error::{check_ts, Error, Result, TimestampRole};
 use crate::stats::Counters;
 use crate::sync::{
     fence, mutant as m, mutant_on, spin_hint, AtomicBool, AtomicU64, Mutex, Ordering,

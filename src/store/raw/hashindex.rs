@@ -25,7 +25,8 @@
 //!   happens-before the reader's load of the table and slot.
 
 use super::chain::KeyEntry;
-use super::reclaim::{Guard, Reclaimer, SendPtr};
+use super::SendPtr;
+use crate::machinery::epoch::{Collector as Reclaimer, Guard};
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
 use std::hash::BuildHasher;
 use std::ptr;

@@ -1,14 +1,16 @@
-//! [`Txn`]: reads, writes, timestamps, prepare, commit and rollback.
+//! [`Transaction`]: everything about a transaction that is not data —
+//! options, read timestamp, the read-only fast path, the lazy id, commit,
+//! durable and prepare timestamps with their rules, and the completion that
+//! flips the statuses of the versions it wrote (invariant 9).
 
+use super::manager::{count_into, Count, OpenTxn, TxnSession};
+use super::protocol::{Protocol, StableView};
+use super::version::{ReadView, VersionState, VersionStatus, ABORTED, COMMITTED, PREPARED};
+use super::LockFree;
 use crate::config::{CommitOptions, Isolation, PrepareConflicts, TxnOptions};
-use crate::engine::{OpenTxn, Session, WriteRec};
 use crate::error::{check_ts, Error, Result, TimestampRole};
-use crate::lockfree::LockFree;
-use crate::protocol::{Protocol, StableView};
-use crate::raw::chain::{Found, ReadAs, Version, View, ABORTED, COMMITTED, PREPARED};
-use crate::raw::reclaim::RETIRE_BATCH;
 use crate::ts::{Timestamp, TxnId};
-use std::ops::{Bound, RangeBounds};
+use std::marker::PhantomData;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum State {
@@ -16,15 +18,25 @@ enum State {
     /// A write conflict: only rollback is allowed.
     Doomed,
     Prepared,
+    /// A commit's status flips unwound: the transaction never completes.
+    Poisoned,
     Finished,
 }
 
-/// A transaction. Reads see one snapshot (or, with `read_at_stable`, the
-/// stable watermark); writes are visible to others only after commit.
+/// A transaction on a [`TxnSession`]. Reads see one snapshot (or, with
+/// `read_at_stable`, the stable watermark) through [`Transaction::read_view`];
+/// the versions it writes carry a [`VersionStatus`] from
+/// [`Transaction::new_version`] and become visible to others only when
+/// commit flips them.
 ///
-/// Dropping an open transaction rolls it back.
-pub struct Txn<'s, 'e, P: Protocol = LockFree> {
-    sess: &'s mut Session<'e, P>,
+/// Dropping an open transaction rolls it back: it leaves the running set
+/// and its pins go. Statuses it wrote and nobody flipped read as aborted to
+/// every later snapshot (their writer completed without committing), so an
+/// unprepared transaction needs no flips on rollback to stay invisible; a
+/// prepared one's statuses stay prepared until you roll it back with
+/// [`Transaction::rollback`] (or remove those versions).
+pub struct Transaction<'s, 'm, P: Protocol = LockFree> {
+    sess: &'s mut TxnSession<'m, P>,
     opts: TxnOptions,
     state: State,
     id: u64,
@@ -38,27 +50,27 @@ pub struct Txn<'s, 'e, P: Protocol = LockFree> {
     rmw_at_begin: u64,
 }
 
-impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
+impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     #[inline]
-    pub(crate) fn begin(sess: &'s mut Session<'e, P>, opts: &TxnOptions) -> Result<Self> {
+    pub(super) fn begin(sess: &'s mut TxnSession<'m, P>, opts: &TxnOptions) -> Result<Self> {
         let opts = *opts;
         if let Some(ts) = opts.read_timestamp {
             check_ts(TimestampRole::Read, ts)?;
             if opts.read_at_stable {
                 return Err(Error::ReadTimestampAlreadySet {
-                    current: sess.engine.proto.oldest_stable().1,
+                    current: sess.mgr.proto.oldest_stable().1,
                 });
             }
         }
         if sess.open.live {
-            recover_leaked(sess);
+            recover_leaked(sess, |_| {});
         }
         sess.open.live = true;
         let rmw_at_begin = crate::sync::thread_rmw_count().unwrap_or(0);
-        let engine = sess.engine;
+        let engine = sess.mgr;
         let ctr = sess.ctr();
         ctr.begins.bump(1);
-        let mut t = Txn {
+        let mut t = Transaction {
             opts,
             state: State::Active,
             id: 0,
@@ -107,12 +119,41 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         &self.opts
     }
 
-    fn check_usable(&self) -> Result<()> {
+    /// Is the transaction still open (not committed, rolled back or
+    /// prepared-and-resolved)?
+    #[inline]
+    pub fn is_open(&self) -> bool {
+        self.state != State::Finished
+    }
+
+    /// The session it runs on.
+    pub fn session(&self) -> &TxnSession<'m, P> {
+        self.sess
+    }
+
+    /// The manager it belongs to.
+    pub fn manager(&self) -> &'m super::TxnManager<P> {
+        self.sess.mgr
+    }
+
+    /// Adds `n` to one of the storage's counters in the session's block.
+    #[inline]
+    pub fn count(&self, what: Count, n: u64) {
+        count_into(self.sess.ctr(), what, n);
+    }
+
+    /// Is the transaction usable for reads and writes?
+    ///
+    /// # Errors
+    /// [`Error::MustRollBack`] after a write conflict,
+    /// [`Error::TransactionPrepared`] after prepare,
+    /// [`Error::TransactionFinished`] after commit or rollback.
+    pub fn check_usable(&self) -> Result<()> {
         match self.state {
             State::Active => Ok(()),
             State::Doomed => Err(Error::MustRollBack),
             State::Prepared => Err(Error::TransactionPrepared),
-            State::Finished => Err(Error::TransactionFinished),
+            State::Finished | State::Poisoned => Err(Error::TransactionFinished),
         }
     }
 
@@ -124,6 +165,11 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     ///
     /// After an error the transaction is still usable and may set a valid
     /// read timestamp.
+    ///
+    /// # Errors
+    /// The transaction is not usable; `ts` is 0 or out of range; a read
+    /// timestamp is already set; `ts` is below oldest (without
+    /// `roundup_read`).
     pub fn set_read_timestamp(&mut self, ts: Timestamp) -> Result<Timestamp> {
         self.check_usable()?;
         check_ts(TimestampRole::Read, ts)?;
@@ -133,7 +179,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             });
         }
         let ctr = self.sess.ctr();
-        let r = self.sess.engine.proto.set_read_timestamp(
+        let r = self.sess.mgr.proto.set_read_timestamp(
             self.sess.slot,
             &mut self.sess.snap,
             ts,
@@ -145,127 +191,40 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     }
 
     #[inline]
-    fn view(&self) -> View<'_> {
-        View {
-            own: self.id,
-            how: match self.stable {
-                Some(sv) => ReadAs::Stable {
-                    stable: sv.stable,
-                    complete_below: sv.complete_below,
-                },
-                None => ReadAs::Snapshot {
-                    snap: &self.sess.snap,
-                    read_ts: self.read_ts.get(),
-                },
-            },
-            ignore_prepared: self.opts.prepare_conflicts != PrepareConflicts::Enforce,
+    fn view(&self) -> ReadView<'_> {
+        let ignore = self.opts.prepare_conflicts != PrepareConflicts::Enforce;
+        match self.stable {
+            Some(sv) => ReadView::stable(self.id, sv.stable, sv.complete_below, ignore),
+            None => ReadView::snapshot(self.id, &self.sess.snap, self.read_ts.get(), ignore),
         }
     }
 
+    /// The view to read with now: with [`Isolation::ReadCommitted`] a fresh
+    /// snapshot is taken first (one load when nothing completed since).
+    ///
+    /// # Errors
+    /// As [`Transaction::check_usable`].
     #[inline]
-    fn before_read(&mut self) -> Result<()> {
+    pub fn read_view(&mut self) -> Result<ReadView<'_>> {
         self.check_usable()?;
         if self.opts.isolation == Isolation::ReadCommitted && self.stable.is_none() {
             let ctr = self.sess.ctr();
             self.sess
-                .engine
+                .mgr
                 .proto
                 .refresh(self.sess.slot, &mut self.sess.snap, ctr);
         }
-        Ok(())
+        Ok(self.view())
     }
 
-    /// Calls `f` with the visible value of `key` (or `None`), borrowed from
-    /// the store with no copy. The epoch guard is held only while `f` runs.
-    pub fn get_with<R>(&mut self, key: &[u8], f: impl FnOnce(Option<&[u8]>) -> R) -> Result<R> {
-        self.before_read()?;
-        let store = &self.sess.engine.store;
-        let guard = store.rc.pin();
-        let found = match store.index.get(key, &guard) {
-            Some(e) => e.read(&self.view(), &guard),
-            None => Found::Absent,
-        };
-        match found {
-            Found::Value(v) => Ok(f(Some(v))),
-            Found::Deleted | Found::Absent => Ok(f(None)),
-            Found::PrepareConflict => {
-                self.sess.ctr().prepare_conflicts.bump(1);
-                Err(Error::PrepareConflict { key: key.to_vec() })
-            }
-        }
-    }
-
-    /// The visible value of `key`, copied out.
-    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.get_with(key, |v| v.map(<[u8]>::to_vec))
-    }
-
-    /// Visits the visible key-value pairs with keys in `range`, in key
-    /// order (tombstones hidden), until `f` returns `false`. Values are
-    /// borrowed; the epoch guard is held for the scan.
-    pub fn scan<Q, R>(&mut self, range: R, mut f: impl FnMut(&[u8], &[u8]) -> bool) -> Result<()>
-    where
-        Q: AsRef<[u8]> + ?Sized,
-        R: RangeBounds<Q>,
-    {
-        self.before_read()?;
-        let bounds = (map_bound(range.start_bound()), map_bound(range.end_bound()));
-        let store = &self.sess.engine.store;
-        let guard = store.rc.pin();
-        let view = self.view();
-        let mut conflict: Option<Vec<u8>> = None;
-        store
-            .index
-            .range(bounds, &guard, |k, e| match e.read(&view, &guard) {
-                Found::Value(v) => f(k, v),
-                Found::Deleted | Found::Absent => true,
-                Found::PrepareConflict => {
-                    conflict = Some(k.to_vec());
-                    false
-                }
-            });
-        drop(guard);
-        match conflict {
-            Some(key) => {
-                self.sess.ctr().prepare_conflicts.bump(1);
-                Err(Error::PrepareConflict { key })
-            }
-            None => Ok(()),
-        }
-    }
-
-    /// The visible key-value pairs with keys in `range`, in key order.
-    pub fn range<Q, R>(&mut self, range: R) -> Result<Vec<(Vec<u8>, Vec<u8>)>>
-    where
-        Q: AsRef<[u8]> + ?Sized,
-        R: RangeBounds<Q>,
-    {
-        let mut out = Vec::new();
-        self.scan(range, |k, v| {
-            out.push((k.to_vec(), v.to_vec()));
-            true
-        })?;
-        Ok(out)
-    }
-
-    /// Writes `value` under `key`.
-    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
-        let max = self.sess.engine.config.max_value_len;
-        if value.len() > max {
-            return Err(Error::ValueTooLarge {
-                len: value.len(),
-                max,
-            });
-        }
-        self.write(key, Some(value))
-    }
-
-    /// Deletes `key` (writes a tombstone).
-    pub fn delete(&mut self, key: &[u8]) -> Result<()> {
-        self.write(key, None)
-    }
-
-    fn write(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+    /// May this transaction write?
+    ///
+    /// # Errors
+    /// As [`Transaction::check_usable`], and [`Error::ReadOnlyTransaction`]
+    /// for a `read_only` or `read_at_stable` transaction or one that ignores
+    /// prepared updates.
+    #[inline]
+    pub fn check_writable(&self) -> Result<()> {
         self.check_usable()?;
         if self.opts.read_only
             || self.opts.read_at_stable
@@ -273,38 +232,36 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         {
             return Err(Error::ReadOnlyTransaction);
         }
-        let max = self.sess.engine.config.max_key_len;
-        if key.len() > max {
-            return Err(Error::KeyTooLarge {
-                len: key.len(),
-                max,
-            });
-        }
-        self.before_read()?;
-        let engine = self.sess.engine;
+        Ok(())
+    }
+
+    /// Starts a write: the transaction gets its id now if this is its first
+    /// write (PROTOCOL rule 3), and you get the [`VersionStatus`] to embed
+    /// in the new version, with the view to check the key's existing
+    /// versions against ([`ReadView::write_check`], first updater wins)
+    /// before you link it.
+    ///
+    /// # Errors
+    /// As [`Transaction::check_writable`].
+    #[inline]
+    pub fn new_version(&mut self) -> Result<(VersionStatus, ReadView<'_>)> {
+        self.check_writable()?;
+        self.read_view()?;
         if self.id == 0 {
             // PROTOCOL rule 3: the id comes with the first write.
-            self.id = engine.proto.allocate_id(self.sess.slot);
+            self.id = self.sess.mgr.proto.allocate_id(self.sess.slot);
             self.sess.open.id = self.id;
         }
-        let store = &engine.store;
-        let guard = store.rc.pin();
-        let entry = store.index.get_or_insert(key, &store.rc, &guard);
-        let v = Version::new(self.id, value.map(Box::from));
-        match entry.prepend(v, &self.view(), &guard) {
-            Ok((version, retries)) => {
-                self.sess.ctr().chain_cas_retries.bump(retries);
-                self.sess.writes.push(WriteRec {
-                    entry: entry as *const _,
-                    version,
-                });
-                Ok(())
-            }
-            Err(_) => {
-                self.state = State::Doomed;
-                self.sess.ctr().write_conflicts.bump(1);
-                Err(Error::WriteConflict { key: key.to_vec() })
-            }
+        Ok((VersionStatus::new(self.id), self.view()))
+    }
+
+    /// Records a write-write conflict ([`WriteCheck::Conflict`](super::WriteCheck::Conflict)):
+    /// from now on the transaction may only roll back (every other call is
+    /// [`Error::MustRollBack`]).
+    pub fn mark_write_conflict(&mut self) {
+        if self.state == State::Active {
+            self.state = State::Doomed;
+            self.sess.ctr().write_conflicts.bump(1);
         }
     }
 
@@ -324,7 +281,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// timestamp is claimed or announced.
     fn check_commit_ts(&self, commit: Timestamp) -> Result<()> {
         check_ts(TimestampRole::Commit, commit)?;
-        let (oldest, _) = self.sess.engine.proto.oldest_stable();
+        let (oldest, _) = self.sess.mgr.proto.oldest_stable();
         // A prepared transaction's commit timestamp is bounded by its prepare
         // timestamp, not by oldest: oldest and stable may move past a
         // prepared transaction, and a two-phase commit's timestamp is chosen
@@ -359,7 +316,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// the transaction is still usable.
     ///
     /// # Errors
-    ///
+    /// The transaction is finished or doomed;
     /// [`Error::CommitTimestampAlreadySet`] for a value other than the one
     /// already set (after rounding), prepared or not; otherwise the
     /// commit-timestamp errors of the rules above.
@@ -385,7 +342,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             });
         }
         if self.state != State::Prepared {
-            self.sess.engine.proto.announce(self.sess.slot, ts, false)?;
+            self.sess.mgr.proto.announce(self.sess.slot, ts, false)?;
         }
         self.commit_ts = ts;
         Ok(())
@@ -398,6 +355,10 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// until the transaction commits or rolls back
     /// ([`Error::StablePastPreparedDurable`]); `all_durable` stays below it.
     /// Setting it again replaces it (a refused value keeps the old one).
+    ///
+    /// # Errors
+    /// The transaction is not prepared; the timestamp is 0 or out of range,
+    /// below the commit timestamp, or not after stable.
     pub fn set_durable_timestamp(&mut self, ts: Timestamp) -> Result<()> {
         if self.state != State::Prepared {
             self.check_usable()?;
@@ -411,7 +372,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
                 commit: self.commit_ts,
             });
         }
-        self.sess.engine.proto.announce(self.sess.slot, ts, true)?;
+        self.sess.mgr.proto.announce(self.sess.slot, ts, true)?;
         self.durable_ts = ts;
         Ok(())
     }
@@ -424,7 +385,21 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// `durable_ts >= commit_ts`, `durable_ts` after stable) or roll back;
     /// readers at or above `ts` meet its updates as prepare conflicts.
     /// Returns the prepare timestamp in force.
-    pub fn prepare(&mut self, ts: Timestamp) -> Result<Timestamp> {
+    ///
+    /// Once every check has passed, `flip` gets a
+    /// [`Completion`] that marks the statuses it is given prepared; call
+    /// [`Completion::flip`] on every version this transaction wrote. It runs
+    /// before the transaction leaves the running set (invariants 5, 9).
+    ///
+    /// # Errors
+    /// Already prepared, not usable, a commit timestamp already set, or a
+    /// prepare timestamp that breaks a rule above; `flip` is not called and
+    /// the transaction stays usable.
+    pub fn prepare(
+        &mut self,
+        ts: Timestamp,
+        flip: impl FnOnce(&Completion<'_>),
+    ) -> Result<Timestamp> {
         if self.state == State::Prepared {
             return Err(Error::AlreadyPrepared);
         }
@@ -435,7 +410,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             });
         }
         check_ts(TimestampRole::Prepare, ts)?;
-        let engine = self.sess.engine;
+        let engine = self.sess.mgr;
         let (oldest, stable) = engine.proto.oldest_stable();
         let mut want = ts;
         if want < oldest {
@@ -482,18 +457,40 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             engine.proto.release_prepare(self.sess.slot);
             return Err(e);
         }
-        for w in &self.sess.writes {
-            // SAFETY: our own versions stay linked until we finish (pruning
-            // cuts only below committed versions; only we unlink ours), and
-            // the store outlives the session.
-            unsafe { &*w.version }.set_status(PREPARED, p.get());
+        // The flips to prepared happen under a commit claim at `p`, so
+        // raising stable to `p` or past waits for them (handshake 2,
+        // invariant 8): a read-at-stable reader, which has no snapshot to
+        // hide this transaction, never reads one of its versions still in
+        // progress and, after the flips and a commit at or below stable,
+        // another one committed (a torn read found by tests/own_storage.rs).
+        let slot = self.sess.slot;
+        let claim = !crate::sync::mutant_on(crate::sync::mutant::PREPARE_WITHOUT_CLAIM);
+        let claimed = if claim {
+            engine.proto.claim_commit(slot, p, false)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = claimed {
+            engine.proto.release_prepare(slot);
+            return Err(match e {
+                Error::CommitTimestampNotAfterStable { stable, .. } => {
+                    Error::PrepareTimestampNotAfterStable { prepare: p, stable }
+                }
+                e => e,
+            });
         }
+        let poisoned = PoisonOnUnwind(&mut self.state);
+        flip(&Completion::new(self.id, PREPARED, p.get()));
+        std::mem::forget(poisoned);
         if self.id != 0 && !crate::sync::mutant_on(crate::sync::mutant::PREPARE_SKIPS_EXIT) {
             // Prepare is an exit from the running set: the generation is
             // bumped (invariant 5; PostgreSQL's two-phase-commit bug).
             engine
                 .proto
                 .complete(self.sess.slot, self.id, self.sess.ctr());
+        }
+        if claim {
+            engine.proto.release_claim(slot, Timestamp::NONE);
         }
         self.prepare_ts = p;
         self.state = State::Prepared;
@@ -508,10 +505,28 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// here, else the one set with `set_durable_timestamp`, else the commit
     /// timestamp) must be at or above it and after stable. A timestamp error
     /// leaves the transaction open and usable;
-    /// a transaction that hit a write conflict is rolled back and gets
-    /// [`Error::MustRollBack`].
+    /// a transaction that hit a write conflict is rolled back (`flip` gets
+    /// an abort completion) and gets [`Error::MustRollBack`].
+    ///
+    /// Once the timestamps are validated and claimed, `flip` gets a
+    /// [`Completion`] that marks the statuses it is given committed; call
+    /// [`Completion::flip`] on every version this transaction wrote. It runs
+    /// before the descriptor install that makes the transaction completed to
+    /// other snapshots (invariant 9), so no snapshot sees it half-done. A
+    /// transaction with no id (it never called
+    /// [`new_version`](Transaction::new_version)) and nothing announced
+    /// commits on the fast path, without calling `flip`.
+    ///
+    /// # Errors
+    /// A timestamp that breaks a rule above (the transaction stays open and
+    /// usable, `flip` not called); [`Error::MustRollBack`] after a write
+    /// conflict; [`Error::TransactionFinished`].
     #[inline]
-    pub fn commit(&mut self, opts: CommitOptions) -> Result<()> {
+    pub fn commit(
+        &mut self,
+        opts: CommitOptions,
+        flip: impl FnOnce(&Completion<'_>),
+    ) -> Result<()> {
         if self.id == 0
             && self.state == State::Active
             && self.commit_ts.is_none()
@@ -523,16 +538,20 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             self.finish();
             return Ok(());
         }
-        self.commit_slow(opts)
+        self.commit_slow(opts, flip)
     }
 
-    fn commit_slow(&mut self, opts: CommitOptions) -> Result<()> {
+    fn commit_slow(
+        &mut self,
+        opts: CommitOptions,
+        flip: impl FnOnce(&Completion<'_>),
+    ) -> Result<()> {
         match self.state {
             State::Doomed => {
-                self.abort();
+                self.abort(flip);
                 return Err(Error::MustRollBack);
             }
-            State::Finished => return Err(Error::TransactionFinished),
+            State::Finished | State::Poisoned => return Err(Error::TransactionFinished),
             State::Active | State::Prepared => {}
         }
         let prepared = self.state == State::Prepared;
@@ -565,7 +584,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         if !commit.is_none() {
             self.check_commit_ts(commit)?;
         }
-        let engine = self.sess.engine;
+        let engine = self.sess.mgr;
         let slot = self.sess.slot;
         let ctr = self.sess.ctr();
         if self.id != 0 || prepared {
@@ -573,10 +592,10 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             if !claim.is_none() {
                 engine.proto.claim_commit(slot, claim, prepared)?;
             }
-            for w in &self.sess.writes {
-                // SAFETY: as in `prepare`: our versions are linked and alive.
-                unsafe { &*w.version }.set_status(COMMITTED, commit.get());
-            }
+            let done = Completion::new(self.id, COMMITTED, commit.get());
+            let poisoned = PoisonOnUnwind(&mut self.state);
+            flip(&done);
+            std::mem::forget(poisoned);
             let early = crate::sync::mutant_on(crate::sync::mutant::CLAIM_RELEASED_BEFORE_INSTALL);
             if early {
                 engine.proto.release_claim(slot, durable);
@@ -598,52 +617,34 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             engine.proto.release_prepare(slot);
         }
         ctr.commits.bump(1);
-        self.prune_written();
         self.finish();
         Ok(())
     }
 
-    /// Prunes the chains this transaction wrote, and refreshes the horizon
-    /// every `horizon_refresh_commits` commits.
-    fn prune_written(&mut self) {
-        if self.sess.writes.is_empty() {
-            return;
-        }
-        let engine = self.sess.engine;
-        let ctr = self.sess.ctr();
-        self.sess.commits += 1;
-        if self.sess.commits >= engine.config.horizon_refresh_commits {
-            self.sess.commits = 0;
-            engine.proto.advance_horizon(ctr);
-        }
-        let h = engine.proto.horizon();
-        let store = &engine.store;
-        let guard = store.rc.pin();
-        let mut pruned = 0;
-        let sess = &mut *self.sess;
-        for w in &sess.writes {
-            // SAFETY: key entries live until the store drops (keys are never
-            // removed), and the store outlives the session.
-            pruned += unsafe { &*w.entry }.cut(h, &mut sess.tails, &guard);
-        }
-        if sess.tails.len() >= RETIRE_BATCH {
-            sess.tails.flush(&store.rc, &guard, store.on_free());
-        }
-        ctr.versions_pruned.bump(pruned);
-    }
-
     /// Rolls back: the transaction's writes are never seen by anyone.
-    pub fn rollback(&mut self) -> Result<()> {
-        if self.state == State::Finished {
+    /// `flip` gets a [`Completion`] that marks the statuses it is given
+    /// aborted, before the transaction leaves the running set; afterwards
+    /// you may unlink and retire those versions ([`epoch`](super::epoch)).
+    ///
+    /// # Errors
+    /// [`Error::TransactionFinished`] if it already ended.
+    pub fn rollback(&mut self, flip: impl FnOnce(&Completion<'_>)) -> Result<()> {
+        if matches!(self.state, State::Finished | State::Poisoned) {
             return Err(Error::TransactionFinished);
         }
-        self.abort();
+        self.abort(flip);
         Ok(())
     }
 
-    fn abort(&mut self) {
+    fn abort(&mut self, flip: impl FnOnce(&Completion<'_>)) {
         let announced = self.announced();
-        roll_back(self.sess, self.id, self.state == State::Prepared, announced);
+        roll_back(
+            self.sess,
+            self.id,
+            self.state == State::Prepared,
+            announced,
+            flip,
+        );
         self.finish();
     }
 
@@ -663,83 +664,123 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
                 ctr.read_rmw_raw.bump(now - self.rmw_at_begin);
             }
         }
-        self.sess.engine.proto.end(self.sess.slot);
-        self.sess.writes.clear();
+        self.sess.mgr.proto.end(self.sess.slot);
         self.sess.open = OpenTxn::default();
         self.state = State::Finished;
     }
 }
 
-impl<P: Protocol> Drop for Txn<'_, '_, P> {
+impl<P: Protocol> Drop for Transaction<'_, '_, P> {
+    #[inline]
     fn drop(&mut self) {
-        // Dropping an open transaction (including during a panic) rolls it
-        // back and clears its pins (invariant 12).
+        // Inline and cheap for a finished transaction (the common case: the
+        // begin workload's hot loop drops one per iteration).
         if self.state != State::Finished {
-            self.abort();
+            self.drop_open();
         }
     }
 }
 
-fn map_bound<Q: AsRef<[u8]> + ?Sized>(b: Bound<&Q>) -> Bound<&[u8]> {
-    match b {
-        Bound::Included(k) => Bound::Included(k.as_ref()),
-        Bound::Excluded(k) => Bound::Excluded(k.as_ref()),
-        Bound::Unbounded => Bound::Unbounded,
+impl<P: Protocol> Transaction<'_, '_, P> {
+    #[cold]
+    #[inline(never)]
+    fn drop_open(&mut self) {
+        // Dropping an open transaction (including during a panic) rolls it
+        // back and clears its pins (invariant 12). A commit whose status
+        // flips panicked part-way never leaves the running set (its
+        // versions stay invisible): only its claims and pins go.
+        match self.state {
+            State::Finished => {}
+            State::Poisoned => {
+                let slot = self.sess.slot;
+                self.sess.mgr.proto.release_claim(slot, Timestamp::NONE);
+                self.sess.mgr.proto.release_prepare(slot);
+                self.finish();
+            }
+            _ => self.abort(|_| {}),
+        }
     }
 }
 
-/// Rolls back the writes in `sess.writes` of transaction `id`: unlinks its
-/// versions, flips them to aborted, takes the transaction out of the running
-/// set (unless prepare already did), and releases any prepare claim or
-/// announcement.
-///
-/// Unlinking comes first, while the versions are still in progress (or
-/// prepared): no other writer can prepend on top of one (its conflict check
-/// refuses), so each is its chain's head once our own newer versions above
-/// it are gone (newest first), and the unlink always succeeds. Flipped to
-/// aborted first, a concurrent writer of the key could skip it and prepend
-/// on top; the unlink then failed and the aborted version stayed in the
-/// chain above the safe point for as long as a reader held the horizon
-/// (issue 16).
-fn roll_back<P: Protocol>(sess: &mut Session<'_, P>, id: u64, prepared: bool, announced: bool) {
-    let engine = sess.engine;
+/// Marks the transaction poisoned if the status flips of a commit unwind
+/// (defused with `mem::forget` when they return).
+struct PoisonOnUnwind<'a>(&'a mut State);
+
+impl Drop for PoisonOnUnwind<'_> {
+    fn drop(&mut self) {
+        *self.0 = State::Poisoned;
+    }
+}
+
+/// The moment a transaction's outcome is decided, handed to the closure
+/// given to [`Transaction::commit`], [`Transaction::prepare`] or
+/// [`Transaction::rollback`]: [`flip`](Completion::flip) every status the
+/// transaction wrote. It exists only while that closure runs, which is
+/// before the writer leaves the running set, so a flip can never come too
+/// late (invariant 9); there is no other way to change a status.
+pub struct Completion<'a> {
+    own: u64,
+    state: u64,
+    ts: u64,
+    _only_here: PhantomData<&'a mut ()>,
+}
+
+impl Completion<'_> {
+    #[inline]
+    fn new(own: u64, state: u64, ts: u64) -> Self {
+        Completion {
+            own,
+            state,
+            ts,
+            _only_here: PhantomData,
+        }
+    }
+
+    /// Sets `status` to this outcome (a Release store). Returns `false`,
+    /// changing nothing, if `status` was not written by this transaction.
+    #[inline]
+    pub fn flip(&self, status: &VersionStatus) -> bool {
+        if status.writer().get() != self.own || self.own == 0 {
+            return false;
+        }
+        status.set(self.state, self.ts);
+        true
+    }
+
+    /// The state `flip` sets.
+    pub fn outcome(&self) -> VersionState {
+        let ts = Timestamp::new(self.ts);
+        match self.state {
+            PREPARED => VersionState::Prepared(ts),
+            COMMITTED => VersionState::Committed(ts),
+            _ => VersionState::Aborted,
+        }
+    }
+}
+
+/// Rolls back transaction `id`: `flip` marks its statuses aborted (a
+/// storage that unlinks rolled-back versions does it inside `flip`, before
+/// flipping each, while no other writer can prepend on top of one: see
+/// `kv/txn.rs` `unlink_then_abort`, issue 16), it leaves the running set
+/// (unless prepare already took it out), and any prepare claim or
+/// announcement is released.
+fn roll_back<P: Protocol>(
+    sess: &mut TxnSession<'_, P>,
+    id: u64,
+    prepared: bool,
+    announced: bool,
+    flip: impl FnOnce(&Completion<'_>),
+) {
+    let engine = sess.mgr;
     let slot = sess.slot;
     let ctr = sess.ctr();
-    let store = &engine.store;
-    let guard = store.rc.pin();
-    let flip = |sess: &Session<'_, P>| {
-        for w in &sess.writes {
-            // SAFETY: our versions were linked and alive when `guard` was
-            // pinned; those unlinked are retired under it, so none is freed
-            // before it drops (invariant 11). Readers that loaded one before
-            // the unlink see it aborted (or still in progress: invisible).
-            unsafe { &*w.version }.set_status(ABORTED, 0);
-        }
-    };
-    let flip_first = crate::sync::mutant_on(crate::sync::mutant::ROLLBACK_FLIPS_BEFORE_UNLINK);
-    if flip_first {
-        flip(sess);
-    }
-    let mut unlinked = 0;
-    for w in sess.writes.iter().rev() {
-        // SAFETY: key entries live until the store drops; our version is
-        // still linked (we have not unlinked it yet).
-        if unsafe { &*w.entry }.unlink_head(w.version, &store.rc, &guard) {
-            unlinked += 1;
-        }
-    }
-    if !flip_first {
-        flip(sess);
-    }
-    drop(guard);
+    flip(&Completion::new(id, ABORTED, 0));
     if id != 0 && !prepared {
-        // The flips above happen-before the descriptor CAS (invariant 9).
         engine.proto.complete(slot, id, ctr);
     }
     if announced {
         engine.proto.release_prepare(slot);
     }
-    ctr.versions_pruned.bump(unlinked);
     ctr.rollbacks.bump(1);
 }
 
@@ -748,10 +789,12 @@ fn roll_back<P: Protocol>(sess: &mut Session<'_, P>, id: u64, prepared: bool, an
 /// back now, as its drop would have, so its versions never become visible,
 /// its id leaves the running set and its pins go.
 #[cold]
-pub(crate) fn recover_leaked<P: Protocol>(sess: &mut Session<'_, P>) {
+pub(super) fn recover_leaked<P: Protocol>(
+    sess: &mut TxnSession<'_, P>,
+    flip: impl FnOnce(&Completion<'_>),
+) {
     let open = sess.open;
-    roll_back(sess, open.id, open.prepared, true);
-    sess.engine.proto.end(sess.slot);
-    sess.writes.clear();
+    roll_back(sess, open.id, open.prepared, true, flip);
+    sess.mgr.proto.end(sess.slot);
     sess.open = OpenTxn::default();
 }

@@ -1,20 +1,15 @@
-//! [`Engine`] and [`Session`]: the safe public face of the machinery, the
-//! store and the session table.
+//! [`Engine`] and [`Session`]: the bundled key-value store on the public
+//! machinery layer.
 
+use super::txn::{self, Txn};
 use crate::config::{EngineConfig, TimestampKind, TimestampUpdate, TxnOptions};
 use crate::error::Result;
-use crate::lockfree::LockFree;
-use crate::protocol::Protocol;
-use crate::raw::chain::{tails, KeyEntry, Tails, Version};
-use crate::snapshot::Snapshot;
-use crate::stats::{Counters, Stats};
+use crate::machinery::{Count, LockFree, Protocol, SessionPin, TxnManager, TxnSession};
+use crate::stats::Stats;
+use crate::store::raw::chain::{tails, KeyEntry, Tails, Version};
 use crate::store::Store;
 use crate::sync::Ordering;
 use crate::ts::Timestamp;
-use crate::txn::Txn;
-use crossbeam_utils::CachePadded;
-use std::cell::Cell;
-use std::marker::PhantomData;
 
 /// The transaction engine: snapshot machinery, session table, timestamps and
 /// the MVCC key-value store. `Send + Sync`; share it by reference or `Arc`.
@@ -22,10 +17,8 @@ use std::marker::PhantomData;
 /// `P` is the snapshot machinery: [`LockFree`] unless you are benchmarking
 /// against the lock baseline.
 pub struct Engine<P: Protocol = LockFree> {
-    pub(crate) proto: P,
+    pub(crate) mgr: TxnManager<P>,
     pub(crate) store: Store,
-    /// One block per slot, plus one for the engine's own work.
-    pub(crate) counters: Box<[CachePadded<Counters>]>,
     pub(crate) config: EngineConfig,
 }
 
@@ -39,37 +32,15 @@ impl Engine<LockFree> {
     }
 }
 
-/// Who pins history, from [`Engine::pins`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SessionPin {
-    /// The session's slot.
-    pub slot: usize,
-    /// The xmin of the snapshot it reads with (`None`: no transaction).
-    pub snapshot_xmin: Option<u64>,
-    /// Its read timestamp, if any.
-    pub read_ts: Option<Timestamp>,
-    /// How many transactions have completed since its snapshot's xmin
-    /// (how far it holds back id-based pruning).
-    pub xmin_lag: u64,
-    /// How far its read timestamp is below the oldest timestamp's floor
-    /// (how far it holds back timestamp-based pruning; 0 if not below).
-    pub ts_lag: u64,
-}
-
 impl<P: Protocol> Engine<P> {
     /// An engine on machinery `P`.
     ///
     /// # Panics
     /// If `config.max_sessions` is 0.
     pub fn with_machinery(config: EngineConfig) -> Engine<P> {
-        assert!(config.max_sessions > 0, "max_sessions must be at least 1");
         Engine {
-            proto: P::new(&config),
+            mgr: TxnManager::with_machinery(config.max_sessions),
             store: Store::new(),
-            counters: (0..=config.max_sessions)
-                .map(|_| CachePadded::new(Counters::default()))
-                .collect(),
             config,
         }
     }
@@ -77,18 +48,18 @@ impl<P: Protocol> Engine<P> {
     /// Opens a session: claims a slot in the session table, released when
     /// the session drops. Use one session per thread.
     ///
-    /// A full table is [`Error::SessionTableFull`](crate::Error::SessionTableFull).
+    /// # Errors
+    /// [`Error::SessionTableFull`](crate::Error::SessionTableFull) when
+    /// every slot is taken.
     pub fn session(&self) -> Result<Session<'_, P>> {
-        let slot = self.proto.open_session()?;
         Ok(Session {
-            engine: self,
-            slot,
-            snap: Snapshot::default(),
-            writes: Vec::new(),
-            commits: 0,
-            tails: tails(),
-            open: OpenTxn::default(),
-            _not_sync: PhantomData,
+            msess: self.mgr.session()?,
+            data: SessionData {
+                engine: self,
+                writes: Vec::new(),
+                commits: 0,
+                tails: tails(),
+            },
         })
     }
 
@@ -96,25 +67,24 @@ impl<P: Protocol> Engine<P> {
     /// never move backwards and oldest never passes stable; stable never
     /// passes a prepared transaction's announced durable timestamp. Raising
     /// stable waits for commits in flight at or below it.
+    ///
+    /// # Errors
+    /// A timestamp out of range or moving backwards, oldest after stable, or
+    /// stable past a prepared transaction's durable timestamp; nothing
+    /// changes.
     pub fn set_timestamps(&self, update: TimestampUpdate) -> Result<()> {
-        self.proto.set_timestamps(&update)
+        self.mgr.set_timestamps(update)
     }
 
     /// Reports a global timestamp (`None` if it is not set / no reader).
     pub fn query_timestamp(&self, kind: TimestampKind) -> Option<Timestamp> {
-        self.proto.query_timestamp(kind)
+        self.mgr.query_timestamp(kind)
     }
 
     /// Sums every session's counters.
     pub fn stats(&self) -> Stats {
-        let mut s = Stats::default();
-        for c in self.counters.iter() {
-            s.add(c);
-        }
+        let mut s = self.mgr.stats();
         s.versions_freed = self.store.freed.load(Ordering::Relaxed);
-        s.read_path_rmw = crate::sync::thread_rmw_count().map(|_| s.read_rmw_raw);
-        s.sessions_open = self.proto.sessions_open();
-        self.proto.add_stats(None, &mut s);
         s
     }
 
@@ -123,9 +93,8 @@ impl<P: Protocol> Engine<P> {
     /// give memory back after a long reader ends when the keys it pinned are
     /// no longer written.
     pub fn collect(&self) {
-        let ctr = &self.counters[self.config.max_sessions];
-        self.proto.advance_horizon(ctr);
-        let h = self.proto.horizon();
+        self.mgr.advance_horizon();
+        let h = self.mgr.horizon();
         let guard = self.store.rc.pin();
         let mut pruned = 0;
         self.store.index.for_each(&guard, |e| {
@@ -134,34 +103,13 @@ impl<P: Protocol> Engine<P> {
         // What was just retired sits in this thread's deferred bag until it
         // fills; hand it on so it is freed without later writes here.
         self.store.rc.flush(&guard);
-        ctr.versions_pruned.bump(pruned);
+        self.mgr.count(Count::VersionsPruned, pruned);
     }
 
     /// The pins every open session holds: which sessions hold history back,
     /// and by how much.
     pub fn pins(&self) -> Vec<SessionPin> {
-        let h = self.proto.horizon();
-        let floor_xmin = self.proto.current_xmin();
-        let (oldest, _) = self.proto.oldest_stable();
-        self.proto
-            .pins()
-            .into_iter()
-            .map(|(slot, x, r)| SessionPin {
-                slot,
-                snapshot_xmin: (x != 0).then_some(x),
-                read_ts: Timestamp::new(r).to_option(),
-                xmin_lag: if x != 0 {
-                    floor_xmin.saturating_sub(x)
-                } else {
-                    0
-                },
-                ts_lag: if r != 0 {
-                    oldest.get().max(h.ts).saturating_sub(r)
-                } else {
-                    0
-                },
-            })
-            .collect()
+        self.mgr.pins()
     }
 
     /// The versions in `key`'s chain (pruned ones excluded), for tests and
@@ -178,17 +126,11 @@ impl<P: Protocol> Engine<P> {
     pub fn config(&self) -> &EngineConfig {
         &self.config
     }
-}
 
-/// What a session knows of its open transaction.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct OpenTxn {
-    /// A transaction began and has not ended.
-    pub(crate) live: bool,
-    /// Its id (0: none yet).
-    pub(crate) id: u64,
-    /// It prepared (its id already left the running set).
-    pub(crate) prepared: bool,
+    /// The transaction manager underneath (the public machinery layer).
+    pub fn manager(&self) -> &TxnManager<P> {
+        &self.mgr
+    }
 }
 
 /// A write recorded for commit or rollback.
@@ -205,21 +147,19 @@ pub(crate) struct WriteRec {
 /// is_sync::<snapshot_engine::Session<'static>>();
 /// ```
 pub struct Session<'e, P: Protocol = LockFree> {
+    pub(crate) msess: TxnSession<'e, P>,
+    pub(crate) data: SessionData<'e, P>,
+}
+
+/// The store's half of a session, borrowed by its open [`Txn`].
+pub(crate) struct SessionData<'e, P: Protocol> {
     pub(crate) engine: &'e Engine<P>,
-    pub(crate) slot: usize,
-    /// The cached snapshot, reused while the descriptor generation is
-    /// unchanged.
-    pub(crate) snap: Snapshot,
     /// The open transaction's writes (buffer reused across transactions).
     pub(crate) writes: Vec<WriteRec>,
     /// Commits since the last horizon refresh.
     pub(crate) commits: u32,
     /// Pruned chain tails not yet handed to the collector.
     pub(crate) tails: Tails,
-    /// The transaction open on this session, if any (to recover one that
-    /// was leaked with `mem::forget`).
-    pub(crate) open: OpenTxn,
-    _not_sync: PhantomData<Cell<()>>,
 }
 
 // SAFETY: the raw pointers in `writes` point into the engine's store, which
@@ -227,52 +167,51 @@ pub struct Session<'e, P: Protocol = LockFree> {
 // session's own open transaction, which the borrow checker confines to the
 // thread holding `&mut Session`. Moving the session moves that exclusive
 // access with it. Everything else in a Session is Send.
-unsafe impl<P: Protocol> Send for Session<'_, P> {}
+unsafe impl<P: Protocol> Send for SessionData<'_, P> {}
 
 impl<'e, P: Protocol> Session<'e, P> {
     /// Begins a transaction.
+    ///
+    /// # Errors
+    /// An invalid read timestamp in `options` (out of range, older than
+    /// oldest without `roundup_read`, or combined with `read_at_stable`).
     #[inline]
     pub fn begin(&mut self, options: &TxnOptions) -> Result<Txn<'_, 'e, P>> {
-        Txn::begin(self, options)
+        if self.msess.has_leaked() {
+            txn::recover_leaked(&mut self.msess, &mut self.data);
+        }
+        Txn::begin(&mut self.msess, &mut self.data, options)
     }
 
     /// This session's slot in the session table.
     pub fn slot(&self) -> usize {
-        self.slot
+        self.msess.slot()
     }
 
     /// The engine this session belongs to.
     pub fn engine(&self) -> &'e Engine<P> {
-        self.engine
+        self.data.engine
     }
 
     /// This session's own counters (every transaction it ran, since its
     /// slot was first used; blocks are never reset). `read_path_rmw` and
     /// `versions_freed` are engine-wide and left at their defaults here.
     pub fn stats(&self) -> Stats {
-        let mut s = Stats::default();
-        s.add(self.ctr());
-        self.engine.proto.add_stats(Some(self.slot), &mut s);
-        s
-    }
-
-    #[inline]
-    pub(crate) fn ctr(&self) -> &'e Counters {
-        &self.engine.counters[self.slot]
+        self.msess.stats()
     }
 }
 
 impl<P: Protocol> Drop for Session<'_, P> {
     fn drop(&mut self) {
-        // Invariant 12: every slot is released exactly once; an open
-        // transaction borrows the session, so it has already ended.
-        if self.open.live {
-            crate::txn::recover_leaked(self);
+        // Invariant 12: every slot is released exactly once (by the
+        // machinery session, dropped after this); an open transaction
+        // borrows the session, so it has already ended, unless leaked.
+        if self.msess.has_leaked() {
+            txn::recover_leaked(&mut self.msess, &mut self.data);
         }
-        let store = &self.engine.store;
+        let store = &self.data.engine.store;
         let guard = store.rc.pin();
-        self.tails.flush(&store.rc, &guard, store.on_free());
+        self.data.tails.flush(&store.rc, &guard, store.on_free());
         drop(guard);
-        self.engine.proto.close_session(self.slot);
     }
 }

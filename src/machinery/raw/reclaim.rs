@@ -17,27 +17,28 @@
 #[cfg(any(not(loom), crossbeam_loom))]
 mod imp {
     /// Protection for reading shared pointers; see [`Reclaimer::pin`].
-    pub(crate) type Guard = crossbeam_epoch::Guard;
+    pub type Guard = crossbeam_epoch::Guard;
 
     /// Hands out guards and takes retired memory.
     #[derive(Default)]
-    pub(crate) struct Reclaimer;
+    pub struct Reclaimer;
 
     impl Reclaimer {
-        pub(crate) fn new() -> Reclaimer {
+        /// A handle on crossbeam-epoch's default collector.
+        pub fn new() -> Reclaimer {
             Reclaimer
         }
 
         /// Pins the current thread. Pointers loaded while the guard lives
         /// stay valid until it drops.
         #[inline]
-        pub(crate) fn pin(&self) -> Guard {
+        pub fn pin(&self) -> Guard {
             crossbeam_epoch::pin()
         }
 
         /// Runs `f` once no thread pinned now can still be pinned.
         #[inline]
-        pub(crate) fn defer<F: FnOnce() + Send + 'static>(&self, guard: &Guard, f: F) {
+        pub fn defer<F: FnOnce() + Send + 'static>(&self, guard: &Guard, f: F) {
             guard.defer(f);
         }
 
@@ -46,7 +47,7 @@ mod imp {
         /// only when it fills (64 entries), so a thread that retires a few
         /// objects and then only pins would keep them forever (issue 16).
         #[inline]
-        pub(crate) fn flush(&self, guard: &Guard) {
+        pub fn flush(&self, guard: &Guard) {
             guard.flush();
         }
     }
@@ -57,7 +58,7 @@ mod imp {
     use crate::sync::Mutex;
 
     /// The stand-in guard: protection comes from never freeing early.
-    pub(crate) struct Guard(());
+    pub struct Guard(());
 
     /// Empty, so the `drop(guard)` that ends a protected section at the
     /// call sites means the same in every build (and clippy's
@@ -70,26 +71,29 @@ mod imp {
 
     /// The stand-in collector: frees everything when it drops.
     #[derive(Default)]
-    pub(crate) struct Reclaimer {
+    pub struct Reclaimer {
         retired: Mutex<Vec<Deferred>>,
     }
 
     impl Reclaimer {
-        pub(crate) fn new() -> Reclaimer {
+        /// An empty stand-in collector.
+        pub fn new() -> Reclaimer {
             Reclaimer::default()
         }
 
+        /// A guard (protection comes from never freeing early).
         #[inline]
-        pub(crate) fn pin(&self) -> Guard {
+        pub fn pin(&self) -> Guard {
             Guard(())
         }
 
-        pub(crate) fn defer<F: FnOnce() + Send + 'static>(&self, _guard: &Guard, f: F) {
+        /// Keeps `f` until the collector drops.
+        pub fn defer<F: FnOnce() + Send + 'static>(&self, _guard: &Guard, f: F) {
             self.retired.lock().unwrap().push(Box::new(f));
         }
 
         /// Nothing to hand on: the stand-in frees when it drops.
-        pub(crate) fn flush(&self, _guard: &Guard) {}
+        pub fn flush(&self, _guard: &Guard) {}
     }
 
     impl Drop for Reclaimer {
@@ -102,7 +106,7 @@ mod imp {
     }
 }
 
-pub(crate) use imp::{Guard, Reclaimer};
+pub use imp::{Guard, Reclaimer};
 
 /// A raw pointer that may cross into a deferred destructor.
 pub(crate) struct SendPtr<T>(pub(crate) *mut T);
@@ -116,13 +120,13 @@ unsafe impl<T: Send> Send for SendPtr<T> {}
 /// How many retired objects a session collects before handing them to the
 /// collector in one deferred destructor (1 under loom, so the models see
 /// every retirement).
-pub(crate) const RETIRE_BATCH: usize = if cfg!(loom) { 1 } else { 32 };
+pub const RETIRE_BATCH: usize = if cfg!(loom) { 1 } else { 32 };
 
 /// Unlinked objects waiting to be handed to the collector together: one
 /// deferred destructor per batch instead of one per object keeps the
 /// collector's per-thread bags (and their allocations) off the commit path.
 /// Replaced descriptors and pruned chain tails both go through one.
-pub(crate) struct Batch<T: Send + 'static> {
+pub struct Batch<T: Send + 'static> {
     items: Vec<SendPtr<T>>,
     /// Frees one pushed object; returns how many objects that freed.
     free: unsafe fn(*mut T) -> u64,
@@ -130,7 +134,7 @@ pub(crate) struct Batch<T: Send + 'static> {
 
 impl<T: Send + 'static> Batch<T> {
     /// An empty batch whose objects `free` frees.
-    pub(crate) fn new(free: unsafe fn(*mut T) -> u64) -> Batch<T> {
+    pub fn new(free: unsafe fn(*mut T) -> u64) -> Batch<T> {
         Batch {
             items: Vec::new(),
             free,
@@ -143,18 +147,23 @@ impl<T: Send + 'static> Batch<T> {
     /// `p` is unlinked from every shared structure (no new reader can load
     /// it), is pushed exactly once, and this batch's `free` is the right way
     /// to free it once no guard can reach it.
-    pub(crate) unsafe fn push(&mut self, p: *mut T) {
+    pub unsafe fn push(&mut self, p: *mut T) {
         self.items.push(SendPtr(p));
     }
 
     /// Objects held.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.items.len()
+    }
+
+    /// Holds nothing?
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
     }
 
     /// Hands every held object to the collector; `done` gets the number of
     /// objects freed once they are.
-    pub(crate) fn flush(
+    pub fn flush(
         &mut self,
         rc: &Reclaimer,
         guard: &Guard,
@@ -182,7 +191,7 @@ impl<T: Send + 'static> Batch<T> {
     /// # Safety
     /// No thread may still hold a guard under which it loaded one of them
     /// (the engine is being dropped).
-    pub(crate) unsafe fn free_now(&mut self) {
+    pub unsafe fn free_now(&mut self) {
         for p in self.items.drain(..) {
             // SAFETY: the caller guarantees no reader remains; `push`'s
             // contract makes this the only free.

@@ -2,10 +2,10 @@
 //! shared between the lock-free engine and the read-write-lock baseline and
 //! a benchmark ratio isolates the machinery.
 
+use super::snapshot::Snapshot;
+use super::version::Horizon;
 use crate::config::{EngineConfig, TimestampKind, TimestampUpdate};
 use crate::error::Result;
-use crate::raw::chain::Horizon;
-use crate::snapshot::Snapshot;
 use crate::stats::Counters;
 use crate::ts::Timestamp;
 
@@ -18,7 +18,8 @@ pub struct StableView {
     pub(crate) complete_below: u64,
 }
 
-/// A snapshot machinery an [`Engine`](crate::Engine) can run on: the
+/// A snapshot machinery a [`TxnManager`](super::TxnManager) (and so an
+/// [`Engine`](crate::Engine)) can run on: the
 /// lock-free [`LockFree`](crate::LockFree) (the default) or the read-write
 /// lock baseline the benchmarks compare it with. Sealed: its methods are the
 /// crate's internals.
@@ -27,7 +28,7 @@ pub trait Protocol: Machinery {
     const NAME: &'static str;
 }
 
-impl Protocol for crate::LockFree {
+impl Protocol for super::LockFree {
     const NAME: &'static str = "lock-free";
 }
 

@@ -1,3 +1,6 @@
+//! The bundled store: the first user of the public machinery layer
+//! (`crate::machinery`), which it reaches only through its public API.
+//!
 //! The ordered index of keys. Each key maps to a [`KeyEntry`] (its version
 //! chain) that lives, at a stable address, until the store drops: keys are
 //! never removed from the index, only their versions are pruned (DESIGN.md,
@@ -11,10 +14,12 @@
 //! `BTreeMap`; the index is not part of the snapshot protocol the models
 //! check.
 
-use crate::raw::chain::KeyEntry;
+pub(crate) mod raw;
+
+use crate::machinery::epoch::{Collector as Reclaimer, Guard};
+use raw::chain::KeyEntry;
 #[cfg(not(loom))]
-use crate::raw::hashindex::{HashIndex, Node};
-use crate::raw::reclaim::{Guard, Reclaimer};
+use raw::hashindex::{HashIndex, Node};
 use std::ops::Bound;
 
 /// A skiplist key: a pointer to the key's node, ordered by the key bytes.

@@ -1,13 +1,16 @@
 //! Version chains: per key, a newest-first singly linked list of versions.
 //!
-//! A version carries its writer's id, a status word (state and timestamp
-//! packed in one `u64`, so one Acquire load reads both consistently), the
-//! value (or a tombstone) and the link to the next older version.
+//! A version embeds the machinery's [`VersionStatus`] (its writer's id and
+//! one word packing state and timestamp, so one Acquire load reads both
+//! consistently), the value (or a tombstone) and the link to the next older
+//! version.
 //!
 //! * Writers prepend with a CAS on the head, after checking the newest
 //!   non-aborted version for a write-write conflict (first updater wins).
-//! * A transaction finishes by flipping its versions' status (committed,
-//!   aborted, prepared) with Release stores.
+//! * A transaction finishes by having the machinery flip its versions'
+//!   statuses (committed, aborted, prepared) through the
+//!   [`Completion`](crate::machinery::Completion) its commit, prepare or
+//!   rollback hands the store (`kv/txn.rs`).
 //! * Readers walk from the head and return the first version their view
 //!   accepts. A point read does no read-modify-write at all.
 //! * Pruning cuts the chain below the newest version at or below the reclaim
@@ -18,79 +21,35 @@
 //!
 //! * Head CAS (Release) pairs with every Acquire load of the head and of
 //!   `next` links: a reader that reaches a version sees its fields.
-//! * Status stores (Release) pair with the Acquire status load in readers:
-//!   a reader that sees `Committed(ts)` sees the version exactly as written.
-//!   The completer's descriptor CAS comes after its flips, so any snapshot
-//!   that treats the writer as completed sees the final status (invariant 9).
+//! * Status words are the machinery's ([`VersionStatus`]): it flips them
+//!   with Release stores before the writer's descriptor install (invariant
+//!   9) and every read of one is an Acquire load inside the machinery, so
+//!   this file names no ordering for them.
 
-use super::reclaim::{Batch, Guard, Reclaimer, SendPtr};
-use crate::snapshot::Snapshot;
-use crate::sync::{
-    mutant as m, mutant_on, ordering_or_mutant, AtomicBool, AtomicPtr, AtomicU64, Ordering,
-};
+use super::SendPtr;
+use crate::machinery::epoch::{Collector, Guard, RetireBatch};
+use crate::machinery::{Horizon, ReadView, VersionStatus, Visibility, WriteCheck};
+use crate::sync::{mutant as m, mutant_on, AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::ptr;
-
-/// Version states, in the top two bits of the status word.
-pub(crate) const IN_PROGRESS: u64 = 0;
-/// Prepared: the timestamp bits hold the prepare timestamp.
-pub(crate) const PREPARED: u64 = 1;
-/// Committed: the timestamp bits hold the commit timestamp (0: none).
-pub(crate) const COMMITTED: u64 = 2;
-/// Aborted: never visible to anyone.
-pub(crate) const ABORTED: u64 = 3;
-const SHIFT: u32 = 62;
-const TS_MASK: u64 = (1 << SHIFT) - 1;
-
-#[inline]
-pub(crate) const fn pack(state: u64, ts: u64) -> u64 {
-    (state << SHIFT) | (ts & TS_MASK)
-}
-#[inline]
-pub(crate) const fn state_of(w: u64) -> u64 {
-    w >> SHIFT
-}
-#[inline]
-pub(crate) const fn ts_of(w: u64) -> u64 {
-    w & TS_MASK
-}
 
 /// One version of one key.
 pub(crate) struct Version {
-    /// The writer's transaction id.
-    pub(crate) txn: u64,
-    status: AtomicU64,
+    /// The writer and the packed state/timestamp word.
+    pub(crate) status: VersionStatus,
     next: AtomicPtr<Version>,
     /// The value; `None` is a tombstone.
     pub(crate) value: Option<Box<[u8]>>,
 }
 
 impl Version {
-    /// A new in-progress version by `txn`.
-    pub(crate) fn new(txn: u64, value: Option<Box<[u8]>>) -> Box<Version> {
+    /// A new version with `status` (fresh from
+    /// [`Transaction::new_version`](crate::machinery::Transaction::new_version)).
+    pub(crate) fn new(status: VersionStatus, value: Option<Box<[u8]>>) -> Box<Version> {
         Box::new(Version {
-            txn,
-            status: AtomicU64::new(pack(IN_PROGRESS, 0)),
+            status,
             next: AtomicPtr::new(ptr::null_mut()),
             value,
         })
-    }
-
-    /// Sets the status word (commit, abort, prepare).
-    #[inline]
-    pub(crate) fn set_status(&self, state: u64, ts: u64) {
-        // Release: pairs with the Acquire status loads in `read`,
-        // `check_conflict` and `prune` (invariant 9).
-        self.status.store(
-            pack(state, ts),
-            ordering_or_mutant(Ordering::Release, m::RELAXED_STATUS_STORE),
-        );
-    }
-
-    /// The status word.
-    #[inline]
-    pub(crate) fn status(&self) -> u64 {
-        // Acquire: pairs with the Release store in `set_status`.
-        self.status.load(Ordering::Acquire)
     }
 
     #[inline]
@@ -98,67 +57,6 @@ impl Version {
         // Acquire: pairs with the Release head CAS that published the next
         // version's contents (it was the head once).
         self.next.load(Ordering::Acquire)
-    }
-}
-
-/// How a reader decides visibility.
-#[derive(Clone, Copy)]
-pub(crate) enum ReadAs<'a> {
-    /// A snapshot, optionally with a read timestamp (0: none).
-    Snapshot { snap: &'a Snapshot, read_ts: u64 },
-    /// The read-only fast path (PROTOCOL rule 7): committed at or below
-    /// `stable`; untimestamped versions only when their writer is below
-    /// `complete_below` (completed before the reader began).
-    Stable { stable: u64, complete_below: u64 },
-}
-
-/// A reader's view: who it is and how it sees.
-#[derive(Clone, Copy)]
-pub(crate) struct View<'a> {
-    /// The reader's own transaction id (0: none).
-    pub(crate) own: u64,
-    /// Visibility rule.
-    pub(crate) how: ReadAs<'a>,
-    /// Skip prepared updates instead of reporting a conflict.
-    pub(crate) ignore_prepared: bool,
-}
-
-impl View<'_> {
-    /// Is a committed version by `txn` at `cts` visible?
-    #[inline]
-    fn committed_visible(&self, txn: u64, cts: u64) -> bool {
-        match self.how {
-            ReadAs::Snapshot { snap, read_ts } => {
-                snap.sees(txn) && (read_ts == 0 || cts == 0 || cts <= read_ts)
-            }
-            ReadAs::Stable {
-                stable,
-                complete_below,
-            } => {
-                if cts == 0 {
-                    if mutant_on(m::FAST_PATH_BELOW_INCLUSIVE) {
-                        return txn <= complete_below;
-                    }
-                    txn < complete_below
-                } else {
-                    cts <= stable
-                }
-            }
-        }
-    }
-
-    /// Does a prepared version by `txn` at `pts` conflict with this read?
-    /// (`false`: it is invisible and the reader moves on.)
-    #[inline]
-    fn prepared_conflicts(&self, txn: u64, pts: u64) -> bool {
-        match self.how {
-            // A snapshot taken before the prepare treats the writer as
-            // running: invisible, no conflict.
-            ReadAs::Snapshot { snap, read_ts } => {
-                snap.sees(txn) && (read_ts == 0 || pts <= read_ts)
-            }
-            ReadAs::Stable { stable, .. } => pts <= stable,
-        }
     }
 }
 
@@ -181,22 +79,6 @@ pub(crate) enum Conflict {
     /// Another transaction's update is in progress, prepared, or committed
     /// after the writer's snapshot.
     Write,
-}
-
-/// The reclaim horizon: a committed version is visible to every current and
-/// future reader when its writer is below `xmin` and its commit timestamp is
-/// `0` or at most `ts`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Horizon {
-    pub(crate) xmin: u64,
-    pub(crate) ts: u64,
-}
-
-impl Horizon {
-    #[inline]
-    fn covers(&self, txn: u64, cts: u64) -> bool {
-        txn < self.xmin && (cts == 0 || cts <= self.ts)
-    }
 }
 
 /// A key's version chain.
@@ -236,7 +118,8 @@ impl KeyEntry {
     }
 
     /// The newest version `view` accepts. No read-modify-write.
-    pub(crate) fn read<'g>(&'g self, view: &View<'_>, _guard: &'g Guard) -> Found<'g> {
+    #[inline]
+    pub(crate) fn read<'g>(&'g self, view: &ReadView<'_>, _guard: &'g Guard) -> Found<'g> {
         let mut p = self.head_ptr();
         while !p.is_null() {
             // SAFETY: `p` was loaded from the head or a `next` link under
@@ -245,21 +128,10 @@ impl KeyEntry {
             // versions may have been unlinked is bounded by the horizon this
             // reader pinned (invariants 1, 2, 3).
             let v = unsafe { &*p };
-            let w = v.status();
-            if view.own != 0 && v.txn == view.own {
-                if state_of(w) != ABORTED {
-                    return found(v);
-                }
-            } else {
-                match state_of(w) {
-                    COMMITTED if view.committed_visible(v.txn, ts_of(w)) => return found(v),
-                    PREPARED
-                        if !view.ignore_prepared && view.prepared_conflicts(v.txn, ts_of(w)) =>
-                    {
-                        return Found::PrepareConflict
-                    }
-                    _ => {}
-                }
+            match view.visibility(&v.status) {
+                Visibility::Visible => return found(v),
+                Visibility::PrepareConflict => return Found::PrepareConflict,
+                Visibility::Skip => {}
             }
             p = v.next_ptr();
         }
@@ -267,19 +139,15 @@ impl KeyEntry {
     }
 
     /// First updater wins: may a transaction with `view` write this key?
-    fn check_conflict(&self, head: *mut Version, view: &View<'_>) -> Result<(), Conflict> {
+    fn check_conflict(&self, head: *mut Version, view: &ReadView<'_>) -> Result<(), Conflict> {
         let mut p = head;
         while !p.is_null() {
             // SAFETY: as in `read`; the caller holds a guard (invariant 11).
             let v = unsafe { &*p };
-            if v.txn == view.own {
-                return Ok(());
-            }
-            let w = v.status();
-            match state_of(w) {
-                ABORTED => p = v.next_ptr(),
-                COMMITTED if view.committed_visible(v.txn, ts_of(w)) => return Ok(()),
-                _ => return Err(Conflict::Write),
+            match view.write_check(&v.status) {
+                WriteCheck::Allowed => return Ok(()),
+                WriteCheck::Skip => p = v.next_ptr(),
+                WriteCheck::Conflict => return Err(Conflict::Write),
             }
         }
         Ok(())
@@ -290,7 +158,7 @@ impl KeyEntry {
     pub(crate) fn prepend(
         &self,
         v: Box<Version>,
-        view: &View<'_>,
+        view: &ReadView<'_>,
         _guard: &Guard,
     ) -> Result<(*mut Version, u64), (Box<Version>, Conflict)> {
         let mut retries = 0;
@@ -321,7 +189,7 @@ impl KeyEntry {
 
     /// Unlinks `v` if it is still the head (a rolled-back version nobody
     /// wrote on top of) and retires it. Returns whether it did.
-    pub(crate) fn unlink_head(&self, v: *mut Version, rc: &Reclaimer, guard: &Guard) -> bool {
+    pub(crate) fn unlink_head(&self, v: *mut Version, rc: &Collector, guard: &Guard) -> bool {
         // SAFETY: `v` is a version of the calling transaction, still linked
         // (only this transaction unlinks its own versions, and pruning never
         // cuts at an aborted version), read under `guard`.
@@ -352,7 +220,7 @@ impl KeyEntry {
     pub(crate) fn prune<F: Fn(u64) + Send + 'static>(
         &self,
         horizon: Horizon,
-        rc: &Reclaimer,
+        rc: &Collector,
         guard: &Guard,
         on_free: impl FnOnce() -> F,
     ) -> u64 {
@@ -379,24 +247,22 @@ impl KeyEntry {
         let mut tail = ptr::null_mut();
         // Relaxed: written only under `pruning`, which we hold (its Acquire
         // CAS orders us after the previous holder's stores).
-        if self.pruned_xmin.load(Ordering::Relaxed) == horizon.xmin
-            && self.pruned_ts.load(Ordering::Relaxed) == horizon.ts
+        let (hx, ht) = (horizon.xmin().get(), horizon.timestamp().get());
+        if self.pruned_xmin.load(Ordering::Relaxed) == hx
+            && self.pruned_ts.load(Ordering::Relaxed) == ht
             && !mutant_on(m::PRUNE_PAST_SAFE_POINT)
         {
             // Release: pairs with the Acquire CAS above.
             self.pruning.store(false, Ordering::Release);
             return 0;
         }
-        self.pruned_xmin.store(horizon.xmin, Ordering::Relaxed);
-        self.pruned_ts.store(horizon.ts, Ordering::Relaxed);
+        self.pruned_xmin.store(hx, Ordering::Relaxed);
+        self.pruned_ts.store(ht, Ordering::Relaxed);
         let mut p = self.head_ptr();
         while !p.is_null() {
             // SAFETY: loaded under `_guard` (invariant 11).
             let v = unsafe { &*p };
-            let w = v.status();
-            let cut_here = state_of(w) == COMMITTED
-                && (horizon.covers(v.txn, ts_of(w)) || mutant_on(m::PRUNE_PAST_SAFE_POINT));
-            if cut_here {
+            if horizon.covers(&v.status) {
                 // The safe point (invariant 3): `v` is visible to every
                 // current and future reader, so every reader stops at `v` or
                 // above, and nothing below it can be read again.
@@ -446,11 +312,11 @@ fn found(v: &Version) -> Found<'_> {
 }
 
 /// Chain tails cut off by pruning, waiting for the collector.
-pub(crate) type Tails = Batch<Version>;
+pub(crate) type Tails = RetireBatch<Version>;
 
 /// A batch for pruned chain tails.
 pub(crate) fn tails() -> Tails {
-    Batch::new(free_chain)
+    RetireBatch::new(free_chain)
 }
 
 /// Frees every version from `p` down.
@@ -483,40 +349,30 @@ impl Drop for KeyEntry {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::machinery::{TxnManager, TxnSession};
+    use crate::{CommitOptions, Timestamp, TimestampUpdate, TxnOptions};
 
-    fn snap(xmin: u64, xmax: u64, running: &[u64]) -> Snapshot {
-        Snapshot {
-            generation: 1,
-            xmin,
-            xmax,
-            running: running.to_vec(),
-        }
+    /// One transaction on `s` writing `val` to `e`, committed at `ts`.
+    fn put(e: &KeyEntry, rc: &Collector, s: &mut TxnSession<'_>, val: &[u8], ts: u64) {
+        let mut t = s.begin(&TxnOptions::default()).unwrap();
+        let (status, view) = t.new_version().unwrap();
+        let g = rc.pin();
+        let v = Version::new(status, Some(val.into()));
+        let (v, _) = e.prepend(v, &view, &g).ok().unwrap();
+        // SAFETY: our own version, linked and unpruned until we finish.
+        let st = &unsafe { &*v }.status;
+        t.commit(CommitOptions::at(ts), |d| assert!(d.flip(st)))
+            .unwrap();
     }
 
-    fn put(e: &KeyEntry, rc: &Reclaimer, txn: u64, s: &Snapshot, val: &[u8]) -> *mut Version {
-        let g = rc.pin();
-        let view = View {
-            own: txn,
-            how: ReadAs::Snapshot {
-                snap: s,
-                read_ts: 0,
-            },
-            ignore_prepared: false,
+    fn read(e: &KeyEntry, rc: &Collector, s: &mut TxnSession<'_>, at: u64) -> Option<Vec<u8>> {
+        let opts = TxnOptions {
+            read_timestamp: (at != 0).then(|| Timestamp::new(at)),
+            ..TxnOptions::default()
         };
-        e.prepend(Version::new(txn, Some(val.into())), &view, &g)
-            .ok()
-            .unwrap()
-            .0
-    }
-
-    fn read(e: &KeyEntry, rc: &Reclaimer, s: &Snapshot, read_ts: u64) -> Option<Vec<u8>> {
+        let mut t = s.begin(&opts).unwrap();
         let g = rc.pin();
-        let view = View {
-            own: 0,
-            how: ReadAs::Snapshot { snap: s, read_ts },
-            ignore_prepared: false,
-        };
-        match e.read(&view, &g) {
+        match e.read(&t.read_view().unwrap(), &g) {
             Found::Value(v) => Some(v.to_vec()),
             _ => None,
         }
@@ -524,72 +380,63 @@ mod tests {
 
     #[test]
     fn readers_see_the_newest_version_their_view_accepts() {
-        let rc = Reclaimer::new();
-        let e = KeyEntry::new();
-        let s0 = snap(1, 1, &[]);
-        let v1 = put(&e, &rc, 1, &s0, b"a");
-        // SAFETY: test-local version, still linked.
-        unsafe { &*v1 }.set_status(COMMITTED, 10);
-        let s1 = snap(2, 2, &[]);
-        let v2 = put(&e, &rc, 2, &s1, b"b");
-        assert_eq!(read(&e, &rc, &snap(2, 2, &[]), 0), Some(b"a".to_vec()));
-        unsafe { &*v2 }.set_status(COMMITTED, 20);
-        let s3 = snap(3, 3, &[]);
-        assert_eq!(read(&e, &rc, &s3, 0), Some(b"b".to_vec()));
-        assert_eq!(read(&e, &rc, &s3, 15), Some(b"a".to_vec()));
-        assert_eq!(read(&e, &rc, &s3, 5), None);
+        let (mgr, rc, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
+        put(&e, &rc, &mut w, b"a", 10);
+        put(&e, &rc, &mut w, b"b", 20);
+        assert_eq!(read(&e, &rc, &mut r, 0), Some(b"b".to_vec()));
+        assert_eq!(read(&e, &rc, &mut r, 15), Some(b"a".to_vec()));
+        assert_eq!(read(&e, &rc, &mut r, 5), None);
     }
 
     #[test]
     fn a_second_writer_conflicts_until_the_first_is_visible() {
-        let rc = Reclaimer::new();
-        let e = KeyEntry::new();
-        let s = snap(1, 1, &[]);
-        let v1 = put(&e, &rc, 1, &s, b"a");
+        let (mgr, rc, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mut s1, mut s2) = (mgr.session().unwrap(), mgr.session().unwrap());
         let g = rc.pin();
-        let view = View {
-            own: 2,
-            how: ReadAs::Snapshot {
-                snap: &s,
-                read_ts: 0,
-            },
-            ignore_prepared: false,
-        };
-        assert!(e.prepend(Version::new(2, None), &view, &g).is_err());
-        unsafe { &*v1 }.set_status(COMMITTED, 0);
+        let mut t1 = s1.begin(&TxnOptions::default()).unwrap();
+        let (st1, view1) = t1.new_version().unwrap();
+        let (v1, _) = e.prepend(Version::new(st1, None), &view1, &g).ok().unwrap();
+        let mut t2 = s2.begin(&TxnOptions::default()).unwrap();
+        let (st2, view2) = t2.new_version().unwrap();
+        let v2 = Version::new(st2, None);
+        let (v2, _) = e.prepend(v2, &view2, &g).err().unwrap();
+        // SAFETY: t1's own version, linked until t1 finishes.
+        let st = &unsafe { &*v1 }.status;
+        t1.commit(CommitOptions::default(), |d| assert!(d.flip(st)))
+            .unwrap();
         // Committed, but after the second writer's snapshot: still a conflict.
-        assert!(e.prepend(Version::new(2, None), &view, &g).is_err());
-        let s2 = snap(2, 2, &[]);
-        let view2 = View {
-            own: 2,
-            how: ReadAs::Snapshot {
-                snap: &s2,
-                read_ts: 0,
-            },
-            ignore_prepared: false,
-        };
-        assert!(e.prepend(Version::new(2, None), &view2, &g).is_ok());
+        let (_, view2) = t2.new_version().unwrap();
+        assert!(e.prepend(v2, &view2, &g).is_err());
+        drop(t2);
+        let mut t3 = s2.begin(&TxnOptions::default()).unwrap();
+        let (st3, view3) = t3.new_version().unwrap();
+        assert!(e.prepend(Version::new(st3, None), &view3, &g).is_ok());
     }
 
     #[test]
     fn pruning_keeps_the_newest_version_at_or_below_the_horizon() {
-        let rc = Reclaimer::new();
-        let e = KeyEntry::new();
-        for (txn, ts) in [(1u64, 10u64), (2, 20), (3, 30)] {
-            let v = put(&e, &rc, txn, &snap(txn, txn, &[]), &[txn as u8]);
-            unsafe { &*v }.set_status(COMMITTED, ts);
+        let (mgr, rc, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let mut w = mgr.session().unwrap();
+        for (v, ts) in [(1u8, 10u64), (2, 20), (3, 30)] {
+            put(&e, &rc, &mut w, &[v], ts);
         }
+        let at = |o: u64, s: u64| TimestampUpdate {
+            oldest: Some(Timestamp::new(o)),
+            stable: Some(Timestamp::new(s)),
+            ..TimestampUpdate::default()
+        };
+        // Horizon at ts 25: the version at 20 is the safe point; 10 goes.
+        mgr.set_timestamps(at(25, 30)).unwrap();
+        mgr.advance_horizon();
         let g = rc.pin();
-        // Horizon at ts 25: version 2 (ts 20) is the safe point; 1 goes.
-        let n = e.prune(Horizon { xmin: 4, ts: 25 }, &rc, &g, || |_| {});
-        assert_eq!(n, 1);
+        assert_eq!(e.prune(mgr.horizon(), &rc, &g, || |_| {}), 1);
         assert_eq!(e.chain_len(&g), 2);
-        assert_eq!(read(&e, &rc, &snap(4, 4, &[]), 25), Some(vec![2]));
-        // A tombstone at the safe point stays, with nothing below it.
-        let v = put(&e, &rc, 4, &snap(4, 4, &[]), b"x");
-        unsafe { &*v }.set_status(COMMITTED, 40);
-        let n = e.prune(Horizon { xmin: 5, ts: 40 }, &rc, &g, || |_| {});
-        assert_eq!(n, 2);
+        // The same horizon again skips the walk.
+        assert_eq!(e.prune(mgr.horizon(), &rc, &g, || |_| {}), 0);
+        mgr.set_timestamps(at(30, 30)).unwrap();
+        mgr.advance_horizon();
+        assert_eq!(e.prune(mgr.horizon(), &rc, &g, || |_| {}), 1);
         assert_eq!(e.chain_len(&g), 1);
     }
 }

@@ -20,7 +20,7 @@
 //!   is dereferenced only under a guard (invariant 11).
 
 use super::reclaim::{Batch, Reclaimer};
-use crate::snapshot::Snapshot;
+use crate::machinery::snapshot::Snapshot;
 use crate::sync::{mutant as m, mutant_on, ordering_or_mutant, AtomicPtr, AtomicU64, Ordering};
 
 /// One immutable snapshot descriptor.

@@ -61,14 +61,14 @@
 //!   the write lock (Release) for lock-free reads (Acquire), like
 //!   WiredTiger's volatile global timestamps.
 
-use crate::config::{EngineConfig, TimestampKind, TimestampUpdate};
-use crate::error::{check_ts, Error, Result, TimestampRole};
-use crate::protocol::{
+use super::protocol::{
     check_prepare_against_readers, report_timestamp, Machinery, Protocol, SlotTimestamps,
     StableView,
 };
-use crate::raw::chain::Horizon;
-use crate::snapshot::Snapshot;
+use super::snapshot::Snapshot;
+use super::version::Horizon;
+use crate::config::{EngineConfig, TimestampKind, TimestampUpdate};
+use crate::error::{check_ts, Error, Result, TimestampRole};
 use crate::stats::{Counters, Stats};
 use crate::sync::{count_rmw, spin_hint, AtomicBool, AtomicU64, Ordering};
 use crate::ts::Timestamp;

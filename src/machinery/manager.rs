@@ -1,0 +1,313 @@
+//! [`TxnManager`] and [`TxnSession`]: the session table, the global
+//! timestamps and the reclaim horizon, for any storage.
+
+use super::protocol::Protocol;
+use super::snapshot::Snapshot;
+use super::txn::Transaction;
+use super::version::Horizon;
+use super::LockFree;
+use crate::config::{EngineConfig, TimestampKind, TimestampUpdate, TxnOptions};
+use crate::error::Result;
+use crate::stats::{Counters, Stats};
+use crate::ts::Timestamp;
+use crossbeam_utils::CachePadded;
+use std::cell::Cell;
+use std::marker::PhantomData;
+
+/// The transaction manager: snapshot machinery, session table, global
+/// timestamps and reclaim horizon, knowing nothing of keys or values.
+/// `Send + Sync`; share it by reference or `Arc`.
+///
+/// `P` is the snapshot machinery: [`LockFree`] unless you are benchmarking
+/// against the read-write-lock baselines
+/// ([`RwLockBaseline`](super::RwLockBaseline)).
+pub struct TxnManager<P: Protocol = LockFree> {
+    pub(super) proto: P,
+    /// One block per slot, plus one for the manager's own work.
+    pub(super) counters: Box<[CachePadded<Counters>]>,
+    max_sessions: usize,
+}
+
+impl TxnManager<LockFree> {
+    /// A lock-free manager with room for `max_sessions` sessions at once.
+    ///
+    /// # Panics
+    /// If `max_sessions` is 0.
+    pub fn new(max_sessions: usize) -> TxnManager<LockFree> {
+        TxnManager::with_machinery(max_sessions)
+    }
+}
+
+/// Who pins history, from [`TxnManager::pins`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionPin {
+    /// The session's slot.
+    pub slot: usize,
+    /// The xmin of the snapshot it reads with (`None`: no transaction).
+    pub snapshot_xmin: Option<u64>,
+    /// Its read timestamp, if any.
+    pub read_ts: Option<Timestamp>,
+    /// How many transactions have completed since its snapshot's xmin
+    /// (how far it holds back id-based pruning).
+    pub xmin_lag: u64,
+    /// How far its read timestamp is below the oldest timestamp's floor
+    /// (how far it holds back timestamp-based pruning; 0 if not below).
+    pub ts_lag: u64,
+}
+
+/// Counts a storage engine adds to [`TxnManager::stats`] (the machinery
+/// counts everything else itself).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Count {
+    /// Reads that met a prepared update and reported a prepare conflict
+    /// ([`Stats::prepare_conflicts`]).
+    PrepareConflicts,
+    /// Failed compare-and-swaps installing a version
+    /// ([`Stats::chain_cas_retries`]).
+    ChainCasRetries,
+    /// Versions unlinked by pruning or rollback and handed to the epoch
+    /// collector ([`Stats::versions_pruned`]).
+    VersionsPruned,
+}
+
+#[inline]
+pub(super) fn count_into(c: &Counters, what: Count, n: u64) {
+    match what {
+        Count::PrepareConflicts => c.prepare_conflicts.bump(n),
+        Count::ChainCasRetries => c.chain_cas_retries.bump(n),
+        Count::VersionsPruned => c.versions_pruned.bump(n),
+    }
+}
+
+impl<P: Protocol> TxnManager<P> {
+    /// A manager on machinery `P` with room for `max_sessions` sessions.
+    ///
+    /// # Panics
+    /// If `max_sessions` is 0.
+    pub fn with_machinery(max_sessions: usize) -> TxnManager<P> {
+        assert!(max_sessions > 0, "max_sessions must be at least 1");
+        let config = EngineConfig {
+            max_sessions,
+            ..EngineConfig::default()
+        };
+        TxnManager {
+            proto: P::new(&config),
+            counters: (0..=max_sessions)
+                .map(|_| CachePadded::new(Counters::default()))
+                .collect(),
+            max_sessions,
+        }
+    }
+
+    /// The size of the session table.
+    pub fn max_sessions(&self) -> usize {
+        self.max_sessions
+    }
+
+    /// Opens a session: claims a slot in the session table, released when
+    /// the session drops. Use one session per thread.
+    ///
+    /// # Errors
+    /// [`Error::SessionTableFull`](crate::Error::SessionTableFull) when
+    /// every slot is taken.
+    pub fn session(&self) -> Result<TxnSession<'_, P>> {
+        let slot = self.proto.open_session()?;
+        Ok(TxnSession {
+            mgr: self,
+            slot,
+            snap: Snapshot::default(),
+            open: OpenTxn::default(),
+            _not_sync: PhantomData,
+        })
+    }
+
+    /// Sets global timestamps, with WiredTiger's rules: oldest and stable
+    /// never move backwards and oldest never passes stable; stable never
+    /// passes a prepared transaction's announced durable timestamp. Raising
+    /// stable waits for commits in flight at or below it.
+    ///
+    /// # Errors
+    /// A timestamp out of range or moving backwards, oldest after stable, or
+    /// stable past a prepared transaction's durable timestamp; nothing
+    /// changes.
+    pub fn set_timestamps(&self, update: TimestampUpdate) -> Result<()> {
+        self.proto.set_timestamps(&update)
+    }
+
+    /// Reports a global timestamp (`None` if it is not set / no reader).
+    pub fn query_timestamp(&self, kind: TimestampKind) -> Option<Timestamp> {
+        self.proto.query_timestamp(kind)
+    }
+
+    /// Sums every session's counters. `versions_freed` is left at 0 (it is
+    /// the storage's count; the bundled store fills it in).
+    pub fn stats(&self) -> Stats {
+        let mut s = Stats::default();
+        for c in self.counters.iter() {
+            s.add(c);
+        }
+        s.read_path_rmw = crate::sync::thread_rmw_count().map(|_| s.read_rmw_raw);
+        s.sessions_open = self.proto.sessions_open();
+        self.proto.add_stats(None, &mut s);
+        s
+    }
+
+    /// Adds `n` to one of the storage's counters, in the manager's own
+    /// block (for work done outside any session, such as a full prune).
+    pub fn count(&self, what: Count, n: u64) {
+        count_into(&self.counters[self.max_sessions], what, n);
+    }
+
+    /// The reclaim horizon as last computed: what may be pruned now.
+    #[inline]
+    pub fn horizon(&self) -> Horizon {
+        self.proto.horizon()
+    }
+
+    /// Recomputes the reclaim horizon (a scan of the session table; at most
+    /// one runs at a time, a concurrent call returns at once).
+    pub fn advance_horizon(&self) {
+        self.proto
+            .advance_horizon(&self.counters[self.max_sessions]);
+    }
+
+    /// The pins every open session holds: which sessions hold history back,
+    /// and by how much.
+    pub fn pins(&self) -> Vec<SessionPin> {
+        let h = self.proto.horizon();
+        let floor_xmin = self.proto.current_xmin();
+        let (oldest, _) = self.proto.oldest_stable();
+        self.proto
+            .pins()
+            .into_iter()
+            .map(|(slot, x, r)| SessionPin {
+                slot,
+                snapshot_xmin: (x != 0).then_some(x),
+                read_ts: Timestamp::new(r).to_option(),
+                xmin_lag: if x != 0 {
+                    floor_xmin.saturating_sub(x)
+                } else {
+                    0
+                },
+                ts_lag: if r != 0 {
+                    oldest.get().max(h.ts).saturating_sub(r)
+                } else {
+                    0
+                },
+            })
+            .collect()
+    }
+}
+
+/// What a session knows of its open transaction.
+#[derive(Clone, Copy, Default)]
+pub(super) struct OpenTxn {
+    /// A transaction began and has not ended.
+    pub(super) live: bool,
+    /// Its id (0: none yet).
+    pub(super) id: u64,
+    /// It prepared (its id already left the running set).
+    pub(super) prepared: bool,
+}
+
+/// A session: one slot in the session table. Begin transactions on it, one
+/// at a time. `Send` (move it to the thread that uses it) but not `Sync`.
+///
+/// ```compile_fail
+/// fn is_sync<T: Sync>() {}
+/// is_sync::<snapshot_engine::machinery::TxnSession<'static>>();
+/// ```
+pub struct TxnSession<'m, P: Protocol = LockFree> {
+    pub(super) mgr: &'m TxnManager<P>,
+    pub(super) slot: usize,
+    /// The cached snapshot, reused while the descriptor generation is
+    /// unchanged.
+    pub(super) snap: Snapshot,
+    /// The transaction open on this session, if any (to recover one that
+    /// was leaked with `mem::forget`).
+    pub(super) open: OpenTxn,
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+impl<'m, P: Protocol> TxnSession<'m, P> {
+    /// Begins a transaction. If the previous one was leaked
+    /// (`mem::forget`), it is rolled back first, as
+    /// [`recover_leaked`](TxnSession::recover_leaked) with no statuses.
+    ///
+    /// # Errors
+    /// An invalid read timestamp in `options` (out of range, older than
+    /// oldest without `roundup_read`, or combined with `read_at_stable`).
+    #[inline]
+    pub fn begin(&mut self, options: &TxnOptions) -> Result<Transaction<'_, 'm, P>> {
+        Transaction::begin(self, options)
+    }
+
+    /// Was the previous transaction on this session leaked with
+    /// `mem::forget` (neither commit, rollback nor drop ran)?
+    #[inline]
+    pub fn has_leaked(&self) -> bool {
+        self.open.live
+    }
+
+    /// Rolls back a leaked transaction: `flip` gets an abort
+    /// [`Completion`](super::Completion) for the statuses it wrote (before
+    /// its id leaves the running set), then its claims and pins go. Returns
+    /// whether there was one.
+    pub fn recover_leaked(&mut self, flip: impl FnOnce(&super::Completion<'_>)) -> bool {
+        if !self.open.live {
+            return false;
+        }
+        super::txn::recover_leaked(self, flip);
+        true
+    }
+
+    /// This session's slot in the session table.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// The manager this session belongs to.
+    pub fn manager(&self) -> &'m TxnManager<P> {
+        self.mgr
+    }
+
+    /// Recomputes the reclaim horizon, counting the scan in this session's
+    /// block.
+    pub fn advance_horizon(&self) {
+        self.mgr.proto.advance_horizon(self.ctr());
+    }
+
+    /// Adds `n` to one of the storage's counters in this session's block.
+    #[inline]
+    pub fn count(&self, what: Count, n: u64) {
+        count_into(self.ctr(), what, n);
+    }
+
+    /// This session's own counters (every transaction it ran, since its
+    /// slot was first used; blocks are never reset). `read_path_rmw` and
+    /// `versions_freed` are engine-wide and left at their defaults here.
+    pub fn stats(&self) -> Stats {
+        let mut s = Stats::default();
+        s.add(self.ctr());
+        self.mgr.proto.add_stats(Some(self.slot), &mut s);
+        s
+    }
+
+    #[inline]
+    pub(super) fn ctr(&self) -> &'m Counters {
+        &self.mgr.counters[self.slot]
+    }
+}
+
+impl<P: Protocol> Drop for TxnSession<'_, P> {
+    fn drop(&mut self) {
+        // Invariant 12: every slot is released exactly once; an open
+        // transaction borrows the session, so it has already ended.
+        if self.open.live {
+            super::txn::recover_leaked(self, |_| {});
+        }
+        self.mgr.proto.close_session(self.slot);
+    }
+}
