@@ -458,6 +458,9 @@ impl Machinery for LockFree {
         for s in self.slots.iter() {
             // Relaxed: ordered after the floor stores by the fence.
             let x = s.xmin.load(Ordering::Relaxed);
+            // `<`, not `<=`: at equality `hx = x` changes nothing, so the
+            // flip is an equivalent mutant (issue 9b's mutation check); the
+            // same holds for `r < ht` below.
             if x != 0 && x < hx {
                 hx = x;
             }
@@ -525,6 +528,8 @@ impl Machinery for LockFree {
                 stable: Timestamp::new(new_stable),
             });
         }
+        // `>=` would redo the wait and the store for an unchanged stable:
+        // idempotent, so an equivalent mutant (issue 9b's mutation check).
         if new_stable > cur_stable {
             let early = mutant_on(m::STABLE_BEFORE_WAIT);
             if early {
