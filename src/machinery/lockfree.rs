@@ -339,6 +339,12 @@ impl Machinery for LockFree {
         // `claim_commit`.
         let stable = self.clocks.stable_bound.load(Ordering::Acquire);
         let mut p = ts.get();
+        // `<=`: a prepare at stable is refused. Since issue 11 this is also
+        // checked race-free by the `claim_commit(p)` that `Txn::prepare`
+        // takes next, so `<` here survives every test (issue 9b's mutation
+        // check, on the prepared_transactions row "equal refused"); kept
+        // because it is where the rounding up happens and it refuses before
+        // anything is published.
         if p <= stable {
             if !roundup {
                 return Err(Error::PrepareTimestampNotAfterStable {
