@@ -31,6 +31,33 @@ pub const MAX_ROUNDS: u64 = 50;
 pub const MAX_LAG: u64 = 1 << 48;
 /// Upper bound of `--worst`.
 pub const MAX_WORST: u64 = 10_000;
+/// Most points in one `--sweep`.
+pub const MAX_SWEEP_POINTS: usize = 64;
+
+/// Which side of the reader/writer configuration a `--sweep` varies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Axis {
+    Readers,
+    Writers,
+}
+
+impl Axis {
+    pub fn name(self) -> &'static str {
+        match self {
+            Axis::Readers => "readers",
+            Axis::Writers => "writers",
+        }
+    }
+}
+
+/// A `--sweep`: the swept side and its thread counts, ascending.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sweep {
+    pub axis: Axis,
+    pub points: Vec<usize>,
+    /// As given on the command line (for refusals).
+    pub spec: String,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Workload {
@@ -118,6 +145,14 @@ pub struct Cli {
     /// tail: how many of the slowest transactions to list, 0 to 10,000.
     #[arg(long, default_value_t = 20, value_parser = int_range(0..=MAX_WORST as i64))]
     pub worst: u64,
+    /// A scaling sweep (read-ts and tail): `readers=1..8` runs every
+    /// reader count from 1 to 8 with --writers fixed (`writers=LO..HI`
+    /// the other way round; or a list, `readers=1,2,4,8`), each 0 to 512,
+    /// at most 64 points; every point is a configuration with the usual
+    /// rounds, order alternating. Ends with a table of throughput against
+    /// the swept count per engine; `--plot` draws it as curves.
+    #[arg(long, value_name = "AXIS=LO..HI", value_parser = parse_sweep)]
+    pub sweep: Option<Sweep>,
     /// Print one JSON object instead of the tables.
     #[arg(long)]
     pub json: bool,
@@ -163,6 +198,47 @@ fn parse_config(s: &str) -> Result<(usize, usize), String> {
         return Err(bad());
     }
     Ok((r, w))
+}
+
+fn parse_sweep(s: &str) -> Result<Sweep, String> {
+    let bad = || {
+        format!(
+            "want readers=LO..HI or writers=LO..HI (or a list, readers=1,2,4,8), LO <= HI, each 0 to {MAX_THREADS}, 2 to {MAX_SWEEP_POINTS} points"
+        )
+    };
+    let (axis, spec) = s.split_once('=').ok_or_else(bad)?;
+    let axis = match axis.trim() {
+        "readers" => Axis::Readers,
+        "writers" => Axis::Writers,
+        _ => return Err(bad()),
+    };
+    let num = |x: &str| -> Result<usize, String> {
+        match x.trim().parse::<u64>() {
+            Ok(n) if n <= MAX_THREADS => Ok(n as usize),
+            _ => Err(bad()),
+        }
+    };
+    let points: Vec<usize> = if let Some((lo, hi)) = spec.split_once("..") {
+        let (lo, hi) = (num(lo)?, num(hi.strip_prefix('=').unwrap_or(hi))?);
+        if lo > hi || hi - lo + 1 > MAX_SWEEP_POINTS {
+            return Err(bad());
+        }
+        (lo..=hi).collect()
+    } else {
+        let v = spec.split(',').map(num).collect::<Result<Vec<_>, _>>()?;
+        if v.len() > MAX_SWEEP_POINTS || v.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(bad());
+        }
+        v
+    };
+    if points.len() < 2 {
+        return Err(bad());
+    }
+    Ok(Sweep {
+        axis,
+        points,
+        spec: s.to_string(),
+    })
 }
 
 fn parse_secs(s: &str, lo: f64, what: &str) -> Result<f64, String> {
@@ -235,6 +311,8 @@ pub struct Plan {
     pub stable_lag: u64,
     pub oldest_lag: u64,
     pub worst: usize,
+    /// The swept axis when the configurations came from `--sweep`.
+    pub sweep: Option<Axis>,
     pub json: bool,
     pub progress: bool,
     /// The picture's path and the file, created (so an unwritable path is
@@ -306,7 +384,55 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
     }
     let tail = workload == Workload::Tail;
     let (dr, dw) = if tail { (4, 8) } else { (8, 4) };
-    let configs = if cli.configs.is_empty() {
+    let configs = if let Some(sw) = &cli.sweep {
+        let spec = &sw.spec;
+        if !matches!(workload, Workload::ReadTs | Workload::Tail) {
+            return Err(invalid(
+                "--sweep",
+                spec,
+                "sweeps read-ts and tail runs only",
+            ));
+        }
+        if !cli.configs.is_empty() {
+            return Err(invalid(
+                "--sweep",
+                spec,
+                "names its own configurations: want --sweep or --configs, not both (fix the other side with --readers or --writers)",
+            ));
+        }
+        let swept_flag_given = match sw.axis {
+            Axis::Readers => cli.readers.is_some(),
+            Axis::Writers => cli.writers.is_some(),
+        };
+        if swept_flag_given {
+            return Err(invalid(
+                "--sweep",
+                spec,
+                format_args!(
+                    "sweeps {0}; drop --{0} (only the other side may be fixed)",
+                    sw.axis.name()
+                ),
+            ));
+        }
+        let fixed = match sw.axis {
+            Axis::Readers => cli.writers.map_or(dw, |x| x as usize),
+            Axis::Writers => cli.readers.map_or(dr, |x| x as usize),
+        };
+        if fixed == 0 && sw.points[0] == 0 {
+            return Err(invalid(
+                "--sweep",
+                spec,
+                "the point 0 with the other side at 0 runs nothing; want at least one reader or one writer in every point",
+            ));
+        }
+        sw.points
+            .iter()
+            .map(|&n| match sw.axis {
+                Axis::Readers => (n, fixed),
+                Axis::Writers => (fixed, n),
+            })
+            .collect()
+    } else if cli.configs.is_empty() {
         let r = cli.readers.map_or(dr, |x| x as usize);
         let w = cli.writers.map_or(dw, |x| x as usize);
         if r == 0 && w == 0 {
@@ -394,6 +520,7 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
         stable_lag: cli.stable_lag,
         oldest_lag: cli.oldest_lag,
         worst: cli.worst as usize,
+        sweep: cli.sweep.as_ref().map(|s| s.axis),
         json: cli.json,
         progress: !cli.no_progress,
         plot,
@@ -410,6 +537,35 @@ mod tests {
         assert_eq!(parse_config(" 0/4"), Ok((0, 4)));
         for bad in ["8x4", "", "/", "0/0", "-1/4", "513/1", "a/b", "1/2/3"] {
             assert!(parse_config(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn sweeps_parse_and_refuse() {
+        let r = parse_sweep("readers=1..4").expect("a range");
+        assert_eq!((r.axis, r.points), (Axis::Readers, vec![1, 2, 3, 4]));
+        let w = parse_sweep("writers=0,2,8").expect("a list");
+        assert_eq!((w.axis, w.points), (Axis::Writers, vec![0, 2, 8]));
+        assert_eq!(
+            parse_sweep("readers=1..=3").map(|s| s.points),
+            Ok(vec![1, 2, 3])
+        );
+        for bad in [
+            "",
+            "readers",
+            "readers=",
+            "threads=1..4",
+            "readers=4..1",
+            "readers=3..3",
+            "readers=1..513",
+            "readers=-1..4",
+            "readers=1..65",
+            "readers=4,2",
+            "readers=2,2",
+            "readers=1,x",
+            "readers=a..b",
+        ] {
+            assert!(parse_sweep(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -186,52 +186,256 @@ impl WorstList {
 /// Sleeps through warm-up and the measured window, ticking the progress
 /// bar; returns the measured seconds.
 pub fn run_phases(ctl: &Ctl, warmup: f64, seconds: f64, pb: &ProgressBar) -> f64 {
+    run_phases_sampled(ctl, warmup, seconds, pb).seconds
+}
+
+/// How many of this process's threads, other than the caller, are
+/// runnable (running or waiting for a CPU) now, from
+/// `/proc/self/task/*/stat`; `None` where that cannot be read.
+pub fn runnable_threads() -> Option<u64> {
+    let mut n = 0u64;
+    for t in std::fs::read_dir("/proc/self/task").ok()? {
+        let Ok(t) = t else { continue };
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
+            continue;
+        };
+        // "pid (comm) S ...": the state follows the last ')'.
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.trim_start().chars().next());
+        if state == Some('R') {
+            n += 1;
+        }
+    }
+    // The caller is running while it reads.
+    Some(n.saturating_sub(1))
+}
+
+/// Scheduler counters summed over this process's threads, from
+/// `/proc/self/task/*/schedstat` (ns on a CPU, ns waiting on a run queue)
+/// and `/proc/self/task/*/status` (context switches).
+#[derive(Serialize, Clone, Copy, Debug, Default)]
+pub struct Sched {
+    pub on_cpu_ns: u64,
+    pub runqueue_wait_ns: u64,
+    /// The thread blocked (a futex sleep, a lock parked, a sleep).
+    pub voluntary_switches: u64,
+    /// The thread was preempted while it could still run.
+    pub involuntary_switches: u64,
+}
+
+impl Sched {
+    /// Now, or `None` where the files cannot be read.
+    pub fn now() -> Option<Sched> {
+        let mut s = Sched::default();
+        for t in std::fs::read_dir("/proc/self/task").ok()? {
+            let Ok(t) = t else { continue };
+            if let Ok(st) = std::fs::read_to_string(t.path().join("schedstat")) {
+                let mut f = st.split_whitespace().map(|x| x.parse::<u64>().unwrap_or(0));
+                s.on_cpu_ns += f.next().unwrap_or(0);
+                s.runqueue_wait_ns += f.next().unwrap_or(0);
+            }
+            if let Ok(st) = std::fs::read_to_string(t.path().join("status")) {
+                for l in st.lines() {
+                    let v = |l: &str| {
+                        l.split_once(':')
+                            .and_then(|(_, v)| v.trim().parse::<u64>().ok())
+                            .unwrap_or(0)
+                    };
+                    if l.starts_with("voluntary_ctxt_switches") {
+                        s.voluntary_switches += v(l);
+                    } else if l.starts_with("nonvoluntary_ctxt_switches") {
+                        s.involuntary_switches += v(l);
+                    }
+                }
+            }
+        }
+        Some(s)
+    }
+
+    /// `later - self`, counter by counter.
+    pub fn until(&self, later: &Sched) -> Sched {
+        Sched {
+            on_cpu_ns: later.on_cpu_ns.saturating_sub(self.on_cpu_ns),
+            runqueue_wait_ns: later.runqueue_wait_ns.saturating_sub(self.runqueue_wait_ns),
+            voluntary_switches: later
+                .voluntary_switches
+                .saturating_sub(self.voluntary_switches),
+            involuntary_switches: later
+                .involuntary_switches
+                .saturating_sub(self.involuntary_switches),
+        }
+    }
+}
+
+/// What [`run_phases_sampled`] saw of the scheduler in the measured window.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Phases {
+    pub seconds: f64,
+    /// Mean runnable threads besides the caller (20 ms samples).
+    pub runnable: Option<f64>,
+    /// Scheduler counter deltas over the window (every thread).
+    pub sched: Option<Sched>,
+}
+
+/// [`run_phases`], and the mean number of runnable threads of this process
+/// (other than the caller) over the measured window, sampled every 20 ms:
+/// with more runnable threads than cores, a thread waits for a CPU however
+/// cheap its transaction is.
+pub fn run_phases_sampled(ctl: &Ctl, warmup: f64, seconds: f64, pb: &ProgressBar) -> Phases {
     // The driver's own tests (tests/cli.rs) panic here, on the main thread
     // while every worker runs, to show that the panic hook ends the process
     // (a scope would otherwise wait forever for workers nobody stops).
     if std::env::var_os("SNAPSHOT_BENCH_TEST_PANIC").is_some() {
         panic!("SNAPSHOT_BENCH_TEST_PANIC is set: panicking with the workers running");
     }
-    let tick = |secs: f64| {
+    let (mut sum, mut samples, mut readable) = (0u64, 0u64, true);
+    let mut tick = |secs: f64, sample: bool| {
         let end = Instant::now() + Duration::from_secs_f64(secs);
         let mut last = Instant::now();
         while Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(50).min(end - Instant::now()));
+            let nap = if sample { 20 } else { 50 };
+            std::thread::sleep(Duration::from_millis(nap).min(end - Instant::now()));
+            if sample && readable {
+                match runnable_threads() {
+                    Some(n) => {
+                        sum += n;
+                        samples += 1;
+                    }
+                    None => readable = false,
+                }
+            }
             let now = Instant::now();
             pb.inc((now - last).as_millis() as u64);
             last = now;
         }
     };
-    tick(warmup);
+    tick(warmup, false);
     let t0 = Instant::now();
     ctl.phase.store(MEASURE, Ordering::Relaxed);
-    tick(seconds);
+    let s0 = Sched::now();
+    tick(seconds, true);
     ctl.phase.store(STOP, Ordering::Relaxed);
-    t0.elapsed().as_secs_f64()
+    let s1 = Sched::now();
+    let secs = t0.elapsed().as_secs_f64();
+    let mean = (readable && samples > 0).then(|| sum as f64 / samples as f64);
+    Phases {
+        seconds: secs,
+        runnable: mean,
+        sched: s0.zip(s1).map(|(a, b)| a.until(&b)),
+    }
+}
+
+/// What the timekeeper saw in the measured window: how long each
+/// `set_timestamps` call took (the stable setter waits there for commits
+/// holding a claim at or below the new stable), and how late each 1 ms
+/// sleep woke up (a scheduling-delay probe that involves no engine at all).
+#[derive(Serialize, Clone, Debug)]
+pub struct Timekeeping {
+    /// `set_timestamps` calls in the measured window.
+    pub calls: u64,
+    /// Their durations.
+    pub set_ns: Pct,
+    /// When the slowest one ended, in ms after the window opened.
+    pub set_max_at_ms: f64,
+    /// How far past its 1 ms each sleep woke.
+    pub late_ns: Pct,
+    /// When the latest wake-up was, in ms after the window opened.
+    pub late_max_at_ms: f64,
+    #[serde(skip)]
+    pub set_hist: Histogram<u64>,
+    #[serde(skip)]
+    pub late_hist: Histogram<u64>,
+}
+
+impl Timekeeping {
+    /// An empty record (no calls yet).
+    pub fn new() -> Timekeeping {
+        Timekeeping {
+            calls: 0,
+            set_ns: Pct::default(),
+            set_max_at_ms: 0.0,
+            late_ns: Pct::default(),
+            late_max_at_ms: 0.0,
+            set_hist: new_hist(),
+            late_hist: new_hist(),
+        }
+    }
+
+    /// Folds `o` (another round) into `self`; the "at" times keep the
+    /// slowest one's.
+    pub fn add(&mut self, o: &Timekeeping) {
+        if o.set_ns.max > self.set_ns.max {
+            self.set_max_at_ms = o.set_max_at_ms;
+        }
+        if o.late_ns.max > self.late_ns.max {
+            self.late_max_at_ms = o.late_max_at_ms;
+        }
+        self.calls += o.calls;
+        self.set_hist.add(&o.set_hist).expect("same bounds");
+        self.late_hist.add(&o.late_hist).expect("same bounds");
+        self.set_ns = Pct::of(&self.set_hist);
+        self.late_ns = Pct::of(&self.late_hist);
+    }
 }
 
 /// The timekeeper of W1/W4: every 1 ms, stable = last commit ts - `stable_lag`
 /// and oldest = stable - `oldest_lag`, both clamped at 1 and only moved
-/// forward.
-pub fn timekeeper<P: Protocol>(e: &Engine<P>, ctl: &Ctl, stable_lag: u64, oldest_lag: u64) {
+/// forward. Times its own `set_timestamps` calls and sleeps (measured
+/// window only; two clock reads per 1 ms tick).
+pub fn timekeeper<P: Protocol>(
+    e: &Engine<P>,
+    ctl: &Ctl,
+    stable_lag: u64,
+    oldest_lag: u64,
+) -> Timekeeping {
+    let mut tk = Timekeeping::new();
     let mut cur = ctl.stable.load(Ordering::Relaxed);
+    let mut t0: Option<Instant> = None;
     while ctl.phase() != STOP {
+        let slept = Instant::now();
         std::thread::sleep(Duration::from_millis(1));
+        let woke = Instant::now();
+        let measuring = ctl.phase() == MEASURE;
+        if measuring && t0.is_none() {
+            t0 = Some(woke);
+        }
+        let at_ms = |t: Instant| t0.map_or(0.0, |t0| (t - t0).as_secs_f64() * 1e3);
+        if measuring {
+            let late = ((woke - slept).as_nanos() as u64).saturating_sub(1_000_000);
+            if late >= tk.late_hist.max() {
+                tk.late_max_at_ms = at_ms(woke);
+            }
+            tk.late_hist.saturating_record(late.max(1));
+        }
         let last = ctl.ts.load(Ordering::Relaxed);
         let stable = last.saturating_sub(stable_lag).max(1);
         if stable <= cur {
             continue;
         }
         let oldest = stable.saturating_sub(oldest_lag).max(1);
+        let t = Instant::now();
         e.set_timestamps(TimestampUpdate {
             oldest: Some(Timestamp::new(oldest)),
             stable: Some(Timestamp::new(stable)),
             durable: None,
         })
         .expect("timekeeper moves timestamps forward only");
+        if measuring {
+            let done = Instant::now();
+            let ns = (done - t).as_nanos() as u64;
+            if ns >= tk.set_hist.max() {
+                tk.set_max_at_ms = at_ms(done);
+            }
+            tk.set_hist.saturating_record(ns.max(1));
+            tk.calls += 1;
+        }
         cur = stable;
         ctl.stable.store(stable, Ordering::Relaxed);
     }
+    tk.set_ns = Pct::of(&tk.set_hist);
+    tk.late_ns = Pct::of(&tk.late_hist);
+    tk
 }
 
 /// Loads `keys` keys with `value_size`-byte values, committed at ts 1, and

@@ -212,6 +212,10 @@ fn read_ts(plan: &Plan) {
         all_configs.push(((readers, writers), per));
     }
     pb.finish_and_clear();
+    let sweep = plan.sweep.map(|axis| report::sweep_of(axis, &all_configs));
+    if let (Some(sw), false) = (&sweep, plan.json) {
+        report::print_sweep(sw, rounds);
+    }
     if let Some((path, file)) = &plan.plot {
         let title = format!(
             "{} ({}), {} keys, {seconds} s after {warmup} s warm-up, {rounds} rounds",
@@ -219,7 +223,11 @@ fn read_ts(plan: &Plan) {
             if tail { "W4" } else { "W1" },
             common::fmt_int(plan.keys as f64),
         );
-        match plot::draw(file, &title, &all_configs) {
+        let drawn = match &sweep {
+            Some(sw) => plot::draw_sweep(file, &title, sw),
+            None => plot::draw(file, &title, &all_configs),
+        };
+        match drawn {
             Ok(()) => {
                 if !plan.json {
                     println!("picture: {}", path.display());
@@ -244,6 +252,7 @@ fn read_ts(plan: &Plan) {
             // README documents; every configuration under "configs".
             "engines": json_configs[0]["engines"].clone(),
             "configs": json_configs,
+            "sweep": sweep,
         });
         println!("{}", serde_json::to_string_pretty(&v).expect("json"));
     }

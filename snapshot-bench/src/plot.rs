@@ -279,6 +279,220 @@ where
     Ok(())
 }
 
+/// Draws a `--sweep` into `out`: reader and writer throughput against the
+/// swept thread count, one curve per engine (median, whisker min-max over
+/// rounds), and below them the first engine's median throughput as a
+/// ratio to each other engine's at every point (1.0 = the same).
+///
+/// # Errors
+///
+/// A drawing or write error.
+pub fn draw_sweep(
+    mut out: &std::fs::File,
+    title: &str,
+    sw: &crate::report::SweepResult,
+) -> Result<(), DynError> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1200, 900)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let root = root.titled(title, ("sans-serif", 22))?;
+        let (top, bottom) = root.split_vertically(470);
+        let (left, right) = top.split_horizontally(600);
+        sweep_panel(&left, "reader transactions/s", sw, |c| &c.readers)?;
+        sweep_panel(&right, "writer transactions/s", sw, |c| &c.writers)?;
+        sweep_ratio(&bottom, sw)?;
+        root.present()?;
+    }
+    out.write_all(svg.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Labels only whole thread counts (plotters also places ticks between).
+fn whole(x: &f64) -> String {
+    if (x - x.round()).abs() < 1e-6 {
+        format!("{x:.0}")
+    } else {
+        String::new()
+    }
+}
+
+/// Enough ticks that every whole count up to 32 can be labelled.
+fn sweep_ticks(sw: &crate::report::SweepResult) -> usize {
+    let lo = sw.points.first().copied().unwrap_or(0);
+    let hi = sw.points.last().copied().unwrap_or(1);
+    (hi - lo + 3).min(34)
+}
+
+fn sweep_x_range(sw: &crate::report::SweepResult) -> std::ops::Range<f64> {
+    let lo = sw.points.first().copied().unwrap_or(0) as f64;
+    let hi = sw.points.last().copied().unwrap_or(1) as f64;
+    let pad = ((hi - lo) * 0.05).max(0.5);
+    (lo - pad)..(hi + pad)
+}
+
+fn sweep_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    caption: &str,
+    sw: &crate::report::SweepResult,
+    f: fn(&crate::report::SweepCurve) -> &Vec<(f64, f64, f64)>,
+) -> Result<(), DynError>
+where
+    DB::ErrorType: 'static,
+{
+    let other = if sw.axis == "readers" {
+        "writers"
+    } else {
+        "readers"
+    };
+    let top = sw
+        .curves
+        .iter()
+        .flat_map(|c| f(c).iter().map(|p| p.2))
+        .fold(0.0f64, f64::max)
+        .max(1.0)
+        * 1.2;
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            format!("{caption}, {} {other} (median, whisker min-max)", sw.fixed),
+            ("sans-serif", 15),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(64)
+        .build_cartesian_2d(sweep_x_range(sw), 0f64..top)?;
+    chart
+        .configure_mesh()
+        .x_desc(sw.axis)
+        .y_desc("transactions/s")
+        .x_labels(sweep_ticks(sw))
+        .x_label_formatter(&whole)
+        .y_label_formatter(&|y| short(*y))
+        .draw()?;
+    for (ei, c) in sw.curves.iter().enumerate() {
+        let col = color(ei);
+        let pts: Vec<(f64, (f64, f64, f64))> = sw
+            .points
+            .iter()
+            .zip(f(c))
+            .map(|(&x, &m)| (x as f64, m))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(
+                pts.iter().map(|&(x, (m, _, _))| (x, m)),
+                col.stroke_width(2),
+            ))?
+            .label(c.engine)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
+        chart.draw_series(
+            pts.iter()
+                .map(|&(x, (m, _, _))| Circle::new((x, m), 4, col.filled())),
+        )?;
+        chart.draw_series(pts.iter().map(|&(x, (_, lo, hi))| {
+            PathElement::new(vec![(x, lo), (x, hi)], col.stroke_width(1))
+        }))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
+fn sweep_ratio<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    sw: &crate::report::SweepResult,
+) -> Result<(), DynError>
+where
+    DB::ErrorType: 'static,
+{
+    let Some((first, rest)) = sw.curves.split_first() else {
+        return Ok(());
+    };
+    type Side = fn(&crate::report::SweepCurve) -> &Vec<(f64, f64, f64)>;
+    let sides: [(&str, Side); 2] = [("readers", |c| &c.readers), ("writers", |c| &c.writers)];
+    // (legend, colour index, dashed (writers), points)
+    type Series = (String, usize, bool, Vec<(f64, f64)>);
+    let mut series: Vec<Series> = Vec::new();
+    for (oi, o) in rest.iter().enumerate() {
+        for (si, (side, f)) in sides.iter().enumerate() {
+            let pts: Vec<(f64, f64)> = sw
+                .points
+                .iter()
+                .zip(f(first).iter().zip(f(o)))
+                .filter(|(_, (a, b))| a.0 > 0.0 && b.0 > 0.0)
+                .map(|(&x, (a, b))| (x as f64, a.0 / b.0))
+                .collect();
+            if !pts.is_empty() {
+                series.push((
+                    format!("{side}: {} / {}", first.engine, o.engine),
+                    oi + 1,
+                    si == 1,
+                    pts,
+                ));
+            }
+        }
+    }
+    let (lo, hi) = series
+        .iter()
+        .flat_map(|s| s.3.iter().map(|p| p.1))
+        .fold((1.0f64, 1.0f64), |(lo, hi), y| (lo.min(y), hi.max(y)));
+    let pad = ((hi - lo) * 0.15).max(0.05);
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            format!(
+                "{} median throughput as a ratio to each other engine's (1.0 = the same; dashed: writers)",
+                first.engine
+            ),
+            ("sans-serif", 15),
+        )
+        .margin(12)
+        .margin_right(40)
+        .x_label_area_size(40)
+        .y_label_area_size(64)
+        // Headroom above the curves for the legend (upper right).
+        .build_cartesian_2d(sweep_x_range(sw), (lo - pad)..(hi + 3.0 * pad))?;
+    chart
+        .configure_mesh()
+        .x_desc(sw.axis)
+        .y_desc("ratio")
+        .x_labels(sweep_ticks(sw))
+        .x_label_formatter(&whole)
+        .y_label_formatter(&|y| format!("{y:.2}"))
+        .draw()?;
+    let r = sweep_x_range(sw);
+    chart.draw_series(LineSeries::new(
+        [(r.start, 1.0), (r.end, 1.0)],
+        BLACK.mix(0.4).stroke_width(1),
+    ))?;
+    for (name, ci, dashed, pts) in series {
+        let col = color(ci);
+        let style = col.stroke_width(if dashed { 1 } else { 2 });
+        if dashed {
+            chart
+                .draw_series(DashedLineSeries::new(pts.clone(), 6, 4, style))?
+                .label(name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+        } else {
+            chart
+                .draw_series(LineSeries::new(pts.clone(), style))?
+                .label(name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+        }
+        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, col.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,8 @@
 //! moving stable and oldest every millisecond.
 
 use crate::common::{
-    key, load, new_hist, run_phases, timekeeper, Ctl, Rng, Worst, WorstList, MEASURE, STOP,
+    key, load, new_hist, run_phases_sampled, timekeeper, Ctl, Rng, Sched, Timekeeping, Worst,
+    WorstList, MEASURE, STOP,
 };
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
@@ -41,6 +42,16 @@ pub struct Out {
     /// Shim-counted read-modify-writes in reader threads (None without
     /// the `count-rmw` feature or for peers).
     pub reader_rmw: Option<u64>,
+    /// The same in writer threads (every write transaction's RMWs, commit
+    /// retries and pruning included).
+    pub writer_rmw: Option<u64>,
+    /// How long the timekeeper's `set_timestamps` calls took in the
+    /// measured window (None for peers).
+    pub timekeeper: Option<Timekeeping>,
+    /// Mean runnable threads of the process over the window (sampled).
+    pub runnable: Option<f64>,
+    /// Scheduler counters of every thread over the window.
+    pub sched: Option<Sched>,
     /// Counter deltas of the reader sessions over the measured window.
     pub reader_stats: Option<Stats>,
     /// Counter deltas of the writer sessions.
@@ -173,6 +184,7 @@ fn writer<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
     let opts = TxnOptions::default();
     let (mut txns, mut aborts, mut measuring) = (0u64, 0u64, false);
     let mut base_stats = s.stats();
+    let mut base_rmw = thread_rmw_count();
     let mut t0 = Instant::now();
     let mut last = Instant::now();
     let mut n = 0u64;
@@ -184,6 +196,7 @@ fn writer<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
         if ph == MEASURE && !measuring {
             measuring = true;
             base_stats = s.stats();
+            base_rmw = thread_rmw_count();
             t0 = Instant::now();
             last = t0;
         }
@@ -225,10 +238,11 @@ fn writer<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
         }
         last = now;
     }
+    let end_rmw = thread_rmw_count();
     ThreadOut {
         txns,
         aborts,
-        rmw: None,
+        rmw: end_rmw.zip(base_rmw).map(|(a, b)| a - b),
         stats: Some(delta(&base_stats, &s.stats())),
         hist,
         worst: worst.v,
@@ -243,7 +257,7 @@ pub fn run<P: Protocol>(p: &Params, pb: &ProgressBar) -> Out {
     });
     load(&e, p.keys, p.value_size);
     let ctl = Ctl::new(1);
-    let (rs, ws, secs) = std::thread::scope(|sc| {
+    let (rs, ws, secs, tk) = std::thread::scope(|sc| {
         let (e, ctl) = (&e, &ctl);
         let tk = sc.spawn(move || timekeeper(e, ctl, p.stable_lag, p.oldest_lag));
         let rh: Vec<_> = (0..p.readers)
@@ -252,13 +266,17 @@ pub fn run<P: Protocol>(p: &Params, pb: &ProgressBar) -> Out {
         let wh: Vec<_> = (0..p.writers)
             .map(|i| sc.spawn(move || writer(e, ctl, p, p.readers + i)))
             .collect();
-        let secs = run_phases(ctl, p.warmup, p.seconds, pb);
+        let secs = run_phases_sampled(ctl, p.warmup, p.seconds, pb);
         let rs: Vec<ThreadOut> = rh.into_iter().map(|h| h.join().expect("reader")).collect();
         let ws: Vec<ThreadOut> = wh.into_iter().map(|h| h.join().expect("writer")).collect();
-        tk.join().expect("timekeeper");
-        (rs, ws, secs)
+        let tk = tk.join().expect("timekeeper");
+        (rs, ws, secs, tk)
     });
-    merge(secs, rs, ws, p.worst)
+    let mut out = merge(secs.seconds, rs, ws, p.worst);
+    out.timekeeper = Some(tk);
+    out.runnable = secs.runnable;
+    out.sched = secs.sched;
+    out
 }
 
 fn merge(seconds: f64, rs: Vec<ThreadOut>, ws: Vec<ThreadOut>, worst: usize) -> Out {
@@ -267,6 +285,7 @@ fn merge(seconds: f64, rs: Vec<ThreadOut>, ws: Vec<ThreadOut>, worst: usize) -> 
     let mut reader_stats = Stats::default();
     let mut writer_stats = Stats::default();
     let mut reader_rmw = Some(0);
+    let mut writer_rmw = Some(0);
     for r in &rs {
         read_hist.add(&r.hist).expect("same bounds");
         if let Some(s) = &r.stats {
@@ -275,6 +294,7 @@ fn merge(seconds: f64, rs: Vec<ThreadOut>, ws: Vec<ThreadOut>, worst: usize) -> 
         reader_rmw = reader_rmw.zip(r.rmw).map(|(a, b)| a + b);
     }
     for w in &ws {
+        writer_rmw = writer_rmw.zip(w.rmw).map(|(a, b)| a + b);
         write_hist.add(&w.hist).expect("same bounds");
         if let Some(s) = &w.stats {
             add_stats(&mut writer_stats, s);
@@ -288,6 +308,10 @@ fn merge(seconds: f64, rs: Vec<ThreadOut>, ws: Vec<ThreadOut>, worst: usize) -> 
         writer_aborts: ws.iter().map(|w| w.aborts).sum(),
         reader_read_ts_retries: rs.iter().map(|r| r.aborts).sum(),
         reader_rmw: if rs.is_empty() { None } else { reader_rmw },
+        writer_rmw: if ws.is_empty() { None } else { writer_rmw },
+        timekeeper: None,
+        runnable: None,
+        sched: None,
         reader_stats: has_stats.then_some(reader_stats),
         writer_stats: has_stats.then_some(writer_stats),
         read_hist,

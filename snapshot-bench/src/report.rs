@@ -1,6 +1,6 @@
 //! Turning runs into rounds, tables and JSON.
 
-use crate::common::{fmt_int, fmt_ns, new_hist, Pct, Worst};
+use crate::common::{fmt_int, fmt_ns, new_hist, Pct, Sched, Timekeeping, Worst};
 use crate::readts::Out;
 use crate::stats::{mann_whitney_p, median, min_max, rounds_won};
 use hdrhistogram::Histogram;
@@ -25,6 +25,11 @@ pub struct Round {
     /// read-only transaction (for the baselines: plus two per lock
     /// acquisition). `null` unless built with `--features count-rmw`.
     pub shared_rmw_per_read_txn: Option<f64>,
+    /// The same per write transaction (every writer-thread RMW through the
+    /// shim, commit-timestamp retries, conflicts and pruning included,
+    /// divided by the writer sessions' begins). `null` unless built with
+    /// `--features count-rmw`.
+    pub shared_rmw_per_write_txn: Option<f64>,
     /// Read-modify-writes on the shared lock word per reader transaction:
     /// two (acquire, release) per read or write lock acquisition of the
     /// reader sessions, from the counters every build keeps. `null` for
@@ -38,6 +43,16 @@ pub struct Round {
     pub lock_wait_ns_per_write_txn: Option<f64>,
     pub read_latency_ns: Pct,
     pub write_latency_ns: Pct,
+    /// The timekeeper's `set_timestamps` durations and 1 ms sleep
+    /// overshoots (`null` for peers).
+    pub timekeeper: Option<Timekeeping>,
+    /// Mean runnable threads of the driver process (besides its main
+    /// thread) over the measured window, sampled every 20 ms from
+    /// `/proc/self/task`; `null` where that cannot be read.
+    pub runnable_threads: Option<f64>,
+    /// Scheduler counters of every driver thread over the window
+    /// (`/proc/self/task`); `null` where they cannot be read.
+    pub sched: Option<Sched>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub worst: Vec<Worst>,
     #[serde(skip)]
@@ -64,6 +79,9 @@ impl Round {
             writer_conflicts: o.writer_aborts,
             reader_read_ts_retries: o.reader_read_ts_retries,
             shared_rmw_per_read_txn: o.reader_rmw.and_then(|r| per(r, rb.max(o.reader_txns))),
+            shared_rmw_per_write_txn: o
+                .writer_rmw
+                .and_then(|r| per(r, wb.max(o.writer_txns + o.writer_aborts))),
             lock_word_rmw_per_read_txn: rs.and_then(|s| {
                 per(
                     2 * (s.read_lock_acquisitions + s.write_lock_acquisitions),
@@ -78,6 +96,9 @@ impl Round {
             lock_wait_ns_per_write_txn: ws.and_then(|s| per(s.lock_wait_ns, wb)),
             read_latency_ns: Pct::of(&o.read_hist),
             write_latency_ns: Pct::of(&o.write_hist),
+            timekeeper: o.timekeeper,
+            runnable_threads: o.runnable,
+            sched: o.sched,
             worst: o.worst,
             read_hist: o.read_hist,
             write_hist: o.write_hist,
@@ -150,11 +171,12 @@ fn med_opt(xs: Vec<Option<f64>>, digits: usize) -> String {
 pub fn print_read_ts(title: &str, engines: &[EngineRounds], cmps: &[Comparison]) {
     println!("{title}");
     println!(
-        "{:<10} {:>32} {:>32} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}",
+        "{:<10} {:>32} {:>32} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}",
         "engine",
         "reader txn/s median (min-max)",
         "writer txn/s median (min-max)",
         "rmw/rtxn",
+        "rmw/wtxn",
         "rlock/rtxn",
         "rebuild/rtxn",
         "waitns/rtxn",
@@ -174,11 +196,12 @@ pub fn print_read_ts(title: &str, engines: &[EngineRounds], cmps: &[Comparison])
         };
         let maxv = r.iter().map(|x| x.read_latency_ns.max).max().unwrap_or(0);
         println!(
-            "{:<10} {:>32} {:>32} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}",
+            "{:<10} {:>32} {:>32} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}",
             e.engine,
             med_range(&r.iter().map(|x| x.reader_txn_per_s).collect::<Vec<_>>()),
             med_range(&r.iter().map(|x| x.writer_txn_per_s).collect::<Vec<_>>()),
             med_opt(r.iter().map(|x| x.shared_rmw_per_read_txn).collect(), 3),
+            med_opt(r.iter().map(|x| x.shared_rmw_per_write_txn).collect(), 3),
             med_opt(r.iter().map(|x| x.read_locks_per_read_txn).collect(), 3),
             med_opt(
                 r.iter().map(|x| x.snapshot_rebuilds_per_read_txn).collect(),
@@ -320,6 +343,13 @@ pub fn print_headline(engines: &[EngineRounds]) {
             shim.join(" vs ")
         );
     }
+    let shim_w = figs(|r| r.shared_rmw_per_write_txn);
+    if !shim_w.is_empty() {
+        println!(
+            "per write transaction: every read-modify-write through the sync shim: {} (count-rmw build; baselines: + 2 per lock acquisition, see \"per writer txn\")",
+            shim_w.join(" vs ")
+        );
+    }
 }
 
 /// Latency buckets of the tail report: [lo, hi) in ns.
@@ -368,6 +398,12 @@ pub struct Tail {
     pub mean_ns: f64,
     pub buckets: Vec<(String, u64)>,
     pub worst: Vec<Worst>,
+    /// The timekeeper over all rounds (`null` for peers).
+    pub timekeeper: Option<Timekeeping>,
+    /// Median over rounds of the mean runnable threads.
+    pub runnable_threads: Option<f64>,
+    /// The scheduler counters summed over rounds.
+    pub sched: Option<Sched>,
 }
 
 pub fn tail_of(e: &EngineRounds, worst: usize) -> Tail {
@@ -392,6 +428,31 @@ pub fn tail_of(e: &EngineRounds, worst: usize) -> Tail {
             .map(|(b, c)| (b.2.to_string(), c))
             .collect(),
         worst: crate::common::WorstList::merge(e.rounds.iter().map(|x| x.worst.clone()), worst),
+        timekeeper: e.rounds.iter().filter_map(|x| x.timekeeper.as_ref()).fold(
+            None,
+            |acc: Option<Timekeeping>, t| {
+                let mut a = acc.unwrap_or_else(Timekeeping::new);
+                a.add(t);
+                Some(a)
+            },
+        ),
+        runnable_threads: {
+            let v: Vec<f64> = e.rounds.iter().filter_map(|x| x.runnable_threads).collect();
+            (!v.is_empty()).then(|| median(&v))
+        },
+        sched: e
+            .rounds
+            .iter()
+            .filter_map(|x| x.sched)
+            .fold(None, |acc: Option<Sched>, s| {
+                let a = acc.unwrap_or_default();
+                Some(Sched {
+                    on_cpu_ns: a.on_cpu_ns + s.on_cpu_ns,
+                    runqueue_wait_ns: a.runqueue_wait_ns + s.runqueue_wait_ns,
+                    voluntary_switches: a.voluntary_switches + s.voluntary_switches,
+                    involuntary_switches: a.involuntary_switches + s.involuntary_switches,
+                })
+            }),
     }
 }
 
@@ -450,6 +511,43 @@ pub fn print_tail(title: &str, tails: &[Tail]) {
         }
         println!();
     }
+    println!("\nwhat the driver saw around the engines (all rounds):");
+    for t in tails {
+        if let Some(k) = &t.timekeeper {
+            println!(
+                "  {:<10} timekeeper set_timestamps: {} calls, p50 {}, p99 {}, p99.9 {}, max {} (at {:.1} ms); 1 ms sleep woke late by p50 {}, p99 {}, max {} (at {:.1} ms)",
+                t.engine,
+                fmt_int(k.calls as f64),
+                fmt_ns(k.set_ns.p50),
+                fmt_ns(k.set_ns.p99),
+                fmt_ns(k.set_ns.p999),
+                fmt_ns(k.set_ns.max),
+                k.set_max_at_ms,
+                fmt_ns(k.late_ns.p50),
+                fmt_ns(k.late_ns.p99),
+                fmt_ns(k.late_ns.max),
+                k.late_max_at_ms,
+            );
+        }
+        if let Some(n) = t.runnable_threads {
+            println!(
+                "  {:<10} runnable driver threads (mean over 20 ms samples, median over rounds): {n:.1}",
+                t.engine
+            );
+        }
+        if let Some(s) = &t.sched {
+            let total = (s.on_cpu_ns + s.runqueue_wait_ns).max(1) as f64;
+            println!(
+                "  {:<10} driver threads: {:.2} s on a CPU, {:.2} s runnable but waiting for one ({:.1}% of runnable time); {} voluntary (blocked) and {} involuntary (preempted) context switches",
+                t.engine,
+                s.on_cpu_ns as f64 / 1e9,
+                s.runqueue_wait_ns as f64 / 1e9,
+                100.0 * s.runqueue_wait_ns as f64 / total,
+                fmt_int(s.voluntary_switches as f64),
+                fmt_int(s.involuntary_switches as f64),
+            );
+        }
+    }
     for t in tails {
         println!("\n{}: the {} slowest transactions", t.engine, t.worst.len());
         for (i, w) in t.worst.iter().enumerate() {
@@ -463,6 +561,120 @@ pub fn print_tail(title: &str, tails: &[Tail]) {
                 w.at_ms
             );
         }
+    }
+    println!();
+}
+
+/// One engine's curve in a sweep: per point, the median and min-max over
+/// rounds of reader and writer transactions/s.
+#[derive(Serialize, Clone, Debug)]
+pub struct SweepCurve {
+    pub engine: &'static str,
+    /// (median, min, max) reader txn/s per point.
+    pub readers: Vec<(f64, f64, f64)>,
+    /// (median, min, max) writer txn/s per point.
+    pub writers: Vec<(f64, f64, f64)>,
+}
+
+/// A `--sweep`'s result: the swept axis, its points, the fixed other side,
+/// and each engine's curve.
+#[derive(Serialize, Clone, Debug)]
+pub struct SweepResult {
+    pub axis: &'static str,
+    pub points: Vec<usize>,
+    /// The other side's thread count, the same in every point.
+    pub fixed: usize,
+    pub curves: Vec<SweepCurve>,
+}
+
+/// Collects the sweep's curves from the configurations just run.
+pub fn sweep_of(
+    axis: crate::cli::Axis,
+    configs: &[((usize, usize), Vec<EngineRounds>)],
+) -> SweepResult {
+    use crate::cli::Axis;
+    let point = |c: &(usize, usize)| match axis {
+        Axis::Readers => c.0,
+        Axis::Writers => c.1,
+    };
+    let fixed = configs.first().map_or(0, |(c, _)| match axis {
+        Axis::Readers => c.1,
+        Axis::Writers => c.0,
+    });
+    let engines = configs.first().map_or(0, |(_, es)| es.len());
+    let mmm = |v: Vec<f64>| {
+        let (lo, hi) = min_max(&v);
+        (median(&v), lo, hi)
+    };
+    let curves = (0..engines)
+        .map(|ei| SweepCurve {
+            engine: configs[0].1[ei].engine,
+            readers: configs
+                .iter()
+                .map(|(_, es)| mmm(es[ei].rounds.iter().map(|r| r.reader_txn_per_s).collect()))
+                .collect(),
+            writers: configs
+                .iter()
+                .map(|(_, es)| mmm(es[ei].rounds.iter().map(|r| r.writer_txn_per_s).collect()))
+                .collect(),
+        })
+        .collect();
+    SweepResult {
+        axis: axis.name(),
+        points: configs.iter().map(|(c, _)| point(c)).collect(),
+        fixed,
+        curves,
+    }
+}
+
+/// The sweep table: one row per point, reader and writer txn/s per engine
+/// (median, min-max), and the first engine's reader ratio to each other.
+pub fn print_sweep(sw: &SweepResult, rounds: usize) {
+    let other = if sw.axis == "readers" {
+        "writers"
+    } else {
+        "readers"
+    };
+    println!(
+        "sweep: {} from {} to {} with {} {other}, {rounds} rounds per point, order alternating (median (min-max) txn/s)",
+        sw.axis,
+        sw.points.first().copied().unwrap_or(0),
+        sw.points.last().copied().unwrap_or(0),
+        sw.fixed
+    );
+    print!("{:>8}", sw.axis);
+    for c in &sw.curves {
+        print!(
+            " {:>30} {:>30}",
+            format!("{} readers", c.engine),
+            format!("{} writers", c.engine)
+        );
+    }
+    if sw.curves.len() > 1 {
+        for c in &sw.curves[1..] {
+            print!(" {:>12}", format!("rd x vs {}", c.engine));
+        }
+    }
+    println!();
+    let cell =
+        |(m, lo, hi): (f64, f64, f64)| format!("{} ({}-{})", fmt_int(m), fmt_int(lo), fmt_int(hi));
+    for (i, p) in sw.points.iter().enumerate() {
+        print!("{p:>8}");
+        for c in &sw.curves {
+            print!(" {:>30} {:>30}", cell(c.readers[i]), cell(c.writers[i]));
+        }
+        if sw.curves.len() > 1 {
+            let a = sw.curves[0].readers[i].0;
+            for c in &sw.curves[1..] {
+                let b = c.readers[i].0;
+                if a > 0.0 && b > 0.0 {
+                    print!(" {:>12}", format!("x{:.2}", a / b));
+                } else {
+                    print!(" {:>12}", "-");
+                }
+            }
+        }
+        println!();
     }
     println!();
 }

@@ -393,3 +393,173 @@ fn replicated_is_refused_without_its_feature_and_bounds_threads() {
         refused(&["replicated"], "WORKLOAD", "replicated");
     }
 }
+
+/// Every bad `--sweep` is refused with one line naming the flag, the value
+/// as given and the allowed range, exit code 2.
+#[test]
+fn bad_sweeps_are_refused() {
+    for bad in [
+        "readers",
+        "threads=1..4",
+        "readers=4..1",
+        "readers=2..2",
+        "readers=1..513",
+        "readers=0..64",
+        "readers=-1..2",
+        "readers=4,2",
+        "readers=1,x",
+    ] {
+        refused(&["--sweep", bad], "--sweep", bad);
+    }
+    refused(
+        &["--sweep", "readers=1..4", "--readers", "2"],
+        "--sweep",
+        "readers=1..4",
+    );
+    refused(
+        &["--sweep", "readers=1..4", "--configs", "1/1"],
+        "--sweep",
+        "readers=1..4",
+    );
+    refused(
+        &["--sweep", "readers=0..2", "--writers", "0"],
+        "--sweep",
+        "readers=0..2",
+    );
+    refused(
+        &["begin", "--sweep", "readers=1..2"],
+        "--sweep",
+        "readers=1..2",
+    );
+    refused(
+        &["ro-mix", "--sweep", "writers=1..2"],
+        "--sweep",
+        "writers=1..2",
+    );
+}
+
+/// A tiny sweep: the table has one row per point, the JSON names the axis,
+/// the points and one curve per engine with a value per point, and the
+/// picture labels the swept axis and every engine.
+#[test]
+fn a_tiny_sweep_prints_its_table_json_and_picture() {
+    let sweep = &["--sweep", "readers=1..3", "--writers", "1", "--no-progress"][..];
+    let o = run(&[TINY, sweep, &["--engines", "lock-free,rwlock3"]].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    let head = lines
+        .iter()
+        .position(|l| l.starts_with("sweep: readers from 1 to 3 with 1 writers"))
+        .unwrap_or_else(|| panic!("no sweep table: {}", o.stdout));
+    for (i, p) in ["1", "2", "3"].iter().enumerate() {
+        let row = lines[head + 2 + i].trim_start();
+        assert!(row.starts_with(p), "row {i}: {row}");
+        assert!(row.contains(" x"), "row {i} has no ratio: {row}");
+    }
+    assert!(!o.stdout.contains("NaN"), "{}", o.stdout);
+
+    let o = run(&[TINY, sweep, &["--json"]].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("one JSON object");
+    let sw = &v["sweep"];
+    assert_eq!(sw["axis"], "readers");
+    assert_eq!(sw["fixed"], 1);
+    assert_eq!(sw["points"], serde_json::json!([1, 2, 3]));
+    let curves = sw["curves"].as_array().expect("curves");
+    assert_eq!(curves.len(), 3, "one per engine");
+    for c in curves {
+        assert_eq!(c["readers"].as_array().map(Vec::len), Some(3), "{c}");
+        assert_eq!(c["writers"].as_array().map(Vec::len), Some(3), "{c}");
+    }
+    assert_eq!(v["configs"].as_array().map(Vec::len), Some(3));
+
+    let dir = std::env::temp_dir().join(format!("snapshot-bench-sweep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("sweep.svg");
+    let p = path.to_str().expect("UTF-8 temp path");
+    let o = run(&[TINY, sweep, &["--plot", p]].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let svg = std::fs::read_to_string(&path).expect("the picture was written");
+    let doc = roxmltree::Document::parse(&svg).expect("the SVG is well-formed XML");
+    let texts: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.is_element() && n.tag_name().name() == "text")
+        .filter_map(|n| n.text().map(str::trim))
+        .collect();
+    for want in ["lock-free", "rwlock3", "rwlock2", "readers", "ratio"] {
+        assert!(
+            texts
+                .iter()
+                .any(|t| t.starts_with(want) || t.contains(want)),
+            "{want} not in the SVG's text: {texts:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The W4 report says what the driver saw around the engines (the
+/// timekeeper's set_timestamps and sleep overshoot, and on Linux the
+/// scheduler counters), and the JSON carries them with the per-write RMW
+/// figure (`null` unless counted).
+#[test]
+fn tail_reports_timekeeper_and_scheduler_lines() {
+    let args = [
+        "tail",
+        "--keys",
+        "1000",
+        "--seconds",
+        "0.1",
+        "--warmup",
+        "0.01",
+        "--rounds",
+        "1",
+        "--engines",
+        "lock-free,rwlock3",
+        "--no-progress",
+    ];
+    let o = run(&args);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        o.stdout.contains("what the driver saw around the engines"),
+        "{}",
+        o.stdout
+    );
+    for engine in ["lock-free", "rwlock3"] {
+        let tk = o
+            .stdout
+            .lines()
+            .filter(|l| l.contains(engine) && l.contains("timekeeper set_timestamps:"))
+            .count();
+        assert_eq!(tk, 1, "{engine}: {}", o.stdout);
+        if cfg!(target_os = "linux") {
+            assert!(
+                o.stdout
+                    .lines()
+                    .any(|l| l.contains(engine) && l.contains("runnable but waiting for one")),
+                "{engine}: {}",
+                o.stdout
+            );
+        }
+    }
+    assert!(o.stdout.contains("rmw/wtxn"), "{}", o.stdout);
+    let o = run(&[&args[..], &["--json"]].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("one JSON object");
+    for e in ["lock-free", "rwlock3"] {
+        let round = &v["engines"][e][0];
+        assert!(round["timekeeper"]["calls"].is_u64(), "{e}: {round}");
+        assert!(
+            round["timekeeper"]["late_ns"]["max"].is_u64(),
+            "{e}: {round}"
+        );
+        let w = &round["shared_rmw_per_write_txn"];
+        if cfg!(feature = "count-rmw") {
+            assert!(w.as_f64().is_some_and(|x| x > 0.0), "{e}: {w}");
+        } else {
+            assert!(w.is_null(), "{e}: {w}");
+        }
+        if cfg!(target_os = "linux") {
+            assert!(round["sched"]["on_cpu_ns"].is_u64(), "{e}: {round}");
+        }
+    }
+}
