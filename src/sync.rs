@@ -308,6 +308,9 @@ pub mod mutant {
     /// prepare timestamp, so raising stable past it does not wait for the
     /// flips (invariant 8 for prepared transactions).
     pub const PREPARE_WITHOUT_CLAIM: u32 = 16;
+    /// The read-only fast path takes an untimestamped version by a writer
+    /// *at* `complete_below` as completed (`<=` instead of `<`; invariant 7).
+    pub const FAST_PATH_BELOW_INCLUSIVE: u32 = 17;
 
     #[cfg(loom)]
     static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

@@ -185,6 +185,13 @@ fn prepare_timestamp_rules_on<P: Protocol>() {
             }),
         },
         Row {
+            rule: "a prepare at oldest is accepted",
+            state: "oldest 50, no stable",
+            setup: oldest_50_no_stable,
+            call: |e| write_k_and_prepare(e, &TxnOptions::default(), 50),
+            expect: Ok(Out::Ts(ts(50))),
+        },
+        Row {
             rule:
                 "a prepare below oldest while stable is set is refused for stable (checked first)",
             state: "oldest 10, stable 20",
@@ -691,6 +698,30 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 durable: ts(30),
                 commit: ts(35),
             }),
+        ),
+        row(
+            "set_durable_timestamp equal to the commit timestamp is accepted",
+            "prepared at 25, commit timestamp 28",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                write_and_prepare(&mut t, 25);
+                t.set_commit_timestamp(ts(28)).unwrap();
+                t.set_durable_timestamp(ts(28)).map(|()| Out::Done)
+            },
+            Ok(Out::Done),
+        ),
+        row(
+            "a commit timestamp equal to a durable timestamp already set is accepted",
+            "prepared at 25, durable 30 set",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                write_and_prepare(&mut t, 25);
+                t.set_durable_timestamp(ts(30)).unwrap();
+                t.set_commit_timestamp(ts(30)).map(|()| Out::Done)
+            },
+            Ok(Out::Done),
         ),
         row(
             "set_durable_timestamp at or below stable is refused",

@@ -521,6 +521,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         let d = &mut *self.d;
         let engine = d.engine;
         d.commits += 1;
+        // Not a safety bound: `>` refreshes the horizon one commit later
+        // (issue 9b's mutation check: no test or model fails, as none
+        // should).
         if d.commits >= engine.config.horizon_refresh_commits {
             d.commits = 0;
             self.t.session().advance_horizon();

@@ -305,6 +305,10 @@ impl Machinery for LockFree {
         // Sync`), so this is the only reference to its retire list.
         let retired = unsafe { &mut *self.retired[slot].get() };
         let cost = self.desc.complete(&self.rc, id, retired);
+        // Belt and braces: not a safety bound. `>` would hand batches of
+        // RETIRE_BATCH + 1 to the collector (the mutation check, issue 9b,
+        // shows no model failing); a retired descriptor is unreachable
+        // whatever the batch size, so only when it is freed changes.
         if retired.len() >= RETIRE_BATCH {
             retired.flush(&self.rc, &self.rc.pin(), |_| {});
         }
@@ -335,6 +339,12 @@ impl Machinery for LockFree {
         // `claim_commit`.
         let stable = self.clocks.stable_bound.load(Ordering::Acquire);
         let mut p = ts.get();
+        // `<=`: a prepare at stable is refused. Since issue 11 this is also
+        // checked race-free by the `claim_commit(p)` that `Txn::prepare`
+        // takes next, so `<` here survives every test (issue 9b's mutation
+        // check, on the prepared_transactions row "equal refused"); kept
+        // because it is where the rounding up happens and it refuses before
+        // anything is published.
         if p <= stable {
             if !roundup {
                 return Err(Error::PrepareTimestampNotAfterStable {
@@ -454,6 +464,9 @@ impl Machinery for LockFree {
         for s in self.slots.iter() {
             // Relaxed: ordered after the floor stores by the fence.
             let x = s.xmin.load(Ordering::Relaxed);
+            // `<`, not `<=`: at equality `hx = x` changes nothing, so the
+            // flip is an equivalent mutant (issue 9b's mutation check); the
+            // same holds for `r < ht` below.
             if x != 0 && x < hx {
                 hx = x;
             }
@@ -521,6 +534,8 @@ impl Machinery for LockFree {
                 stable: Timestamp::new(new_stable),
             });
         }
+        // `>=` would redo the wait and the store for an unchanged stable:
+        // idempotent, so an equivalent mutant (issue 9b's mutation check).
         if new_stable > cur_stable {
             let early = mutant_on(m::STABLE_BEFORE_WAIT);
             if early {

@@ -270,6 +270,8 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     /// below its prepare timestamp is rounded up to it (as WiredTiger's
     /// `roundup_timestamps=(prepared=true)` does).
     fn round_commit_ts(&self, commit: Timestamp) -> Timestamp {
+        // `<`, not `<=`: at equality both arms return the prepare
+        // timestamp (an equivalent mutant, issue 9b's mutation check).
         if self.state == State::Prepared && self.opts.roundup_prepared && commit < self.prepare_ts {
             self.prepare_ts
         } else {

@@ -235,6 +235,9 @@ impl<'a> ReadView<'a> {
                 complete_below,
             } => {
                 if cts == 0 {
+                    if mutant_on(m::FAST_PATH_BELOW_INCLUSIVE) {
+                        return txn <= complete_below;
+                    }
                     txn < complete_below
                 } else {
                     cts <= stable

@@ -204,14 +204,25 @@ impl DescriptorCell {
         // acquires the floor sees the completed transactions' flips (the
         // read-only fast path decides untimestamped versions by that floor).
         // Belt and braces as far as loom goes: a Relaxed load here is a bug
-        // (no happens-before from the completers to a fast-path reader that
-        // acquires the floor; and a data race on the plain `xmin` field),
-        // but loom shows neither half. Descriptors are plain memory, not
-        // loom cells, so the race is invisible; and a model of the other
-        // half (a writer, this advancer and a fast-path reader; issue 9)
-        // never produced the stale status read with this load Relaxed, at
-        // preemption bounds 2 and 3, nor with the status store Relaxed as
-        // well. Kept by the argument (DESIGN.md, "What loom cannot check").
+        // (issue 9's bug 2) that loom 0.7 cannot show. The data-race half
+        // (the plain `xmin` field read with no edge to its writer) is
+        // invisible because descriptors are plain memory, not loom cells.
+        // The stale-status half needs a fast-path reader that acquires the
+        // floor from this advancer before the advancer's SeqCst fence, then
+        // reads a version's status after its own fence in
+        // `begin_at_stable`; loom's acquire fence (`fence_acq`,
+        // loom-0.7.3/src/rt/atomic.rs:177-192) syncs with every store that
+        // `FirstSeen::is_seen_by_current` (rt/atomic.rs:878-888) reports,
+        // which is any store read by *any* thread in the fencing thread's
+        // causality: this advancer's Relaxed read of the completer's CAS,
+        // sequenced before the Release floor store the reader acquired,
+        // makes the reader's fence synchronize with the CAS, an edge C++
+        // does not give (the read must be sequenced before the fence in the
+        // fence's own thread, [atomics.fences]). Model `floor_source` runs
+        // exactly this race and passes with the load Relaxed. Miri does see
+        // the data-race half (`tests/miri_floor_source.rs`, run by hand);
+        // kept by that and the argument (DESIGN.md, "What loom cannot
+        // check").
         let p = self.ptr.load(Ordering::Acquire);
         // SAFETY: as in `copy_into`: loaded under `guard` (invariant 11).
         let x = unsafe { (*p).xmin };

@@ -1,0 +1,109 @@
+//! Model 13 (issue 9's bug 2) — the xmin floor the read-only fast path
+//! decides untimestamped versions by, and where the horizon advancer takes
+//! it from (invariants 7 and 11; `DescriptorCell::xmin`, `advance_horizon`,
+//! `begin_at_stable`).
+//!
+//! `k = old` is committed untimestamped by transaction 1 and the floor is 2.
+//! Three threads, nothing else between them: a writer allocates id 2,
+//! prepends `k = new`, flips it committed and completes (descriptor CAS);
+//! an advancer runs `advance_horizon`, which publishes the current
+//! descriptor's xmin as the floor; a fast-path reader begins at stable and
+//! reads `k` twice. With `complete_below` 2 both reads must give `old`;
+//! with 3 (the writer is below the floor) both must give `new`. The floor
+//! only carries the writer's status flip to the reader if the advancer
+//! acquired the descriptor pointer: with a Relaxed load, a reader that
+//! acquires the floor between the advancer's floor store and its SeqCst
+//! fence has no edge to the flip and may read the version as in progress
+//! (`old`) below `complete_below`, then `new` on the second read.
+//!
+//! Loom 0.7 cannot show that last bug (the model passes with the load
+//! Relaxed: 18,327 executions at preemption bound 2, issue 9b): its acquire
+//! fence (`fence_acq`, loom-0.7.3/src/rt/atomic.rs:177-192) synchronizes
+//! with every store that `FirstSeen::is_seen_by_current` (:878-888)
+//! reports, i.e. any store read by *any* thread in the fencing thread's
+//! causality. The advancer's Relaxed read of the completer's CAS is
+//! sequenced before the floor store the reader acquired, so the reader's
+//! SeqCst fence in `begin_at_stable` synchronizes with the CAS and the flip
+//! before it; C++ gives no such edge (the read must be in the fence's own
+//! thread, [atomics.fences]). A plain-loom three-thread copy of the pattern
+//! shows it: the stale read is found once the reader's fence is taken out,
+//! never with it. See `DescriptorCell::xmin` and DESIGN.md, "What loom
+//! cannot check". What this model does check, on the real code: a fast-path
+//! read decides the untimestamped version by `complete_below` exactly, and
+//! repeatably. Its twin takes a writer *at* `complete_below` as completed
+//! (FAST_PATH_BELOW_INCLUSIVE): with the floor 2 and writer 2's flip
+//! visible, the reader reads `new` where `old` is due.
+
+use crate::common::check;
+use loom::sync::Arc;
+use loom::thread;
+use snapshot_engine::loom_api::{state, Chain, Machine, Read};
+use snapshot_engine::mutant;
+
+fn model() {
+    let m = Arc::new(Machine::new(2));
+    let chain = Arc::new(Chain::new());
+    let (w, r) = (m.open_session().unwrap(), m.open_session().unwrap());
+    // k = old by transaction 1, completed; floor 2.
+    let id1 = m.allocate_id(w);
+    let snap = m.descriptor();
+    let v = chain.put(id1, &snap, b"old").unwrap();
+    // SAFETY: `v` was just written by transaction 1, which has not finished.
+    unsafe { chain.set_status(v, state::COMMITTED, 0) };
+    m.complete(w, id1);
+    m.advance_horizon();
+    let snap = m.descriptor();
+    let writer = {
+        let (m, chain) = (m.clone(), chain.clone());
+        thread::spawn(move || {
+            let id = m.allocate_id(w);
+            let v = chain.put(id, &snap, b"new").expect("no write conflict");
+            // SAFETY: `v` was just written by transaction `id`, which has
+            // not finished; nothing prunes in this model.
+            unsafe { chain.set_status(v, state::COMMITTED, 0) };
+            m.complete(w, id);
+            id
+        })
+    };
+    let advancer = {
+        let m = m.clone();
+        thread::spawn(move || m.advance_horizon())
+    };
+    let reader = {
+        let (m, chain) = (m.clone(), chain.clone());
+        thread::spawn(move || {
+            let (stable, below) = m.begin_at_stable(r);
+            let first = chain.read_stable(stable, below);
+            let second = chain.read_stable(stable, below);
+            m.end(r);
+            (below, first, second)
+        })
+    };
+    let id = writer.join().unwrap();
+    advancer.join().unwrap();
+    let (below, first, second) = reader.join().unwrap();
+    let want: &[u8] = if id < below { b"new" } else { b"old" };
+    let want = Read::Value(want.to_vec());
+    assert!(
+        first == want && second == want,
+        "a fast-path read with complete_below {below} saw writer {id}'s status stale or \
+         misjudged it: read {first:?}, then {second:?}, want {want:?}"
+    );
+    m.close_session(w);
+    m.close_session(r);
+}
+
+#[test]
+fn floor_source_versus_fast_path() {
+    check("floor_source", mutant::NONE, model);
+}
+
+#[test]
+#[should_panic(expected = "saw writer 2's status stale or misjudged it")]
+fn mutant_fast_path_below_inclusive() {
+    check(
+        "floor_source/FAST_PATH_BELOW_INCLUSIVE",
+        mutant::FAST_PATH_BELOW_INCLUSIVE,
+        model,
+    );
+}
