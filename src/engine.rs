@@ -126,12 +126,18 @@ impl<P: Protocol> Engine<P> {
         let ctr = &self.counters[self.config.max_sessions];
         self.proto.advance_horizon(ctr);
         let h = self.proto.horizon();
+        let (_, stable) = self.proto.oldest_stable();
         let guard = self.store.rc.pin();
-        let mut pruned = 0;
+        let (mut pruned, mut examined) = (0, 0);
         self.store.index.for_each(&guard, |e| {
-            pruned += e.prune(h, &self.store.rc, &guard, || self.store.on_free());
+            let n = e.prune(h, stable.get(), &self.store.rc, &guard, || {
+                self.store.on_free()
+            });
+            pruned += n.cut;
+            examined += n.examined;
         });
         ctr.versions_pruned.bump(pruned);
+        ctr.commit_versions_examined.bump(examined);
     }
 
     /// The pins every open session holds: which sessions hold history back,

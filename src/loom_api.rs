@@ -197,7 +197,7 @@ impl Chain {
             ignore_prepared: false,
         };
         self.entry
-            .prepend(Version::new(own, Some(value.into())), &view, &guard)
+            .prepend(Version::new(own, Some(value)), &view, &guard)
             .ok()
             .map(|(p, _)| VersionRef(p))
     }
@@ -213,6 +213,31 @@ impl Chain {
         // owned by the calling transaction (txn.rs's argument, invariant 3:
         // pruning only cuts below a committed version).
         unsafe { &*v.0 }.set_status(state, ts)
+    }
+
+    /// Commits a version this thread wrote at `ts` (0: none), as a
+    /// committing transaction does: links the key's previous committed
+    /// version to it, then flips its status.
+    ///
+    /// # Safety
+    /// As for [`Chain::set_status`].
+    pub unsafe fn commit(&self, v: VersionRef, ts: u64) {
+        let _guard = self.rc.pin();
+        // SAFETY: as for `set_status`; we hold a guard.
+        unsafe { self.entry.commit_version(v.0, ts) };
+    }
+
+    /// Reads with the read-only fast path's view: committed at or below
+    /// `stable`, untimestamped versions by writers below `complete_below`.
+    pub fn read_at_stable(&self, stable: u64, complete_below: u64) -> Read {
+        self.read_view(&View {
+            own: 0,
+            how: ReadAs::Stable {
+                stable,
+                complete_below,
+            },
+            ignore_prepared: false,
+        })
     }
 
     fn read_view(&self, view: &View<'_>) -> Read {
@@ -234,14 +259,22 @@ impl Chain {
         })
     }
 
-    /// Prunes to the horizon `(xmin, ts)`; returns versions retired.
-    pub fn prune(&self, horizon: (u64, u64)) -> u64 {
+    /// Prunes to the horizon `(xmin, ts)` and moves the finger up to
+    /// `stable`; returns versions retired.
+    pub fn prune(&self, horizon: (u64, u64), stable: u64) -> u64 {
         let guard = self.rc.pin();
         let h = Horizon {
             xmin: horizon.0,
             ts: horizon.1,
         };
-        self.entry.prune(h, &self.rc, &guard, || |_| {})
+        self.entry.prune(h, stable, &self.rc, &guard, || |_| {}).cut
+    }
+
+    /// Is the key's finger (if set) still linked, at or above its floor?
+    /// (Invariant 13; checked at the end of the models.)
+    pub fn finger_linked(&self) -> bool {
+        let guard = self.rc.pin();
+        self.entry.finger_linked(&guard)
     }
 
     /// Versions still linked.

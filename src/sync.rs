@@ -256,6 +256,16 @@ pub mod mutant {
     /// Prepare leaves the running set without bumping the descriptor
     /// generation (invariant 5 for two-phase commit).
     pub const PREPARE_SKIPS_EXIT: u32 = 10;
+    /// A commit flips its version's status before it links the key's
+    /// previous committed version to it (invariant 13, climb links).
+    pub const LINK_AFTER_FLIP: u32 = 21;
+    /// Pruning moves the floor past the finger without moving the finger
+    /// (invariant 13: the finger never points below the floor).
+    pub const FINGER_LEFT_BELOW_FLOOR: u32 = 22;
+    /// A reader with a read timestamp starts at the finger without
+    /// examining the head first, so it can miss a prepared head (invariants
+    /// 10 and 13).
+    pub const READ_SKIPS_HEAD: u32 = 23;
 
     #[cfg(loom)]
     static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

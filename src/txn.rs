@@ -5,7 +5,7 @@ use crate::engine::{OpenTxn, Session, WriteRec};
 use crate::error::{check_ts, Error, Result, TimestampRole};
 use crate::lockfree::LockFree;
 use crate::protocol::{Protocol, StableView};
-use crate::raw::chain::{Found, ReadAs, Version, View, ABORTED, COMMITTED, PREPARED};
+use crate::raw::chain::{Found, ReadAs, Version, View, ABORTED, PREPARED};
 use crate::raw::reclaim::RETIRE_BATCH;
 use crate::ts::{Timestamp, TxnId};
 use std::ops::{Bound, RangeBounds};
@@ -181,10 +181,14 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         self.before_read()?;
         let store = &self.sess.engine.store;
         let guard = store.rc.pin();
+        let mut examined = 0;
         let found = match store.index.get(key, &guard) {
-            Some(e) => e.read(&self.view(), &guard),
+            Some(e) => e.read_counted(&self.view(), &guard, &mut examined),
             None => Found::Absent,
         };
+        let ctr = self.sess.ctr();
+        ctr.reads.bump(1);
+        ctr.versions_read.bump(examined);
         match found {
             Found::Value(v) => Ok(f(Some(v))),
             Found::Deleted | Found::Absent => Ok(f(None)),
@@ -214,17 +218,22 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         let guard = store.rc.pin();
         let view = self.view();
         let mut conflict: Option<Vec<u8>> = None;
-        store
-            .index
-            .range(bounds, &guard, |k, e| match e.read(&view, &guard) {
+        let (mut reads, mut examined) = (0, 0);
+        store.index.range(bounds, &guard, |k, e| {
+            reads += 1;
+            match e.read_counted(&view, &guard, &mut examined) {
                 Found::Value(v) => f(k, v),
                 Found::Deleted | Found::Absent => true,
                 Found::PrepareConflict => {
                     conflict = Some(k.to_vec());
                     false
                 }
-            });
+            }
+        });
         drop(guard);
+        let ctr = self.sess.ctr();
+        ctr.reads.bump(reads);
+        ctr.versions_read.bump(examined);
         match conflict {
             Some(key) => {
                 self.sess.ctr().prepare_conflicts.bump(1);
@@ -290,7 +299,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         let store = &engine.store;
         let guard = store.rc.pin();
         let entry = store.index.get_or_insert(key, &store.rc, &guard);
-        let v = Version::new(self.id, value.map(Box::from));
+        let v = Version::new(self.id, value);
         match entry.prepend(v, &self.view(), &guard) {
             Ok((version, retries)) => {
                 self.sess.ctr().chain_cas_retries.bump(retries);
@@ -552,10 +561,16 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             if !claim.is_none() {
                 engine.proto.claim_commit(slot, claim, prepared)?;
             }
+            let guard = engine.store.rc.pin();
+            let mut examined = 0;
             for w in &self.sess.writes {
-                // SAFETY: as in `prepare`: our versions are linked and alive.
-                unsafe { &*w.version }.set_status(COMMITTED, commit.get());
+                // SAFETY: as in `prepare`: our versions are linked and
+                // alive, unfinished, written by us; key entries live until
+                // the store drops; we hold `guard`.
+                examined += unsafe { (*w.entry).commit_version(w.version, commit.get()) };
             }
+            drop(guard);
+            ctr.commit_versions_examined.bump(examined);
             if self.id != 0 && !prepared {
                 // The status flips above happen-before the Release CAS that
                 // installs the next descriptor (invariant 9).
@@ -586,19 +601,23 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             engine.proto.advance_horizon(ctr);
         }
         let h = engine.proto.horizon();
+        let (_, stable) = engine.proto.oldest_stable();
         let store = &engine.store;
         let guard = store.rc.pin();
-        let mut pruned = 0;
+        let (mut pruned, mut examined) = (0, 0);
         let sess = &mut *self.sess;
         for w in &sess.writes {
             // SAFETY: key entries live until the store drops (keys are never
             // removed), and the store outlives the session.
-            pruned += unsafe { &*w.entry }.cut(h, &mut sess.tails, &guard);
+            let n = unsafe { &*w.entry }.cut(h, stable.get(), &mut sess.tails, &guard);
+            pruned += n.cut;
+            examined += n.examined;
         }
         if sess.tails.len() >= RETIRE_BATCH {
             sess.tails.flush(&store.rc, &guard, store.on_free());
         }
         ctr.versions_pruned.bump(pruned);
+        ctr.commit_versions_examined.bump(examined);
     }
 
     /// Rolls back: the transaction's writes are never seen by anyone.
