@@ -68,7 +68,11 @@ pub fn run(p: &Params, pb: &ProgressBar) -> Out {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir for LMDB");
-    let map = (p.keys as usize * (p.value_size + 64) * 4).max(64 << 20);
+    // LMDB reuses a freed page only once no reader holds a snapshot older
+    // than it; on a loaded machine a preempted reader holds one for long
+    // enough that 4x the data filled the map (MapFull). The map is sparse,
+    // so a large one costs address space, not disk.
+    let map = (p.keys as usize * (p.value_size + 64) * 64).max(4 << 30);
     // SAFETY: the directory is ours alone (named by pid and round) and is
     // opened once; NO_SYNC/NO_META_SYNC/WRITE_MAP only give up durability.
     let env = unsafe {
