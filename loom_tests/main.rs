@@ -18,6 +18,8 @@ mod common;
 mod chains;
 #[cfg(loom)]
 mod descriptors;
+#[cfg(loom)]
+mod finger;
 #[cfg(all(loom, crossbeam_loom))]
 mod epoch;
 #[cfg(loom)]

@@ -38,6 +38,17 @@ pub fn snapshot_parts(s: &Snapshot) -> (u64, u64, u64, Vec<u64>) {
     (s.generation, s.xmin, s.xmax, s.running.clone())
 }
 
+/// A snapshot that treats every transaction below `xmax` as completed and
+/// none at or above it (for chain-level models that need no machinery).
+pub fn snapshot_below(xmax: u64) -> Snapshot {
+    Snapshot {
+        generation: 1,
+        xmin: xmax,
+        xmax,
+        running: Vec::new(),
+    }
+}
+
 /// Does snapshot `s` treat transaction `id` as completed?
 pub fn snapshot_sees(s: &Snapshot, id: u64) -> bool {
     s.sees(id)

@@ -259,9 +259,6 @@ pub mod mutant {
     /// A commit flips its version's status before it links the key's
     /// previous committed version to it (invariant 13, climb links).
     pub const LINK_AFTER_FLIP: u32 = 21;
-    /// Pruning moves the floor past the finger without moving the finger
-    /// (invariant 13: the finger never points below the floor).
-    pub const FINGER_LEFT_BELOW_FLOOR: u32 = 22;
     /// A reader with a read timestamp starts at the finger without
     /// examining the head first, so it can miss a prepared head (invariants
     /// 10 and 13).

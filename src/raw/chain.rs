@@ -609,7 +609,10 @@ impl KeyEntry {
             // Relaxed: readers act on `stop` only after an Acquire load of
             // a status at or above ours (invariant 13).
             u.stop.store(cts, Ordering::Relaxed);
-            // Release: pairs with the Acquire loads in the climbs.
+            // Release: pairs with the Acquire loads in the climbs. A reader
+            // also gets our version's contents through the status it loaded
+            // above, but `collect()`'s prune reaches versions through the
+            // floor and `newer` alone.
             u.newer.store(v, Ordering::Release);
             return examined;
         }
@@ -726,7 +729,7 @@ impl KeyEntry {
         let mut tail = ptr::null_mut();
         let spp = sp as *const Version as *mut Version;
         if spp != fl {
-            if moved_finger && !mutant_on(m::FINGER_LEFT_BELOW_FLOOR) {
+            if moved_finger {
                 // The finger never points below the floor (invariant 13):
                 // what is below is about to be retired.
                 finger = if ts_of(sp.status()) != 0 {
@@ -764,7 +767,8 @@ impl KeyEntry {
                 f = n;
             }
             // SAFETY: as above.
-            if f != finger && ts_of(unsafe { &*f }.status()) != 0 {
+            let fts = ts_of(unsafe { &*f }.status());
+            if f != finger && fts != 0 && fts <= stable {
                 // Release: pairs with the Acquire finger load in readers.
                 self.finger.store(f, Ordering::Release);
             }
