@@ -166,7 +166,11 @@ fn prune_model() {
         k.finger_linked(),
         "finger violated: the finger was left below the floor, on a retired version"
     );
-    assert_eq!(k.len(), 2, "safe point violated: the chain should be v30, v20");
+    assert_eq!(
+        k.len(),
+        2,
+        "safe point violated: the chain should be v30, v20"
+    );
 }
 
 #[test]
@@ -177,7 +181,11 @@ fn finger_read_vs_commit_flip() {
 #[test]
 #[should_panic(expected = "climb links violated")]
 fn mutant_link_after_flip() {
-    check("finger/flip/LINK_AFTER_FLIP", mutant::LINK_AFTER_FLIP, flip_model);
+    check(
+        "finger/flip/LINK_AFTER_FLIP",
+        mutant::LINK_AFTER_FLIP,
+        flip_model,
+    );
 }
 
 #[test]

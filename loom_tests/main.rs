@@ -18,10 +18,10 @@ mod common;
 mod chains;
 #[cfg(loom)]
 mod descriptors;
-#[cfg(loom)]
-mod finger;
 #[cfg(all(loom, crossbeam_loom))]
 mod epoch;
+#[cfg(loom)]
+mod finger;
 #[cfg(loom)]
 mod pin_horizon;
 #[cfg(loom)]

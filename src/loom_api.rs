@@ -208,7 +208,7 @@ impl Chain {
             ignore_prepared: false,
         };
         self.entry
-            .prepend(Version::new(own, Some(value)), &view, &guard)
+            .prepend(Version::alloc(own, Some(value)), &view, &guard)
             .ok()
             .map(|(p, _)| VersionRef(p))
     }

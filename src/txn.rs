@@ -299,7 +299,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         let store = &engine.store;
         let guard = store.rc.pin();
         let entry = store.index.get_or_insert(key, &store.rc, &guard);
-        let v = Version::new(self.id, value);
+        let v = Version::alloc(self.id, value);
         match entry.prepend(v, &self.view(), &guard) {
             Ok((version, retries)) => {
                 self.sess.ctr().chain_cas_retries.bump(retries);

@@ -51,7 +51,10 @@ fn old_reads_on<P: Protocol>() {
         assert_eq!(t.get(&key(k)).unwrap().as_deref(), Some(&b"load"[..]));
     }
     let old = e.stats();
-    let (reads, examined) = (old.reads - before.reads, old.versions_read - before.versions_read);
+    let (reads, examined) = (
+        old.reads - before.reads,
+        old.versions_read - before.versions_read,
+    );
     assert_eq!(reads, KEYS);
     assert!(
         examined <= 2 * reads,

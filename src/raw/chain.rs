@@ -89,7 +89,7 @@ pub(crate) const fn ts_of(w: u64) -> u64 {
 }
 
 /// One version of one key: this header, then `len` value bytes in the same
-/// allocation (made by [`Version::new`], freed by [`free_version`]).
+/// allocation (made by [`Version::alloc`], freed by [`free_version`]).
 #[repr(C)]
 pub(crate) struct Version {
     /// The writer's transaction id.
@@ -112,7 +112,7 @@ pub(crate) struct OwnedVersion(NonNull<Version>);
 impl Drop for OwnedVersion {
     fn drop(&mut self) {
         // SAFETY: an OwnedVersion is the only reference to its version,
-        // made by `Version::new` and never linked.
+        // made by `Version::alloc` and never linked.
         unsafe { free_version(self.0.as_ptr()) };
     }
 }
@@ -137,7 +137,7 @@ fn layout_for(len: usize) -> Layout {
 impl Version {
     /// A new in-progress version by `txn` holding `value` (`None`: a
     /// tombstone), header and bytes in one allocation.
-    pub(crate) fn new(txn: u64, value: Option<&[u8]>) -> OwnedVersion {
+    pub(crate) fn alloc(txn: u64, value: Option<&[u8]>) -> OwnedVersion {
         let len = value.map_or(TOMBSTONE, <[u8]>::len);
         let layout = layout_for(len);
         // SAFETY: the layout has a non-zero size (the header).
@@ -169,7 +169,7 @@ impl Version {
         if self.len == TOMBSTONE {
             return None;
         }
-        // SAFETY: `Version::new` wrote `len` bytes right after the header in
+        // SAFETY: `Version::alloc` wrote `len` bytes right after the header in
         // the same allocation; they are never written again.
         Some(unsafe {
             std::slice::from_raw_parts((self as *const Version).add(1) as *const u8, self.len)
@@ -213,7 +213,7 @@ impl Version {
 /// Frees one version.
 ///
 /// # Safety
-/// `p` was made by [`Version::new`], no other thread can reach it, and it is
+/// `p` was made by [`Version::alloc`], no other thread can reach it, and it is
 /// freed nowhere else.
 unsafe fn free_version(p: *mut Version) {
     // SAFETY: the caller guarantees exclusive ownership; `len` is immutable.
@@ -405,7 +405,7 @@ impl KeyEntry {
         if mutant_on(m::READ_SKIPS_HEAD) && view.own == 0 {
             tried_finger = true;
             // SAFETY: we hold `_guard` (invariants 11, 13).
-            if let Some(f) = unsafe { self.from_finger(view, examined) } {
+            if let Some(f) = unsafe { self.read_from_finger(view, examined) } {
                 return f;
             }
         }
@@ -434,7 +434,7 @@ impl KeyEntry {
                         if !tried_finger && view.ts_bound().is_some_and(|t| cts > t) {
                             tried_finger = true;
                             // SAFETY: we hold `_guard` (invariants 11, 13).
-                            if let Some(f) = unsafe { self.from_finger(view, examined) } {
+                            if let Some(f) = unsafe { self.read_from_finger(view, examined) } {
                                 return f;
                             }
                         }
@@ -466,7 +466,11 @@ impl KeyEntry {
     /// The caller holds an epoch guard for the whole call and afterwards
     /// while it uses the result.
     #[inline]
-    unsafe fn from_finger<'g>(&'g self, view: &View<'_>, examined: &mut u64) -> Option<Found<'g>> {
+    unsafe fn read_from_finger<'g>(
+        &'g self,
+        view: &View<'_>,
+        examined: &mut u64,
+    ) -> Option<Found<'g>> {
         // Relaxed: the flag of a version at or below `r` was stored before
         // that version's status flip, which happens-before our Acquire load
         // of `r`'s status (invariant 13); later flags are above `r`, where
@@ -794,7 +798,7 @@ impl KeyEntry {
     /// the floor)? For tests and the loom models (invariant 13).
     #[cfg_attr(not(any(test, loom)), allow(dead_code))]
     pub(crate) fn finger_linked(&self, _guard: &Guard) -> bool {
-        // Acquire: as in `from_finger`.
+        // Acquire: as in `read_from_finger`.
         let f = self.finger.load(Ordering::Acquire);
         let mut p = self.head_ptr();
         while !p.is_null() {
@@ -875,7 +879,7 @@ pub(crate) fn tails() -> Tails {
 ///
 /// # Safety
 /// No other thread may reach any version of the chain, and each was made by
-/// `Version::new` and is freed nowhere else.
+/// `Version::alloc` and is freed nowhere else.
 pub(crate) unsafe fn free_chain(mut p: *mut Version) -> u64 {
     let mut n = 0;
     while !p.is_null() {
@@ -922,7 +926,7 @@ mod tests {
             },
             ignore_prepared: false,
         };
-        e.prepend(Version::new(txn, Some(val)), &view, &g)
+        e.prepend(Version::alloc(txn, Some(val)), &view, &g)
             .ok()
             .unwrap()
             .0
@@ -980,10 +984,10 @@ mod tests {
             },
             ignore_prepared: false,
         };
-        assert!(e.prepend(Version::new(2, None), &view, &g).is_err());
+        assert!(e.prepend(Version::alloc(2, None), &view, &g).is_err());
         commit(&e, &rc, v1, 0);
         // Committed, but after the second writer's snapshot: still a conflict.
-        assert!(e.prepend(Version::new(2, None), &view, &g).is_err());
+        assert!(e.prepend(Version::alloc(2, None), &view, &g).is_err());
         let s2 = snap(2, 2, &[]);
         let view2 = View {
             own: 2,
@@ -993,7 +997,7 @@ mod tests {
             },
             ignore_prepared: false,
         };
-        assert!(e.prepend(Version::new(2, None), &view2, &g).is_ok());
+        assert!(e.prepend(Version::alloc(2, None), &view2, &g).is_ok());
     }
 
     #[test]
@@ -1131,17 +1135,17 @@ mod tests {
 
     #[test]
     fn a_value_lives_in_its_version_allocation() {
-        let v = Version::new(7, Some(&[1, 2, 3][..]));
+        let v = Version::alloc(7, Some(&[1, 2, 3][..]));
         // SAFETY: test-local owned version.
         let r = unsafe { v.0.as_ref() };
         assert_eq!(r.value(), Some(&[1u8, 2, 3][..]));
         let p = r.value().unwrap().as_ptr() as usize;
         let h = r as *const Version as usize;
         assert_eq!(p, h + std::mem::size_of::<Version>());
-        let t = Version::new(8, None);
+        let t = Version::alloc(8, None);
         // SAFETY: as above.
         assert_eq!(unsafe { t.0.as_ref() }.value(), None);
-        let empty = Version::new(9, Some(&[][..]));
+        let empty = Version::alloc(9, Some(&[][..]));
         // SAFETY: as above.
         assert_eq!(unsafe { empty.0.as_ref() }.value(), Some(&[][..]));
     }

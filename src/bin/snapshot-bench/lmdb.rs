@@ -61,9 +61,14 @@ fn thread_loop(
 
 /// One read-ts run on a fresh LMDB environment.
 pub fn run(p: &Params, pb: &ProgressBar) -> Out {
+    // Named by configuration too: heed keeps one environment per path per
+    // process, and refuses (BadOpenOptions) to reopen a path with other
+    // options, e.g. round 0 of `--configs 8/4,2/0` (other max_readers).
     let dir = std::env::temp_dir().join(format!(
-        "snapshot-bench-lmdb-{}-{}",
+        "snapshot-bench-lmdb-{}-{}r{}w-{}",
         std::process::id(),
+        p.readers,
+        p.writers,
         p.round
     ));
     let _ = std::fs::remove_dir_all(&dir);
