@@ -1134,6 +1134,16 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn memory_per_version_and_per_key_entry() {
+        // A version: 48-byte header + the value, one allocation. A key's
+        // entry (inside its index node): head, finger, floor, two flags.
+        assert_eq!(std::mem::size_of::<Version>(), 48);
+        assert_eq!(layout_for(100).size(), 152);
+        assert_eq!(std::mem::size_of::<KeyEntry>(), 32);
+    }
+
+    #[test]
     fn a_value_lives_in_its_version_allocation() {
         let v = Version::alloc(7, Some(&[1, 2, 3][..]));
         // SAFETY: test-local owned version.
