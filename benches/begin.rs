@@ -5,7 +5,7 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use snapshot_engine::{CommitOptions, LockFree, Protocol, RwLockBaseline, RwLockBaselineFixed};
 
-#[path = "../src/bin/snapshot-bench/w2.rs"]
+#[path = "../snapshot-bench/src/w2.rs"]
 mod w2;
 use w2::{begin_engine, begin_rows, BeginRow};
 

@@ -1,5 +1,8 @@
 //! Runs readers and writers against one engine for a couple of seconds and
 //! prints what they did: the smallest end-to-end use of the engine.
+//!
+//! `EXAMPLE_SECS` sets the run time in seconds (default 2; CI runs it with
+//! 0.5).
 
 use snapshot_engine::*;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -15,6 +18,16 @@ fn next(x: &mut u64) -> u64 {
 }
 
 fn main() {
+    let run_for = match std::env::var("EXAMPLE_SECS") {
+        Err(_) => Duration::from_secs(2),
+        Ok(v) => match v.parse::<f64>() {
+            Ok(x) if x.is_finite() && (0.0..=3600.0).contains(&x) => Duration::from_secs_f64(x),
+            _ => {
+                eprintln!("error: invalid value '{v}' for EXAMPLE_SECS: want seconds, 0 to 3600");
+                std::process::exit(2);
+            }
+        },
+    };
     let keys: u64 = 10_000;
     let engine = Engine::new(EngineConfig::default());
     {
@@ -55,12 +68,18 @@ fn main() {
                 let mut s = e.session().unwrap();
                 let mut x = r + 101;
                 let mut n = 0;
+                // A read timestamp set after begin, rounded up to oldest if
+                // the timekeeper moved oldest past it between the clock load
+                // and the call (a reader preempted there): with `roundup_read`
+                // that race cannot fail the call.
+                let opts = TxnOptions {
+                    roundup_read: true,
+                    ..TxnOptions::default()
+                };
                 while !stop.load(Ordering::Relaxed) {
                     let k = next(&mut x) % keys;
-                    let mut t = s.begin(&TxnOptions::default()).unwrap();
+                    let mut t = s.begin(&opts).unwrap();
                     let read_ts = Timestamp::new(clock.load(Ordering::Relaxed));
-                    // A read timestamp set after begin; round up if the
-                    // timekeeper moved oldest past it.
                     t.set_read_timestamp(read_ts).unwrap();
                     let len = t
                         .get_with(&k.to_be_bytes(), |v| v.map_or(0, <[u8]>::len))
@@ -74,7 +93,7 @@ fn main() {
         }
         // The timekeeper: stable trails the newest commit, oldest trails
         // stable, so history behind oldest can be pruned.
-        while start.elapsed() < Duration::from_secs(2) {
+        while start.elapsed() < run_for {
             std::thread::sleep(Duration::from_millis(1));
             let stable = clock.load(Ordering::Relaxed).saturating_sub(1_000).max(1);
             let oldest = stable.saturating_sub(1_000).max(1);

@@ -16,8 +16,9 @@
 # target built without `--cfg loom` holds one ignored guard test and would
 # otherwise "pass" with nothing checked. Unbounded runs: see README.
 #
-# `--no-default-features`: the default `driver` feature only builds the
-# benchmark binary, which does not exist under loom.
+# `-p snapshot-engine`: only the library's loom target; the workload driver
+# (the snapshot-bench workspace member, a default member) does not exist
+# under loom.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,7 +31,7 @@ base_rustflags="${RUSTFLAGS:-}"
 run_tier() {
     local name="$1" dir="$2" flags="$3" filt="$4"
     export LOOM_MAX_PREEMPTIONS="$5"
-    local cmd=(cargo test --release --no-default-features --test loom)
+    local cmd=(cargo test --release -p snapshot-engine --test loom)
     echo "== loom $name: RUSTFLAGS=\"$flags\" CARGO_TARGET_DIR=$dir LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS"
     local list
     list="$(RUSTFLAGS="$flags" CARGO_TARGET_DIR="$dir" "${cmd[@]}" -- --list $filt)"

@@ -136,6 +136,9 @@ impl<P: Protocol> Engine<P> {
             pruned += n.cut;
             examined += n.examined;
         });
+        // What was just retired sits in this thread's deferred bag until it
+        // fills; hand it on so it is freed without later writes here.
+        self.store.rc.flush(&guard);
         ctr.versions_pruned.bump(pruned);
         ctr.commit_versions_examined.bump(examined);
     }

@@ -356,7 +356,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         Ok(())
     }
 
-    /// Sets the commit timestamp before commit (once). Unprepared: it must
+    /// Sets the commit timestamp before commit (one per transaction; the
+    /// same value again is accepted and validated again, as WiredTiger
+    /// does). Unprepared: it must
     /// be after stable and at or above oldest and the read timestamp, and is
     /// counted by `all_durable` from now until the transaction ends.
     /// Prepared: it must be at or above the prepare timestamp (rounded up to
@@ -364,17 +366,26 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// already set; it may be at or below stable and oldest, and is not
     /// counted by `all_durable` (the durable timestamp is). After an error
     /// the transaction is still usable.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CommitTimestampAlreadySet`] for a value other than the one
+    /// already set (after rounding), prepared or not; otherwise the
+    /// commit-timestamp errors of the rules above.
     pub fn set_commit_timestamp(&mut self, ts: Timestamp) -> Result<()> {
         match self.state {
             State::Active | State::Prepared => {}
             _ => self.check_usable()?,
         }
-        if !self.commit_ts.is_none() {
+        let ts = self.round_commit_ts(check_ts(TimestampRole::Commit, ts)?);
+        // A second, different value is refused (deliberate difference 6);
+        // the same one again goes through the checks below as the first
+        // did (re-announcing it is idempotent).
+        if !self.commit_ts.is_none() && ts != self.commit_ts {
             return Err(Error::CommitTimestampAlreadySet {
                 current: self.commit_ts,
             });
         }
-        let ts = self.round_commit_ts(check_ts(TimestampRole::Commit, ts)?);
         self.check_commit_ts(ts)?;
         if !self.durable_ts.is_none() && self.durable_ts < ts {
             return Err(Error::DurableTimestampBeforeCommit {
@@ -676,24 +687,23 @@ fn map_bound<Q: AsRef<[u8]> + ?Sized>(b: Bound<&Q>) -> Bound<&[u8]> {
     }
 }
 
-/// Rolls back the writes in `sess.writes` of transaction `id`: flips them
-/// to aborted, takes the transaction out of the running set (unless prepare
-/// already did), releases any prepare claim or announcement, and unlinks the
-/// versions still at their chain's head.
+/// Rolls back the writes in `sess.writes` of transaction `id`: unlinks its
+/// versions, flips them to aborted, takes the transaction out of the running
+/// set (unless prepare already did), and releases any prepare claim or
+/// announcement.
+///
+/// Unlinking comes first, while the versions are still in progress (or
+/// prepared): no other writer can prepend on top of one (its conflict check
+/// refuses), so each is its chain's head once our own newer versions above
+/// it are gone (newest first), and the unlink always succeeds. Flipped to
+/// aborted first, a concurrent writer of the key could skip it and prepend
+/// on top; the unlink then failed and the aborted version stayed in the
+/// chain above the safe point for as long as a reader held the horizon
+/// (issue 16).
 fn roll_back<P: Protocol>(sess: &mut Session<'_, P>, id: u64, prepared: bool, announced: bool) {
     let engine = sess.engine;
     let slot = sess.slot;
     let ctr = sess.ctr();
-    for w in &sess.writes {
-        // SAFETY: as in `prepare`: our versions are linked and alive.
-        unsafe { &*w.version }.set_status(ABORTED, 0);
-    }
-    if id != 0 && !prepared {
-        engine.proto.complete(slot, id, ctr);
-    }
-    if announced {
-        engine.proto.release_prepare(slot);
-    }
     let store = &engine.store;
     let guard = store.rc.pin();
     let mut unlinked = 0;
@@ -704,7 +714,21 @@ fn roll_back<P: Protocol>(sess: &mut Session<'_, P>, id: u64, prepared: bool, an
             unlinked += 1;
         }
     }
+    for w in &sess.writes {
+        // SAFETY: our versions were linked and alive when `guard` was
+        // pinned; those unlinked above are retired under it, so none is
+        // freed before it drops (invariant 11). Readers that loaded one
+        // before the unlink see it aborted (or still in progress: invisible).
+        unsafe { &*w.version }.set_status(ABORTED, 0);
+    }
     drop(guard);
+    if id != 0 && !prepared {
+        // The flips above happen-before the descriptor CAS (invariant 9).
+        engine.proto.complete(slot, id, ctr);
+    }
+    if announced {
+        engine.proto.release_prepare(slot);
+    }
     ctr.versions_pruned.bump(unlinked);
     ctr.rollbacks.bump(1);
 }

@@ -764,6 +764,58 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
             Err(Error::DurableTimestampWithoutPrepare { durable: ts(30) }),
         ),
         row(
+            "set_commit_timestamp with the same value again is accepted (issue 17; WiredTiger's test_prepare02)",
+            "prepared at 25, commit timestamp 26 set",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                write_and_prepare(&mut t, 25);
+                t.set_commit_timestamp(ts(26)).unwrap();
+                t.set_commit_timestamp(ts(26))?;
+                t.commit(commit_durable(26, 30)).unwrap();
+                drop(t);
+                let mut r = s.begin(&read_at(26)).unwrap();
+                r.get(b"k").map(Out::Value)
+            },
+            Ok(val(b"v1")),
+        ),
+        row(
+            "with roundup_prepared, the same commit timestamp after rounding is accepted again",
+            "prepared at 25 with roundup_prepared, commit timestamp 20 rounded to 25",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&roundup()).unwrap();
+                write_and_prepare(&mut t, 25);
+                t.set_commit_timestamp(ts(20)).unwrap();
+                t.set_commit_timestamp(ts(20))?;
+                t.set_commit_timestamp(ts(25))?;
+                t.commit(CommitOptions {
+                    commit_ts: None,
+                    durable_ts: Some(ts(30)),
+                })
+                .unwrap();
+                drop(t);
+                let mut r = s.begin(&read_at(25)).unwrap();
+                r.get(b"k").map(Out::Value)
+            },
+            Ok(val(b"v1")),
+        ),
+        row(
+            "set_commit_timestamp with a different value on a prepared transaction is refused (deliberate difference 6)",
+            "prepared at 25, commit timestamp 26 set",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                write_and_prepare(&mut t, 25);
+                t.set_commit_timestamp(ts(26)).unwrap();
+                // WiredTiger accepts any value at or above the prepare ts.
+                let r = t.set_commit_timestamp(ts(27)).map(|()| Out::Done);
+                t.commit(commit_durable(26, 30)).unwrap();
+                r
+            },
+            Err(Error::CommitTimestampAlreadySet { current: ts(26) }),
+        ),
+        row(
             "a second, different commit timestamp is refused",
             "prepared at 25, commit timestamp 26 set",
             |e| {

@@ -384,6 +384,53 @@ fn commit_timestamp_rules_on<P: Protocol>() {
             Ok(Out::Value(Some(b"v0".to_vec()))),
         ),
         row(
+            "set_commit_timestamp with the same value again is accepted (issue 17)",
+            "commit timestamp 30 set",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.put(b"k", b"v1").unwrap();
+                t.set_commit_timestamp(ts(30)).unwrap();
+                t.set_commit_timestamp(ts(30))?;
+                t.commit(CommitOptions::default()).unwrap();
+                drop(t);
+                let mut r = s.begin(&read_at(30)).unwrap();
+                r.get(b"k").map(Out::Value)
+            },
+            Ok(Out::Value(Some(b"v1".to_vec()))),
+        ),
+        row(
+            "set_commit_timestamp with a different value after the first is refused",
+            "commit timestamp 30 set",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.put(b"k", b"v1").unwrap();
+                t.set_commit_timestamp(ts(30)).unwrap();
+                let r = t.set_commit_timestamp(ts(29)).map(|()| Out::Done);
+                // Refused, the transaction still commits at 30.
+                t.commit(CommitOptions::default()).unwrap();
+                r
+            },
+            Err(Error::CommitTimestampAlreadySet { current: ts(30) }),
+        ),
+        row(
+            "the same commit timestamp again is validated again: refused once stable passed it",
+            "commit timestamp 30 set, stable moved to 35",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.put(b"k", b"v1").unwrap();
+                t.set_commit_timestamp(ts(30)).unwrap();
+                e.set_timestamps(set(None, Some(35), None)).unwrap();
+                t.set_commit_timestamp(ts(30)).map(|()| Out::Done)
+            },
+            Err(Error::CommitTimestampNotAfterStable {
+                commit: ts(30),
+                stable: ts(35),
+            }),
+        ),
+        row(
             "stable may pass a commit timestamp set early; commit then refuses it",
             "commit timestamp 30 set, stable moved to 35",
             |e| {

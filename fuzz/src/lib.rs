@@ -872,12 +872,14 @@ impl Model {
         if !matches!(t.state, TState::Active | TState::Prepared) {
             check_usable(t)?;
         }
-        if t.commit_ts != 0 {
+        let c = Self::round_commit_ts(t, check_ts(TimestampRole::Commit, c)?);
+        // The same value again is validated again; a different one is
+        // refused (issue 17).
+        if t.commit_ts != 0 && c != t.commit_ts {
             return Err(Error::CommitTimestampAlreadySet {
                 current: ts(t.commit_ts),
             });
         }
-        let c = Self::round_commit_ts(t, check_ts(TimestampRole::Commit, c)?);
         let c = self.check_commit_ts(t, ts(c))?;
         if t.durable_ts != 0 && t.durable_ts < c {
             return Err(Error::DurableTimestampBeforeCommit {

@@ -40,6 +40,15 @@ mod imp {
         pub(crate) fn defer<F: FnOnce() + Send + 'static>(&self, guard: &Guard, f: F) {
             guard.defer(f);
         }
+
+        /// Hands this thread's deferred destructors to the global queue and
+        /// runs those that are due. crossbeam-epoch moves a thread's bag
+        /// only when it fills (64 entries), so a thread that retires a few
+        /// objects and then only pins would keep them forever (issue 16).
+        #[inline]
+        pub(crate) fn flush(&self, guard: &Guard) {
+            guard.flush();
+        }
     }
 }
 
@@ -78,6 +87,9 @@ mod imp {
         pub(crate) fn defer<F: FnOnce() + Send + 'static>(&self, _guard: &Guard, f: F) {
             self.retired.lock().unwrap().push(Box::new(f));
         }
+
+        /// Nothing to hand on: the stand-in frees when it drops.
+        pub(crate) fn flush(&self, _guard: &Guard) {}
     }
 
     impl Drop for Reclaimer {

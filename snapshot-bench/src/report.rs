@@ -25,6 +25,11 @@ pub struct Round {
     /// read-only transaction (for the baselines: plus two per lock
     /// acquisition). `null` unless built with `--features count-rmw`.
     pub shared_rmw_per_read_txn: Option<f64>,
+    /// Read-modify-writes on the shared lock word per reader transaction:
+    /// two (acquire, release) per read or write lock acquisition of the
+    /// reader sessions, from the counters every build keeps. `null` for
+    /// peers.
+    pub lock_word_rmw_per_read_txn: Option<f64>,
     pub read_locks_per_read_txn: Option<f64>,
     pub snapshot_rebuilds_per_read_txn: Option<f64>,
     pub lock_wait_ns_per_read_txn: Option<f64>,
@@ -64,6 +69,12 @@ impl Round {
             writer_conflicts: o.writer_aborts,
             reader_read_ts_retries: o.reader_read_ts_retries,
             shared_rmw_per_read_txn: o.reader_rmw.and_then(|r| per(r, rb.max(o.reader_txns))),
+            lock_word_rmw_per_read_txn: rs.and_then(|s| {
+                per(
+                    2 * (s.read_lock_acquisitions + s.write_lock_acquisitions),
+                    rb,
+                )
+            }),
             read_locks_per_read_txn: rs.and_then(|s| per(s.read_lock_acquisitions, rb)),
             snapshot_rebuilds_per_read_txn: rs.and_then(|s| per(s.snapshot_rebuilt, rb)),
             lock_wait_ns_per_read_txn: rs.and_then(|s| per(s.lock_wait_ns, rb)),
@@ -193,13 +204,12 @@ pub fn print_read_ts(title: &str, engines: &[EngineRounds], cmps: &[Comparison])
     }
     for c in cmps {
         println!(
-            "  {} {}: {} -> {} ({:+.1}%, x{:.2}, exact Mann-Whitney p = {:.3}, {} higher in {}/{} rounds)",
+            "  {} {}: {} -> {} ({}, exact Mann-Whitney p = {:.3}, {} higher in {}/{} rounds)",
             c.metric,
             format_args!("{} vs {}", c.a, c.b),
             fmt_int(c.b_median),
             fmt_int(c.a_median),
-            c.difference * 100.0,
-            c.ratio,
+            ratio_text(c),
             c.p_value,
             c.a,
             c.a_higher_rounds,
@@ -232,7 +242,95 @@ pub fn print_read_ts(title: &str, engines: &[EngineRounds], cmps: &[Comparison])
     if !wl.is_empty() {
         println!("  per writer txn: {}", wl.join("; "));
     }
+    for c in cmps {
+        println!("verdict: {}", verdict(c));
+    }
     println!();
+}
+
+/// The significance level of the verdict lines.
+pub const ALPHA: f64 = 0.05;
+
+fn ratio_text(c: &Comparison) -> String {
+    if c.b_median > 0.0 {
+        format!("{:+.1}%, x{:.2}", c.difference * 100.0, c.ratio)
+    } else {
+        "no ratio: the second engine's median is 0".into()
+    }
+}
+
+/// The smallest exact two-sided p that `n` rounds against `n` can reach:
+/// the two most extreme of the C(2n, n) equally likely splits.
+pub fn smallest_p(n: usize) -> f64 {
+    let splits = (0..n).fold(1.0, |acc, i| acc * (2 * n - i) as f64 / (i + 1) as f64);
+    (2.0 / splits).min(1.0)
+}
+
+/// One comparison in plain words: faster, slower, or no difference this
+/// sample can show, with the ratio, p and the rounds won.
+pub fn verdict(c: &Comparison) -> String {
+    let numbers = format!(
+        "{}, p = {:.3}, higher in {}/{} rounds",
+        ratio_text(c),
+        c.p_value,
+        c.a_higher_rounds,
+        c.rounds
+    );
+    let what = if c.metric == "readers" {
+        "reader"
+    } else {
+        "writer"
+    };
+    if c.p_value <= ALPHA && c.a_median > c.b_median {
+        format!("{} is FASTER than {} for {what}s: {numbers}", c.a, c.b)
+    } else if c.p_value <= ALPHA && c.a_median < c.b_median {
+        format!("{} is SLOWER than {} for {what}s: {numbers}", c.a, c.b)
+    } else {
+        let floor = smallest_p(c.rounds);
+        let hint = if floor > ALPHA {
+            format!(
+                "; {} rounds cannot reach p <= {ALPHA} (smallest possible p = {floor:.3}), try --rounds 5",
+                c.rounds
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "{} vs {} for {what}s: no difference this sample can show (p > {ALPHA}): {numbers}{hint}",
+            c.a, c.b
+        )
+    }
+}
+
+/// The headline figure: read-modify-writes on a word every thread shares,
+/// per read-only transaction, per engine (median over rounds). Every build
+/// counts the lock-word ones (two per lock acquisition, from the sessions'
+/// counters); a `count-rmw` build also counts every read-modify-write that
+/// goes through the sync shim.
+pub fn print_headline(engines: &[EngineRounds]) {
+    let figs = |f: fn(&Round) -> Option<f64>| -> Vec<String> {
+        engines
+            .iter()
+            .filter_map(|e| {
+                let v: Vec<f64> = e.rounds.iter().filter_map(f).collect();
+                (!v.is_empty()).then(|| format!("{} {:.2}", e.engine, median(&v)))
+            })
+            .collect()
+    };
+    let lock = figs(|r| r.lock_word_rmw_per_read_txn);
+    if !lock.is_empty() {
+        println!(
+            "headline: shared lock-word read-modify-writes per read-only transaction: {} (2 per lock acquisition, acquire + release; counted in every build)",
+            lock.join(" vs ")
+        );
+    }
+    let shim = figs(|r| r.shared_rmw_per_read_txn);
+    if !shim.is_empty() {
+        println!(
+            "headline: every shared-word read-modify-write through the sync shim per read-only transaction: {} (count-rmw build)",
+            shim.join(" vs ")
+        );
+    }
 }
 
 /// Latency buckets of the tail report: [lo, hi) in ns.

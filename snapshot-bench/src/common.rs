@@ -186,6 +186,12 @@ impl WorstList {
 /// Sleeps through warm-up and the measured window, ticking the progress
 /// bar; returns the measured seconds.
 pub fn run_phases(ctl: &Ctl, warmup: f64, seconds: f64, pb: &ProgressBar) -> f64 {
+    // The driver's own tests (tests/cli.rs) panic here, on the main thread
+    // while every worker runs, to show that the panic hook ends the process
+    // (a scope would otherwise wait forever for workers nobody stops).
+    if std::env::var_os("SNAPSHOT_BENCH_TEST_PANIC").is_some() {
+        panic!("SNAPSHOT_BENCH_TEST_PANIC is set: panicking with the workers running");
+    }
     let tick = |secs: f64| {
         let end = Instant::now() + Duration::from_secs_f64(secs);
         let mut last = Instant::now();

@@ -6,7 +6,6 @@
 use crate::engines::{order, EngineKind};
 use crate::stats::{median, min_max};
 use crate::w2::{begin_engine, begin_rows};
-use indicatif::ProgressBar;
 use serde::Serialize;
 use snapshot_engine::{CommitOptions, Protocol, TxnOptions};
 use std::time::{Duration, Instant};
@@ -43,7 +42,7 @@ pub struct Row {
     pub ns: Vec<(&'static str, Vec<f64>)>,
 }
 
-pub fn run(engines: &[EngineKind], rounds: usize, secs: f64, pb: &ProgressBar) -> Vec<Row> {
+pub fn run(engines: &[EngineKind], rounds: usize, secs: f64, pg: &crate::Progress) -> Vec<Row> {
     let rows = begin_rows();
     let mut out: Vec<Row> = rows
         .iter()
@@ -58,8 +57,14 @@ pub fn run(engines: &[EngineKind], rounds: usize, secs: f64, pb: &ProgressBar) -
             for (i, r) in rows.iter().enumerate() {
                 let ns = crate::dispatch!(kind, cell(&r.opts, secs), f64::NAN);
                 out[i].ns[col].1.push(ns);
-                pb.inc((secs * 1000.0) as u64);
+                pg.bar.inc((secs * 1000.0) as u64);
             }
+            pg.line(format_args!(
+                "begin round {}/{rounds} {} done ({} option rows)",
+                r + 1,
+                kind.name(),
+                rows.len()
+            ));
         }
     }
     out

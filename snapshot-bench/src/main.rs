@@ -6,159 +6,107 @@
 //! object with `--json`).
 
 mod begin;
+mod cli;
 mod common;
 mod engines;
 #[cfg(feature = "peers")]
 mod lmdb;
+mod plot;
 mod readts;
 mod report;
 mod romix;
 mod stats;
 mod w2;
 
-use clap::{Parser, ValueEnum};
+use cli::{Plan, Workload};
 use engines::{order, EngineKind};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use report::{compare, EngineRounds, Round};
 use serde_json::json;
+use std::io::IsTerminal;
+use std::time::Instant;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Workload {
-    /// W1: readers set a read timestamp after begin while writers commit.
-    #[value(name = "read-ts")]
-    ReadTs,
-    /// W2: begin + commit of an empty transaction for every begin option.
-    Begin,
-    /// W3: 90% read-only / 10% read-write, normal path versus the
-    /// read-only fast path at the stable watermark.
-    #[value(name = "ro-mix")]
-    RoMix,
-    /// W4: every transaction's latency under write saturation.
-    Tail,
+/// Progress on stderr: a bar with an ETA when stderr is a terminal, one
+/// line per run otherwise (CI, `| tee`), nothing with `--no-progress`.
+pub struct Progress {
+    pub bar: ProgressBar,
+    lines: bool,
+    start: Instant,
 }
 
-/// The snapshot-engine workload driver (see README: "Benchmarks").
-#[derive(Parser, Debug)]
-#[command(version, about)]
-struct Cli {
-    /// Which workload.
-    #[arg(value_enum, default_value = "read-ts")]
-    workload: Workload,
-    /// Engines to compare, in the order of the first round; the first is
-    /// compared against each of the others.
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        default_value = "lock-free,rwlock3,rwlock2"
-    )]
-    engines: Vec<EngineKind>,
-    /// Keys loaded before the run (u64, big-endian).
-    #[arg(long, default_value_t = 100_000)]
-    keys: u64,
-    /// Bytes per value.
-    #[arg(long, default_value_t = 100)]
-    value_size: usize,
-    /// Reader threads (read-ts: 8, tail: 4).
-    #[arg(long)]
-    readers: Option<usize>,
-    /// Writer threads (read-ts: 4, tail: 8).
-    #[arg(long)]
-    writers: Option<usize>,
-    /// Several reader/writer configurations, e.g. `4/4,8/4` (read-ts and
-    /// tail); overrides --readers/--writers.
-    #[arg(long, value_delimiter = ',')]
-    configs: Vec<String>,
-    /// Worker threads for ro-mix (each runs the 90/10 mix).
-    #[arg(long, default_value_t = 4)]
-    threads: usize,
-    /// Measured seconds per run (read-ts 2, tail 3, ro-mix 2; begin: per
-    /// table cell, 0.2).
-    #[arg(long)]
-    seconds: Option<f64>,
-    /// Warm-up seconds per run before measuring (1).
-    #[arg(long)]
-    warmup: Option<f64>,
-    /// Rounds (read-ts 5, begin 5, ro-mix 3, tail 3). 5 against 5 is the
-    /// smallest design whose exact two-sided p can reach 0.008.
-    #[arg(long)]
-    rounds: Option<usize>,
-    /// W1/W4 timekeeper: stable = last commit ts - this.
-    #[arg(long, default_value_t = 1_000_000)]
-    stable_lag: u64,
-    /// W1/W4 timekeeper: oldest = stable - this.
-    #[arg(long, default_value_t = 100_000)]
-    oldest_lag: u64,
-    /// tail: how many of the slowest transactions to list.
-    #[arg(long, default_value_t = 20)]
-    worst: usize,
-    /// Print one JSON object instead of the tables.
-    #[arg(long)]
-    json: bool,
-    /// No progress bar.
-    #[arg(long)]
-    no_progress: bool,
-}
-
-fn parse_config(s: &str) -> (usize, usize) {
-    let (r, w) = s
-        .split_once('/')
-        .unwrap_or_else(|| panic!("--configs wants READERS/WRITERS, got {s:?}"));
-    (
-        r.trim().parse().expect("readers is a number"),
-        w.trim().parse().expect("writers is a number"),
-    )
-}
-
-fn progress(total_ms: u64, quiet: bool) -> ProgressBar {
-    let pb = ProgressBar::with_draw_target(Some(total_ms), ProgressDrawTarget::stderr());
-    if quiet {
-        pb.set_draw_target(ProgressDrawTarget::hidden());
+impl Progress {
+    fn new(total_ms: u64, enabled: bool) -> Progress {
+        let tty = std::io::stderr().is_terminal();
+        let bar = ProgressBar::with_draw_target(Some(total_ms), ProgressDrawTarget::stderr());
+        if !enabled || !tty {
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {wide_bar} {percent}% (about {eta} left) {msg}",
+            )
+            .expect("a valid progress template"),
+        );
+        Progress {
+            bar,
+            lines: enabled && !tty,
+            start: Instant::now(),
+        }
     }
-    pb.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {percent}% {msg}")
-            .expect("template"),
-    );
-    pb
+
+    /// One line per finished run when stderr is not a terminal.
+    pub(crate) fn line(&self, msg: std::fmt::Arguments<'_>) {
+        if self.lines {
+            let pos = self.bar.position();
+            let len = self.bar.length().unwrap_or(0).max(1);
+            eprintln!(
+                "[{:>5.1} s, {:>3}%] {msg}",
+                self.start.elapsed().as_secs_f64(),
+                pos * 100 / len
+            );
+        }
+    }
 }
 
 fn rmw_note() -> &'static str {
     if snapshot_engine::thread_rmw_count().is_some() {
-        "rmw/rtxn: shared-word read-modify-writes counted by the sync shim (baselines: + 2 per lock acquisition)"
+        "rmw/rtxn: shared-word read-modify-writes per reader transaction, counted by the sync shim (baselines: + 2 per lock acquisition)"
     } else {
-        "rmw/rtxn: not counted in this build (add --features count-rmw for a counted pass)"
+        "rmw/rtxn: not counted in this build (the counter costs time on every transaction; a counted pass: cargo run --release -p snapshot-bench --features count-rmw -- --rounds 1)"
     }
 }
 
 fn main() {
-    let cli = Cli::parse();
-    let warmup = cli.warmup.unwrap_or(1.0);
-    let engines: Vec<EngineKind> = cli.engines.clone();
-    if engines.contains(&EngineKind::Lmdb) && !cfg!(feature = "peers") {
-        eprintln!("lmdb needs the `peers` cargo feature: cargo run --release --features peers --bin snapshot-bench -- ...");
-        std::process::exit(2);
-    }
-    match cli.workload {
-        Workload::ReadTs | Workload::Tail => read_ts(&cli, &engines, warmup),
-        Workload::Begin => begin_table(&cli, &engines),
-        Workload::RoMix => ro_mix(&cli, &engines, warmup),
+    // A panic anywhere (the main thread or a worker) ends the process: the
+    // default hook prints the message, then the process exits with 101
+    // instead of leaving the other threads running with nobody to stop them.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        std::process::exit(101);
+    }));
+    let plan = match cli::plan(cli::parse()) {
+        Ok(p) => p,
+        Err(r) => cli::refuse(&r),
+    };
+    match plan.workload {
+        Workload::ReadTs | Workload::Tail => read_ts(&plan),
+        Workload::Begin => begin_table(&plan),
+        Workload::RoMix => ro_mix(&plan),
     }
 }
 
-fn read_ts(cli: &Cli, engines: &[EngineKind], warmup: f64) {
-    let tail = cli.workload == Workload::Tail;
-    let (dr, dw) = if tail { (4, 8) } else { (8, 4) };
-    let configs: Vec<(usize, usize)> = if cli.configs.is_empty() {
-        vec![(cli.readers.unwrap_or(dr), cli.writers.unwrap_or(dw))]
-    } else {
-        cli.configs.iter().map(|s| parse_config(s)).collect()
-    };
-    let seconds = cli.seconds.unwrap_or(if tail { 3.0 } else { 2.0 });
-    let rounds = cli.rounds.unwrap_or(if tail { 3 } else { 5 });
+fn read_ts(plan: &Plan) {
+    let tail = plan.workload == Workload::Tail;
+    let engines = &plan.engines;
+    let (seconds, warmup, rounds) = (plan.seconds, plan.warmup, plan.rounds);
+    let configs = &plan.configs;
     let total = (configs.len() * rounds * engines.len()) as f64 * (warmup + seconds) * 1000.0;
-    let pb = progress(total as u64, cli.no_progress);
+    let pg = Progress::new(total as u64, plan.progress);
+    let pb = &pg.bar;
     let mut json_configs = Vec::new();
-    for &(readers, writers) in &configs {
+    let mut all_configs = Vec::new();
+    for &(readers, writers) in configs {
         let mut per: Vec<EngineRounds> = engines
             .iter()
             .map(|e| EngineRounds {
@@ -174,50 +122,64 @@ fn read_ts(cli: &Cli, engines: &[EngineKind], warmup: f64) {
                     kind.name()
                 ));
                 let p = readts::Params {
-                    keys: cli.keys,
-                    value_size: cli.value_size,
+                    keys: plan.keys,
+                    value_size: plan.value_size,
                     readers,
                     writers,
                     warmup,
                     seconds,
-                    stable_lag: cli.stable_lag,
-                    oldest_lag: cli.oldest_lag,
-                    worst: if tail { cli.worst } else { 0 },
+                    stable_lag: plan.stable_lag,
+                    oldest_lag: plan.oldest_lag,
+                    worst: if tail { plan.worst } else { 0 },
                     round: r,
                 };
-                let out = run_w1(kind, &p, &pb);
+                let out = run_w1(kind, &p, pb);
                 let col = engines.iter().position(|&k| k == kind).expect("listed");
-                per[col].rounds.push(Round::from_out(r, pos, out));
+                let round = Round::from_out(r, pos, out);
+                pg.line(format_args!(
+                    "{readers}/{writers} round {}/{rounds} {:<9} readers {:>12}/s  writers {:>12}/s",
+                    r + 1,
+                    kind.name(),
+                    common::fmt_int(round.reader_txn_per_s),
+                    common::fmt_int(round.writer_txn_per_s),
+                ));
+                per[col].rounds.push(round);
             }
         }
         let mut cmps = Vec::new();
         for other in per.iter().skip(1) {
-            cmps.push(compare("readers", &per[0], other, |x| x.reader_txn_per_s));
+            if readers > 0 {
+                cmps.push(compare("readers", &per[0], other, |x| x.reader_txn_per_s));
+            }
             if writers > 0 {
                 cmps.push(compare("writers", &per[0], other, |x| x.writer_txn_per_s));
             }
         }
         pb.suspend(|| {
-            if cli.json {
+            if plan.json {
                 return;
             }
             let title = format!(
                 "{} ({}): {readers} readers / {writers} writers, {} keys, {}-byte values, {seconds} s measured after {warmup} s warm-up, {rounds} rounds, engine order alternating, fresh engine per run",
                 if tail { "tail" } else { "read-ts" },
                 if tail { "W4" } else { "W1" },
-                common::fmt_int(cli.keys as f64),
-                cli.value_size
+                common::fmt_int(plan.keys as f64),
+                plan.value_size
             );
             report::print_read_ts(&title, &per, &cmps);
             if tail {
-                let tails: Vec<_> = per.iter().map(|e| report::tail_of(e, cli.worst)).collect();
+                let tails: Vec<_> = per.iter().map(|e| report::tail_of(e, plan.worst)).collect();
                 report::print_tail("tail (W4): per-transaction latency, all rounds", &tails);
             } else {
-                println!("{}\n", rmw_note());
+                println!("{}", rmw_note());
+                report::print_headline(&per);
+                println!(
+                    "What the columns mean: README.md, section \"Reading the read-ts table\".\n"
+                );
             }
         });
         let tails: Vec<_> = if tail {
-            per.iter().map(|e| report::tail_of(e, cli.worst)).collect()
+            per.iter().map(|e| report::tail_of(e, plan.worst)).collect()
         } else {
             Vec::new()
         };
@@ -228,13 +190,33 @@ fn read_ts(cli: &Cli, engines: &[EngineKind], warmup: f64) {
             "comparisons": cmps,
             "tail": tails,
         }));
+        all_configs.push(((readers, writers), per));
     }
     pb.finish_and_clear();
-    if cli.json {
+    if let Some((path, file)) = &plan.plot {
+        let title = format!(
+            "{} ({}), {} keys, {seconds} s after {warmup} s warm-up, {rounds} rounds",
+            if tail { "tail" } else { "read-ts" },
+            if tail { "W4" } else { "W1" },
+            common::fmt_int(plan.keys as f64),
+        );
+        match plot::draw(file, &title, &all_configs) {
+            Ok(()) => {
+                if !plan.json {
+                    println!("picture: {}", path.display());
+                }
+            }
+            Err(e) => {
+                eprintln!("error: could not draw '{}': {e}", path.display());
+                std::process::exit(1);
+            }
+        }
+    }
+    if plan.json {
         let v = json!({
             "workload": if tail { "tail" } else { "read-ts" },
-            "keys": cli.keys,
-            "value_size": cli.value_size,
+            "keys": plan.keys,
+            "value_size": plan.value_size,
             "seconds": seconds,
             "warmup": warmup,
             "rounds": rounds,
@@ -260,22 +242,17 @@ fn run_lmdb(p: &readts::Params, pb: &ProgressBar) -> readts::Out {
 
 #[cfg(not(feature = "peers"))]
 fn run_lmdb(_p: &readts::Params, _pb: &ProgressBar) -> readts::Out {
-    unreachable!("checked in main: lmdb needs the peers feature")
+    unreachable!("refused in cli::plan: lmdb needs the peers feature")
 }
 
-fn begin_table(cli: &Cli, engines: &[EngineKind]) {
-    let engines: Vec<EngineKind> = engines
-        .iter()
-        .copied()
-        .filter(|&e| e != EngineKind::Lmdb)
-        .collect();
-    let rounds = cli.rounds.unwrap_or(5);
-    let secs = cli.seconds.unwrap_or(0.2);
+fn begin_table(plan: &Plan) {
+    let engines = &plan.engines;
+    let (rounds, secs) = (plan.rounds, plan.seconds);
     let total = (rounds * engines.len() * w2::begin_rows().len()) as f64 * secs * 1000.0;
-    let pb = progress(total as u64, cli.no_progress);
-    let rows = begin::run(&engines, rounds, secs, &pb);
-    pb.finish_and_clear();
-    if cli.json {
+    let pg = Progress::new(total as u64, plan.progress);
+    let rows = begin::run(engines, rounds, secs, &pg);
+    pg.bar.finish_and_clear();
+    if plan.json {
         let v = json!({ "workload": "begin", "rounds": rounds, "seconds_per_cell": secs, "rows": rows });
         println!("{}", serde_json::to_string_pretty(&v).expect("json"));
     } else {
@@ -283,16 +260,12 @@ fn begin_table(cli: &Cli, engines: &[EngineKind]) {
     }
 }
 
-fn ro_mix(cli: &Cli, engines: &[EngineKind], warmup: f64) {
-    let engines: Vec<EngineKind> = engines
-        .iter()
-        .copied()
-        .filter(|&e| e != EngineKind::Lmdb)
-        .collect();
-    let rounds = cli.rounds.unwrap_or(3);
-    let seconds = cli.seconds.unwrap_or(2.0);
+fn ro_mix(plan: &Plan) {
+    let engines = &plan.engines;
+    let (rounds, seconds, warmup) = (plan.rounds, plan.seconds, plan.warmup);
     let total = (rounds * engines.len() * 2) as f64 * (warmup + seconds) * 1000.0;
-    let pb = progress(total as u64, cli.no_progress);
+    let pg = Progress::new(total as u64, plan.progress);
+    let pb = &pg.bar;
     // Variants: (engine, fast path?), alternating order per round.
     let variants: Vec<(EngineKind, bool)> = engines
         .iter()
@@ -313,22 +286,34 @@ fn ro_mix(cli: &Cli, engines: &[EngineKind], warmup: f64) {
                 if fast { "fast path" } else { "normal path" }
             ));
             let p = romix::Params {
-                keys: cli.keys,
-                value_size: cli.value_size,
-                threads: cli.threads,
+                keys: plan.keys,
+                value_size: plan.value_size,
+                threads: plan.threads,
                 warmup,
                 seconds,
                 fast_path: fast,
             };
             use romix::run;
-            res[i].push(dispatch!(kind, run(&p, r, &pb), unreachable!("filtered")));
+            let out = dispatch!(
+                kind,
+                run(&p, r, pb),
+                unreachable!("lmdb is refused in cli::plan")
+            );
+            pg.line(format_args!(
+                "round {}/{rounds} {:<9} {:<6} path: total {:>12} txn/s",
+                r + 1,
+                kind.name(),
+                if fast { "fast" } else { "normal" },
+                common::fmt_int(out.total_txn_per_s)
+            ));
+            res[i].push(out);
         }
     }
     pb.finish_and_clear();
-    if cli.json {
+    if plan.json {
         let v = json!({
             "workload": "ro-mix",
-            "threads": cli.threads,
+            "threads": plan.threads,
             "rounds": rounds,
             "variants": variants.iter().zip(&res).map(|((k, f), r)| json!({
                 "engine": k.name(), "path": if *f { "fast" } else { "normal" }, "rounds": r
@@ -339,7 +324,7 @@ fn ro_mix(cli: &Cli, engines: &[EngineKind], warmup: f64) {
     }
     println!(
         "ro-mix (W3): {} threads, 90% read-only (3 gets + 10-key range) / 10% read-write (5 updates + 5 inserts), {seconds} s after {warmup} s warm-up, {rounds} rounds, order alternating",
-        cli.threads
+        plan.threads
     );
     println!(
         "{:<10} {:<7} {:>30} {:>30} {:>14} {:>9} {:>9} {:>9}",

@@ -77,9 +77,17 @@ fn worker<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
             // ten-key range of order lines.
             let mut t = s.begin(&ro_opts).expect("begin");
             if !p.fast_path {
-                let stable = ctl.stable.load(Ordering::Relaxed);
-                t.set_read_timestamp(Timestamp::new(stable))
-                    .expect("read ts");
+                // As W1's readers: a reader preempted between loading stable
+                // and setting it, long enough for oldest to pass it, takes
+                // the newer stable (the transaction stays usable).
+                loop {
+                    let stable = ctl.stable.load(Ordering::Relaxed);
+                    match t.set_read_timestamp(Timestamp::new(stable)) {
+                        Ok(_) => break,
+                        Err(Error::ReadTimestampTooOld { .. }) => continue,
+                        Err(e) => panic!("set_read_timestamp: {e}"),
+                    }
+                }
             }
             let mut acc = 0u64;
             for _ in 0..3 {

@@ -1,0 +1,414 @@
+//! The command line: flags, their allowed ranges, and the checks that refuse
+//! a bad invocation before any engine is built or any thread starts.
+//!
+//! Every refusal is one line on stderr naming the flag, the value and the
+//! allowed range, and exits with code 2 (clap's own usage errors too; see
+//! [`parse`]).
+
+use crate::engines::EngineKind;
+use clap::error::ErrorKind;
+use clap::{Parser, ValueEnum};
+use std::fs::File;
+use std::path::PathBuf;
+
+/// Upper bound of `--keys`.
+pub const MAX_KEYS: u64 = 10_000_000;
+/// Upper bound of `--value-size` (bytes).
+pub const MAX_VALUE_SIZE: u64 = 65_536;
+/// Upper bound of `--keys` × `--value-size` (bytes loaded per engine).
+pub const MAX_LOADED_BYTES: u64 = 4 << 30;
+/// Upper bound of `--readers`, `--writers`, `--threads` and each side of a
+/// `--configs` entry.
+pub const MAX_THREADS: u64 = 512;
+/// Upper bound of `--seconds` and `--warmup`.
+pub const MAX_SECONDS: f64 = 3600.0;
+/// Lower bound of `--seconds`.
+pub const MIN_SECONDS: f64 = 0.001;
+/// Upper bound of `--rounds` (the exact Mann-Whitney p of 50 against 50 is
+/// still counted in a few megabytes).
+pub const MAX_ROUNDS: u64 = 50;
+/// Upper bound of `--stable-lag` and `--oldest-lag`.
+pub const MAX_LAG: u64 = 1 << 48;
+/// Upper bound of `--worst`.
+pub const MAX_WORST: u64 = 10_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Workload {
+    /// W1: readers set a read timestamp after begin while writers commit.
+    #[value(name = "read-ts")]
+    ReadTs,
+    /// W2: begin + commit of an empty transaction for every begin option.
+    Begin,
+    /// W3: 90% read-only / 10% read-write, normal path versus the
+    /// read-only fast path at the stable watermark.
+    #[value(name = "ro-mix")]
+    RoMix,
+    /// W4: every transaction's latency under write saturation.
+    Tail,
+}
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::ReadTs => "read-ts",
+            Workload::Begin => "begin",
+            Workload::RoMix => "ro-mix",
+            Workload::Tail => "tail",
+        }
+    }
+}
+
+/// The snapshot-engine workload driver (see README: "Benchmarks").
+#[derive(Parser, Debug)]
+#[command(version, about, allow_negative_numbers = true)]
+pub struct Cli {
+    /// Which workload.
+    #[arg(value_enum, default_value = "read-ts")]
+    pub workload: Workload,
+    /// Engines to compare, each at most once, in the order of the first
+    /// round; the first is compared against each of the others.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "lock-free,rwlock3,rwlock2"
+    )]
+    pub engines: Vec<EngineKind>,
+    /// Keys loaded before the run (u64, big-endian), 1 to 10,000,000.
+    #[arg(long, default_value_t = 100_000, value_parser = int_range(1..=MAX_KEYS as i64))]
+    pub keys: u64,
+    /// Bytes per value, 1 to 65,536.
+    #[arg(long, default_value_t = 100, value_parser = int_range(1..=MAX_VALUE_SIZE as i64))]
+    pub value_size: u64,
+    /// Reader threads, 0 to 512 (read-ts: 8, tail: 4).
+    #[arg(long, value_parser = int_range(0..=MAX_THREADS as i64))]
+    pub readers: Option<u64>,
+    /// Writer threads, 0 to 512 (read-ts: 4, tail: 8).
+    #[arg(long, value_parser = int_range(0..=MAX_THREADS as i64))]
+    pub writers: Option<u64>,
+    /// Several reader/writer configurations, e.g. `4/4,8/4` (read-ts and
+    /// tail); overrides --readers/--writers.
+    #[arg(long, value_delimiter = ',', value_parser = parse_config)]
+    pub configs: Vec<(usize, usize)>,
+    /// Worker threads for ro-mix (each runs the 90/10 mix), 1 to 512.
+    #[arg(long, default_value_t = 4, value_parser = int_range(1..=MAX_THREADS as i64))]
+    pub threads: u64,
+    /// Measured seconds per run, 0.001 to 3600 (read-ts 2, tail 3, ro-mix 2;
+    /// begin: per table cell, 0.2).
+    #[arg(long, value_parser = parse_seconds)]
+    pub seconds: Option<f64>,
+    /// Warm-up seconds per run before measuring, 0 to 3600 (1).
+    #[arg(long, value_parser = parse_warmup)]
+    pub warmup: Option<f64>,
+    /// Rounds, 1 to 50 (read-ts 5, begin 5, ro-mix 3, tail 3). 5 against 5
+    /// is the smallest design whose exact two-sided p can reach 0.008.
+    #[arg(long, value_parser = int_range(1..=MAX_ROUNDS as i64))]
+    pub rounds: Option<u64>,
+    /// W1/W4 timekeeper: stable = last commit ts - this (0 to 2^48).
+    #[arg(long, default_value_t = 1_000_000, value_parser = int_range(0..=MAX_LAG as i64))]
+    pub stable_lag: u64,
+    /// W1/W4 timekeeper: oldest = stable - this (0 to 2^48).
+    #[arg(long, default_value_t = 100_000, value_parser = int_range(0..=MAX_LAG as i64))]
+    pub oldest_lag: u64,
+    /// tail: how many of the slowest transactions to list, 0 to 10,000.
+    #[arg(long, default_value_t = 20, value_parser = int_range(0..=MAX_WORST as i64))]
+    pub worst: u64,
+    /// Print one JSON object instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress on stderr (neither the bar nor the per-round lines).
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Draw the run as an SVG picture (read-ts and tail): throughput per
+    /// engine with min-max whiskers per configuration, and each engine's
+    /// read latency percentile curve.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+}
+
+/// An integer flag in `r`: clap's ranged parser says "-1 is not in 1..=N"
+/// but only "invalid digit found in string" for `x` or `1.5`, so every
+/// refusal here names the range.
+fn int_range(
+    r: std::ops::RangeInclusive<i64>,
+) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
+    move |s: &str| match s.trim().parse::<i64>() {
+        Ok(x) if r.contains(&x) => Ok(x as u64),
+        _ => Err(format!(
+            "want a whole number from {} to {}",
+            r.start(),
+            r.end()
+        )),
+    }
+}
+
+fn parse_config(s: &str) -> Result<(usize, usize), String> {
+    let bad = || {
+        format!("want READERS/WRITERS with each side 0 to {MAX_THREADS} and not both 0, e.g. 8/4")
+    };
+    let (r, w) = s.split_once('/').ok_or_else(bad)?;
+    let side = |x: &str| -> Result<usize, String> {
+        match x.trim().parse::<u64>() {
+            Ok(n) if n <= MAX_THREADS => Ok(n as usize),
+            _ => Err(bad()),
+        }
+    };
+    let (r, w) = (side(r)?, side(w)?);
+    if r == 0 && w == 0 {
+        return Err(bad());
+    }
+    Ok((r, w))
+}
+
+fn parse_secs(s: &str, lo: f64, what: &str) -> Result<f64, String> {
+    let range = format!("want a finite number of seconds, {what}{lo} to {MAX_SECONDS}");
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= lo && x <= MAX_SECONDS => Ok(x),
+        _ => Err(range),
+    }
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    parse_secs(s, MIN_SECONDS, "")
+}
+
+fn parse_warmup(s: &str) -> Result<f64, String> {
+    parse_secs(s, 0.0, "")
+}
+
+/// A refused invocation: one line, exit code 2.
+pub struct Refusal(pub String);
+
+/// Parses the command line. Help and version go to stdout with exit code 0;
+/// every usage error becomes one line on stderr and exit code 2.
+pub fn parse() -> Cli {
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            let _ = e.print();
+            std::process::exit(0)
+        }
+        Err(e) => refuse(&Refusal(one_line(&e.render().to_string()))),
+    }
+}
+
+/// Prints the refusal and exits with code 2.
+pub fn refuse(r: &Refusal) -> ! {
+    eprintln!("{}", r.0);
+    std::process::exit(2)
+}
+
+/// clap's message on one line: its lines joined with "; ", the usage line
+/// and the "for more information" hint dropped.
+fn one_line(msg: &str) -> String {
+    let parts: Vec<&str> = msg
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information")
+        })
+        .collect();
+    let mut s = parts.join("; ");
+    if !s.starts_with("error:") {
+        s = format!("error: {s}");
+    }
+    s
+}
+
+/// Everything a run needs, checked.
+pub struct Plan {
+    pub workload: Workload,
+    pub engines: Vec<EngineKind>,
+    pub keys: u64,
+    pub value_size: usize,
+    /// read-ts and tail: (readers, writers) per configuration.
+    pub configs: Vec<(usize, usize)>,
+    pub threads: usize,
+    pub seconds: f64,
+    pub warmup: f64,
+    pub rounds: usize,
+    pub stable_lag: u64,
+    pub oldest_lag: u64,
+    pub worst: usize,
+    pub json: bool,
+    pub progress: bool,
+    /// The picture's path and the file, created (so an unwritable path is
+    /// refused before the run, not after it).
+    pub plot: Option<(PathBuf, File)>,
+}
+
+fn invalid(flag: &str, value: impl std::fmt::Display, why: impl std::fmt::Display) -> Refusal {
+    Refusal(format!(
+        "error: invalid value '{value}' for '{flag}': {why}"
+    ))
+}
+
+/// Checks what clap's per-value parsers cannot: combinations, duplicates,
+/// the workload's own limits and the plot file.
+///
+/// # Errors
+///
+/// A [`Refusal`] naming the flag, the value and the allowed range.
+pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
+    let list = |v: &[EngineKind]| v.iter().map(|e| e.name()).collect::<Vec<_>>().join(",");
+    for (i, e) in cli.engines.iter().enumerate() {
+        if cli.engines[..i].contains(e) {
+            return Err(invalid(
+                "--engines",
+                list(&cli.engines),
+                format_args!(
+                    "{} is listed twice; name each engine at most once",
+                    e.name()
+                ),
+            ));
+        }
+    }
+    if cli.engines.is_empty() {
+        return Err(invalid("--engines", "", "name at least one engine"));
+    }
+    if cli.engines.contains(&EngineKind::Lmdb) && !cfg!(feature = "peers") {
+        return Err(invalid(
+            "--engines",
+            list(&cli.engines),
+            "lmdb needs the `peers` cargo feature: cargo run --release -p snapshot-bench --features peers -- ...",
+        ));
+    }
+    let workload = cli.workload;
+    let mut engines = cli.engines.clone();
+    if matches!(workload, Workload::Begin | Workload::RoMix) {
+        engines.retain(|&e| e != EngineKind::Lmdb);
+        if engines.is_empty() {
+            return Err(invalid(
+                "--engines",
+                list(&cli.engines),
+                format_args!(
+                    "{} runs on lock-free, rwlock3 and rwlock2 only",
+                    workload.name()
+                ),
+            ));
+        }
+    }
+    let bytes = cli.keys.saturating_mul(cli.value_size);
+    if bytes > MAX_LOADED_BYTES {
+        return Err(invalid(
+            "--keys",
+            cli.keys,
+            format_args!(
+                "{} keys of {} bytes load {bytes} bytes per engine; --keys x --value-size may be at most {MAX_LOADED_BYTES}",
+                cli.keys, cli.value_size
+            ),
+        ));
+    }
+    let tail = workload == Workload::Tail;
+    let (dr, dw) = if tail { (4, 8) } else { (8, 4) };
+    let configs = if cli.configs.is_empty() {
+        let r = cli.readers.map_or(dr, |x| x as usize);
+        let w = cli.writers.map_or(dw, |x| x as usize);
+        if r == 0 && w == 0 {
+            return Err(invalid(
+                "--readers/--writers",
+                "0/0",
+                "want at least one reader or one writer (each 0 to 512)",
+            ));
+        }
+        vec![(r, w)]
+    } else {
+        for (i, c) in cli.configs.iter().enumerate() {
+            if cli.configs[..i].contains(c) {
+                return Err(invalid(
+                    "--configs",
+                    format_args!("{}/{}", c.0, c.1),
+                    "listed twice; name each configuration at most once",
+                ));
+            }
+        }
+        cli.configs.clone()
+    };
+    let (def_secs, def_rounds) = match workload {
+        Workload::ReadTs => (2.0, 5),
+        Workload::Tail => (3.0, 3),
+        Workload::RoMix => (2.0, 3),
+        Workload::Begin => (0.2, 5),
+    };
+    let plot = match &cli.plot {
+        None => None,
+        Some(path) => {
+            if !matches!(workload, Workload::ReadTs | Workload::Tail) {
+                return Err(invalid(
+                    "--plot",
+                    path.display(),
+                    "draws read-ts and tail runs only",
+                ));
+            }
+            if path.extension().and_then(|x| x.to_str()) != Some("svg") {
+                return Err(invalid(
+                    "--plot",
+                    path.display(),
+                    "the picture is SVG; name a file ending in .svg",
+                ));
+            }
+            match File::create(path) {
+                Ok(f) => Some((path.clone(), f)),
+                Err(e) => {
+                    return Err(invalid(
+                        "--plot",
+                        path.display(),
+                        format_args!("want a file that can be created ({e})"),
+                    ))
+                }
+            }
+        }
+    };
+    Ok(Plan {
+        workload,
+        engines,
+        keys: cli.keys,
+        value_size: cli.value_size as usize,
+        configs,
+        threads: cli.threads as usize,
+        seconds: cli.seconds.unwrap_or(def_secs),
+        warmup: cli.warmup.unwrap_or(1.0),
+        rounds: cli.rounds.map_or(def_rounds, |r| r as usize),
+        stable_lag: cli.stable_lag,
+        oldest_lag: cli.oldest_lag,
+        worst: cli.worst as usize,
+        json: cli.json,
+        progress: !cli.no_progress,
+        plot,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configs_parse_and_refuse() {
+        assert_eq!(parse_config("8/4"), Ok((8, 4)));
+        assert_eq!(parse_config(" 0/4"), Ok((0, 4)));
+        for bad in ["8x4", "", "/", "0/0", "-1/4", "513/1", "a/b", "1/2/3"] {
+            assert!(parse_config(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn seconds_refuse_non_finite_and_out_of_range() {
+        assert_eq!(parse_seconds("0.5"), Ok(0.5));
+        assert_eq!(parse_warmup("0"), Ok(0.0));
+        for bad in ["-1", "0", "nan", "inf", "-inf", "3601", "x", ""] {
+            assert!(parse_seconds(bad).is_err(), "{bad:?}");
+        }
+        for bad in ["-1", "nan", "inf", "3601"] {
+            assert!(parse_warmup(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn clap_messages_become_one_line() {
+        let m = "error: invalid value 'x' for '--engines <ENGINES>'\n  [possible values: a, b]\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line(m),
+            "error: invalid value 'x' for '--engines <ENGINES>'; [possible values: a, b]"
+        );
+    }
+}

@@ -1,0 +1,384 @@
+//! Drives the built `snapshot-bench` binary: every bad flag is refused with
+//! one line naming the flag, the value and the allowed range, exit code 2,
+//! before any thread starts; a panic ends the process; a tiny real run
+//! prints its verdicts; `--plot` writes an SVG that names every engine.
+//!
+//! Every child runs under [`run`], which kills it and fails the test if it
+//! has not exited within [`BOUND`]: a bound against hangs, not a timing
+//! threshold on performance.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long any child may take before the test kills it and fails.
+const BOUND: Duration = Duration::from_secs(60);
+
+struct Output {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs the driver with `args` (and `env`), waits at most [`BOUND`], and
+/// fails the test if it had to kill the child.
+fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_snapshot-bench"));
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("the driver starts");
+    // Drain both pipes on their own threads so a chatty child never blocks.
+    let mut out = child.stdout.take().expect("piped stdout");
+    let mut err = child.stderr.take().expect("piped stderr");
+    let to = std::thread::spawn(move || {
+        let mut s = String::new();
+        out.read_to_string(&mut s).expect("stdout is UTF-8");
+        s
+    });
+    let te = std::thread::spawn(move || {
+        let mut s = String::new();
+        err.read_to_string(&mut s).expect("stderr is UTF-8");
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            break st;
+        }
+        if start.elapsed() > BOUND {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("snapshot-bench {args:?} still running after {BOUND:?}: killed");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        code: status.code(),
+        stdout: to.join().expect("stdout reader"),
+        stderr: te.join().expect("stderr reader"),
+    }
+}
+
+fn run(args: &[&str]) -> Output {
+    run_env(args, &[])
+}
+
+/// Asserts a refusal: exit code 2, nothing on stdout, one line on stderr
+/// that names the flag and the value and says what is allowed.
+fn refused(args: &[&str], flag: &str, value: &str) {
+    let o = run(args);
+    assert_eq!(o.code, Some(2), "{args:?}: exit code; stderr: {}", o.stderr);
+    assert!(o.stdout.is_empty(), "{args:?}: stdout {:?}", o.stdout);
+    let lines: Vec<&str> = o.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{args:?}: one line, got {:?}", o.stderr);
+    let line = lines[0];
+    assert!(line.starts_with("error: "), "{args:?}: {line}");
+    assert!(line.contains(flag), "{args:?}: flag {flag} not in {line}");
+    assert!(
+        line.contains(&format!("'{value}'")),
+        "{args:?}: value '{value}' not in {line}"
+    );
+    let says_allowed = [
+        "want ",
+        "at most",
+        "possible values",
+        "only",
+        "needs",
+        "name ",
+    ]
+    .iter()
+    .any(|w| line.contains(w));
+    assert!(says_allowed, "{args:?}: no allowed range in {line}");
+    assert!(!line.contains("panicked"), "{args:?}: {line}");
+}
+
+#[test]
+fn the_issue_10_inputs_are_refused() {
+    refused(&["--seconds=-1"], "--seconds", "-1");
+    refused(&["--warmup=-1"], "--warmup", "-1");
+    refused(&["--seconds", "-1"], "--seconds", "-1");
+    refused(&["--seconds", "nan"], "--seconds", "nan");
+    refused(&["--seconds", "inf"], "--seconds", "inf");
+    refused(&["--configs", "8x4"], "--configs", "8x4");
+    refused(&["--configs", ","], "--configs", "");
+    refused(&["--value-size", "0"], "--value-size", "0");
+    refused(&["--rounds", "0"], "--rounds", "0");
+    refused(
+        &["--engines", "lock-free,lock-free"],
+        "--engines",
+        "lock-free,lock-free",
+    );
+    refused(
+        &["--readers", "0", "--writers", "0"],
+        "--readers/--writers",
+        "0/0",
+    );
+    refused(&["--seconds", "0"], "--seconds", "0");
+    refused(&["--keys", "0"], "--keys", "0");
+}
+
+#[test]
+fn every_other_flag_out_of_range_is_refused() {
+    refused(&["--keys", "-1"], "--keys", "-1");
+    refused(&["--keys", "10000001"], "--keys", "10000001");
+    refused(&["--keys", "many"], "--keys", "many");
+    refused(&["--value-size", "65537"], "--value-size", "65537");
+    refused(
+        &["--keys", "10000000", "--value-size", "65536"],
+        "--keys",
+        "10000000",
+    );
+    refused(&["--readers", "513"], "--readers", "513");
+    refused(&["--writers", "-1"], "--writers", "-1");
+    refused(
+        &["tail", "--readers", "0", "--writers", "0"],
+        "--readers/--writers",
+        "0/0",
+    );
+    refused(&["--configs", "0/0"], "--configs", "0/0");
+    refused(&["--configs", "4/4,4/4"], "--configs", "4/4");
+    refused(&["--configs", "4/513"], "--configs", "4/513");
+    refused(&["--threads", "0"], "--threads", "0");
+    refused(&["--seconds", "3601"], "--seconds", "3601");
+    refused(&["--warmup", "inf"], "--warmup", "inf");
+    refused(&["--warmup", "nan"], "--warmup", "nan");
+    refused(&["--rounds", "51"], "--rounds", "51");
+    refused(&["--rounds", "1.5"], "--rounds", "1.5");
+    refused(&["--stable-lag", "-1"], "--stable-lag", "-1");
+    refused(&["--oldest-lag", "x"], "--oldest-lag", "x");
+    refused(&["--worst", "10001"], "--worst", "10001");
+    refused(&["--engines", "frob"], "--engines", "frob");
+    refused(&["frob"], "WORKLOAD", "frob");
+    refused(&["--plot", "picture.png"], "--plot", "picture.png");
+    refused(&["begin", "--plot", "b.svg"], "--plot", "b.svg");
+    refused(
+        &["--plot", "/nonexistent-dir/w1.svg"],
+        "--plot",
+        "/nonexistent-dir/w1.svg",
+    );
+    if !cfg!(feature = "peers") {
+        refused(
+            &["--engines", "lock-free,lmdb"],
+            "--engines",
+            "lock-free,lmdb",
+        );
+    }
+    refused(&["begin", "--engines", "lmdb"], "--engines", "lmdb");
+}
+
+#[test]
+fn usage_errors_are_one_line_and_exit_2() {
+    let o = run(&["--bogus"]);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert_eq!(o.stderr.lines().count(), 1, "{:?}", o.stderr);
+    assert!(o.stderr.contains("--bogus"), "{}", o.stderr);
+    let o = run(&["--keys"]);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert_eq!(o.stderr.lines().count(), 1, "{:?}", o.stderr);
+    assert!(o.stderr.contains("--keys"), "{}", o.stderr);
+    let o = run(&["--help"]);
+    assert_eq!(o.code, Some(0));
+    assert!(o.stdout.contains("--plot"), "{}", o.stdout);
+}
+
+#[test]
+fn a_panic_with_workers_running_ends_the_process() {
+    let o = run_env(
+        &[
+            "--keys",
+            "100",
+            "--seconds",
+            "5",
+            "--warmup",
+            "5",
+            "--readers",
+            "2",
+            "--writers",
+            "2",
+        ],
+        &[("SNAPSHOT_BENCH_TEST_PANIC", "1")],
+    );
+    assert_eq!(o.code, Some(101), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("SNAPSHOT_BENCH_TEST_PANIC"),
+        "{}",
+        o.stderr
+    );
+}
+
+/// The tiny read-ts run every output test shares.
+const TINY: &[&str] = &[
+    "--keys",
+    "1000",
+    "--seconds",
+    "0.05",
+    "--warmup",
+    "0.01",
+    "--rounds",
+    "2",
+];
+
+/// One reader and one writer.
+const RW: &[&str] = &["--readers", "1", "--writers", "1"];
+
+#[test]
+fn a_tiny_run_prints_verdicts_headline_and_per_round_lines() {
+    let o = run(&[TINY, RW].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let verdicts: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("verdict: "))
+        .collect();
+    // lock-free against rwlock3 and rwlock2, for readers and for writers.
+    assert_eq!(verdicts.len(), 4, "{}", o.stdout);
+    for v in &verdicts {
+        assert!(
+            v.contains("FASTER than")
+                || v.contains("SLOWER than")
+                || v.contains("no difference this sample can show"),
+            "{v}"
+        );
+        assert!(v.contains("p = ") && v.contains("rounds"), "{v}");
+    }
+    assert!(
+        o.stdout.contains("Reading the read-ts table"),
+        "{}",
+        o.stdout
+    );
+    // The headline every build prints (lock-word RMWs from the session
+    // counters) and, in a count-rmw build, the shim-counted one too.
+    let heads: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("headline: "))
+        .collect();
+    assert_eq!(
+        heads.len(),
+        if cfg!(feature = "count-rmw") { 2 } else { 1 },
+        "{}",
+        o.stdout
+    );
+    for h in &heads {
+        assert!(h.contains("lock-free 0.00 vs rwlock3 "), "{h}");
+    }
+    assert!(!o.stdout.contains("NaN"), "{}", o.stdout);
+    // stderr is a pipe here, not a terminal: one line per run.
+    let per_run = o.stderr.lines().filter(|l| l.contains(" round ")).count();
+    assert_eq!(per_run, 2 * 3, "{}", o.stderr);
+    let quiet = run(&[TINY, RW, &["--no-progress"]].concat());
+    assert_eq!(quiet.code, Some(0), "{}", quiet.stderr);
+    assert!(quiet.stderr.is_empty(), "{}", quiet.stderr);
+}
+
+#[test]
+fn edge_configurations_print_no_nan() {
+    for extra in [
+        &["--readers", "0", "--writers", "1"][..],
+        &["--readers", "1", "--writers", "0"][..],
+        &["--readers", "1", "--writers", "1", "--engines", "rwlock2"][..],
+    ] {
+        let o = run(&[TINY, extra, &["--no-progress"]].concat());
+        assert_eq!(o.code, Some(0), "{extra:?}: {}", o.stderr);
+        assert!(!o.stdout.contains("NaN"), "{extra:?}: {}", o.stdout);
+        assert!(!o.stdout.contains("inf"), "{extra:?}: {}", o.stdout);
+    }
+    let o = run(&[
+        "--keys",
+        "1000",
+        "--seconds",
+        "0.05",
+        "--warmup",
+        "0.01",
+        "--rounds",
+        "1",
+        "--readers",
+        "1",
+        "--writers",
+        "1",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        o.stdout.contains("smallest possible p = 1.000"),
+        "{}",
+        o.stdout
+    );
+    assert!(!o.stdout.contains("NaN"), "{}", o.stdout);
+    let o = run(&[
+        "begin",
+        "--rounds",
+        "1",
+        "--seconds",
+        "0.001",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(!o.stdout.contains("NaN"), "{}", o.stdout);
+    let o = run(&[
+        "ro-mix",
+        "--rounds",
+        "1",
+        "--seconds",
+        "0.05",
+        "--warmup",
+        "0",
+        "--threads",
+        "1",
+        "--keys",
+        "100",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(!o.stdout.contains("NaN"), "{}", o.stdout);
+}
+
+#[test]
+fn plot_writes_an_svg_that_names_every_engine() {
+    let dir = std::env::temp_dir().join(format!("snapshot-bench-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("w1.svg");
+    let p = path.to_str().expect("UTF-8 temp path");
+    let o = run(&[
+        TINY,
+        &["--configs", "1/1,2/1", "--plot", p, "--no-progress"],
+    ]
+    .concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let svg = std::fs::read_to_string(&path).expect("the picture was written");
+    let doc = roxmltree::Document::parse(&svg).expect("the SVG is well-formed XML");
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    let texts: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.is_element() && n.tag_name().name() == "text")
+        .filter_map(|n| n.text().map(str::trim))
+        .collect();
+    for engine in ["lock-free", "rwlock3", "rwlock2"] {
+        assert!(
+            texts.iter().any(|t| t.starts_with(engine)),
+            "{engine} not named in the SVG's text: {texts:?}"
+        );
+    }
+    for axis in [
+        "percentile",
+        "latency",
+        "reader transactions/s",
+        "writer transactions/s",
+    ] {
+        assert!(
+            texts.iter().any(|t| t.contains(axis)),
+            "{axis} not in the SVG's text: {texts:?}"
+        );
+    }
+    // Both configurations are labelled on the throughput axes.
+    assert!(
+        texts.iter().any(|t| t.contains("2 readers / 1 writers")),
+        "{texts:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
