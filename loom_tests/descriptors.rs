@@ -244,3 +244,16 @@ fn mutant_relaxed_descriptor_load() {
         model_cut,
     );
 }
+
+/// Issue 9: the published generation "never leads" the pointer is asserted
+/// in debug builds (`DescriptorCell::copy_into`, tier 1 runs with debug
+/// assertions on); raising it before the CAS breaks it.
+#[test]
+#[should_panic(expected = "leads the descriptor's")]
+fn mutant_generation_before_cas() {
+    check(
+        "descriptors/real_time/GENERATION_BEFORE_CAS",
+        mutant::GENERATION_BEFORE_CAS,
+        model_real_time,
+    );
+}

@@ -86,7 +86,7 @@ fn flip_model() {
         let k = k.clone();
         thread::spawn(move || {
             // Only a reader that has seen v30 committed is checked.
-            (k.read_at_stable(100, ALL) == val(b"v30")).then(|| k.read_at_stable(25, ALL))
+            (k.read_stable(100, ALL) == val(b"v30")).then(|| k.read_stable(25, ALL))
         })
     };
     a.join().unwrap();
@@ -120,7 +120,7 @@ fn prepare_model() {
         let (k, flag) = (k.clone(), flag.clone());
         thread::spawn(move || {
             let after = flag.load(Ordering::Acquire);
-            (after, k.read_at_stable(30, ALL))
+            (after, k.read_stable(30, ALL))
         })
     };
     p.join().unwrap();
@@ -153,7 +153,7 @@ fn prune_model() {
     };
     let r = {
         let k = k.clone();
-        thread::spawn(move || k.read_at_stable(25, ALL))
+        thread::spawn(move || k.read_stable(25, ALL))
     };
     w.join().unwrap();
     let got = r.join().unwrap();

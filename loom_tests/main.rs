@@ -15,6 +15,8 @@
 mod common;
 
 #[cfg(loom)]
+mod announce_stable;
+#[cfg(loom)]
 mod chains;
 #[cfg(loom)]
 mod descriptors;
@@ -31,9 +33,13 @@ mod read_ts_oldest;
 #[cfg(loom)]
 mod read_ts_refresh;
 #[cfg(loom)]
+mod rollback;
+#[cfg(loom)]
 mod slots;
 #[cfg(loom)]
 mod stable;
+#[cfg(loom)]
+mod stable_view;
 
 /// The models need `RUSTFLAGS="--cfg loom"`; without it this target would be
 /// an empty binary that passes. This test stands in its place: ignored so a

@@ -15,7 +15,7 @@
 
 use crate::common::{check, commit, engine, ts};
 use loom::thread;
-use snapshot_engine::{mutant, CommitOptions, Error, TimestampUpdate, TxnOptions};
+use snapshot_engine::{mutant, CommitOptions, Error, TimestampKind, TimestampUpdate, TxnOptions};
 
 fn stable(v: u64) -> TimestampUpdate {
     TimestampUpdate {
@@ -92,5 +92,80 @@ fn mutant_stable_before_wait() {
         "stable/STABLE_BEFORE_WAIT",
         mutant::STABLE_BEFORE_WAIT,
         model,
+    );
+}
+
+/// Issue 9: the same race seen by a *snapshot* reader at read timestamp =
+/// stable, which decides by its snapshot (the descriptor), not by status
+/// words as the fast path does. `k = old` at 5, stable 5; a writer commits
+/// `k = new` at 10 while the timekeeper raises stable to 10. A reader that
+/// sees stable 10 begins with read timestamp 10 and reads `k`; afterwards a
+/// second reader at 10 reads `k` again. The two must agree. If the commit
+/// released its claim before installing its descriptor, the setter could
+/// publish stable 10 while the first reader's snapshot still treats the
+/// writer as running: it reads `old`, the second reads `new`.
+fn model_snapshot() {
+    let e = engine(2);
+    commit(&e, &[(b"k", b"old")], 5);
+    e.set_timestamps(stable(5)).unwrap();
+    let writer = {
+        let e = e.clone();
+        thread::spawn(move || {
+            let mut s = e.session().unwrap();
+            let mut t = s.begin(&TxnOptions::default()).unwrap();
+            t.put(b"k", b"new").unwrap();
+            if t.commit(CommitOptions::at(10)).is_err() {
+                t.rollback().unwrap();
+            }
+        })
+    };
+    let timekeeper = {
+        let e = e.clone();
+        thread::spawn(move || e.set_timestamps(stable(10)).unwrap())
+    };
+    let reader = {
+        let e = e.clone();
+        thread::spawn(move || {
+            let st = e.query_timestamp(TimestampKind::Stable);
+            if st != Some(ts(10)) {
+                return None;
+            }
+            let mut s = e.session().unwrap();
+            let opts = TxnOptions {
+                read_timestamp: Some(ts(10)),
+                ..TxnOptions::default()
+            };
+            let mut t = s.begin(&opts).unwrap();
+            Some(t.get(b"k").unwrap().unwrap())
+        })
+    };
+    writer.join().unwrap();
+    timekeeper.join().unwrap();
+    if let Some(first) = reader.join().unwrap() {
+        let mut s = e.session().unwrap();
+        let opts = TxnOptions {
+            read_timestamp: Some(ts(10)),
+            ..TxnOptions::default()
+        };
+        let again = s.begin(&opts).unwrap().get(b"k").unwrap().unwrap();
+        assert!(
+            first == again,
+            "a snapshot read at stable 10 is not repeatable: first {first:?}, later {again:?}"
+        );
+    }
+}
+
+#[test]
+fn stable_versus_commit_claim_snapshot_reader() {
+    check("stable/snapshot", mutant::NONE, model_snapshot);
+}
+
+#[test]
+#[should_panic(expected = "is not repeatable")]
+fn mutant_claim_released_before_install() {
+    check(
+        "stable/snapshot/CLAIM_RELEASED_BEFORE_INSTALL",
+        mutant::CLAIM_RELEASED_BEFORE_INSTALL,
+        model_snapshot,
     );
 }

@@ -13,7 +13,14 @@
 //! * **Consistent cut and real-time order.** If a snapshot sees X and X's
 //!   snapshot saw Y, it sees Y; a transaction that begins after `commit`
 //!   returned sees that commit. (A read timestamp filters further by the
-//!   commit timestamps the application chose, as in WiredTiger.)
+//!   commit timestamps the application chose, as in WiredTiger.) One
+//!   exception: the read-only fast path (`read_at_stable`, below) sees an
+//!   *untimestamped* commit only once the writer's id is below the xmin
+//!   floor, which moves when the reclaim horizon is recomputed (every
+//!   `horizon_refresh_commits` commits of a session, [`Engine::collect`],
+//!   or a move of oldest) and never past a transaction still running; a
+//!   fast-path transaction can miss an untimestamped commit that already
+//!   returned. Timestamped commits at or below stable are always seen.
 //! * **Writes.** First updater wins: writing a key whose newest version is
 //!   uncommitted, prepared, or committed outside this transaction's view is
 //!   [`Error::WriteConflict`], after which the transaction must roll back.
@@ -25,7 +32,8 @@
 //! * **Read-only fast path.** `TxnOptions { read_at_stable: true, .. }` reads
 //!   the versions committed at or below the stable timestamp, with no
 //!   snapshot; raising stable waits for commits in flight at or below it, so
-//!   no commit is seen half-done.
+//!   no commit is seen half-done. Untimestamped commits: see the exception
+//!   above.
 //!
 //! # What holding a transaction costs
 //!
@@ -43,6 +51,10 @@
 
 #[cfg(not(loom))]
 mod baseline;
+/// Benchmark hooks (`benches/index.rs`); not part of the API.
+#[cfg(not(loom))]
+#[doc(hidden)]
+pub mod bench_api;
 mod config;
 mod engine;
 mod error;

@@ -229,17 +229,33 @@ impl Machinery for LockFree {
         loop {
             // Acquire: pairs with the Release store of `stable` in
             // `set_timestamps`, made after every commit at or below it
-            // finished (invariant 8).
+            // finished (invariant 8). Belt and braces: the SeqCst fence
+            // below also acts as an acquire fence for this load and the
+            // next (in C++ and in loom alike), so Relaxed would do, and the
+            // mutation check (issue 9) shows no model failing without it;
+            // kept so the pairing does not hang on the fence staying after
+            // the loads.
             let stable = self.clocks.stable.load(Ordering::Acquire);
             // Acquire: pairs with the advancer's Release store; transactions
             // below the floor completed, and their status flips are visible.
+            // Belt and braces, as for `stable` above.
             let below = self.clocks.floor_xmin.load(Ordering::Acquire);
+            let early = mutant_on(m::STABLE_VIEW_CHECKS_BEFORE_PINS);
+            let (mut fx, mut ft) = (0, 0);
+            if early {
+                fx = self.clocks.floor_xmin.load(Ordering::Relaxed);
+                ft = self.clocks.floor_ts.load(Ordering::Relaxed);
+            }
             s.read_ts.store(stable, Ordering::Relaxed);
             s.xmin.store(below, Ordering::Relaxed);
-            // SeqCst fence: handshake 1, as in `publish_xmin`.
+            // SeqCst fence: handshake 1, as in `publish_xmin` (loom model
+            // `stable_view`).
             fence(Ordering::SeqCst);
-            let fx = self.clocks.floor_xmin.load(Ordering::Relaxed);
-            let ft = self.clocks.floor_ts.load(Ordering::Relaxed);
+            if !early {
+                // Relaxed: ordered after the pins by the fence above.
+                fx = self.clocks.floor_xmin.load(Ordering::Relaxed);
+                ft = self.clocks.floor_ts.load(Ordering::Relaxed);
+            }
             // `stable == 0` (none set): no timestamp pin can protect this
             // view, and `ft <= 0` would never hold once oldest is set (this
             // loop used to spin forever); `Txn::begin` falls back to an
@@ -273,6 +289,11 @@ impl Machinery for LockFree {
         fence(Ordering::SeqCst);
         let bound = self.clocks.stable_bound.load(Ordering::Relaxed);
         if ts.get() <= bound {
+            // Belt and braces: a refused claim published nothing (no status
+            // flip, no install), so the setter's Acquire load has nothing to
+            // see through this store and Relaxed would do (the mutation
+            // check, issue 9, shows no model failing); Release keeps every
+            // claim clear alike.
             s.claim.store(0, Ordering::Release);
             return Err(not_after_stable(ts, bound, prepared));
         }
@@ -305,6 +326,13 @@ impl Machinery for LockFree {
 
     fn claim_prepare(&self, slot: usize, ts: Timestamp, roundup: bool) -> Result<Timestamp> {
         let s = self.slots.get(slot);
+        // Belt and braces: `stable_bound` is stored Relaxed (handshakes 2
+        // and 3 order it with fences), so this Acquire pairs with nothing
+        // and Relaxed would do (no model fails without it, issue 9's
+        // mutation check). The check is not race-free and need not be:
+        // stable may pass a prepare timestamp; what stable may not pass,
+        // the durable timestamp, is checked race-free by `announce` and
+        // `claim_commit`.
         let stable = self.clocks.stable_bound.load(Ordering::Acquire);
         let mut p = ts.get();
         if p <= stable {
@@ -321,11 +349,17 @@ impl Machinery for LockFree {
         // then meets the prepared update at or below its read timestamp and
         // gets PrepareConflict, never a wrong value.
         // Acquire: pairs with the Release pin clears; a report, not a guard.
+        // Belt and braces: nothing is read through these loads, so Relaxed
+        // would do (no model fails without it, issue 9's mutation check).
         check_prepare_against_readers(
             slot,
             p,
             self.slots.iter().map(|o| o.read_ts.load(Ordering::Acquire)),
         )?;
+        // Belt and braces: the setter only compares this value (handshake 3
+        // orders it, through the fence in `announce` that follows it), it
+        // reads nothing through it, so Relaxed would do; no model fails
+        // without the Release (issue 9's mutation check).
         s.prepared.store(p, Ordering::Release);
         Ok(Timestamp::new(p))
     }
@@ -335,13 +369,18 @@ impl Machinery for LockFree {
         // Relaxed: only this session writes its slot's `announced`.
         let previous = s.announced.load(Ordering::Relaxed);
         s.announced.store(ts.get(), Ordering::Relaxed);
-        // SeqCst fence: handshake 3; pairs with the setter's fence between
-        // raising `stable_bound` and scanning announcements.
-        fence(Ordering::SeqCst);
+        if !mutant_on(m::ANNOUNCE_WITHOUT_FENCE) {
+            // SeqCst fence: handshake 3; pairs with the setter's fence
+            // between raising `stable_bound` and scanning announcements
+            // (invariant 10; loom model `announce_stable`).
+            fence(Ordering::SeqCst);
+        }
         let bound = self.clocks.stable_bound.load(Ordering::Relaxed);
         if ts.get() <= bound {
             // A refused re-announcement keeps the earlier one in force (it
             // was validated, and every setter since saw it or this value).
+            // Belt and braces: a value compared by the setter, not a guard
+            // for data; Relaxed would do (no model fails, issue 9).
             s.announced.store(previous, Ordering::Release);
             return Err(not_after_stable(ts, bound, prepared));
         }
@@ -350,6 +389,10 @@ impl Machinery for LockFree {
 
     fn release_prepare(&self, slot: usize) {
         let s = self.slots.get(slot);
+        // Belt and braces: values the setter compares, not guards for data
+        // (the resolution's status flips are published by their own Release
+        // stores); Relaxed would do, and no model fails without the Release
+        // on `prepared` (issue 9's mutation check; `announced` not run).
         s.prepared.store(0, Ordering::Release);
         s.announced.store(0, Ordering::Release);
     }
@@ -373,6 +416,9 @@ impl Machinery for LockFree {
         {
             return;
         }
+        // Clears `advancing` on every exit, unwinding included: a panic
+        // in here must not stop every later advance (and so all pruning).
+        let _advancing = Advancing(&self.advancing);
         let c = &self.clocks;
         let fx = self
             .desc
@@ -388,6 +434,16 @@ impl Machinery for LockFree {
         // Release: a reader that acquires the floor sees the completions
         // below it (used by the read-only fast path).
         c.floor_xmin.store(fx, Ordering::Release);
+        // Before the fence, as `floor_xmin`: handshake 1 for timestamps.
+        // The mutation check (issue 9) moved this store after the fence and
+        // no model failed: `set_read_timestamp` also checks `oldest`, which
+        // was stored before the advance began, so the fence orders it
+        // anyway; `begin_at_stable` validates against this floor alone, and
+        // the interleaving that needs it there (an advance that misses the
+        // fast-path pin while the reader misses this store, then pruning at
+        // that horizon) is not caught by `stable_view` at the tier-1 bound.
+        // Belt and braces until a model shows it: kept before the fence by
+        // the handshake argument.
         c.floor_ts.store(ft, Ordering::Release);
         if !mutant_on(m::SCAN_WITHOUT_FENCE) {
             // SeqCst fence: handshake 1; pairs with the readers' fences
@@ -406,17 +462,20 @@ impl Machinery for LockFree {
                 ht = r;
             }
         }
-        // Every pin was validated against a floor at least the previous
-        // horizon, so the horizon never moves back (invariant 4); max()
-        // keeps that true even if a future change breaks the argument.
-        debug_assert!(hx >= c.horizon_xmin.load(Ordering::Relaxed));
+        // A pin below the previous horizon is legal here: a reader that
+        // stored it after an earlier scan and has not validated it yet. It
+        // will see a floor at least that horizon, fail validation and retake
+        // its snapshot (or its read timestamp is refused or rounded up), so
+        // the pin protects nothing and must not pull the horizon back:
+        // max() keeps the horizon monotonic (invariant 4). Every *validated*
+        // pin is at or above the horizon (invariant 1). Loom model
+        // `pin_horizon/two_advances` runs this interleaving.
         let hx = hx.max(c.horizon_xmin.load(Ordering::Relaxed));
         let ht = ht.max(c.horizon_ts.load(Ordering::Relaxed));
         // Release: pairs with the Acquire loads in `horizon`.
         c.horizon_xmin.store(hx, Ordering::Release);
         c.horizon_ts.store(ht, Ordering::Release);
         ctr.horizon_advances.bump(1);
-        self.advancing.store(false, Ordering::Release);
     }
 
     fn oldest_stable(&self) -> (Timestamp, Timestamp) {
@@ -486,7 +545,14 @@ impl Machinery for LockFree {
             for s in self.slots.iter() {
                 loop {
                     // Acquire: pairs with the Release clear in
-                    // `release_claim`: the commit is fully installed.
+                    // `release_claim`: the commit is fully installed, and
+                    // the install happens-before our Release store of
+                    // stable (invariant 8). Belt and braces as far as loom
+                    // goes: the mutation check (issue 9) made this Relaxed
+                    // and neither `stable` nor `stable/snapshot` failed
+                    // (loom did not give their reader a stale published
+                    // generation or status word, as with
+                    // `DescriptorCell::xmin`); kept by the argument.
                     let claim = s.claim.load(Ordering::Acquire);
                     if claim == 0 || claim > new_stable {
                         break;
@@ -557,6 +623,17 @@ impl Machinery for LockFree {
                 )
             })
             .collect()
+    }
+}
+
+/// Clears the advancer flag when dropped (`advance_horizon`).
+struct Advancing<'a>(&'a AtomicBool);
+
+impl Drop for Advancing<'_> {
+    fn drop(&mut self) {
+        // Release: pairs with the next advancer's Acquire CAS, so floors and
+        // horizons it reads are at least ours.
+        self.0.store(false, Ordering::Release);
     }
 }
 

@@ -147,6 +147,36 @@ impl Machine {
         })
     }
 
+    /// Sets the stable timestamp (refused past an announced prepared durable
+    /// timestamp; waits for commit claims at or below it).
+    pub fn set_stable(&self, ts: u64) -> crate::Result<()> {
+        self.proto.set_timestamps(&TimestampUpdate {
+            stable: Some(Timestamp::new(ts)),
+            ..TimestampUpdate::default()
+        })
+    }
+
+    /// Publishes a prepare at `ts` (checked against stable and readers).
+    pub fn claim_prepare(&self, slot: usize, ts: u64) -> crate::Result<u64> {
+        self.proto
+            .claim_prepare(slot, Timestamp::new(ts), false)
+            .map(Timestamp::get)
+    }
+
+    /// Announces a timestamp ahead of commit (a prepared transaction's
+    /// durable timestamp when `prepared`), checked against stable
+    /// (handshake 3).
+    pub fn announce(&self, slot: usize, ts: u64, prepared: bool) -> crate::Result<()> {
+        self.proto.announce(slot, Timestamp::new(ts), prepared)
+    }
+
+    /// Begins a read-only fast-path view: `(stable, complete_below)`, its
+    /// pins published.
+    pub fn begin_at_stable(&self, slot: usize) -> (u64, u64) {
+        let v = self.proto.begin_at_stable(slot, &self.ctr[slot]);
+        (v.stable, v.complete_below)
+    }
+
     /// The current descriptor, copied (no pin published).
     pub fn descriptor(&self) -> Snapshot {
         let mut s = Snapshot::default();
@@ -238,19 +268,6 @@ impl Chain {
         unsafe { self.entry.commit_version(v.0, ts) };
     }
 
-    /// Reads with the read-only fast path's view: committed at or below
-    /// `stable`, untimestamped versions by writers below `complete_below`.
-    pub fn read_at_stable(&self, stable: u64, complete_below: u64) -> Read {
-        self.read_view(&View {
-            own: 0,
-            how: ReadAs::Stable {
-                stable,
-                complete_below,
-            },
-            ignore_prepared: false,
-        })
-    }
-
     fn read_view(&self, view: &View<'_>) -> Read {
         let guard = self.rc.pin();
         match self.entry.read(view, &guard) {
@@ -267,6 +284,18 @@ impl Chain {
             own,
             how: ReadAs::Snapshot { snap, read_ts },
             ignore_prepared,
+        })
+    }
+
+    /// Reads as the read-only fast path does (`ReadAs::Stable`).
+    pub fn read_stable(&self, stable: u64, complete_below: u64) -> Read {
+        self.read_view(&View {
+            own: 0,
+            how: ReadAs::Stable {
+                stable,
+                complete_below,
+            },
+            ignore_prepared: false,
         })
     }
 

@@ -26,7 +26,13 @@ macro_rules! counters {
         #[non_exhaustive]
         pub struct Stats {
             $($(#[$doc])* pub $name: u64,)*
-            /// Versions whose memory the epoch collector has freed.
+            /// Versions whose memory the epoch collector has freed so far.
+            /// It trails [`versions_pruned`](Stats::versions_pruned): pruned
+            /// tails go to the collector in batches, and crossbeam-epoch
+            /// runs a thread's deferred frees only once its local bag of
+            /// them fills and the global epoch has moved on, so a short run
+            /// (thousands of commits per thread) can end with 0 here.
+            /// Versions unlinked by rollback are not counted.
             pub versions_freed: u64,
             /// Atomic read-modify-writes issued through the `sync` shim while
             /// read-only transactions ran (begin to end). `None` unless the

@@ -256,6 +256,23 @@ pub mod mutant {
     /// Prepare leaves the running set without bumping the descriptor
     /// generation (invariant 5 for two-phase commit).
     pub const PREPARE_SKIPS_EXIT: u32 = 10;
+    /// A prepared transaction announces its durable timestamp without the
+    /// SeqCst fence before it checks the stable bound (handshake 3,
+    /// invariant 10).
+    pub const ANNOUNCE_WITHOUT_FENCE: u32 = 11;
+    /// `commit` releases its stable claim before it installs its descriptor
+    /// instead of after (handshake 2, invariant 8).
+    pub const CLAIM_RELEASED_BEFORE_INSTALL: u32 = 12;
+    /// The read-only fast path checks the floors before it stores its pins
+    /// instead of after (handshake 1, invariants 1 and 2).
+    pub const STABLE_VIEW_CHECKS_BEFORE_PINS: u32 = 13;
+    /// A completion raises the published generation before its descriptor
+    /// CAS instead of after (the published generation "never leads" the
+    /// pointer, invariant 5).
+    pub const GENERATION_BEFORE_CAS: u32 = 14;
+    /// Rollback flips its versions to aborted before unlinking them, so
+    /// another writer can write on top and the unlink fails (issue 16).
+    pub const ROLLBACK_FLIPS_BEFORE_UNLINK: u32 = 15;
     /// A commit flips its version's status before it links the key's
     /// previous committed version to it (invariant 13, climb links).
     pub const LINK_AFTER_FLIP: u32 = 21;

@@ -445,17 +445,27 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         }
         check_ts(TimestampRole::Prepare, ts)?;
         let engine = self.sess.engine;
-        let (oldest, _) = engine.proto.oldest_stable();
+        let (oldest, stable) = engine.proto.oldest_stable();
         let mut want = ts;
         if want < oldest {
-            // Only reachable while no stable timestamp is set (oldest <=
-            // stable < prepare otherwise).
             if !self.opts.roundup_prepared {
+                // Stable is checked first: with stable set, oldest <= stable,
+                // so a prepare below oldest is also not after stable, and
+                // that is the error the rules promise (DESIGN.md, "Prepare").
+                // `PrepareTimestampBeforeOldest` is for no stable set.
+                if !stable.is_none() {
+                    return Err(Error::PrepareTimestampNotAfterStable {
+                        prepare: ts,
+                        stable,
+                    });
+                }
                 return Err(Error::PrepareTimestampBeforeOldest {
                     prepare: ts,
                     oldest,
                 });
             }
+            // Rounded up to oldest here; `claim_prepare` rounds it further
+            // up past stable.
             want = oldest;
         }
         let p = engine
@@ -582,12 +592,22 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             }
             drop(guard);
             ctr.commit_versions_examined.bump(examined);
+            let early = crate::sync::mutant_on(crate::sync::mutant::CLAIM_RELEASED_BEFORE_INSTALL);
+            if early {
+                engine.proto.release_claim(slot, durable);
+            }
             if self.id != 0 && !prepared {
                 // The status flips above happen-before the Release CAS that
                 // installs the next descriptor (invariant 9).
                 engine.proto.complete(slot, self.id, ctr);
             }
-            engine.proto.release_claim(slot, durable);
+            if !early {
+                // After the install: a stable setter waiting for this claim
+                // publishes stable only once a snapshot taken at it sees
+                // this commit (handshake 2, invariant 8; loom model
+                // `stable/snapshot`).
+                engine.proto.release_claim(slot, durable);
+            }
         }
         if self.announced() {
             engine.proto.release_prepare(slot);
@@ -706,6 +726,19 @@ fn roll_back<P: Protocol>(sess: &mut Session<'_, P>, id: u64, prepared: bool, an
     let ctr = sess.ctr();
     let store = &engine.store;
     let guard = store.rc.pin();
+    let flip = |sess: &Session<'_, P>| {
+        for w in &sess.writes {
+            // SAFETY: our versions were linked and alive when `guard` was
+            // pinned; those unlinked are retired under it, so none is freed
+            // before it drops (invariant 11). Readers that loaded one before
+            // the unlink see it aborted (or still in progress: invisible).
+            unsafe { &*w.version }.set_status(ABORTED, 0);
+        }
+    };
+    let flip_first = crate::sync::mutant_on(crate::sync::mutant::ROLLBACK_FLIPS_BEFORE_UNLINK);
+    if flip_first {
+        flip(sess);
+    }
     let mut unlinked = 0;
     for w in sess.writes.iter().rev() {
         // SAFETY: key entries live until the store drops; our version is
@@ -714,12 +747,8 @@ fn roll_back<P: Protocol>(sess: &mut Session<'_, P>, id: u64, prepared: bool, an
             unlinked += 1;
         }
     }
-    for w in &sess.writes {
-        // SAFETY: our versions were linked and alive when `guard` was
-        // pinned; those unlinked above are retired under it, so none is
-        // freed before it drops (invariant 11). Readers that loaded one
-        // before the unlink see it aborted (or still in progress: invisible).
-        unsafe { &*w.version }.set_status(ABORTED, 0);
+    if !flip_first {
+        flip(sess);
     }
     drop(guard);
     if id != 0 && !prepared {

@@ -263,3 +263,43 @@ fn finger_climbs_on_an_ordered_key_match_the_model() {
     }
     harness::run(&ops);
 }
+
+/// Issue 9, pruning regression 1: a reader that began before a delete keeps
+/// the value under the tombstone. A committed tombstone is the safe point
+/// only when the horizon covers it (invariant 3); taking it whether or not
+/// it is covered cuts the value this reader still reads.
+#[test]
+fn a_reader_from_before_a_delete_keeps_the_value_across_collect() {
+    harness::run(&[
+        Op::Begin(S(1), PLAIN),
+        Op::Put(S(1), Key(0), 2),
+        Op::Commit(S(1), None, None),
+        Op::Begin(S(0), PLAIN),
+        Op::Get(S(0), Key(0)),
+        Op::Begin(S(1), PLAIN),
+        Op::Delete(S(1), Key(0)),
+        Op::Commit(S(1), None, None),
+        Op::Collect,
+        Op::Get(S(0), Key(0)),
+    ]);
+}
+
+/// Issue 9, pruning regression 2: a reader whose snapshot has a writer
+/// running (the writer's id is the reader's xmin, and so the horizon's).
+/// The writer commits and `collect` runs: its version is not covered by the
+/// horizon (`txn < xmin`, not `<=`), so the version below it, which the
+/// reader still sees, stays.
+#[test]
+fn a_reader_with_a_running_writer_in_its_snapshot_keeps_the_older_version() {
+    harness::run(&[
+        Op::Begin(S(1), PLAIN),
+        Op::Put(S(1), Key(0), 2),
+        Op::Commit(S(1), None, None),
+        Op::Begin(S(1), PLAIN),
+        Op::Put(S(1), Key(0), 3),
+        Op::Begin(S(0), PLAIN),
+        Op::Commit(S(1), None, None),
+        Op::Collect,
+        Op::Get(S(0), Key(0)),
+    ]);
+}

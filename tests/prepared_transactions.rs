@@ -185,6 +185,17 @@ fn prepare_timestamp_rules_on<P: Protocol>() {
             }),
         },
         Row {
+            rule:
+                "a prepare below oldest while stable is set is refused for stable (checked first)",
+            state: "oldest 10, stable 20",
+            setup: standard,
+            call: |e| write_k_and_prepare(e, &TxnOptions::default(), 5),
+            expect: Err(Error::PrepareTimestampNotAfterStable {
+                prepare: ts(5),
+                stable: ts(20),
+            }),
+        },
+        Row {
             rule: "roundup_prepared rounds a prepare below oldest up to oldest",
             state: "oldest 50, no stable, roundup_prepared",
             setup: oldest_50_no_stable,

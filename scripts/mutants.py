@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Mechanical mutants of the protocol code, for scripts/mutants.sh.
+
+    mutants.py list FILE...          one line per mutant: ID<TAB>description
+    mutants.py apply ID SRC DEST     write the mutated file of ID (read from
+                                     the tree at SRC) into the tree at DEST
+
+A mutant ID is `file:line:kind[:n]`. Kinds:
+
+* fence-removed      a `fence(Ordering::SeqCst)` deleted
+* fence-weakened     a `fence(Ordering::SeqCst)` made `AcqRel`
+* order-X-Y          one ordering stronger than Relaxed weakened one step,
+                     to an ordering legal for the operation (load: SeqCst ->
+                     Acquire -> Relaxed; store: SeqCst -> Release ->
+                     Relaxed; read-modify-write: SeqCst -> AcqRel ->
+                     Release | Acquire, Acquire/Release -> Relaxed; a CAS's
+                     failure ordering like a load)
+* cmp-A-B            a comparison `<`/`<=`/`>`/`>=` flipped (`<` <-> `<=`,
+                     `>` <-> `>=`); rustfmt puts spaces around binary
+                     operators, which tells them from generics
+* store-after-fence  a one-line store just before a SeqCst fence moved after
+                     it (store-fence-load handshakes)
+* load-before-fence  a one-line load just after a SeqCst fence moved before it
+
+Comments and `#[cfg(... test ...)]` modules at the end of a file are not
+mutated, nor the `std::sync::atomic` orderings of the mutant switch itself.
+"""
+
+import re
+import sys
+
+ORDER_RE = re.compile(r"Ordering::(SeqCst|AcqRel|Acquire|Release)\b")
+FENCE_RE = re.compile(r"\bfence\(Ordering::SeqCst\)")
+CMP_RE = re.compile(r"(?<=[\w)\]]) (<=|>=|<|>) (?=[\w(&*!-])")
+RMW = {"swap", "fetch_add", "fetch_sub", "fetch_max", "fetch_min", "fetch_or",
+       "fetch_and", "fetch_xor", "fetch_update", "compare_exchange",
+       "compare_exchange_weak"}
+
+
+def strip_comments(text):
+    """`text` with `//` comments blanked (same length, same offsets).
+    Strings containing `//` do not occur in the mutated files' code."""
+    out = []
+    for line in text.split("\n"):
+        i = line.find("//")
+        out.append(line if i < 0 else line[:i] + " " * (len(line) - i))
+    return "\n".join(out)
+
+
+def code_end(code):
+    """Offset where the trailing test module starts (not mutated)."""
+    m = re.search(r"^#\[cfg\([^\n]*\btest\b[^\n]*\)\]\s*\nmod tests", code, re.M)
+    return m.start() if m else len(code)
+
+
+def enclosing_call(code, pos):
+    """(name, argument index) of the innermost call whose parentheses
+    contain `pos`."""
+    depth = 0
+    commas = 0
+    i = pos - 1
+    while i >= 0:
+        c = code[i]
+        if c in ")]}":
+            depth += 1
+        elif c in "([{":
+            if depth == 0:
+                if c != "(":
+                    return None, 0
+                e = i - 1 if i > 0 and code[i - 1] == "!" else i  # macros
+                j = e
+                while j > 0 and (code[j - 1].isalnum() or code[j - 1] == "_"):
+                    j -= 1
+                return code[j:e], commas
+            depth -= 1
+        elif c == "," and depth == 0:
+            commas += 1
+        i -= 1
+    return None, 0
+
+
+def op_kind(code, pos):
+    name, arg = enclosing_call(code, pos)
+    if name == "ordering_or_mutant":
+        # The helper's result is the ordering of the call around it.
+        start = code.rfind("ordering_or_mutant(", 0, pos)
+        name, arg = enclosing_call(code, start)
+    if name == "load":
+        return "load"
+    if name == "store":
+        return "store"
+    if name in ("compare_exchange", "compare_exchange_weak"):
+        return "rmw" if arg == 2 else "load"  # failure ordering: like a load
+    if name in RMW:
+        return "rmw"
+    return None
+
+
+WEAKER = {
+    "load": {"SeqCst": ["Acquire"], "Acquire": ["Relaxed"]},
+    "store": {"SeqCst": ["Release"], "Release": ["Relaxed"]},
+    "rmw": {"SeqCst": ["AcqRel"], "AcqRel": ["Release", "Acquire"],
+            "Acquire": ["Relaxed"], "Release": ["Relaxed"]},
+}
+
+
+def line_of(text, pos):
+    return text.count("\n", 0, pos) + 1
+
+
+def is_blank_or_comment(line):
+    s = line.strip()
+    return s == "" or s.startswith("//")
+
+
+def fence_unit(lines, i):
+    """(first, last) line indices of the fence at line `i`, widened to an
+    `if !mutant_on(..) { fence }` block around it."""
+    j = i - 1
+    while j >= 0 and is_blank_or_comment(lines[j]):
+        j -= 1
+    k = i + 1
+    while k < len(lines) and is_blank_or_comment(lines[k]):
+        k += 1
+    if (j >= 0 and k < len(lines) and lines[j].strip().startswith("if ")
+            and lines[j].rstrip().endswith("{") and lines[k].strip() == "}"):
+        return j, k
+    return i, i
+
+
+SWITCHED = re.compile(r"^\s*(\} else )?if (mutant_on\(|early\b|late\b)")
+
+
+def in_switched_branch(code, pos):
+    """Is `pos` inside the broken branch of a mutant switch (`if
+    mutant_on(..) {`, `if early {`), or in an assertion? Mutating those
+    tests nothing."""
+    ls = code.rfind("\n", 0, pos) + 1
+    le = code.find("\n", pos)
+    prev = code.rfind("\n", 0, max(ls - 1, 0)) + 1
+    if "assert" in code[ls:le] or "cfg(debug_assertions)" in code[prev:ls]:
+        return True
+    name, _ = enclosing_call(code, pos)
+    if name and "assert" in name:
+        return True
+    depth = 0
+    i = pos - 1
+    while i >= 0:
+        c = code[i]
+        if c == "}":
+            depth += 1
+        elif c == "{":
+            if depth == 0:
+                ls = code.rfind("\n", 0, i) + 1
+                return bool(SWITCHED.match(code[ls:i]))
+            depth -= 1
+        i -= 1
+    return False
+
+
+def mutants(path, text):
+    """Yields (id, description, mutated text)."""
+    code = strip_comments(text)
+    end = code_end(code)
+    seen = {}
+
+    def mid(line, kind):
+        key = f"{path}:{line}:{kind}"
+        seen[key] = seen.get(key, 0) + 1
+        return key if seen[key] == 1 else f"{key}:{seen[key]}"
+
+    for m in FENCE_RE.finditer(code, 0, end):
+        ln = line_of(text, m.start())
+        yield (mid(ln, "fence-removed"), "fence(SeqCst) removed",
+               text[:m.start()] + "/* mutant: fence removed */ ()" + text[m.end():])
+        yield (mid(ln, "fence-weakened"), "fence(SeqCst) -> fence(AcqRel)",
+               text[:m.start()] + "fence(Ordering::AcqRel)" + text[m.end():])
+    for m in ORDER_RE.finditer(code, 0, end):
+        if code.rfind("fence(", 0, m.start()) == m.start() - len("fence("):
+            continue
+        if code[max(0, m.start() - 19):m.start()].endswith("std::sync::atomic::"):
+            continue
+        kind = op_kind(code, m.start())
+        if kind is None or in_switched_branch(code, m.start()):
+            continue
+        for weaker in WEAKER[kind].get(m.group(1), []):
+            ln = line_of(text, m.start())
+            yield (mid(ln, f"order-{m.group(1)}-{weaker}"),
+                   f"{kind}: Ordering::{m.group(1)} -> Ordering::{weaker}",
+                   text[:m.start()] + f"Ordering::{weaker}" + text[m.end():])
+    flip = {"<": "<=", "<=": "<", ">": ">=", ">=": ">"}
+    for m in CMP_RE.finditer(code, 0, end):
+        op = m.group(1)
+        s, e = m.start(1), m.end(1)
+        if in_switched_branch(code, s):
+            continue
+        ln = line_of(text, s)
+        name = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
+        yield (mid(ln, f"cmp-{name[op]}-{name[flip[op]]}"),
+               f"`{op}` -> `{flip[op]}`: {text.splitlines()[ln - 1].strip()}",
+               text[:s] + flip[op] + text[e:])
+    lines = text.split("\n")
+    code_lines = code.split("\n")
+    last = line_of(text, end) - 1
+    for i, cl in enumerate(code_lines[:last]):
+        if not FENCE_RE.search(cl):
+            continue
+        first, lastl = fence_unit(code_lines, i)
+        j = first - 1
+        while j >= 0 and is_blank_or_comment(lines[j]):
+            j -= 1
+        s = code_lines[j].strip() if j >= 0 else ""
+        if ".store(" in s and s.endswith(";") and s.count("(") == s.count(")"):
+            new = lines[:j] + lines[j + 1:lastl + 1] + [lines[j]] + lines[lastl + 1:]
+            yield (mid(i + 1, "store-after-fence"),
+                   f"store moved after the fence: {s}", "\n".join(new))
+        k = lastl + 1
+        while k < len(lines) and is_blank_or_comment(lines[k]):
+            k += 1
+        s = code_lines[k].strip() if k < len(lines) else ""
+        if ".load(" in s and s.endswith(";") and s.count("(") == s.count(")"):
+            # Moved above the fence unit and the comments that lead into it.
+            top = first
+            while top > 0 and lines[top - 1].strip().startswith("//"):
+                top -= 1
+            new = lines[:top] + [lines[k]] + lines[top:k] + lines[k + 1:]
+            yield (mid(i + 1, "load-before-fence"),
+                   f"load moved before the fence: {s}", "\n".join(new))
+
+
+def main():
+    if len(sys.argv) >= 2 and sys.argv[1] == "list":
+        for path in sys.argv[2:]:
+            text = open(path).read()
+            for mid, desc, _ in mutants(path, text):
+                print(f"{mid}\t{desc}")
+        return 0
+    if len(sys.argv) == 5 and sys.argv[1] == "apply":
+        mid, src, dest = sys.argv[2:]
+        path = mid.split(":")[0]
+        text = open(f"{src}/{path}").read()
+        for m, _, new in mutants(path, text):
+            if m == mid:
+                open(f"{dest}/{path}", "w").write(new)
+                return 0
+        print(f"no mutant {mid}", file=sys.stderr)
+        return 1
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
