@@ -64,6 +64,8 @@ mod lockfree;
 pub mod loom_api;
 mod protocol;
 mod raw;
+#[cfg(all(feature = "replication", not(loom)))]
+pub mod replication;
 mod snapshot;
 mod stats;
 mod store;

@@ -45,6 +45,10 @@ pub enum Workload {
     RoMix,
     /// W4: every transaction's latency under write saturation.
     Tail,
+    /// W3 over replication (Mako): a TPC-C-shaped mix on one node and on a
+    /// leader with two followers serving the read-only share (needs
+    /// `--features replication`).
+    Replicated,
 }
 
 impl Workload {
@@ -54,6 +58,7 @@ impl Workload {
             Workload::Begin => "begin",
             Workload::RoMix => "ro-mix",
             Workload::Tail => "tail",
+            Workload::Replicated => "replicated",
         }
     }
 }
@@ -329,7 +334,24 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
         Workload::Tail => (3.0, 3),
         Workload::RoMix => (2.0, 3),
         Workload::Begin => (0.2, 5),
+        Workload::Replicated => (2.0, 3),
     };
+    if workload == Workload::Replicated {
+        if !cfg!(feature = "replication") {
+            return Err(invalid(
+                "WORKLOAD",
+                "replicated",
+                "needs the `replication` cargo feature: cargo run --release -p snapshot-bench --features replication -- replicated",
+            ));
+        }
+        if cli.threads > 64 {
+            return Err(invalid(
+                "--threads",
+                cli.threads,
+                "want 1 to 64 (replicated runs 3 nodes of --threads workers each)",
+            ));
+        }
+    }
     let plot = match &cli.plot {
         None => None,
         Some(path) => {

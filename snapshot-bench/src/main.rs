@@ -13,6 +13,8 @@ mod engines;
 mod lmdb;
 mod plot;
 mod readts;
+#[cfg(feature = "replication")]
+mod replicated;
 mod report;
 mod romix;
 mod stats;
@@ -93,7 +95,24 @@ fn main() {
         Workload::ReadTs | Workload::Tail => read_ts(&plan),
         Workload::Begin => begin_table(&plan),
         Workload::RoMix => ro_mix(&plan),
+        Workload::Replicated => replicated_main(&plan),
     }
+}
+
+#[cfg(feature = "replication")]
+fn replicated_main(plan: &Plan) {
+    let p = replicated::Params {
+        threads: plan.threads,
+        warmup: plan.warmup,
+        seconds: plan.seconds,
+    };
+    replicated::main(&p, plan.rounds, plan.json, plan.progress);
+}
+
+/// `cli::plan` refuses the workload in a build without the feature.
+#[cfg(not(feature = "replication"))]
+fn replicated_main(_: &Plan) {
+    unreachable!("cli::plan refuses `replicated` without the replication feature")
 }
 
 fn read_ts(plan: &Plan) {

@@ -382,3 +382,14 @@ fn plot_writes_an_svg_that_names_every_engine() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `replicated` needs the `replication` feature; the default build refuses
+/// it, and every build bounds its per-node thread count.
+#[test]
+fn replicated_is_refused_without_its_feature_and_bounds_threads() {
+    if cfg!(feature = "replication") {
+        refused(&["replicated", "--threads", "65"], "--threads", "65");
+    } else {
+        refused(&["replicated"], "WORKLOAD", "replicated");
+    }
+}

@@ -1,0 +1,870 @@
+//! W3 `replicated` (Mako): a TPC-C-shaped mix over the KV store, 10%
+//! NewOrder (read a district counter and bump it, insert an order and its
+//! lines, update one stock row per line) and 90% OrderStatus (read-only: a
+//! customer, then its newest order and that order's lines by range scans).
+//!
+//! Three modes, side by side in one run:
+//! * `1 node, normal`: one engine, no replication; OrderStatus begins a
+//!   snapshot and sets its read timestamp to stable.
+//! * `1 node, fast`: the same, OrderStatus on the read-only fast path
+//!   (`read_at_stable`).
+//! * `leader + 2 followers`: a 3-node openraft cluster in this process
+//!   (`snapshot_engine::replication`). Leader threads run the mix (NewOrder
+//!   through the log, OrderStatus at the leader's watermark); follower
+//!   threads run OrderStatus at their own replicated watermark.
+//!
+//! In the one-node modes a watermark thread sets stable to the newest
+//! commit timestamp handed out one 1 ms tick earlier; in the cluster the
+//! leader appends a watermark entry every 1 ms.
+//!
+//! Per node: threads' CPU time comes from `/proc/self/task/*/schedstat`
+//! (nanoseconds on CPU), summed over threads named `n<id>-...` (workers
+//! `n<id>-w<k>`, the node's raft runtime `n<id>-raft`).
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use indicatif::ProgressBar;
+use serde::Serialize;
+use snapshot_engine::replication::{LocalCluster, Replica, ReplicaConfig, ReplicaError, WriteTxn};
+use snapshot_engine::{
+    CommitOptions, Engine, EngineConfig, Error, Timestamp, TimestampUpdate, Txn, TxnOptions,
+};
+
+use crate::common::{new_hist, Pct, Rng, MEASURE, STOP, WARMUP};
+
+pub const DISTRICTS: u64 = 10;
+pub const CUSTOMERS: u64 = 300;
+pub const ITEMS: u64 = 10_000;
+const INITIAL_LINES: u64 = 10;
+
+#[derive(Clone, Debug)]
+pub struct Params {
+    pub threads: usize,
+    pub warmup: f64,
+    pub seconds: f64,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum Mode {
+    #[serde(rename = "1 node, normal")]
+    OneNormal,
+    #[serde(rename = "1 node, fast")]
+    OneFast,
+    #[serde(rename = "leader + 2 followers")]
+    Cluster,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 3] = [Mode::OneNormal, Mode::OneFast, Mode::Cluster];
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::OneNormal => "1 node, normal",
+            Mode::OneFast => "1 node, fast",
+            Mode::Cluster => "leader + 2 followers",
+        }
+    }
+}
+
+/// One node's share of a run.
+#[derive(Serialize, Clone, Debug)]
+pub struct NodeOut {
+    pub role: &'static str,
+    pub id: u64,
+    pub ops_per_s: f64,
+    pub new_order_per_s: f64,
+    pub order_status_per_s: f64,
+    pub new_order_conflicts: u64,
+    /// Seconds on CPU of the node's threads per second of wall time.
+    pub cpu_per_s: f64,
+    pub ops_per_cpu_s: f64,
+    pub latency_mean_ns: f64,
+    pub latency_ns: Pct,
+    pub new_order_latency_ns: Pct,
+    /// Followers: commit returned on the leader -> this node's watermark
+    /// covers it.
+    pub staleness_ns: Option<Pct>,
+    pub apply_commits_per_s: Option<f64>,
+    pub apply_writes_per_s: Option<f64>,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct RoundOut {
+    pub round: usize,
+    pub mode: Mode,
+    pub seconds: f64,
+    pub nodes: Vec<NodeOut>,
+    pub total_ops_per_s: f64,
+}
+
+// ---- keys ---------------------------------------------------------------
+
+fn district_key(d: u64) -> [u8; 2] {
+    [b'd', d as u8]
+}
+fn customer_key(d: u64, c: u64) -> [u8; 4] {
+    let c = (c as u16).to_be_bytes();
+    [b'c', d as u8, c[0], c[1]]
+}
+/// Newest order first: the order id is stored inverted.
+fn order_key(d: u64, c: u64, o: u64) -> Vec<u8> {
+    let mut k = vec![b'o', d as u8];
+    k.extend_from_slice(&(c as u16).to_be_bytes());
+    k.extend_from_slice(&(u64::MAX - o).to_be_bytes());
+    k
+}
+fn order_prefix(d: u64, c: u64) -> (Vec<u8>, Vec<u8>) {
+    let mut lo = vec![b'o', d as u8];
+    lo.extend_from_slice(&(c as u16).to_be_bytes());
+    let mut hi = vec![b'o', d as u8];
+    hi.extend_from_slice(&(c as u16 + 1).to_be_bytes());
+    (lo, hi)
+}
+fn line_key(d: u64, o: u64, ol: u64) -> Vec<u8> {
+    let mut k = vec![b'l', d as u8];
+    k.extend_from_slice(&o.to_be_bytes());
+    k.push(ol as u8);
+    k
+}
+fn stock_key(i: u64) -> [u8; 5] {
+    let i = (i as u32).to_be_bytes();
+    [b's', i[0], i[1], i[2], i[3]]
+}
+
+fn u64_of(v: &[u8]) -> u64 {
+    u64::from_le_bytes(v[..8].try_into().expect("8-byte prefix"))
+}
+
+fn value(n: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0x5a; len.max(8)];
+    v[..8].copy_from_slice(&n.to_le_bytes());
+    v
+}
+
+/// The reads and writes the two transactions need, on a plain `Txn` and on
+/// the leader's `WriteTxn` alike.
+trait Kv {
+    fn get_u64(&mut self, k: &[u8]) -> Result<Option<u64>, Error>;
+    fn put(&mut self, k: &[u8], v: &[u8]) -> Result<(), Error>;
+    fn scan_range(
+        &mut self,
+        lo: &[u8],
+        hi: &[u8],
+        f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), Error>;
+}
+
+impl Kv for Txn<'_, '_> {
+    fn get_u64(&mut self, k: &[u8]) -> Result<Option<u64>, Error> {
+        self.get_with(k, |v| v.map(u64_of))
+    }
+    fn put(&mut self, k: &[u8], v: &[u8]) -> Result<(), Error> {
+        Txn::put(self, k, v)
+    }
+    fn scan_range(
+        &mut self,
+        lo: &[u8],
+        hi: &[u8],
+        f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), Error> {
+        self.scan(lo..hi, f)
+    }
+}
+
+impl Kv for WriteTxn<'_, '_, '_> {
+    fn get_u64(&mut self, k: &[u8]) -> Result<Option<u64>, Error> {
+        self.get_with(k, |v| v.map(u64_of))
+    }
+    fn put(&mut self, k: &[u8], v: &[u8]) -> Result<(), Error> {
+        WriteTxn::put(self, k, v)
+    }
+    fn scan_range(
+        &mut self,
+        lo: &[u8],
+        hi: &[u8],
+        f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), Error> {
+        self.scan(lo..hi, f)
+    }
+}
+
+/// NewOrder: bump district `d`'s next order id, insert the order for
+/// customer `c` and its 5-15 lines, update each line's stock row.
+fn new_order(t: &mut impl Kv, rng: &mut Rng) -> Result<(), Error> {
+    let d = rng.below(DISTRICTS);
+    let c = rng.below(CUSTOMERS);
+    let o = t.get_u64(&district_key(d))?.expect("district row");
+    t.put(&district_key(d), &value(o + 1, 8))?;
+    let lines = 5 + rng.below(11);
+    t.put(&order_key(d, c, o), &value(lines, 24))?;
+    for ol in 0..lines {
+        let item = rng.below(ITEMS);
+        let q = t.get_u64(&stock_key(item))?.expect("stock row");
+        let q = if q > 10 { q - 1 } else { q + 91 };
+        t.put(&stock_key(item), &value(q, 50))?;
+        t.put(&line_key(d, o, ol), &value(item, 50))?;
+    }
+    Ok(())
+}
+
+/// OrderStatus: the customer, its newest order (first key of its order
+/// range), that order's lines.
+fn order_status(t: &mut impl Kv, rng: &mut Rng) -> Result<u64, Error> {
+    let d = rng.below(DISTRICTS);
+    let c = rng.below(CUSTOMERS);
+    let mut acc = t.get_u64(&customer_key(d, c))?.expect("customer row");
+    let (lo, hi) = order_prefix(d, c);
+    let mut newest = None;
+    t.scan_range(&lo, &hi, |k, v| {
+        newest = Some((
+            u64::MAX - u64::from_be_bytes(k[4..12].try_into().unwrap()),
+            u64_of(v),
+        ));
+        false
+    })?;
+    let (o, lines) = newest.expect("every customer has an order");
+    let mut n = 0;
+    t.scan_range(&line_key(d, o, 0), &line_key(d, o, 255), |_, v| {
+        acc = acc.wrapping_add(u64_of(v));
+        n += 1;
+        true
+    })?;
+    debug_assert_eq!(n, lines);
+    Ok(acc.wrapping_add(n))
+}
+
+/// The initial rows, in batches: districts, customers with one order of
+/// ten lines each, stock.
+fn initial_rows() -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut rows = Vec::new();
+    for d in 0..DISTRICTS {
+        rows.push((district_key(d).to_vec(), value(CUSTOMERS, 8)));
+        for c in 0..CUSTOMERS {
+            rows.push((customer_key(d, c).to_vec(), value(c, 100)));
+            rows.push((order_key(d, c, c), value(INITIAL_LINES, 24)));
+            for ol in 0..INITIAL_LINES {
+                rows.push((line_key(d, c, ol), value(ol, 50)));
+            }
+        }
+    }
+    for i in 0..ITEMS {
+        rows.push((stock_key(i).to_vec(), value(50, 50)));
+    }
+    rows.chunks(2000).map(<[_]>::to_vec).collect()
+}
+
+// ---- CPU time per node ----------------------------------------------------
+
+/// Nanoseconds on CPU of every thread named `n<id>-...`, by id.
+fn cpu_by_node() -> HashMap<u64, u64> {
+    let mut out = HashMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for t in dir.flatten() {
+        let p = t.path();
+        let Ok(comm) = std::fs::read_to_string(p.join("comm")) else {
+            continue;
+        };
+        let Some(id) = comm
+            .trim()
+            .strip_prefix('n')
+            .and_then(|s| s.split_once('-'))
+            .and_then(|(id, _)| id.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let ns = std::fs::read_to_string(p.join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap_or(0);
+        *out.entry(id).or_default() += ns;
+    }
+    out
+}
+
+// ---- one run --------------------------------------------------------------
+
+struct Phase(AtomicU8);
+
+impl Phase {
+    fn get(&self) -> u8 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Default)]
+struct ThreadOut {
+    new_orders: u64,
+    order_status: u64,
+    conflicts: u64,
+    lat: Option<Histogram<u64>>,
+    no_lat: Option<Histogram<u64>>,
+    lat_sum: u128,
+    /// (commit ts, when the leader's write returned), NewOrder only.
+    commits: Vec<(Timestamp, Instant)>,
+}
+
+impl ThreadOut {
+    fn new() -> ThreadOut {
+        ThreadOut {
+            lat: Some(new_hist()),
+            no_lat: Some(new_hist()),
+            ..ThreadOut::default()
+        }
+    }
+    fn record(&mut self, ns: u64, new_order: bool) {
+        self.lat.as_mut().unwrap().saturating_record(ns.max(1));
+        self.lat_sum += ns as u128;
+        if new_order {
+            self.new_orders += 1;
+            self.no_lat.as_mut().unwrap().saturating_record(ns.max(1));
+        } else {
+            self.order_status += 1;
+        }
+    }
+}
+
+/// Runs `body` on `threads` threads named `n<node>-w<k>` until STOP;
+/// `body(k, out, measuring)`.
+fn spawn_workers<'s, F>(
+    sc: &'s std::thread::Scope<'s, '_>,
+    node: u64,
+    threads: usize,
+    body: F,
+) -> Vec<std::thread::ScopedJoinHandle<'s, ThreadOut>>
+where
+    F: Fn(usize) -> ThreadOut + Send + Sync + Copy + 's,
+{
+    (0..threads)
+        .map(|k| {
+            std::thread::Builder::new()
+                .name(format!("n{node}-w{k}"))
+                .spawn_scoped(sc, move || body(k))
+                .expect("spawn worker")
+        })
+        .collect()
+}
+
+/// Warm-up, then the measured window; CPU per node is sampled at both ends.
+fn phases(
+    phase: &Phase,
+    p: &Params,
+    pb: &ProgressBar,
+    before: impl FnOnce(),
+) -> (f64, HashMap<u64, u64>) {
+    let sleep = |secs: f64| {
+        let end = Instant::now() + Duration::from_secs_f64(secs);
+        let mut last = Instant::now();
+        while Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(50).min(end - Instant::now()));
+            let now = Instant::now();
+            pb.inc((now - last).as_millis() as u64);
+            last = now;
+        }
+    };
+    sleep(p.warmup);
+    before();
+    let c0 = cpu_by_node();
+    let t0 = Instant::now();
+    phase.0.store(MEASURE, Ordering::Relaxed);
+    sleep(p.seconds);
+    // Sampled before STOP: a thread that has exited is gone from /proc.
+    let c1 = cpu_by_node();
+    let secs = t0.elapsed().as_secs_f64();
+    phase.0.store(STOP, Ordering::Relaxed);
+    let cpu = c1
+        .into_iter()
+        .map(|(id, ns)| (id, ns.saturating_sub(c0.get(&id).copied().unwrap_or(0))))
+        .collect();
+    (secs, cpu)
+}
+
+fn node_out(role: &'static str, id: u64, outs: &[ThreadOut], secs: f64, cpu_ns: u64) -> NodeOut {
+    let (mut lat, mut no_lat) = (new_hist(), new_hist());
+    let mut sum = 0u128;
+    for o in outs {
+        lat.add(o.lat.as_ref().unwrap()).expect("bounds");
+        no_lat.add(o.no_lat.as_ref().unwrap()).expect("bounds");
+        sum += o.lat_sum;
+    }
+    let no: u64 = outs.iter().map(|o| o.new_orders).sum();
+    let os: u64 = outs.iter().map(|o| o.order_status).sum();
+    let ops = (no + os) as f64;
+    let cpu_s = cpu_ns as f64 / 1e9;
+    NodeOut {
+        role,
+        id,
+        ops_per_s: ops / secs,
+        new_order_per_s: no as f64 / secs,
+        order_status_per_s: os as f64 / secs,
+        new_order_conflicts: outs.iter().map(|o| o.conflicts).sum(),
+        cpu_per_s: cpu_s / secs,
+        ops_per_cpu_s: if cpu_s > 0.0 { ops / cpu_s } else { 0.0 },
+        latency_mean_ns: if no + os > 0 {
+            sum as f64 / (no + os) as f64
+        } else {
+            0.0
+        },
+        latency_ns: Pct::of(&lat),
+        new_order_latency_ns: Pct::of(&no_lat),
+        staleness_ns: None,
+        apply_commits_per_s: None,
+        apply_writes_per_s: None,
+    }
+}
+
+/// One engine, no replication.
+fn run_one(p: &Params, fast: bool, round: usize, pb: &ProgressBar) -> RoundOut {
+    let e = Engine::new(EngineConfig {
+        max_sessions: p.threads + 8,
+        ..EngineConfig::default()
+    });
+    {
+        let mut s = e.session().expect("session");
+        for batch in initial_rows() {
+            let mut t = s.begin(&TxnOptions::default()).expect("begin");
+            for (k, v) in &batch {
+                t.put(k, v).expect("load");
+            }
+            t.commit(CommitOptions::at(1)).expect("load commit");
+        }
+        e.set_timestamps(TimestampUpdate {
+            oldest: Some(Timestamp::new(1)),
+            stable: Some(Timestamp::new(1)),
+            durable: None,
+        })
+        .expect("initial timestamps");
+    }
+    let phase = Phase(AtomicU8::new(WARMUP));
+    let ts = AtomicU64::new(1);
+    let stable = AtomicU64::new(1);
+    let (outs, secs, cpu) = std::thread::scope(|sc| {
+        let (e, phase, ts, stable) = (&e, &phase, &ts, &stable);
+        // The watermark: stable = the newest timestamp handed out one tick
+        // ago (raising stable waits for commits at or below it).
+        let tk = std::thread::Builder::new()
+            .name("n0-tk".into())
+            .spawn_scoped(sc, move || {
+                let mut prev = 1;
+                while phase.get() != STOP {
+                    std::thread::sleep(Duration::from_millis(1));
+                    let now = ts.load(Ordering::Relaxed);
+                    if prev > stable.load(Ordering::Relaxed) {
+                        e.set_timestamps(TimestampUpdate {
+                            oldest: Some(Timestamp::new(prev.saturating_sub(1000).max(1))),
+                            stable: Some(Timestamp::new(prev)),
+                            durable: None,
+                        })
+                        .expect("forward only");
+                        stable.store(prev, Ordering::Relaxed);
+                    }
+                    prev = now;
+                }
+            })
+            .expect("spawn");
+        let hs = spawn_workers(sc, 0, p.threads, move |k| {
+            let mut s = e.session().expect("session");
+            let mut rng = Rng::new(0x5000 + k as u64);
+            let mut out = ThreadOut::new();
+            let ro = TxnOptions {
+                read_at_stable: fast,
+                ..TxnOptions::default()
+            };
+            loop {
+                let ph = phase.get();
+                if ph == STOP {
+                    break;
+                }
+                let t0 = Instant::now();
+                let is_new_order = rng.below(10) == 0;
+                if is_new_order {
+                    let mut t = s.begin(&TxnOptions::default()).expect("begin");
+                    match new_order(&mut t, &mut rng) {
+                        Ok(()) => loop {
+                            let c = ts.fetch_add(1, Ordering::Relaxed) + 1;
+                            match t.commit(CommitOptions::at(c)) {
+                                Ok(()) => break,
+                                Err(Error::CommitTimestampNotAfterStable { .. }) => continue,
+                                Err(err) => panic!("commit: {err}"),
+                            }
+                        },
+                        Err(Error::WriteConflict { .. }) => {
+                            drop(t);
+                            if ph == MEASURE {
+                                out.conflicts += 1;
+                            }
+                            continue;
+                        }
+                        Err(err) => panic!("NewOrder: {err}"),
+                    }
+                } else {
+                    let mut t = s.begin(&ro).expect("begin");
+                    if !fast {
+                        t.set_read_timestamp(Timestamp::new(stable.load(Ordering::Relaxed)))
+                            .expect("read ts");
+                    }
+                    black_box(order_status(&mut t, &mut rng).expect("OrderStatus"));
+                    t.commit(CommitOptions::default())
+                        .expect("read-only commit");
+                }
+                if ph == MEASURE {
+                    out.record(t0.elapsed().as_nanos() as u64, is_new_order);
+                }
+            }
+            out
+        });
+        let (secs, cpu) = phases(phase, p, pb, || {});
+        let outs: Vec<ThreadOut> = hs.into_iter().map(|h| h.join().expect("worker")).collect();
+        tk.join().expect("watermark thread");
+        (outs, secs, cpu)
+    });
+    let node = node_out("node", 0, &outs, secs, cpu.get(&0).copied().unwrap_or(0));
+    RoundOut {
+        round,
+        mode: if fast { Mode::OneFast } else { Mode::OneNormal },
+        seconds: secs,
+        total_ops_per_s: node.ops_per_s,
+        nodes: vec![node],
+    }
+}
+
+fn leader_worker(l: &Replica, phase: &Phase, k: usize) -> ThreadOut {
+    let reader = l.reader();
+    let mut s = reader.engine().session().expect("session");
+    let mut rng = Rng::new(0x6000 + k as u64);
+    let mut out = ThreadOut::new();
+    loop {
+        let ph = phase.get();
+        if ph == STOP {
+            break;
+        }
+        let t0 = Instant::now();
+        let is_new_order = rng.below(10) == 0;
+        if is_new_order {
+            match l.write(|t| new_order(t, &mut rng)) {
+                Ok((_, ts)) => {
+                    if ph == MEASURE {
+                        out.commits.push((ts, Instant::now()));
+                    }
+                }
+                Err(ReplicaError::Engine(Error::WriteConflict { .. })) => {
+                    if ph == MEASURE {
+                        out.conflicts += 1;
+                    }
+                    continue;
+                }
+                Err(e) => panic!("NewOrder on the leader: {e}"),
+            }
+        } else {
+            let mut t = reader
+                .begin(&mut s, Timestamp::NONE, Duration::from_secs(5))
+                .expect("read at the leader's watermark");
+            black_box(order_status(&mut t, &mut rng).expect("OrderStatus"));
+            t.commit(CommitOptions::default())
+                .expect("read-only commit");
+        }
+        if ph == MEASURE {
+            out.record(t0.elapsed().as_nanos() as u64, is_new_order);
+        }
+    }
+    out
+}
+
+fn follower_worker(f: &Replica, phase: &Phase, k: usize) -> ThreadOut {
+    let reader = f.reader();
+    let mut s = reader.engine().session().expect("session");
+    let mut rng = Rng::new(0x7000 + f.id() * 100 + k as u64);
+    let mut out = ThreadOut::new();
+    loop {
+        let ph = phase.get();
+        if ph == STOP {
+            break;
+        }
+        let t0 = Instant::now();
+        let mut t = reader
+            .begin(&mut s, Timestamp::NONE, Duration::from_secs(5))
+            .expect("read at the follower's watermark");
+        black_box(order_status(&mut t, &mut rng).expect("OrderStatus"));
+        t.commit(CommitOptions::default())
+            .expect("read-only commit");
+        if ph == MEASURE {
+            out.record(t0.elapsed().as_nanos() as u64, false);
+        }
+    }
+    out
+}
+
+/// Commit returned on the leader -> the follower's watermark covers it.
+fn staleness(commits: &[(Timestamp, Instant)], history: &[(Timestamp, Instant)]) -> Pct {
+    let mut h = new_hist();
+    for &(ts, at) in commits {
+        let i = history.partition_point(|&(w, _)| w < ts);
+        if let Some(&(_, seen)) = history.get(i) {
+            h.saturating_record(seen.saturating_duration_since(at).as_nanos().max(1) as u64);
+        }
+    }
+    Pct::of(&h)
+}
+
+fn run_cluster(p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
+    let cfg = ReplicaConfig {
+        record_watermarks: true,
+        engine: EngineConfig {
+            max_sessions: p.threads + 16,
+            ..EngineConfig::default()
+        },
+        ..ReplicaConfig::default()
+    };
+    let c = LocalCluster::start(3, cfg).expect("a 3-node cluster");
+    let lid = c
+        .wait_for_leader(Duration::from_secs(10))
+        .expect("a leader");
+    let l = c.node(lid).expect("leader");
+    let mut last = Timestamp::NONE;
+    for batch in initial_rows() {
+        let (_, ts) = l
+            .write(|t| {
+                for (k, v) in &batch {
+                    t.put(k, v)?;
+                }
+                Ok(())
+            })
+            .expect("load through the log");
+        last = ts;
+    }
+    let fids: Vec<u64> = c.ids().into_iter().filter(|&id| id != lid).collect();
+    for id in c.ids() {
+        c.wait_watermark(id, last, Duration::from_secs(30))
+            .expect("every node applied the load");
+    }
+    let phase = Phase(AtomicU8::new(WARMUP));
+    let mut apply0 = HashMap::new();
+    let (louts, fouts, secs, cpu) = std::thread::scope(|sc| {
+        let phase = &phase;
+        let lh = spawn_workers(sc, lid, p.threads, move |k| leader_worker(l, phase, k));
+        let fh: Vec<_> = fids
+            .iter()
+            .map(|&f| {
+                let node = c.node(f).expect("follower");
+                spawn_workers(sc, f, p.threads, move |k| follower_worker(node, phase, k))
+            })
+            .collect();
+        let (secs, cpu) = phases(phase, p, pb, || {
+            for &f in &fids {
+                apply0.insert(f, c.node(f).unwrap().stats());
+            }
+        });
+        let louts: Vec<ThreadOut> = lh.into_iter().map(|h| h.join().expect("leader")).collect();
+        let fouts: Vec<Vec<ThreadOut>> = fh
+            .into_iter()
+            .map(|hs| {
+                hs.into_iter()
+                    .map(|h| h.join().expect("follower"))
+                    .collect()
+            })
+            .collect();
+        (louts, fouts, secs, cpu)
+    });
+    let mut commits: Vec<(Timestamp, Instant)> = louts
+        .iter()
+        .flat_map(|o| o.commits.iter().copied())
+        .collect();
+    commits.sort();
+    let mut nodes = vec![node_out(
+        "leader",
+        lid,
+        &louts,
+        secs,
+        cpu.get(&lid).copied().unwrap_or(0),
+    )];
+    for (&f, outs) in fids.iter().zip(&fouts) {
+        let node = c.node(f).unwrap();
+        let mut n = node_out("follower", f, outs, secs, cpu.get(&f).copied().unwrap_or(0));
+        n.staleness_ns = Some(staleness(&commits, &node.watermark_history()));
+        let (s0, s1) = (&apply0[&f], node.stats());
+        n.apply_commits_per_s = Some((s1.applied_commits - s0.applied_commits) as f64 / secs);
+        n.apply_writes_per_s = Some((s1.applied_writes - s0.applied_writes) as f64 / secs);
+        nodes.push(n);
+    }
+    drop(c);
+    RoundOut {
+        round,
+        mode: Mode::Cluster,
+        seconds: secs,
+        total_ops_per_s: nodes.iter().map(|n| n.ops_per_s).sum(),
+        nodes,
+    }
+}
+
+pub fn run(mode: Mode, p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
+    match mode {
+        Mode::OneNormal => run_one(p, false, round, pb),
+        Mode::OneFast => run_one(p, true, round, pb),
+        Mode::Cluster => run_cluster(p, round, pb),
+    }
+}
+
+// ---- the report -------------------------------------------------------------
+
+/// `snapshot-bench replicated`: every mode once per round, the order
+/// alternating between rounds; prints the table (or JSON).
+pub fn main(p: &Params, rounds: usize, json: bool, progress: bool) {
+    let per_run = (p.warmup + p.seconds) * 1000.0;
+    let pg = crate::Progress::new((rounds * Mode::ALL.len()) as u64 * per_run as u64, progress);
+    let pb = &pg.bar;
+    let mut res: Vec<RoundOut> = Vec::new();
+    for r in 0..rounds {
+        let mut modes = Mode::ALL.to_vec();
+        if r % 2 == 1 {
+            modes.reverse();
+        }
+        for m in modes {
+            pb.set_message(format!("round {}/{rounds} {}", r + 1, m.name()));
+            res.push(run(m, p, r, pb));
+            pg.line(format_args!("round {}/{rounds} {} done", r + 1, m.name()));
+        }
+    }
+    pb.finish_and_clear();
+    if json {
+        let v = serde_json::json!({
+            "workload": "replicated",
+            "threads_per_node": p.threads,
+            "seconds": p.seconds,
+            "warmup": p.warmup,
+            "rounds": res,
+        });
+        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        return;
+    }
+    print_table(p, rounds, &res);
+}
+
+fn med_range(v: &[f64]) -> String {
+    let (lo, hi) = crate::stats::min_max(v);
+    format!(
+        "{} ({}-{})",
+        crate::common::fmt_int(crate::stats::median(v)),
+        crate::common::fmt_int(lo),
+        crate::common::fmt_int(hi)
+    )
+}
+
+fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
+    use crate::common::{fmt_int, fmt_ns};
+    use crate::stats::median;
+    println!(
+        "replicated (W3, Mako): TPC-C-shaped mix over the KV store, 10% NewOrder / 90% OrderStatus; {} worker threads per node; {} s after {} s warm-up; {rounds} rounds, mode order alternating; medians (min-max) over rounds",
+        p.threads, p.seconds, p.warmup
+    );
+    println!(
+        "NOTE: the three nodes (workers and raft runtimes) share this machine's 2 cores with each other and with other users, so per-node throughput here cannot add up the way it does on three machines; ops per CPU-second is the number to judge scaling by."
+    );
+    println!(
+        "{:<21} {:<10} {:>28} {:>11} {:>13} {:>7} {:>13} {:>9} {:>8} {:>8} {:>9}",
+        "mode",
+        "node",
+        "ops/s med (min-max)",
+        "NewOrder/s",
+        "OrderStatus/s",
+        "CPU/s",
+        "ops/CPU-s",
+        "lat mean",
+        "lat p50",
+        "lat p99",
+        "NO p50"
+    );
+    for m in Mode::ALL {
+        let runs: Vec<&RoundOut> = res.iter().filter(|r| r.mode == m).collect();
+        let slots = runs.first().map_or(0, |r| r.nodes.len());
+        for i in 0..slots {
+            let ns: Vec<&NodeOut> = runs.iter().map(|r| &r.nodes[i]).collect();
+            let col = |f: fn(&NodeOut) -> f64| ns.iter().map(|n| f(n)).collect::<Vec<f64>>();
+            let label = match (ns[0].role, i) {
+                ("follower", i) => format!("follower {i}"),
+                (r, _) => r.to_string(),
+            };
+            println!(
+                "{:<21} {:<10} {:>28} {:>11} {:>13} {:>7.2} {:>13} {:>9} {:>8} {:>8} {:>9}",
+                if i == 0 { m.name() } else { "" },
+                label,
+                med_range(&col(|n| n.ops_per_s)),
+                fmt_int(median(&col(|n| n.new_order_per_s))),
+                fmt_int(median(&col(|n| n.order_status_per_s))),
+                median(&col(|n| n.cpu_per_s)),
+                fmt_int(median(&col(|n| n.ops_per_cpu_s))),
+                fmt_ns(median(&col(|n| n.latency_mean_ns)) as u64),
+                fmt_ns(median(&col(|n| n.latency_ns.p50 as f64)) as u64),
+                fmt_ns(median(&col(|n| n.latency_ns.p99 as f64)) as u64),
+                if ns[0].new_order_per_s > 0.0 {
+                    fmt_ns(median(&col(|n| n.new_order_latency_ns.p50 as f64)) as u64)
+                } else {
+                    "-".to_string()
+                },
+            );
+        }
+        if slots > 1 {
+            let tot: Vec<f64> = runs.iter().map(|r| r.total_ops_per_s).collect();
+            println!("{:<21} {:<10} {:>28}", "", "total", med_range(&tot));
+        }
+    }
+    let cluster: Vec<&RoundOut> = res.iter().filter(|r| r.mode == Mode::Cluster).collect();
+    if let Some(first) = cluster.first() {
+        println!("followers: staleness = leader's NewOrder commit returned -> the follower's watermark covers it; apply = commit entries (and their writes) installed per second");
+        for i in 1..first.nodes.len() {
+            let ns: Vec<&NodeOut> = cluster.iter().map(|r| &r.nodes[i]).collect();
+            let st = |f: fn(&Pct) -> u64| {
+                median(
+                    &ns.iter()
+                        .map(|n| n.staleness_ns.map_or(0, |s| f(&s)) as f64)
+                        .collect::<Vec<_>>(),
+                ) as u64
+            };
+            println!(
+                "  follower {i}: staleness p50 {} p99 {} max {}; apply {} commits/s, {} writes/s",
+                fmt_ns(st(|s| s.p50)),
+                fmt_ns(st(|s| s.p99)),
+                fmt_ns(st(|s| s.max)),
+                fmt_int(median(
+                    &ns.iter()
+                        .map(|n| n.apply_commits_per_s.unwrap_or(0.0))
+                        .collect::<Vec<_>>()
+                )),
+                fmt_int(median(
+                    &ns.iter()
+                        .map(|n| n.apply_writes_per_s.unwrap_or(0.0))
+                        .collect::<Vec<_>>()
+                )),
+            );
+        }
+    }
+    let total = |m: Mode| -> Vec<f64> {
+        res.iter()
+            .filter(|r| r.mode == m)
+            .map(|r| r.total_ops_per_s)
+            .collect()
+    };
+    let normal = total(Mode::OneNormal);
+    for (m, what) in [
+        (Mode::OneFast, "1 node fast path vs 1 node normal path"),
+        (
+            Mode::Cluster,
+            "leader + 2 followers (total) vs 1 node normal path",
+        ),
+    ] {
+        let a = total(m);
+        println!(
+            "  {what}, total ops/s: {} -> {} ({:+.1}%, exact Mann-Whitney p = {:.3}, higher in {}/{} rounds)",
+            fmt_int(median(&normal)),
+            fmt_int(median(&a)),
+            (median(&a) / median(&normal) - 1.0) * 100.0,
+            crate::stats::mann_whitney_p(&a, &normal),
+            crate::stats::rounds_won(&a, &normal),
+            a.len()
+        );
+    }
+    println!();
+}

@@ -1,0 +1,146 @@
+//! The in-memory raft log ([`openraft::storage::RaftLogStorage`], v2 API).
+//!
+//! Not durable: a process that stops loses it. A deployment that must
+//! survive crashes supplies its own log store (the same trait, written to
+//! disk and flushed before `LogFlushed::log_io_completed`).
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::ops::RangeBounds;
+use std::sync::Arc;
+
+use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
+use openraft::{Entry, EntryPayload, LogId, OptionalSend, StorageError, Vote};
+use parking_lot::Mutex;
+
+use super::node::Shared;
+use super::{Command, NodeId, TypeConfig};
+
+#[derive(Default)]
+struct Inner {
+    log: BTreeMap<u64, Entry<TypeConfig>>,
+    vote: Option<Vote<NodeId>>,
+    committed: Option<LogId<NodeId>>,
+    last_purged: Option<LogId<NodeId>>,
+}
+
+/// A node's in-memory log. Cloning it gives a reader of the same log.
+#[derive(Clone)]
+pub struct LogStore {
+    inner: Arc<Mutex<Inner>>,
+    shared: Arc<Shared>,
+}
+
+impl LogStore {
+    pub(crate) fn new(shared: Arc<Shared>) -> LogStore {
+        LogStore {
+            inner: Arc::default(),
+            shared,
+        }
+    }
+
+    /// How many entries the log holds (purged ones excluded).
+    pub fn len(&self) -> usize {
+        self.inner.lock().log.len()
+    }
+
+    /// Whether the log holds no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
+        let inner = self.inner.lock();
+        Ok(inner.log.range(range).map(|(_, e)| e.clone()).collect())
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<NodeId>> {
+        let inner = self.inner.lock();
+        let last = inner
+            .log
+            .values()
+            .next_back()
+            .map(|e| e.log_id)
+            .or(inner.last_purged);
+        Ok(LogState {
+            last_purged_log_id: inner.last_purged,
+            last_log_id: last,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
+        self.inner.lock().vote = Some(*vote);
+        Ok(())
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
+        Ok(self.inner.lock().vote)
+    }
+
+    async fn save_committed(
+        &mut self,
+        committed: Option<LogId<NodeId>>,
+    ) -> Result<(), StorageError<NodeId>> {
+        self.inner.lock().committed = committed;
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
+        Ok(self.inner.lock().committed)
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut inner = self.inner.lock();
+        for e in entries {
+            // Every timestamp this log has seen: a node that becomes leader
+            // allocates above all of them (DESIGN.md, "Replication",
+            // failover), including entries of older leaders that may still
+            // commit.
+            match &e.payload {
+                EntryPayload::Normal(Command::Commit(c)) => self.shared.saw_ts(c.commit_ts),
+                EntryPayload::Normal(Command::Watermark { ts }) => self.shared.saw_ts(*ts),
+                _ => {}
+            }
+            inner.log.insert(e.log_id.index, e);
+        }
+        drop(inner);
+        // In memory: "flushed" as soon as it is inserted.
+        callback.log_io_completed(Ok(()));
+        Ok(())
+    }
+
+    async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        let mut inner = self.inner.lock();
+        let _ = inner.log.split_off(&log_id.index);
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        let mut inner = self.inner.lock();
+        let keep = inner.log.split_off(&(log_id.index + 1));
+        inner.log = keep;
+        inner.last_purged = Some(log_id);
+        Ok(())
+    }
+}

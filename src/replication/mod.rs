@@ -1,0 +1,299 @@
+//! Follower replicas on [openraft]: read-only transactions at a replicated
+//! watermark (cargo feature `replication`).
+//!
+//! A [`Replica`] is one node: an [`Engine`](crate::Engine), an openraft
+//! [`Raft`](openraft::Raft) handle, an in-memory log store and a state
+//! machine that applies the log to the engine. The leader runs read-write
+//! transactions ([`Replica::write`]); every commit becomes a log entry
+//! ([`Command::Commit`]: commit timestamp, durable timestamp, the writes) that
+//! is replicated before the commit returns. The leader also appends
+//! [`Command::Watermark`] entries; a node that applies a watermark `W` sets its
+//! stable timestamp to `W`, so read-only transactions at stable
+//! ([`Reader::begin`]) see exactly the commits at or below `W`, and never one
+//! with a hole below it.
+//!
+//! ```
+//! use snapshot_engine::replication::{LocalCluster, ReplicaConfig};
+//! use std::time::Duration;
+//!
+//! let cluster = LocalCluster::start(3, ReplicaConfig::default())?;
+//! let leader = cluster.wait_for_leader(Duration::from_secs(5))?;
+//! let (_, ts) = cluster.node(leader).unwrap().write(|txn| txn.put(b"k", b"v"))?;
+//! let follower = cluster.ids().into_iter().find(|&id| id != leader).unwrap();
+//! let reader = cluster.node(follower).unwrap().reader();
+//! let mut session = reader.engine().session()?;
+//! // Read-your-writes: wait (at most 1 s) until the follower's watermark covers `ts`.
+//! let mut txn = reader.begin(&mut session, ts, Duration::from_secs(1))?;
+//! assert_eq!(txn.get(b"k")?, Some(b"v".to_vec()));
+//! # Ok::<(), snapshot_engine::replication::ReplicaError>(())
+//! ```
+//!
+//! # The watermark rule (no holes)
+//!
+//! Commit timestamps are allocated by the leader at commit time and
+//! registered as *in flight* until the commit's log entry has been appended
+//! (openraft's `client_write` returned). The leader's watermark is
+//! `W = min(in-flight) - 1`, or the newest allocated (or logged) timestamp
+//! when none is in flight, and a `Watermark(W)` entry is appended after it is
+//! computed. So every commit at or below `W` is in the log before `W`, and
+//! every commit after `W` in the log has a timestamp above `W`. A node applies
+//! the log in order and sets stable to the last applied `W`: everything at or
+//! below its stable has been applied, so its reads have no holes. DESIGN.md,
+//! "Replication", gives the full argument, failover included.
+//!
+//! # What a user supplies
+//!
+//! A transport ([`openraft::RaftNetworkFactory`], as [`LocalNetwork`] does in
+//! process) and, for crash durability, a durable log store in place of the
+//! in-memory one.
+
+mod cluster;
+mod log_store;
+mod network;
+mod node;
+mod state_machine;
+
+use std::fmt;
+use std::io::Cursor;
+use std::time::Duration;
+
+// Only the crate's public API (the KV layer), so the module does not
+// depend on how the crate arranges its internals.
+use crate::{Error, Timestamp};
+
+pub use cluster::LocalCluster;
+pub use log_store::LogStore;
+pub use network::{LocalNetwork, LocalNetworkFactory, Router};
+pub use node::{Reader, Replica, ReplicaStats, WriteOptions, WriteTxn};
+pub use state_machine::StateMachine;
+
+/// A node's id in the cluster.
+pub type NodeId = u64;
+
+openraft::declare_raft_types!(
+    /// openraft's type configuration for replicated engines.
+    pub TypeConfig:
+        D = Command,
+        R = Applied,
+        NodeId = NodeId,
+        Node = openraft::BasicNode,
+);
+
+/// One write of a replicated commit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Write {
+    /// The key.
+    pub key: Vec<u8>,
+    /// The new value, or `None` for a tombstone.
+    pub value: Option<Vec<u8>>,
+}
+
+/// Which leader transaction a commit entry came from: the proposing node and
+/// its own sequence number. The proposing node skips applying its own
+/// entries (its transaction commits them locally).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// The node that proposed the entry.
+    pub node: NodeId,
+    /// That node's sequence number for the proposal.
+    pub seq: u64,
+}
+
+/// A committed leader transaction, as carried in the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitRecord {
+    /// The commit timestamp the leader committed at.
+    pub commit_ts: Timestamp,
+    /// The durable timestamp. Leader transactions commit unprepared, so it
+    /// equals `commit_ts`; it is carried so that a node can advance its
+    /// global durable timestamp when the entry is applied.
+    pub durable_ts: Timestamp,
+    /// Where it came from.
+    pub origin: Origin,
+    /// The writes, in key order (one per key).
+    pub writes: Vec<Write>,
+}
+
+/// The application data of a log entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// A committed leader transaction.
+    Commit(CommitRecord),
+    /// The leader's replicated watermark: every commit at or below it was
+    /// appended before this entry. A node that applies it sets its stable
+    /// timestamp to it.
+    Watermark {
+        /// The watermark.
+        ts: Timestamp,
+    },
+}
+
+/// What applying one log entry reports back to the proposer.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// The node's stable timestamp after the entry was applied.
+    pub stable: Option<Timestamp>,
+}
+
+/// Settings of a replica.
+#[derive(Clone, Debug)]
+pub struct ReplicaConfig {
+    /// How often the leader appends a watermark entry (the watermark delay).
+    pub tick: Duration,
+    /// Each node sets its oldest timestamp to `watermark - oldest_lag`, so
+    /// history older than that may be pruned.
+    pub oldest_lag: u64,
+    /// How long a write waits for its log entry to be committed. A write
+    /// that times out (or fails) leaves its outcome unknown: the node fences
+    /// itself ([`ReplicaError::Fenced`]) and leaves the cluster.
+    pub write_timeout: Duration,
+    /// Keep a history of (watermark, time applied) pairs on every node, for
+    /// staleness measurements ([`Replica::watermark_history`]).
+    pub record_watermarks: bool,
+    /// openraft's own settings (heartbeat, elections, snapshots).
+    pub raft: openraft::Config,
+    /// The engine settings of every node.
+    pub engine: crate::EngineConfig,
+    /// Test-only mutant switch: a node that sets its stable timestamp to the
+    /// newest commit it applied (a watermark that jumps the holes below it).
+    /// Wrong on purpose, to show that the tests catch a watermark with holes.
+    #[doc(hidden)]
+    pub mutant_stable_follows_newest_commit: bool,
+}
+
+impl Default for ReplicaConfig {
+    fn default() -> Self {
+        ReplicaConfig {
+            tick: Duration::from_millis(1),
+            oldest_lag: 1_000,
+            write_timeout: Duration::from_secs(5),
+            record_watermarks: false,
+            raft: openraft::Config {
+                cluster_name: "snapshot-engine".to_string(),
+                // Generous for nodes that share a loaded machine: a spurious
+                // election fences a leader with writes in flight.
+                heartbeat_interval: 100,
+                election_timeout_min: 600,
+                election_timeout_max: 1200,
+                // Snapshots are taken on demand (`LocalCluster::snapshot`) or
+                // every 100,000 entries; 1,000 entries are kept after one.
+                snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(100_000),
+                max_in_snapshot_log_to_keep: 1_000,
+                ..Default::default()
+            },
+            engine: crate::EngineConfig::default(),
+            mutant_stable_follows_newest_commit: false,
+        }
+    }
+}
+
+/// What went wrong in a replicated operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReplicaError {
+    /// The engine refused an operation (a write conflict, a bad key, ...).
+    Engine(Error),
+    /// A reader asked for at least `requested`, and the node's watermark was
+    /// still `watermark` after waiting `waited` (its bound).
+    WatermarkBehind {
+        /// The timestamp the reader needed.
+        requested: Timestamp,
+        /// The node's watermark when it gave up (`Timestamp::NONE`: none yet).
+        watermark: Timestamp,
+        /// How long it waited.
+        waited: Duration,
+    },
+    /// Writes go to the leader; this node is not it (or has not yet applied
+    /// its own term's first entry).
+    NotLeader {
+        /// This node.
+        node: NodeId,
+        /// The leader it knows of, if any.
+        leader: Option<NodeId>,
+    },
+    /// A write's outcome is unknown (its log entry failed or timed out), so
+    /// this node's engine may differ from the log: it refuses reads and
+    /// writes and has left the cluster. Replace it with a new node, which
+    /// catches up from a snapshot.
+    Fenced {
+        /// This node.
+        node: NodeId,
+    },
+    /// The node installed a snapshot into a new engine after this reader was
+    /// made; take a new [`Reader`].
+    EngineReplaced,
+    /// The session passed to [`Reader::begin`] belongs to another engine.
+    WrongEngine,
+    /// openraft reported an error.
+    Raft {
+        /// Its message.
+        message: String,
+    },
+    /// A snapshot could not be decoded.
+    BadSnapshot {
+        /// What was wrong.
+        what: String,
+    },
+    /// Waited longer than the bound for a cluster event.
+    Timeout {
+        /// What was waited for.
+        what: &'static str,
+        /// The bound.
+        waited: Duration,
+    },
+}
+
+impl fmt::Display for ReplicaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReplicaError::Engine(e) => write!(f, "engine: {e}"),
+            ReplicaError::WatermarkBehind {
+                requested,
+                watermark,
+                waited,
+            } => write!(
+                f,
+                "read needs timestamp {} but the replicated watermark is {} (waited {:?})",
+                requested.get(),
+                watermark.get(),
+                waited
+            ),
+            ReplicaError::NotLeader { node, leader } => match leader {
+                Some(l) => write!(f, "node {node} is not the leader; node {l} is"),
+                None => write!(f, "node {node} is not the leader; no leader known"),
+            },
+            ReplicaError::Fenced { node } => write!(
+                f,
+                "node {node} is fenced: a write's outcome is unknown; replace the node"
+            ),
+            ReplicaError::EngineReplaced => {
+                write!(f, "the node installed a snapshot; take a new reader")
+            }
+            ReplicaError::WrongEngine => {
+                write!(f, "the session belongs to another engine than the reader's")
+            }
+            ReplicaError::Raft { message } => write!(f, "openraft: {message}"),
+            ReplicaError::BadSnapshot { what } => write!(f, "bad snapshot: {what}"),
+            ReplicaError::Timeout { what, waited } => {
+                write!(f, "timed out after {waited:?} waiting for {what}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ReplicaError {}
+
+impl From<Error> for ReplicaError {
+    fn from(e: Error) -> Self {
+        ReplicaError::Engine(e)
+    }
+}
+
+fn raft_err(e: impl fmt::Display) -> ReplicaError {
+    ReplicaError::Raft {
+        message: e.to_string(),
+    }
+}
+
+/// The snapshot format's data, shared by the builder and the installer.
+pub(crate) type SnapshotBytes = Cursor<Vec<u8>>;

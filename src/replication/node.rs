@@ -1,0 +1,648 @@
+//! [`Replica`]: one node. The leader's write path, the watermark ticker, and
+//! [`Reader`], the follower read path at the replicated watermark.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::RangeBounds;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::atomic::AtomicCell;
+use openraft::error::RaftError;
+use openraft::{Raft, RaftNetworkFactory, ServerState};
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use super::log_store::LogStore;
+use super::state_machine::StateMachine;
+use super::{
+    raft_err, Command, CommitRecord, NodeId, Origin, ReplicaConfig, ReplicaError, TypeConfig, Write,
+};
+use crate::{CommitOptions, Engine, Result, Session, Timestamp, TimestampKind, Txn, TxnOptions};
+
+/// Commit timestamps the leader has handed out and whose log entries are not
+/// yet appended.
+#[derive(Default)]
+struct Tracker {
+    /// The newest timestamp allocated.
+    last: u64,
+    /// Allocated, entry not yet appended (or the append's outcome not yet
+    /// known).
+    in_flight: BTreeSet<u64>,
+    /// Proposal sequence numbers.
+    seq: u64,
+}
+
+/// Counters of one node.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) applied_commits: AtomicCell<u64>,
+    pub(crate) applied_writes: AtomicCell<u64>,
+    pub(crate) skipped_own: AtomicCell<u64>,
+    pub(crate) watermarks: AtomicCell<u64>,
+    pub(crate) apply_retries: AtomicCell<u64>,
+    pub(crate) snapshots_built: AtomicCell<u64>,
+    pub(crate) snapshots_installed: AtomicCell<u64>,
+}
+
+/// What the node's parts (write path, state machine, log store, readers)
+/// share.
+pub(crate) struct Shared {
+    pub(crate) id: NodeId,
+    pub(crate) config: ReplicaConfig,
+    /// The engine; replaced (never mutated in place) when a snapshot is
+    /// installed.
+    engine: RwLock<Arc<Engine>>,
+    /// Bumped on every engine replacement (Readers compare it).
+    engine_gen: AtomicCell<u64>,
+    /// A write's outcome is unknown: refuse reads and writes.
+    fenced: AtomicCell<bool>,
+    /// The `Replica` was dropped: the ticker ends.
+    stopped: AtomicCell<bool>,
+    /// The newest timestamp in any entry this node's log has held.
+    log_max_ts: AtomicCell<u64>,
+    tracker: Mutex<Tracker>,
+    /// This node's own proposals whose transactions are still open, by
+    /// sequence number, with their commit timestamps: the state machine
+    /// skips their entries (the transaction commits the versions itself).
+    pub(crate) pending: Mutex<HashMap<u64, u64>>,
+    wm_lock: Mutex<()>,
+    wm_cv: Condvar,
+    pub(crate) ctr: Counters,
+    history: Mutex<Vec<(Timestamp, Instant)>>,
+}
+
+impl Shared {
+    pub(crate) fn engine(&self) -> Arc<Engine> {
+        self.engine.read().clone()
+    }
+
+    pub(crate) fn replace_engine(&self, e: Arc<Engine>) {
+        *self.engine.write() = e;
+        self.engine_gen.fetch_add(1);
+        self.notify_watermark();
+    }
+
+    pub(crate) fn saw_ts(&self, ts: Timestamp) {
+        self.log_max_ts.fetch_max(ts.get());
+    }
+
+    pub(crate) fn notify_watermark(&self) {
+        let _g = self.wm_lock.lock();
+        self.wm_cv.notify_all();
+    }
+
+    pub(crate) fn record_watermark(&self, w: Timestamp) {
+        self.ctr.watermarks.fetch_add(1);
+        if self.config.record_watermarks {
+            self.history.lock().push((w, Instant::now()));
+        }
+        self.notify_watermark();
+    }
+
+    fn floor(&self, engine: &Engine) -> u64 {
+        let stable = engine
+            .query_timestamp(TimestampKind::Stable)
+            .map_or(0, Timestamp::get);
+        self.log_max_ts.load().max(stable)
+    }
+
+    /// The leader's watermark: every commit at or below it has its entry in
+    /// the log (DESIGN.md, "Replication", the watermark rule).
+    fn low_water(&self, engine: &Engine) -> u64 {
+        let floor = self.floor(engine);
+        let t = self.tracker.lock();
+        let newest = t.last.max(floor);
+        match t.in_flight.first() {
+            Some(&m) => (m - 1).min(newest),
+            None => newest,
+        }
+    }
+
+    /// Release store (crossbeam `AtomicCell`); pairs with the Acquire load
+    /// in `Reader::begin` after its begin loaded stable (DESIGN.md,
+    /// "Replication", R4).
+    pub(crate) fn fence(&self) {
+        self.fenced.store(true);
+    }
+}
+
+/// Options for [`Replica::write_with`].
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Hold the commit timestamp (allocated, claimed, entry not yet
+    /// appended) this long before appending: a fault-injection knob that
+    /// makes commits finish out of timestamp order.
+    pub delay_before_append: Duration,
+}
+
+/// A read-write transaction on the leader: a [`Txn`] whose writes are also
+/// recorded for the log entry.
+pub struct WriteTxn<'a, 's, 'e> {
+    txn: &'a mut Txn<'s, 'e>,
+    writes: &'a mut BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+}
+
+impl WriteTxn<'_, '_, '_> {
+    /// The visible value of `key` (see [`Txn::get`]).
+    ///
+    /// # Errors
+    /// As [`Txn::get`].
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.txn.get(key)
+    }
+
+    /// Calls `f` with the visible value of `key` (see [`Txn::get_with`]).
+    ///
+    /// # Errors
+    /// As [`Txn::get_with`].
+    pub fn get_with<R>(&mut self, key: &[u8], f: impl FnOnce(Option<&[u8]>) -> R) -> Result<R> {
+        self.txn.get_with(key, f)
+    }
+
+    /// Visits the visible pairs in `range` (see [`Txn::scan`]).
+    ///
+    /// # Errors
+    /// As [`Txn::scan`].
+    pub fn scan<Q, R>(&mut self, range: R, f: impl FnMut(&[u8], &[u8]) -> bool) -> Result<()>
+    where
+        Q: AsRef<[u8]> + ?Sized,
+        R: RangeBounds<Q>,
+    {
+        self.txn.scan(range, f)
+    }
+
+    /// Writes `value` under `key`.
+    ///
+    /// # Errors
+    /// As [`Txn::put`].
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.txn.put(key, value)?;
+        self.writes.insert(key.to_vec(), Some(value.to_vec()));
+        Ok(())
+    }
+
+    /// Deletes `key`.
+    ///
+    /// # Errors
+    /// As [`Txn::delete`].
+    pub fn delete(&mut self, key: &[u8]) -> Result<()> {
+        self.txn.delete(key)?;
+        self.writes.insert(key.to_vec(), None);
+        Ok(())
+    }
+}
+
+/// Counters and state of one node, from [`Replica::stats`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReplicaStats {
+    /// Commit entries installed into this node's engine by the state machine.
+    pub applied_commits: u64,
+    /// Writes those entries carried.
+    pub applied_writes: u64,
+    /// Own commit entries skipped (their transactions committed locally).
+    pub skipped_own_commits: u64,
+    /// Watermark advances applied.
+    pub watermarks_applied: u64,
+    /// Apply retries after a write conflict with a local transaction.
+    pub apply_conflict_retries: u64,
+    /// Snapshots built.
+    pub snapshots_built: u64,
+    /// Snapshots installed.
+    pub snapshots_installed: u64,
+    /// The current watermark (stable timestamp).
+    pub watermark: Option<Timestamp>,
+    /// Whether the node is fenced.
+    pub fenced: bool,
+}
+
+/// One node: an engine kept equal to the replicated log, and its raft.
+pub struct Replica {
+    shared: Arc<Shared>,
+    raft: Raft<TypeConfig>,
+    rt: tokio::runtime::Handle,
+    log: LogStore,
+}
+
+impl Replica {
+    /// Starts node `id` with a new, empty engine, on runtime `rt` (openraft's
+    /// tasks and the watermark ticker run there). `network` reaches the other
+    /// nodes. Call from outside the runtime.
+    ///
+    /// # Errors
+    /// [`ReplicaError::Raft`] if openraft rejects the configuration.
+    pub fn new<N>(
+        id: NodeId,
+        config: ReplicaConfig,
+        network: N,
+        rt: tokio::runtime::Handle,
+    ) -> std::result::Result<Replica, ReplicaError>
+    where
+        N: RaftNetworkFactory<TypeConfig>,
+    {
+        let raft_config = Arc::new(config.raft.clone().validate().map_err(raft_err)?);
+        let shared = Arc::new(Shared {
+            id,
+            engine: RwLock::new(Arc::new(Engine::new(config.engine.clone()))),
+            config,
+            engine_gen: AtomicCell::new(0),
+            fenced: AtomicCell::new(false),
+            stopped: AtomicCell::new(false),
+            log_max_ts: AtomicCell::new(0),
+            tracker: Mutex::default(),
+            pending: Mutex::default(),
+            wm_lock: Mutex::new(()),
+            wm_cv: Condvar::new(),
+            ctr: Counters::default(),
+            history: Mutex::default(),
+        });
+        let log = LogStore::new(shared.clone());
+        let sm = StateMachine::new(shared.clone());
+        let raft = rt
+            .block_on(Raft::new(id, raft_config, network, log.clone(), sm))
+            .map_err(raft_err)?;
+        rt.spawn(ticker(shared.clone(), raft.clone()));
+        Ok(Replica {
+            shared,
+            raft,
+            rt,
+            log,
+        })
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.shared.id
+    }
+
+    /// The openraft handle (membership changes, metrics, snapshots).
+    pub fn raft(&self) -> &Raft<TypeConfig> {
+        &self.raft
+    }
+
+    /// The node's current engine. Read from it through [`Replica::reader`];
+    /// writing to it directly bypasses the log.
+    pub fn engine(&self) -> Arc<Engine> {
+        self.shared.engine()
+    }
+
+    /// The replicated watermark: this node's stable timestamp.
+    pub fn watermark(&self) -> Option<Timestamp> {
+        self.shared.engine().query_timestamp(TimestampKind::Stable)
+    }
+
+    /// How many entries this node's log holds.
+    pub fn log_len(&self) -> usize {
+        self.log.len()
+    }
+
+    /// Whether a write's unknown outcome fenced this node.
+    pub fn is_fenced(&self) -> bool {
+        self.shared.fenced.load()
+    }
+
+    /// Whether this node is the leader and has applied its own term's first
+    /// entry (so its engine holds every committed write): writes go here.
+    pub fn is_leader_ready(&self) -> bool {
+        leader_ready(&self.raft, self.shared.id).is_ok()
+    }
+
+    /// The leader this node knows of.
+    pub fn current_leader(&self) -> Option<NodeId> {
+        self.raft.metrics().borrow().current_leader
+    }
+
+    /// Counters and state.
+    pub fn stats(&self) -> ReplicaStats {
+        let c = &self.shared.ctr;
+        ReplicaStats {
+            applied_commits: c.applied_commits.load(),
+            applied_writes: c.applied_writes.load(),
+            skipped_own_commits: c.skipped_own.load(),
+            watermarks_applied: c.watermarks.load(),
+            apply_conflict_retries: c.apply_retries.load(),
+            snapshots_built: c.snapshots_built.load(),
+            snapshots_installed: c.snapshots_installed.load(),
+            watermark: self.watermark(),
+            fenced: self.is_fenced(),
+        }
+    }
+
+    /// Every watermark this node applied, with when (empty unless
+    /// `ReplicaConfig::record_watermarks`).
+    pub fn watermark_history(&self) -> Vec<(Timestamp, Instant)> {
+        self.shared.history.lock().clone()
+    }
+
+    /// A read path at this node's watermark.
+    pub fn reader(&self) -> Reader {
+        Reader {
+            shared: self.shared.clone(),
+            gen: self.shared.engine_gen.load(),
+            engine: self.shared.engine(),
+        }
+    }
+
+    /// Runs `f` in a read-write transaction on the leader and commits it
+    /// through the log: returns `f`'s result and the commit timestamp
+    /// (`Timestamp::NONE` if `f` wrote nothing). When it returns `Ok`, the
+    /// commit is in the log of a majority and committed here.
+    ///
+    /// # Errors
+    /// [`ReplicaError::NotLeader`] on a follower (nothing ran);
+    /// [`ReplicaError::Engine`] if `f` or the engine refused (the
+    /// transaction rolled back; a write conflict can be retried);
+    /// [`ReplicaError::Fenced`] when the log entry failed or timed out (the
+    /// outcome is unknown; this node fences itself and leaves the cluster).
+    pub fn write<R>(
+        &self,
+        f: impl FnOnce(&mut WriteTxn<'_, '_, '_>) -> Result<R>,
+    ) -> std::result::Result<(R, Timestamp), ReplicaError> {
+        self.write_with(&WriteOptions::default(), f)
+    }
+
+    /// [`Replica::write`] with options.
+    ///
+    /// # Errors
+    /// As [`Replica::write`].
+    pub fn write_with<R>(
+        &self,
+        opts: &WriteOptions,
+        f: impl FnOnce(&mut WriteTxn<'_, '_, '_>) -> Result<R>,
+    ) -> std::result::Result<(R, Timestamp), ReplicaError> {
+        let id = self.shared.id;
+        if self.is_fenced() {
+            return Err(ReplicaError::Fenced { node: id });
+        }
+        leader_ready(&self.raft, id)
+            .map_err(|leader| ReplicaError::NotLeader { node: id, leader })?;
+        let engine = self.shared.engine();
+        let mut session = engine.session()?;
+        let mut txn = session.begin(&TxnOptions::default())?;
+        let mut writes = BTreeMap::new();
+        let value = f(&mut WriteTxn {
+            txn: &mut txn,
+            writes: &mut writes,
+        })?;
+        if writes.is_empty() {
+            txn.commit(CommitOptions::default())?;
+            return Ok((value, Timestamp::NONE));
+        }
+        // Allocate above every timestamp this node has seen in its log or
+        // engine (failover: above every replicated one), and register it as
+        // in flight before anything else can compute a watermark past it.
+        let floor = self.shared.floor(&engine);
+        let (ts, seq) = {
+            let mut t = self.shared.tracker.lock();
+            let ts = t.last.max(floor) + 1;
+            t.last = ts;
+            t.in_flight.insert(ts);
+            t.seq += 1;
+            (ts, t.seq)
+        };
+        let release = |shared: &Shared| {
+            shared.tracker.lock().in_flight.remove(&ts);
+        };
+        let commit_ts = Timestamp::new(ts);
+        // Validated against this node's stable, which moves only when a
+        // watermark is applied: this node's own watermarks stay below every
+        // in-flight timestamp, and another leader's that reaches `ts`
+        // fences this node (DESIGN.md, "Replication", R4).
+        if let Err(e) = txn.set_commit_timestamp(commit_ts) {
+            release(&self.shared);
+            return Err(e.into());
+        }
+        self.shared.pending.lock().insert(seq, ts);
+        let rec = CommitRecord {
+            commit_ts,
+            durable_ts: commit_ts,
+            origin: Origin { node: id, seq },
+            writes: writes
+                .into_iter()
+                .map(|(key, value)| Write { key, value })
+                .collect(),
+        };
+        let raft = &self.raft;
+        let timeout = self.shared.config.write_timeout;
+        let delay = opts.delay_before_append;
+        let res = self.rt.block_on(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            tokio::time::timeout(timeout, raft.client_write(Command::Commit(rec))).await
+        });
+        match res {
+            Ok(Ok(_)) => {
+                // The entry is committed (and this node's state machine
+                // skipped it): install the versions locally.
+                let done = txn.commit(CommitOptions::default());
+                self.shared.pending.lock().remove(&seq);
+                release(&self.shared);
+                match done {
+                    Ok(()) => Ok((value, commit_ts)),
+                    Err(e) => {
+                        // Cannot happen while the claim holds stable below
+                        // `ts`; if it does, this engine lacks a committed
+                        // entry.
+                        self.fence_and_leave();
+                        Err(e.into())
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                self.fence_and_leave();
+                drop(txn);
+                self.shared.pending.lock().remove(&seq);
+                release(&self.shared);
+                Err(match e {
+                    RaftError::APIError(openraft::error::ClientWriteError::ForwardToLeader(f)) => {
+                        ReplicaError::NotLeader {
+                            node: id,
+                            leader: f.leader_id,
+                        }
+                    }
+                    _ => ReplicaError::Fenced { node: id },
+                })
+            }
+            Err(_elapsed) => {
+                self.fence_and_leave();
+                drop(txn);
+                self.shared.pending.lock().remove(&seq);
+                release(&self.shared);
+                Err(ReplicaError::Fenced { node: id })
+            }
+        }
+    }
+
+    /// Fences this node (before its transaction rolls back, so a reader that
+    /// sees a stable timestamp set after the rollback also sees the fence)
+    /// and stops its raft, so that the others elect a leader without it.
+    fn fence_and_leave(&self) {
+        self.shared.fence();
+        let raft = self.raft.clone();
+        self.rt.spawn(async move {
+            let _ = raft.shutdown().await;
+        });
+    }
+}
+
+impl Drop for Replica {
+    /// Ends the watermark ticker; the raft handle itself stops when
+    /// [`Raft::shutdown`] is called or its runtime ends.
+    fn drop(&mut self) {
+        self.shared.stopped.store(true);
+    }
+}
+
+fn leader_ready(raft: &Raft<TypeConfig>, id: NodeId) -> std::result::Result<(), Option<NodeId>> {
+    let rx = raft.metrics();
+    let m = rx.borrow();
+    let own_term_applied = m
+        .last_applied
+        .is_some_and(|l| l.leader_id.term == m.current_term);
+    if m.state == ServerState::Leader && m.current_leader == Some(id) && own_term_applied {
+        Ok(())
+    } else {
+        Err(m.current_leader.filter(|&l| l != id))
+    }
+}
+
+/// The leader's watermark ticker: every `tick`, append `Watermark(W)` when W
+/// moved.
+async fn ticker(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
+    let mut last = 0;
+    loop {
+        tokio::time::sleep(shared.config.tick).await;
+        if shared.fenced.load() || shared.stopped.load() {
+            return;
+        }
+        if leader_ready(&raft, shared.id).is_err() {
+            continue;
+        }
+        let engine = shared.engine();
+        let w = shared.low_water(&engine);
+        let stable = engine
+            .query_timestamp(TimestampKind::Stable)
+            .map_or(0, Timestamp::get);
+        drop(engine);
+        if w <= last || w <= stable {
+            continue;
+        }
+        let cmd = Command::Watermark {
+            ts: Timestamp::new(w),
+        };
+        match tokio::time::timeout(shared.config.write_timeout, raft.client_write(cmd)).await {
+            Ok(Ok(_)) => last = w,
+            Ok(Err(RaftError::Fatal(_))) => return,
+            // Lost leadership or slow: a later tick tries again (a watermark
+            // entry that still commits later is correct: every commit at or
+            // below it was in the log before it).
+            _ => {}
+        }
+    }
+}
+
+/// The read path of one node at its replicated watermark. Cheap to make;
+/// one per reading thread.
+pub struct Reader {
+    shared: Arc<Shared>,
+    engine: Arc<Engine>,
+    gen: u64,
+}
+
+impl Reader {
+    /// The engine to open sessions on for [`Reader::begin`].
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The node's watermark now (`Timestamp::NONE`: none yet).
+    pub fn watermark(&self) -> Timestamp {
+        self.engine
+            .query_timestamp(TimestampKind::Stable)
+            .unwrap_or(Timestamp::NONE)
+    }
+
+    /// Begins a read-only transaction at the node's watermark (the
+    /// read-only fast path: no snapshot descriptor, no validation). If
+    /// `at_least` is set (not `Timestamp::NONE`), first waits up to `wait`
+    /// for the watermark to reach it (read-your-writes after a leader commit
+    /// at `at_least`). Before the node has applied any watermark it waits as
+    /// if `at_least` were 1.
+    ///
+    /// # Errors
+    /// [`ReplicaError::WatermarkBehind`] naming `at_least` and the watermark
+    /// when the wait ran out; [`ReplicaError::WrongEngine`] if `session` is
+    /// not on [`Reader::engine`]; [`ReplicaError::EngineReplaced`] after a
+    /// snapshot install (take a new reader); [`ReplicaError::Fenced`];
+    /// [`ReplicaError::Engine`] from begin.
+    pub fn begin<'s, 'e>(
+        &self,
+        session: &'s mut Session<'e>,
+        at_least: Timestamp,
+        wait: Duration,
+    ) -> std::result::Result<Txn<'s, 'e>, ReplicaError> {
+        if !std::ptr::eq(session.engine(), &*self.engine) {
+            return Err(ReplicaError::WrongEngine);
+        }
+        if self.shared.engine_gen.load() != self.gen {
+            return Err(ReplicaError::EngineReplaced);
+        }
+        // Without a watermark the fast path would read the newest commits,
+        // holes included: require one.
+        let need = if at_least.is_none() {
+            Timestamp::new(1)
+        } else {
+            at_least
+        };
+        if self.watermark() < need {
+            self.wait_for(need, wait)?;
+        }
+        let txn = session.begin(&TxnOptions {
+            read_at_stable: true,
+            ..TxnOptions::default()
+        })?;
+        // After begin loaded stable: a fence stored before that stable was
+        // published is seen here (the fence precedes the rollback that lets
+        // stable move).
+        if self.shared.fenced.load() {
+            drop(txn);
+            return Err(ReplicaError::Fenced {
+                node: self.shared.id,
+            });
+        }
+        Ok(txn)
+    }
+
+    fn wait_for(&self, need: Timestamp, wait: Duration) -> std::result::Result<(), ReplicaError> {
+        let start = Instant::now();
+        let deadline = start + wait;
+        let mut g = self.shared.wm_lock.lock();
+        loop {
+            let w = self.watermark();
+            if w >= need {
+                return Ok(());
+            }
+            if self.shared.fenced.load() {
+                return Err(ReplicaError::Fenced {
+                    node: self.shared.id,
+                });
+            }
+            if self.shared.engine_gen.load() != self.gen {
+                return Err(ReplicaError::EngineReplaced);
+            }
+            if Instant::now() >= deadline
+                || self.shared.wm_cv.wait_until(&mut g, deadline).timed_out()
+            {
+                let w = self.watermark();
+                if w >= need {
+                    return Ok(());
+                }
+                return Err(ReplicaError::WatermarkBehind {
+                    requested: need,
+                    watermark: w,
+                    waited: start.elapsed(),
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,542 @@
+//! The state machine ([`openraft::storage::RaftStateMachine`], v2 API):
+//! applies the log to the node's engine, builds and installs snapshots.
+//!
+//! * `Commit` entries become one transaction each that writes the entry's
+//!   keys and commits at the leader's commit timestamp (skipped on the node
+//!   that proposed it: its own transaction commits those versions).
+//! * `Watermark(W)` sets the engine's stable timestamp to `W` (and oldest to
+//!   `W - oldest_lag`); raising stable waits for local commits at or below
+//!   `W` still in flight.
+//! * A snapshot is the engine's contents at its watermark `W` (read at
+//!   timestamp `W`) plus every applied commit entry above `W` (the *tail*,
+//!   at most a few ticks of commits). Installing one builds a new engine:
+//!   the contents committed at `W`, stable set to `W`, then the tail at its
+//!   own timestamps; the node then switches to it.
+
+use std::io::Cursor;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot};
+use openraft::{
+    AnyError, BasicNode, Entry, EntryPayload, LogId, OptionalSend, SnapshotMeta, StorageError,
+    StorageIOError, StoredMembership,
+};
+
+use super::node::Shared;
+use super::{
+    Applied, Command, CommitRecord, NodeId, Origin, ReplicaError, SnapshotBytes, TypeConfig, Write,
+};
+use crate::{CommitOptions, Engine, Error, Timestamp, TimestampKind, TimestampUpdate, TxnOptions};
+
+/// A node's state machine: its engine, the last applied log id and
+/// membership, and the tail of applied commits above the watermark.
+pub struct StateMachine {
+    shared: Arc<Shared>,
+    last_applied: Option<LogId<NodeId>>,
+    membership: StoredMembership<NodeId, BasicNode>,
+    /// Applied commit entries above the watermark, in apply order.
+    tail: Vec<CommitRecord>,
+    /// The newest timestamp applied (commit or watermark).
+    max_ts: u64,
+    current: Option<Snapshot<TypeConfig>>,
+    built: u64,
+}
+
+/// Builds nothing: the snapshot is taken when the builder is made, while
+/// the state machine is not applying (a consistent cut).
+pub struct SnapshotBuilder {
+    built: std::result::Result<Snapshot<TypeConfig>, String>,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
+        self.built
+            .clone()
+            .map_err(|e| StorageIOError::write_snapshot(None, AnyError::error(e)).into())
+    }
+}
+
+fn stable_of(engine: &Engine) -> u64 {
+    engine
+        .query_timestamp(TimestampKind::Stable)
+        .map_or(0, Timestamp::get)
+}
+
+/// Installs `rec` into `engine` as one transaction committed at its
+/// timestamp. A write conflict can only come from a local leader
+/// transaction that is about to roll back (its node lost leadership and is
+/// fenced); retry for up to `bound`.
+fn install(
+    shared: &Shared,
+    engine: &Engine,
+    rec: &CommitRecord,
+    bound: Duration,
+) -> Result<(), Error> {
+    let mut session = engine.session()?;
+    let start = std::time::Instant::now();
+    loop {
+        let mut txn = session.begin(&TxnOptions::default())?;
+        let mut res = Ok(());
+        for w in &rec.writes {
+            res = match &w.value {
+                Some(v) => txn.put(&w.key, v),
+                None => txn.delete(&w.key),
+            };
+            if res.is_err() {
+                break;
+            }
+        }
+        if res.is_ok() {
+            res = txn.commit(CommitOptions {
+                commit_ts: Some(rec.commit_ts),
+                durable_ts: None,
+            });
+        }
+        match res {
+            Ok(()) => {
+                shared.ctr.applied_commits.fetch_add(1);
+                shared.ctr.applied_writes.fetch_add(rec.writes.len() as u64);
+                return Ok(());
+            }
+            Err(Error::WriteConflict { .. }) if start.elapsed() < bound => {
+                drop(txn);
+                shared.ctr.apply_retries.fetch_add(1);
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Sets stable (and oldest, durable) to `w` on `engine`, if `w` is newer.
+fn advance(shared: &Shared, engine: &Engine, w: Timestamp) -> Result<bool, Error> {
+    if w.get() <= stable_of(engine) {
+        return Ok(false);
+    }
+    let oldest = engine
+        .query_timestamp(TimestampKind::Oldest)
+        .map_or(0, Timestamp::get);
+    let target = w.get().saturating_sub(shared.config.oldest_lag);
+    engine.set_timestamps(TimestampUpdate {
+        oldest: (target > oldest && target > 0).then(|| Timestamp::new(target)),
+        stable: Some(w),
+        durable: Some(w),
+    })?;
+    Ok(true)
+}
+
+impl StateMachine {
+    pub(crate) fn new(shared: Arc<Shared>) -> StateMachine {
+        StateMachine {
+            shared,
+            last_applied: None,
+            membership: StoredMembership::default(),
+            tail: Vec::new(),
+            max_ts: 0,
+            current: None,
+            built: 0,
+        }
+    }
+
+    fn apply_one(&mut self, entry: &Entry<TypeConfig>) -> Result<Applied, ReplicaError> {
+        self.last_applied = Some(entry.log_id);
+        let engine = self.shared.engine();
+        match &entry.payload {
+            EntryPayload::Blank => {}
+            EntryPayload::Membership(m) => {
+                self.membership = StoredMembership::new(Some(entry.log_id), m.clone());
+            }
+            EntryPayload::Normal(Command::Commit(rec)) => {
+                self.max_ts = self.max_ts.max(rec.commit_ts.get());
+                let own = rec.origin.node == self.shared.id
+                    && self.shared.pending.lock().contains_key(&rec.origin.seq);
+                if own {
+                    self.shared.ctr.skipped_own.fetch_add(1);
+                } else {
+                    install(
+                        &self.shared,
+                        &engine,
+                        rec,
+                        self.shared.config.write_timeout * 2,
+                    )?;
+                    if self.shared.config.mutant_stable_follows_newest_commit
+                        && advance(&self.shared, &engine, rec.commit_ts)?
+                    {
+                        self.shared.record_watermark(rec.commit_ts);
+                    }
+                }
+                if rec.commit_ts.get() > stable_of(&engine) {
+                    self.tail.push(rec.clone());
+                }
+            }
+            EntryPayload::Normal(Command::Watermark { ts }) => {
+                self.max_ts = self.max_ts.max(ts.get());
+                // Another leader's watermark reached a transaction this node
+                // still has open (it lost leadership mid-write): that write's
+                // outcome is unknown here, so fence before stable passes it
+                // (DESIGN.md, "Replication", R4). This node's own watermarks
+                // are below every open transaction of its own.
+                if entry.log_id.leader_id.node_id != self.shared.id
+                    && self.shared.pending.lock().values().any(|&p| p <= ts.get())
+                {
+                    self.shared.fence();
+                }
+                if advance(&self.shared, &engine, *ts)? {
+                    self.tail.retain(|r| r.commit_ts > *ts);
+                    self.shared.record_watermark(*ts);
+                }
+            }
+        }
+        Ok(Applied {
+            stable: engine.query_timestamp(TimestampKind::Stable),
+        })
+    }
+
+    fn build(&mut self) -> Result<Snapshot<TypeConfig>, ReplicaError> {
+        let engine = self.shared.engine();
+        let w = engine.query_timestamp(TimestampKind::Stable);
+        let mut base = Vec::new();
+        if let Some(w) = w {
+            let mut session = engine.session()?;
+            let mut txn = session.begin(&TxnOptions {
+                read_timestamp: Some(w),
+                read_only: true,
+                ..TxnOptions::default()
+            })?;
+            txn.scan::<[u8], _>(.., |k, v| {
+                base.push((k.to_vec(), v.to_vec()));
+                true
+            })?;
+            txn.commit(CommitOptions::default())?;
+        }
+        let data = encode(w.unwrap_or(Timestamp::NONE), self.max_ts, &base, &self.tail);
+        self.built += 1;
+        self.shared.ctr.snapshots_built.fetch_add(1);
+        let snapshot_id = match self.last_applied {
+            Some(l) => format!(
+                "{}-{}-{}-{}",
+                l.leader_id.term, l.index, self.shared.id, self.built
+            ),
+            None => format!("none-{}-{}", self.shared.id, self.built),
+        };
+        let snap = Snapshot {
+            meta: SnapshotMeta {
+                last_log_id: self.last_applied,
+                last_membership: self.membership.clone(),
+                snapshot_id,
+            },
+            snapshot: Box::new(Cursor::new(data)),
+        };
+        self.current = Some(snap.clone());
+        Ok(snap)
+    }
+
+    fn install_snapshot_data(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, BasicNode>,
+        data: Vec<u8>,
+    ) -> Result<(), ReplicaError> {
+        let snap = decode(&data)?;
+        let engine = Arc::new(Engine::new(self.shared.config.engine.clone()));
+        if !snap.watermark.is_none() {
+            let mut session = engine.session()?;
+            for chunk in snap.base.chunks(1024) {
+                let mut txn = session.begin(&TxnOptions::default())?;
+                for (k, v) in chunk {
+                    txn.put(k, v)?;
+                }
+                txn.commit(CommitOptions {
+                    commit_ts: Some(snap.watermark),
+                    durable_ts: None,
+                })?;
+            }
+            drop(session);
+            advance(&self.shared, &engine, snap.watermark)?;
+        }
+        let bound = self.shared.config.write_timeout;
+        for rec in &snap.tail {
+            install(&self.shared, &engine, rec, bound)?;
+        }
+        self.shared.saw_ts(Timestamp::new(snap.max_ts));
+        self.shared.replace_engine(engine);
+        self.shared.ctr.snapshots_installed.fetch_add(1);
+        if !snap.watermark.is_none() {
+            self.shared.record_watermark(snap.watermark);
+        }
+        self.last_applied = meta.last_log_id;
+        self.membership = meta.last_membership.clone();
+        self.tail = snap.tail;
+        self.max_ts = snap.max_ts;
+        self.current = Some(Snapshot {
+            meta: meta.clone(),
+            snapshot: Box::new(Cursor::new(data)),
+        });
+        Ok(())
+    }
+}
+
+fn sm_err(log_id: Option<LogId<NodeId>>, e: ReplicaError) -> StorageError<NodeId> {
+    let err = AnyError::error(e);
+    match log_id {
+        Some(l) => StorageIOError::apply(l, err).into(),
+        None => StorageIOError::write_state_machine(err).into(),
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>), StorageError<NodeId>>
+    {
+        Ok((self.last_applied, self.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Applied>, StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut out = Vec::new();
+        for e in entries {
+            let r = self
+                .apply_one(&e)
+                .map_err(|err| sm_err(Some(e.log_id), err))?;
+            out.push(r);
+        }
+        Ok(out)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
+        SnapshotBuilder {
+            built: self.build().map_err(|e| e.to_string()),
+        }
+    }
+
+    async fn begin_receiving_snapshot(
+        &mut self,
+    ) -> Result<Box<SnapshotBytes>, StorageError<NodeId>> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, BasicNode>,
+        snapshot: Box<SnapshotBytes>,
+    ) -> Result<(), StorageError<NodeId>> {
+        self.install_snapshot_data(meta, snapshot.into_inner())
+            .map_err(|e| sm_err(None, e))
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
+        Ok(self.current.clone())
+    }
+}
+
+// ---- snapshot format ---------------------------------------------------
+//
+// "SESNAP01", watermark u64, max_ts u64, base count u64, then per pair
+// key (u32 length + bytes) and value (u32 length + bytes); tail count u64,
+// then per commit: commit ts u64, durable ts u64, origin node u64, origin
+// seq u64, write count u32, and per write the key, a tag byte (0 tombstone,
+// 1 value) and the value. Integers little-endian.
+
+const MAGIC: &[u8; 8] = b"SESNAP01";
+
+struct Decoded {
+    watermark: Timestamp,
+    max_ts: u64,
+    base: Vec<(Vec<u8>, Vec<u8>)>,
+    tail: Vec<CommitRecord>,
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+fn encode(
+    w: Timestamp,
+    max_ts: u64,
+    base: &[(Vec<u8>, Vec<u8>)],
+    tail: &[CommitRecord],
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&w.get().to_le_bytes());
+    out.extend_from_slice(&max_ts.to_le_bytes());
+    out.extend_from_slice(&(base.len() as u64).to_le_bytes());
+    for (k, v) in base {
+        put_bytes(&mut out, k);
+        put_bytes(&mut out, v);
+    }
+    out.extend_from_slice(&(tail.len() as u64).to_le_bytes());
+    for r in tail {
+        out.extend_from_slice(&r.commit_ts.get().to_le_bytes());
+        out.extend_from_slice(&r.durable_ts.get().to_le_bytes());
+        out.extend_from_slice(&r.origin.node.to_le_bytes());
+        out.extend_from_slice(&r.origin.seq.to_le_bytes());
+        out.extend_from_slice(&(r.writes.len() as u32).to_le_bytes());
+        for w in &r.writes {
+            put_bytes(&mut out, &w.key);
+            match &w.value {
+                None => out.push(0),
+                Some(v) => {
+                    out.push(1);
+                    put_bytes(&mut out, v);
+                }
+            }
+        }
+    }
+    out
+}
+
+struct Cur<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cur<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], ReplicaError> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.b.len())
+            .ok_or_else(|| ReplicaError::BadSnapshot {
+                what: format!(
+                    "truncated: needs {n} bytes at offset {} of {}",
+                    self.at,
+                    self.b.len()
+                ),
+            })?;
+        let s = &self.b[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn u64(&mut self) -> Result<u64, ReplicaError> {
+        let s = self.take(8)?;
+        Ok(u64::from_le_bytes(s.try_into().expect("8 bytes")))
+    }
+    fn u32(&mut self) -> Result<u32, ReplicaError> {
+        let s = self.take(4)?;
+        Ok(u32::from_le_bytes(s.try_into().expect("4 bytes")))
+    }
+    fn bytes(&mut self) -> Result<Vec<u8>, ReplicaError> {
+        let n = self.u32()? as usize;
+        Ok(self.take(n)?.to_vec())
+    }
+    fn ts(&mut self) -> Result<Timestamp, ReplicaError> {
+        let v = self.u64()?;
+        if v > Timestamp::MAX.get() {
+            return Err(ReplicaError::BadSnapshot {
+                what: format!("timestamp {v} above the maximum {}", Timestamp::MAX.get()),
+            });
+        }
+        Ok(Timestamp::new(v))
+    }
+}
+
+fn decode(b: &[u8]) -> Result<Decoded, ReplicaError> {
+    let mut c = Cur { b, at: 0 };
+    if c.take(8)? != MAGIC {
+        return Err(ReplicaError::BadSnapshot {
+            what: "not a snapshot-engine snapshot (bad magic)".to_string(),
+        });
+    }
+    let watermark = c.ts()?;
+    let max_ts = c.u64()?;
+    let n = c.u64()?;
+    let mut base = Vec::new();
+    for _ in 0..n {
+        let k = c.bytes()?;
+        let v = c.bytes()?;
+        base.push((k, v));
+    }
+    let n = c.u64()?;
+    let mut tail = Vec::new();
+    for _ in 0..n {
+        let commit_ts = c.ts()?;
+        let durable_ts = c.ts()?;
+        let node = c.u64()?;
+        let seq = c.u64()?;
+        let nw = c.u32()?;
+        let mut writes = Vec::new();
+        for _ in 0..nw {
+            let key = c.bytes()?;
+            let value = match c.take(1)?[0] {
+                0 => None,
+                1 => Some(c.bytes()?),
+                t => {
+                    return Err(ReplicaError::BadSnapshot {
+                        what: format!("write tag {t} (expected 0 or 1)"),
+                    })
+                }
+            };
+            writes.push(Write { key, value });
+        }
+        tail.push(CommitRecord {
+            commit_ts,
+            durable_ts,
+            origin: Origin { node, seq },
+            writes,
+        });
+    }
+    if c.at != b.len() {
+        return Err(ReplicaError::BadSnapshot {
+            what: format!("{} trailing bytes", b.len() - c.at),
+        });
+    }
+    Ok(Decoded {
+        watermark,
+        max_ts,
+        base,
+        tail,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_format_round_trips_and_rejects_damage() {
+        let tail = vec![CommitRecord {
+            commit_ts: Timestamp::new(12),
+            durable_ts: Timestamp::new(12),
+            origin: Origin { node: 1, seq: 3 },
+            writes: vec![
+                Write {
+                    key: b"a".to_vec(),
+                    value: Some(b"x".to_vec()),
+                },
+                Write {
+                    key: b"b".to_vec(),
+                    value: None,
+                },
+            ],
+        }];
+        let base = vec![(b"k".to_vec(), b"v".to_vec())];
+        let data = encode(Timestamp::new(10), 12, &base, &tail);
+        let d = decode(&data).unwrap();
+        assert_eq!(d.watermark, Timestamp::new(10));
+        assert_eq!(d.max_ts, 12);
+        assert_eq!(d.base, base);
+        assert_eq!(d.tail, tail);
+        for cut in [0, 7, 8, 20, data.len() - 1] {
+            assert!(matches!(
+                decode(&data[..cut]),
+                Err(ReplicaError::BadSnapshot { .. })
+            ));
+        }
+        let mut extra = data.clone();
+        extra.push(0);
+        assert!(matches!(
+            decode(&extra),
+            Err(ReplicaError::BadSnapshot { .. })
+        ));
+    }
+}

@@ -1,0 +1,577 @@
+//! Follower replicas on openraft (feature `replication`): an in-process
+//! 3-node cluster. Every test is bounded (a few seconds).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use snapshot_engine::replication::{
+    LocalCluster, NodeId, Replica, ReplicaConfig, ReplicaError, WriteOptions,
+};
+use snapshot_engine::{Error, Timestamp, TxnOptions};
+
+const ACCOUNTS: u64 = 16;
+const START_BALANCE: u64 = 100;
+const LONG: Duration = Duration::from_secs(10);
+
+fn config() -> ReplicaConfig {
+    ReplicaConfig {
+        // A write that times out fences its node; be generous on a loaded
+        // machine (the failover test does not wait for it: the crashed
+        // leader's raft answers at once).
+        write_timeout: Duration::from_secs(10),
+        ..ReplicaConfig::default()
+    }
+}
+
+fn account(i: u64) -> Vec<u8> {
+    format!("acct/{i:04}").into_bytes()
+}
+
+fn balance(v: Option<Vec<u8>>) -> u64 {
+    u64::from_le_bytes(v.expect("account exists").try_into().expect("8 bytes"))
+}
+
+fn leader(c: &LocalCluster) -> &Replica {
+    let id = c.wait_for_leader(LONG).expect("a leader");
+    c.node(id).unwrap()
+}
+
+fn followers(c: &LocalCluster) -> Vec<NodeId> {
+    let l = c.wait_for_leader(LONG).unwrap();
+    c.ids().into_iter().filter(|&id| id != l).collect()
+}
+
+fn load_accounts(node: &Replica) -> Timestamp {
+    let (_, ts) = node
+        .write(|t| {
+            for i in 0..ACCOUNTS {
+                t.put(&account(i), &START_BALANCE.to_le_bytes())?;
+            }
+            Ok(())
+        })
+        .expect("load");
+    ts
+}
+
+/// One random transfer; `Ok(None)` on a write conflict (retry).
+fn transfer(node: &Replica, rng: &mut SmallRng) -> Result<Option<Timestamp>, ReplicaError> {
+    let a = rng.gen_range(0..ACCOUNTS);
+    let b = (a + rng.gen_range(1..ACCOUNTS)) % ACCOUNTS;
+    let amount = rng.gen_range(1..10u64);
+    match node.write(|t| {
+        let x = balance(t.get(&account(a))?);
+        let y = balance(t.get(&account(b))?);
+        let m = amount.min(x);
+        t.put(&account(a), &(x - m).to_le_bytes())?;
+        t.put(&account(b), &(y + m).to_le_bytes())?;
+        Ok(())
+    }) {
+        Ok((_, ts)) => Ok(Some(ts)),
+        Err(ReplicaError::Engine(Error::WriteConflict { .. })) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Sums every account at the node's watermark; returns (sum, watermark).
+fn sum_at_watermark(node: &Replica) -> (u64, Timestamp) {
+    let reader = node.reader();
+    let mut s = reader.engine().session().unwrap();
+    let mut txn = reader
+        .begin(&mut s, Timestamp::NONE, LONG)
+        .expect("read at watermark");
+    let w = txn.read_timestamp();
+    let mut sum = 0;
+    let mut n = 0;
+    txn.scan("acct/".as_bytes().."acct0".as_bytes(), |_, v| {
+        sum += u64::from_le_bytes(v.try_into().unwrap());
+        n += 1;
+        true
+    })
+    .unwrap();
+    assert_eq!(n, ACCOUNTS, "every account present at watermark {w:?}");
+    (sum, w)
+}
+
+/// Everything in `node`'s engine as of timestamp `ts` (an ordinary
+/// snapshot with a read timestamp).
+fn contents_at(node: &Replica, ts: Timestamp) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let engine = node.engine();
+    let mut s = engine.session().unwrap();
+    let mut txn = s
+        .begin(&TxnOptions {
+            read_timestamp: Some(ts),
+            read_only: true,
+            ..TxnOptions::default()
+        })
+        .unwrap();
+    txn.range::<[u8], _>(..).unwrap()
+}
+
+#[test]
+fn bank_invariant_holds_on_every_follower_at_its_watermark() {
+    let c = LocalCluster::start(3, config()).unwrap();
+    let l = leader(&c);
+    load_accounts(l);
+    let stop = AtomicBool::new(false);
+    let total = ACCOUNTS * START_BALANCE;
+    let fs = followers(&c);
+    let (commits, reads) = std::thread::scope(|s| {
+        let writers: Vec<_> = (0..2)
+            .map(|w| {
+                let stop = &stop;
+                s.spawn(move || {
+                    let mut rng = SmallRng::seed_from_u64(w);
+                    let mut n = 0u64;
+                    let mut last = Timestamp::NONE;
+                    while !stop.load(Ordering::Relaxed) {
+                        if let Some(ts) = transfer(l, &mut rng).expect("transfer") {
+                            assert!(ts > last, "one writer's commits get rising timestamps");
+                            last = ts;
+                            n += 1;
+                        }
+                    }
+                    n
+                })
+            })
+            .collect();
+        let readers: Vec<_> = fs
+            .iter()
+            .map(|&f| {
+                let (stop, node) = (&stop, c.node(f).unwrap());
+                s.spawn(move || {
+                    let mut prev = Timestamp::NONE;
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let (sum, w) = sum_at_watermark(node);
+                        assert_eq!(sum, total, "node {f}: money created or lost at {w:?}");
+                        assert!(w >= prev, "node {f}: watermark went back {prev:?} -> {w:?}");
+                        prev = w;
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(1500));
+        stop.store(true, Ordering::Relaxed);
+        let commits: u64 = writers.into_iter().map(|h| h.join().unwrap()).sum();
+        let reads: Vec<u64> = readers.into_iter().map(|h| h.join().unwrap()).collect();
+        (commits, reads)
+    });
+    assert!(commits > 0, "transfers committed");
+    assert!(
+        reads.iter().all(|&r| r > 0),
+        "every follower served reads: {reads:?}"
+    );
+    // Every follower catches up to the leader's newest commit and holds the
+    // same contents there.
+    let last = {
+        let (_, ts) = l.write(|t| t.put(b"marker", b"1")).unwrap();
+        ts
+    };
+    for &f in &fs {
+        c.wait_watermark(f, last, LONG).unwrap();
+        assert_eq!(
+            contents_at(c.node(f).unwrap(), last),
+            contents_at(l, last),
+            "node {f} equals the leader at {last:?}"
+        );
+        assert_eq!(sum_at_watermark(c.node(f).unwrap()).0, total);
+    }
+}
+
+/// The leader commits out of timestamp order: transaction A takes its
+/// timestamp first and holds it (delayed before its log append) while B
+/// commits with a later timestamp. No follower may expose B without A.
+fn out_of_order_commit(mutant: bool) {
+    let cfg = ReplicaConfig {
+        mutant_stable_follows_newest_commit: mutant,
+        ..config()
+    };
+    let c = LocalCluster::start(3, cfg).unwrap();
+    let l = leader(&c);
+    let (_, seed) = l.write(|t| t.put(b"seed", b"1")).unwrap();
+    let fs = followers(&c);
+    for &f in &fs {
+        c.wait_watermark(f, seed, LONG).unwrap();
+    }
+    let a_done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let a = s.spawn(|| {
+            let opts = WriteOptions {
+                delay_before_append: Duration::from_millis(800),
+            };
+            let r = l.write_with(&opts, |t| t.put(b"a", b"1"));
+            a_done.store(true, Ordering::SeqCst);
+            r
+        });
+        std::thread::sleep(Duration::from_millis(80));
+        let (_, ts_b) = l
+            .write(|t| t.put(b"b", b"1"))
+            .expect("B commits while A waits");
+        // While A is still held, B is applied on the followers (an ordinary
+        // snapshot sees it) but no follower's watermark passes A's hole.
+        let mut hole_applied = vec![false; fs.len()];
+        let window = Instant::now();
+        while !a_done.load(Ordering::SeqCst) && window.elapsed() < LONG {
+            for (i, &f) in fs.iter().enumerate() {
+                let node = c.node(f).unwrap();
+                let reader = node.reader();
+                let mut sess = reader.engine().session().unwrap();
+                {
+                    let mut txn = reader.begin(&mut sess, Timestamp::NONE, LONG).unwrap();
+                    let b = txn.get(b"b").unwrap();
+                    let a = txn.get(b"a").unwrap();
+                    assert!(
+                        b.is_none() || a.is_some(),
+                        "node {f} exposes B (ts {ts_b:?}) without A at watermark {:?}: a hole",
+                        txn.read_timestamp()
+                    );
+                }
+                let mut txn = sess.begin(&TxnOptions::default()).unwrap();
+                hole_applied[i] |= txn.get(b"b").unwrap().is_some();
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let (_, ts_a) = a.join().unwrap().expect("A commits");
+        assert!(
+            ts_a < ts_b,
+            "A took its timestamp first: {ts_a:?} < {ts_b:?}"
+        );
+        assert!(
+            hole_applied.iter().all(|&x| x),
+            "B was applied on every follower while A was held: {hole_applied:?}"
+        );
+        for &f in &fs {
+            c.wait_watermark(f, ts_b, LONG).unwrap();
+            let node = c.node(f).unwrap();
+            let reader = node.reader();
+            let mut sess = reader.engine().session().unwrap();
+            let mut txn = reader.begin(&mut sess, ts_b, LONG).unwrap();
+            assert_eq!(txn.get(b"a").unwrap(), Some(b"1".to_vec()));
+            assert_eq!(txn.get(b"b").unwrap(), Some(b"1".to_vec()));
+        }
+    });
+}
+
+#[test]
+fn a_follower_never_exposes_a_commit_with_a_hole_below_it() {
+    out_of_order_commit(false);
+}
+
+#[test]
+#[should_panic(expected = "a hole")]
+fn a_stable_that_follows_the_newest_applied_commit_exposes_a_hole() {
+    out_of_order_commit(true);
+}
+
+#[test]
+fn the_watermark_only_moves_forward_and_never_passes_what_is_applied() {
+    let c = LocalCluster::start(3, config()).unwrap();
+    let l = leader(&c);
+    let acked: Mutex<Vec<(Timestamp, Vec<u8>)>> = Mutex::default();
+    let stop = AtomicBool::new(false);
+    let fs = followers(&c);
+    let checked = std::thread::scope(|s| {
+        for w in 0..2u64 {
+            let (stop, acked) = (&stop, &acked);
+            s.spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = format!("u/{w}/{i:06}").into_bytes();
+                    let (_, ts) = l.write(|t| t.put(&key, b"v")).expect("write");
+                    acked.lock().unwrap().push((ts, key));
+                    i += 1;
+                }
+            });
+        }
+        let checkers: Vec<_> = fs
+            .iter()
+            .map(|&f| {
+                let (stop, acked, node) = (&stop, &acked, c.node(f).unwrap());
+                s.spawn(move || {
+                    let mut verified: HashSet<Vec<u8>> = HashSet::new();
+                    let mut prev = Timestamp::NONE;
+                    let mut max_applied = Timestamp::NONE;
+                    while !stop.load(Ordering::Relaxed) {
+                        let reader = node.reader();
+                        let mut sess = reader.engine().session().unwrap();
+                        let mut txn = reader.begin(&mut sess, Timestamp::NONE, LONG).unwrap();
+                        let w = txn.read_timestamp();
+                        assert!(w >= prev, "node {f}: watermark went back {prev:?} -> {w:?}");
+                        prev = w;
+                        let todo: Vec<_> = acked
+                            .lock()
+                            .unwrap()
+                            .iter()
+                            .filter(|(ts, k)| *ts <= w && !verified.contains(k))
+                            .cloned()
+                            .collect();
+                        for (ts, k) in todo {
+                            assert!(
+                                txn.get(&k).unwrap().is_some(),
+                                "node {f}: watermark {w:?} passed acknowledged commit {ts:?} that it has not applied"
+                            );
+                            max_applied = max_applied.max(ts);
+                            verified.insert(k);
+                        }
+                    }
+                    assert!(max_applied <= prev);
+                    verified.len()
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(1200));
+        stop.store(true, Ordering::Relaxed);
+        checkers
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    assert!(
+        checked.iter().all(|&n| n > 0),
+        "every follower verified acknowledged commits: {checked:?}"
+    );
+}
+
+#[test]
+fn leader_failover_with_writes_in_flight_loses_no_acknowledged_write() {
+    let c = LocalCluster::start(3, config()).unwrap();
+    let old = c.wait_for_leader(LONG).unwrap();
+    load_accounts(c.node(old).unwrap());
+    // (leader that acknowledged it, commit ts, key)
+    let acked: Mutex<Vec<(NodeId, Timestamp, Vec<u8>)>> = Mutex::default();
+    let stop = AtomicBool::new(false);
+    let failed = std::thread::scope(|s| {
+        let writers: Vec<_> = (0..2u64)
+            .map(|w| {
+                let (stop, acked, c) = (&stop, &acked, &c);
+                s.spawn(move || {
+                    let mut rng = SmallRng::seed_from_u64(w);
+                    let mut failed = 0u64;
+                    let mut i = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let Some(id) = c.leader() else {
+                            std::thread::sleep(Duration::from_millis(2));
+                            continue;
+                        };
+                        let node = c.node(id).unwrap();
+                        let key = format!("f/{w}/{i:06}").into_bytes();
+                        i += 1;
+                        let a = rng.gen_range(0..ACCOUNTS);
+                        let b = (a + 1) % ACCOUNTS;
+                        let r = node.write(|t| {
+                            let x = balance(t.get(&account(a))?);
+                            let y = balance(t.get(&account(b))?);
+                            let m = x.min(3);
+                            t.put(&account(a), &(x - m).to_le_bytes())?;
+                            t.put(&account(b), &(y + m).to_le_bytes())?;
+                            t.put(&key, b"v")
+                        });
+                        match r {
+                            Ok((_, ts)) => acked.lock().unwrap().push((id, ts, key)),
+                            Err(ReplicaError::Engine(Error::WriteConflict { .. })) => {}
+                            Err(
+                                ReplicaError::Fenced { .. }
+                                | ReplicaError::NotLeader { .. }
+                                | ReplicaError::Raft { .. },
+                            ) => failed += 1,
+                            Err(e) => panic!("unexpected write error {e}"),
+                        }
+                    }
+                    failed
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(400));
+        // One write certainly in flight at the crash: it holds its commit
+        // timestamp, delayed before its log append.
+        let held = s.spawn(|| {
+            let opts = WriteOptions {
+                delay_before_append: Duration::from_millis(300),
+            };
+            c.node(old)
+                .unwrap()
+                .write_with(&opts, |t| t.put(b"held", b"1"))
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        c.crash(old);
+        assert!(
+            matches!(held.join().unwrap(), Err(ReplicaError::Fenced { .. })),
+            "the write in flight at the crash failed, and fenced the old leader"
+        );
+        assert!(c.node(old).unwrap().is_fenced());
+        let new = c.wait_for_leader(LONG).expect("a new leader");
+        assert_ne!(new, old);
+        let t = Instant::now();
+        while acked.lock().unwrap().iter().filter(|a| a.0 == new).count() < 20 {
+            assert!(t.elapsed() < LONG, "the new leader takes writes");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        stop.store(true, Ordering::Relaxed);
+        writers.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+    });
+    let new = c.leader().unwrap();
+    let acked = acked.into_inner().unwrap();
+    let before: Vec<_> = acked.iter().filter(|a| a.0 == old).collect();
+    let after: Vec<_> = acked.iter().filter(|a| a.0 == new).collect();
+    assert!(!before.is_empty() && !after.is_empty());
+    let max_before = before.iter().map(|a| a.1).max().unwrap();
+    let min_after = after.iter().map(|a| a.1).min().unwrap();
+    assert!(
+        min_after > max_before,
+        "the new leader continues above every replicated timestamp: {min_after:?} > {max_before:?}"
+    );
+    let max_all = acked.iter().map(|a| a.1).max().unwrap();
+    let survivors: Vec<NodeId> = c.ids().into_iter().filter(|&id| id != old).collect();
+    for &id in &survivors {
+        c.wait_watermark(id, max_all, LONG).unwrap();
+        let node = c.node(id).unwrap();
+        let got: BTreeMap<Vec<u8>, Vec<u8>> = contents_at(node, max_all).into_iter().collect();
+        for (by, ts, key) in &acked {
+            assert!(
+                got.contains_key(key),
+                "node {id} lost a write acknowledged by node {by} at {ts:?}"
+            );
+        }
+        assert_eq!(sum_at_watermark(node).0, ACCOUNTS * START_BALANCE);
+        assert!(
+            !got.contains_key(&b"held"[..]),
+            "a failed write is not applied"
+        );
+    }
+    eprintln!("failover: {failed} writes failed around the crash");
+}
+
+#[test]
+fn a_follower_restored_from_a_snapshot_catches_up() {
+    let mut cfg = config();
+    cfg.raft.max_in_snapshot_log_to_keep = 0;
+    cfg.raft.purge_batch_size = 1;
+    let mut c = LocalCluster::start(3, cfg).unwrap();
+    let lid = c.wait_for_leader(LONG).unwrap();
+    let l = c.node(lid).unwrap();
+    for i in 0..200u64 {
+        l.write(|t| {
+            t.put(format!("k/{i:04}").as_bytes(), &i.to_le_bytes())?;
+            if i % 7 == 0 && i > 0 {
+                t.delete(format!("k/{:04}", i - 1).as_bytes())?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    let (_, before_snapshot) = l.write(|t| t.put(b"k/0000", b"overwritten")).unwrap();
+    c.wait_watermark(lid, before_snapshot, LONG).unwrap();
+    c.snapshot(lid, LONG).unwrap();
+
+    // A new node: only a snapshot can bring it up, the log is purged.
+    c.add_learner(4, LONG).unwrap();
+    c.wait_watermark(4, before_snapshot, LONG).unwrap();
+    let n4 = c.node(4).unwrap();
+    assert!(n4.stats().snapshots_installed >= 1, "{:?}", n4.stats());
+    let l = c.node(lid).unwrap();
+    let mut last = before_snapshot;
+    for i in 200..300u64 {
+        (_, last) = l
+            .write(|t| t.put(format!("k/{i:04}").as_bytes(), &i.to_le_bytes()))
+            .unwrap();
+    }
+    c.wait_watermark(4, last, LONG).unwrap();
+    c.wait_watermark(lid, last, LONG).unwrap();
+    assert_eq!(contents_at(n4, last), contents_at(l, last));
+    assert_eq!(contents_at(n4, last).len(), contents_at(l, last).len());
+
+    // A lagging follower: cut off while the leader writes and purges its log,
+    // then reconnected: it installs a snapshot into a new engine; an old
+    // reader learns it must take a new one.
+    let f = c
+        .ids()
+        .into_iter()
+        .find(|&id| id != lid && id != 4)
+        .unwrap();
+    let old_reader = c.node(f).unwrap().reader();
+    c.router().set_cut(f, true);
+    for i in 300..350u64 {
+        (_, last) = l
+            .write(|t| t.put(format!("k/{i:04}").as_bytes(), &i.to_le_bytes()))
+            .unwrap();
+    }
+    c.wait_watermark(lid, last, LONG).unwrap();
+    c.snapshot(lid, LONG).unwrap();
+    c.router().set_cut(f, false);
+    c.wait_watermark(f, last, LONG).unwrap();
+    let nf = c.node(f).unwrap();
+    assert!(nf.stats().snapshots_installed >= 1, "{:?}", nf.stats());
+    let mut sess = old_reader.engine().session().unwrap();
+    assert!(matches!(
+        old_reader.begin(&mut sess, Timestamp::NONE, Duration::ZERO),
+        Err(ReplicaError::EngineReplaced)
+    ));
+    let now_leader = c.wait_for_leader(LONG).unwrap();
+    let (_, fin) = c
+        .node(now_leader)
+        .unwrap()
+        .write(|t| t.put(b"final", b"1"))
+        .unwrap();
+    for id in c.ids() {
+        c.wait_watermark(id, fin, LONG).unwrap();
+    }
+    let want = contents_at(c.node(now_leader).unwrap(), fin);
+    for id in c.ids() {
+        assert_eq!(contents_at(c.node(id).unwrap(), fin), want, "node {id}");
+    }
+}
+
+#[test]
+fn a_read_above_the_watermark_waits_within_its_bound_or_gets_a_typed_error() {
+    let c = LocalCluster::start(3, config()).unwrap();
+    let l = leader(&c);
+    let f = c.node(followers(&c)[0]).unwrap();
+    let (_, ts) = l.write(|t| t.put(b"k", b"v")).unwrap();
+
+    // Far above anything the leader has committed: the typed error, after
+    // waiting its bound.
+    let reader = f.reader();
+    let mut sess = reader.engine().session().unwrap();
+    let want = Timestamp::new(ts.get() + 1_000_000);
+    let t = Instant::now();
+    match reader.begin(&mut sess, want, Duration::from_millis(30)) {
+        Err(ReplicaError::WatermarkBehind {
+            requested,
+            watermark,
+            waited,
+        }) => {
+            assert_eq!(requested, want);
+            assert!(watermark < want);
+            assert!(waited >= Duration::from_millis(30));
+        }
+        other => panic!("expected WatermarkBehind, got {:?}", other.map(|_| ())),
+    }
+    assert!(t.elapsed() < Duration::from_secs(5));
+    // The session and reader stay usable; read-your-writes: wait for `ts`.
+    let mut txn = reader.begin(&mut sess, ts, LONG).unwrap();
+    assert!(txn.read_timestamp() >= ts);
+    assert_eq!(txn.get(b"k").unwrap(), Some(b"v".to_vec()));
+    drop(txn);
+
+    // Writes on a follower are refused with the leader's id; a session of
+    // another engine is refused.
+    match f.write(|t| t.put(b"x", b"y")) {
+        Err(ReplicaError::NotLeader { node, leader }) => {
+            assert_eq!(node, f.id());
+            assert_eq!(leader, Some(l.id()));
+        }
+        other => panic!("expected NotLeader, got {other:?}"),
+    }
+    let other = l.reader();
+    let mut other_sess = other.engine().session().unwrap();
+    assert!(matches!(
+        reader.begin(&mut other_sess, Timestamp::NONE, Duration::ZERO),
+        Err(ReplicaError::WrongEngine)
+    ));
+}
