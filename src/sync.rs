@@ -81,6 +81,12 @@ macro_rules! int_atomic {
         #[repr(transparent)]
         pub(crate) struct $name(imp::$name);
 
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new(0)
+            }
+        }
+
         #[allow(dead_code)]
         impl $name {
             #[inline(always)]

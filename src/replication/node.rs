@@ -6,7 +6,7 @@ use std::ops::RangeBounds;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_utils::atomic::AtomicCell;
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use openraft::error::RaftError;
 use openraft::{Raft, RaftNetworkFactory, ServerState};
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -31,16 +31,17 @@ struct Tracker {
     seq: u64,
 }
 
-/// Counters of one node.
+/// Counters of one node. Relaxed throughout: reports, read by
+/// [`Replica::stats`], publishing nothing.
 #[derive(Default)]
 pub(crate) struct Counters {
-    pub(crate) applied_commits: AtomicCell<u64>,
-    pub(crate) applied_writes: AtomicCell<u64>,
-    pub(crate) skipped_own: AtomicCell<u64>,
-    pub(crate) watermarks: AtomicCell<u64>,
-    pub(crate) apply_retries: AtomicCell<u64>,
-    pub(crate) snapshots_built: AtomicCell<u64>,
-    pub(crate) snapshots_installed: AtomicCell<u64>,
+    pub(crate) applied_commits: AtomicU64,
+    pub(crate) applied_writes: AtomicU64,
+    pub(crate) skipped_own: AtomicU64,
+    pub(crate) watermarks: AtomicU64,
+    pub(crate) apply_retries: AtomicU64,
+    pub(crate) snapshots_built: AtomicU64,
+    pub(crate) snapshots_installed: AtomicU64,
 }
 
 /// What the node's parts (write path, state machine, log store, readers)
@@ -52,13 +53,13 @@ pub(crate) struct Shared {
     /// installed.
     engine: RwLock<Arc<Engine>>,
     /// Bumped on every engine replacement (Readers compare it).
-    engine_gen: AtomicCell<u64>,
+    engine_gen: AtomicU64,
     /// A write's outcome is unknown: refuse reads and writes.
-    fenced: AtomicCell<bool>,
+    fenced: AtomicBool,
     /// The `Replica` was dropped: the ticker ends.
-    stopped: AtomicCell<bool>,
+    stopped: AtomicBool,
     /// The newest timestamp in any entry this node's log has held.
-    log_max_ts: AtomicCell<u64>,
+    log_max_ts: AtomicU64,
     tracker: Mutex<Tracker>,
     /// This node's own proposals whose transactions are still open, by
     /// sequence number, with their commit timestamps: the state machine
@@ -77,12 +78,17 @@ impl Shared {
 
     pub(crate) fn replace_engine(&self, e: Arc<Engine>) {
         *self.engine.write() = e;
-        self.engine_gen.fetch_add(1);
+        // Relaxed: the engine itself is handed over by the RwLock; a reader
+        // that misses the bump reads its old engine, whose contents stay
+        // consistent (only stale), and sees the bump at its next begin.
+        self.engine_gen.fetch_add(1, Ordering::Relaxed);
         self.notify_watermark();
     }
 
     pub(crate) fn saw_ts(&self, ts: Timestamp) {
-        self.log_max_ts.fetch_max(ts.get());
+        // Relaxed: a bound for the timestamps a new leader hands out, read by
+        // this node's own threads after the log store's mutex ordered them.
+        self.log_max_ts.fetch_max(ts.get(), Ordering::Relaxed);
     }
 
     pub(crate) fn notify_watermark(&self) {
@@ -91,7 +97,7 @@ impl Shared {
     }
 
     pub(crate) fn record_watermark(&self, w: Timestamp) {
-        self.ctr.watermarks.fetch_add(1);
+        self.ctr.watermarks.fetch_add(1, Ordering::Relaxed);
         if self.config.record_watermarks {
             self.history.lock().push((w, Instant::now()));
         }
@@ -102,7 +108,7 @@ impl Shared {
         let stable = engine
             .query_timestamp(TimestampKind::Stable)
             .map_or(0, Timestamp::get);
-        self.log_max_ts.load().max(stable)
+        self.log_max_ts.load(Ordering::Relaxed).max(stable)
     }
 
     /// The leader's watermark: every commit at or below it has its entry in
@@ -117,11 +123,15 @@ impl Shared {
         }
     }
 
-    /// Release store (crossbeam `AtomicCell`); pairs with the Acquire load
-    /// in `Reader::begin` after its begin loaded stable (DESIGN.md,
-    /// "Replication", R4).
+    /// Sets the fence (DESIGN.md, "Replication", R4).
     pub(crate) fn fence(&self) {
-        self.fenced.store(true);
+        // Release: the fence is stored before the Release store of a stable
+        // past the abandoned write (sequenced before it, or ordered through
+        // the tracker and pending-set mutexes); kept Release (not Relaxed)
+        // so the flag is published on its own too, for the ticker and the
+        // write path, which check it without loading stable. Pairs with the
+        // Acquire loads of `fenced`.
+        self.fenced.store(true, Ordering::Release);
     }
 }
 
@@ -244,10 +254,10 @@ impl Replica {
             id,
             engine: RwLock::new(Arc::new(Engine::new(config.engine.clone()))),
             config,
-            engine_gen: AtomicCell::new(0),
-            fenced: AtomicCell::new(false),
-            stopped: AtomicCell::new(false),
-            log_max_ts: AtomicCell::new(0),
+            engine_gen: AtomicU64::new(0),
+            fenced: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            log_max_ts: AtomicU64::new(0),
             tracker: Mutex::default(),
             pending: Mutex::default(),
             wm_lock: Mutex::new(()),
@@ -297,7 +307,7 @@ impl Replica {
 
     /// Whether a write's unknown outcome fenced this node.
     pub fn is_fenced(&self) -> bool {
-        self.shared.fenced.load()
+        self.shared.fenced.load(Ordering::Acquire)
     }
 
     /// Whether this node is the leader and has applied its own term's first
@@ -315,13 +325,13 @@ impl Replica {
     pub fn stats(&self) -> ReplicaStats {
         let c = &self.shared.ctr;
         ReplicaStats {
-            applied_commits: c.applied_commits.load(),
-            applied_writes: c.applied_writes.load(),
-            skipped_own_commits: c.skipped_own.load(),
-            watermarks_applied: c.watermarks.load(),
-            apply_conflict_retries: c.apply_retries.load(),
-            snapshots_built: c.snapshots_built.load(),
-            snapshots_installed: c.snapshots_installed.load(),
+            applied_commits: c.applied_commits.load(Ordering::Relaxed),
+            applied_writes: c.applied_writes.load(Ordering::Relaxed),
+            skipped_own_commits: c.skipped_own.load(Ordering::Relaxed),
+            watermarks_applied: c.watermarks.load(Ordering::Relaxed),
+            apply_conflict_retries: c.apply_retries.load(Ordering::Relaxed),
+            snapshots_built: c.snapshots_built.load(Ordering::Relaxed),
+            snapshots_installed: c.snapshots_installed.load(Ordering::Relaxed),
             watermark: self.watermark(),
             fenced: self.is_fenced(),
         }
@@ -337,7 +347,7 @@ impl Replica {
     pub fn reader(&self) -> Reader {
         Reader {
             shared: self.shared.clone(),
-            gen: self.shared.engine_gen.load(),
+            gen: self.shared.engine_gen.load(Ordering::Relaxed),
             engine: self.shared.engine(),
         }
     }
@@ -489,7 +499,8 @@ impl Drop for Replica {
     /// Ends the watermark ticker; the raft handle itself stops when
     /// [`Raft::shutdown`] is called or its runtime ends.
     fn drop(&mut self) {
-        self.shared.stopped.store(true);
+        // Relaxed: only ends the ticker's loop; nothing is published with it.
+        self.shared.stopped.store(true, Ordering::Relaxed);
     }
 }
 
@@ -512,7 +523,7 @@ async fn ticker(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
     let mut last = 0;
     loop {
         tokio::time::sleep(shared.config.tick).await;
-        if shared.fenced.load() || shared.stopped.load() {
+        if shared.fenced.load(Ordering::Acquire) || shared.stopped.load(Ordering::Relaxed) {
             return;
         }
         if leader_ready(&raft, shared.id).is_err() {
@@ -584,7 +595,7 @@ impl Reader {
         if !std::ptr::eq(session.engine(), &*self.engine) {
             return Err(ReplicaError::WrongEngine);
         }
-        if self.shared.engine_gen.load() != self.gen {
+        if self.shared.engine_gen.load(Ordering::Relaxed) != self.gen {
             return Err(ReplicaError::EngineReplaced);
         }
         // Without a watermark the fast path would read the newest commits,
@@ -604,7 +615,7 @@ impl Reader {
         // After begin loaded stable: a fence stored before that stable was
         // published is seen here (the fence precedes the rollback that lets
         // stable move).
-        if self.shared.fenced.load() {
+        if self.shared.fenced.load(Ordering::Acquire) {
             drop(txn);
             return Err(ReplicaError::Fenced {
                 node: self.shared.id,
@@ -622,12 +633,12 @@ impl Reader {
             if w >= need {
                 return Ok(());
             }
-            if self.shared.fenced.load() {
+            if self.shared.fenced.load(Ordering::Acquire) {
                 return Err(ReplicaError::Fenced {
                     node: self.shared.id,
                 });
             }
-            if self.shared.engine_gen.load() != self.gen {
+            if self.shared.engine_gen.load(Ordering::Relaxed) != self.gen {
                 return Err(ReplicaError::EngineReplaced);
             }
             if Instant::now() >= deadline

@@ -27,6 +27,7 @@ use super::node::Shared;
 use super::{
     Applied, Command, CommitRecord, NodeId, Origin, ReplicaError, SnapshotBytes, TypeConfig, Write,
 };
+use crate::sync::Ordering;
 use crate::{CommitOptions, Engine, Error, Timestamp, TimestampKind, TimestampUpdate, TxnOptions};
 
 /// A node's state machine: its engine, the last applied log id and
@@ -95,13 +96,16 @@ fn install(
         }
         match res {
             Ok(()) => {
-                shared.ctr.applied_commits.fetch_add(1);
-                shared.ctr.applied_writes.fetch_add(rec.writes.len() as u64);
+                shared.ctr.applied_commits.fetch_add(1, Ordering::Relaxed);
+                shared
+                    .ctr
+                    .applied_writes
+                    .fetch_add(rec.writes.len() as u64, Ordering::Relaxed);
                 return Ok(());
             }
             Err(Error::WriteConflict { .. }) if start.elapsed() < bound => {
                 drop(txn);
-                shared.ctr.apply_retries.fetch_add(1);
+                shared.ctr.apply_retries.fetch_add(1, Ordering::Relaxed);
                 std::thread::sleep(Duration::from_micros(100));
             }
             Err(e) => return Err(e),
@@ -152,7 +156,7 @@ impl StateMachine {
                 let own = rec.origin.node == self.shared.id
                     && self.shared.pending.lock().contains_key(&rec.origin.seq);
                 if own {
-                    self.shared.ctr.skipped_own.fetch_add(1);
+                    self.shared.ctr.skipped_own.fetch_add(1, Ordering::Relaxed);
                 } else {
                     install(
                         &self.shared,
@@ -212,7 +216,10 @@ impl StateMachine {
         }
         let data = encode(w.unwrap_or(Timestamp::NONE), self.max_ts, &base, &self.tail);
         self.built += 1;
-        self.shared.ctr.snapshots_built.fetch_add(1);
+        self.shared
+            .ctr
+            .snapshots_built
+            .fetch_add(1, Ordering::Relaxed);
         let snapshot_id = match self.last_applied {
             Some(l) => format!(
                 "{}-{}-{}-{}",
@@ -260,7 +267,10 @@ impl StateMachine {
         }
         self.shared.saw_ts(Timestamp::new(snap.max_ts));
         self.shared.replace_engine(engine);
-        self.shared.ctr.snapshots_installed.fetch_add(1);
+        self.shared
+            .ctr
+            .snapshots_installed
+            .fetch_add(1, Ordering::Relaxed);
         if !snap.watermark.is_none() {
             self.shared.record_watermark(snap.watermark);
         }
