@@ -16,7 +16,7 @@
 use crate::common::{check, reclaim_now};
 use loom::sync::Arc;
 use loom::thread;
-use snapshot_engine::loom_api::{state, Chain, Machine, Read, Snapshot};
+use snapshot_engine::loom_api::{Chain, Machine, Read, Snapshot};
 use snapshot_engine::mutant;
 
 struct World {
@@ -32,7 +32,7 @@ fn commit_one(w: &World, value: &[u8], cts: u64) {
     let id = m.allocate_id(slot);
     let v = w.k.put(id, &snap, value).expect("no conflicting writer");
     // SAFETY: our own unfinished version; nothing prunes it before we finish.
-    unsafe { w.k.set_status(v, state::COMMITTED, cts) };
+    unsafe { w.k.commit(v, cts) };
     m.complete(slot, id);
     m.end(slot);
     m.close_session(slot);
@@ -53,7 +53,7 @@ pub(crate) fn model() {
             // As a committing session does (txn.rs `prune_written`): refresh
             // the horizon and prune the chain it wrote.
             w.m.advance_horizon();
-            w.k.prune(w.m.horizon());
+            w.k.prune(w.m.horizon(), 0);
             reclaim_now();
         })
     };

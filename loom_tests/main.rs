@@ -23,6 +23,8 @@ mod descriptors;
 #[cfg(all(loom, crossbeam_loom))]
 mod epoch;
 #[cfg(loom)]
+mod finger;
+#[cfg(loom)]
 mod floor_source;
 #[cfg(loom)]
 mod pin_horizon;

@@ -39,6 +39,17 @@ pub fn snapshot_parts(s: &Snapshot) -> (u64, u64, u64, Vec<u64>) {
     (s.generation, s.xmin, s.xmax, s.running.clone())
 }
 
+/// A snapshot that treats every transaction below `xmax` as completed and
+/// none at or above it (for chain-level models that need no machinery).
+pub fn snapshot_below(xmax: u64) -> Snapshot {
+    Snapshot {
+        generation: 1,
+        xmin: xmax,
+        xmax,
+        running: Vec::new(),
+    }
+}
+
 /// Does snapshot `s` treat transaction `id` as completed?
 pub fn snapshot_sees(s: &Snapshot, id: u64) -> bool {
     s.sees(id)
@@ -225,7 +236,7 @@ impl Chain {
         let view = ReadView::loom_snapshot(own, snap, 0, false);
         let status = VersionStatus::loom_new(own);
         self.entry
-            .prepend(Version::new(status, Some(value.into())), &view, &guard)
+            .prepend(Version::alloc(status, Some(value)), &view, &guard)
             .ok()
             .map(|(p, _)| VersionRef(p))
     }
@@ -241,6 +252,21 @@ impl Chain {
         // owned by the calling transaction (kv/txn.rs's argument, invariant 3:
         // pruning only cuts below a committed version).
         unsafe { &*v.0 }.status.loom_set(state, ts)
+    }
+
+    /// Commits a version this thread wrote at `ts` (0: none), as a
+    /// committing transaction does (`kv/txn.rs` `flip_all`): links the
+    /// key's previous committed version to it, then flips its status.
+    ///
+    /// # Safety
+    /// As for [`Chain::set_status`].
+    pub unsafe fn commit(&self, v: VersionRef, ts: u64) {
+        let _guard = self.rc.pin();
+        // SAFETY: as for `set_status`; we hold a guard.
+        unsafe {
+            self.entry
+                .commit_version(v.0, ts, |st| st.loom_set(state::COMMITTED, ts))
+        };
     }
 
     fn read_view(&self, view: &ReadView<'_>) -> Read {
@@ -268,11 +294,19 @@ impl Chain {
         self.read_view(&ReadView::loom_stable(stable, complete_below))
     }
 
-    /// Prunes to the horizon `(xmin, ts)`; returns versions retired.
-    pub fn prune(&self, horizon: (u64, u64)) -> u64 {
+    /// Prunes to the horizon `(xmin, ts)` and moves the finger up to
+    /// `stable`; returns versions retired.
+    pub fn prune(&self, horizon: (u64, u64), stable: u64) -> u64 {
         let guard = self.rc.pin();
         let h = Horizon::from_parts(horizon.0, horizon.1);
-        self.entry.prune(h, &self.rc, &guard, || |_| {})
+        self.entry.prune(h, stable, &self.rc, &guard, || |_| {}).cut
+    }
+
+    /// Is the key's finger (if set) still linked, at or above its floor?
+    /// (Invariant 13; checked at the end of the models.)
+    pub fn finger_linked(&self) -> bool {
+        let guard = self.rc.pin();
+        self.entry.finger_linked(&guard)
     }
 
     /// Versions still linked.

@@ -87,4 +87,13 @@ counters! {
     horizon_advances,
     /// Read-path RMW count accumulator (see `read_path_rmw`).
     read_rmw_raw,
+    /// Keys read: point reads plus keys a scan visited.
+    reads,
+    /// Versions examined (status word loaded) by those reads; divided by
+    /// `reads` it is the driver's `ver/read` column.
+    versions_read,
+    /// Versions examined by commits (linking the new version to the key's
+    /// previous one) and by pruning (climbing the floor and the finger);
+    /// divided by writer commits it is the driver's `ver/commit` column.
+    commit_versions_examined,
 }

@@ -311,6 +311,13 @@ pub mod mutant {
     /// The read-only fast path takes an untimestamped version by a writer
     /// *at* `complete_below` as completed (`<=` instead of `<`; invariant 7).
     pub const FAST_PATH_BELOW_INCLUSIVE: u32 = 17;
+    /// A commit flips its version's status before it links the key's
+    /// previous committed version to it (invariant 13, climb links).
+    pub const LINK_AFTER_FLIP: u32 = 21;
+    /// A reader with a read timestamp starts at the finger without
+    /// examining the head first, so it can miss a prepared head (invariants
+    /// 10 and 13).
+    pub const READ_SKIPS_HEAD: u32 = 23;
 
     #[cfg(loom)]
     static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

@@ -61,14 +61,23 @@ fn thread_loop(
 
 /// One read-ts run on a fresh LMDB environment.
 pub fn run(p: &Params, pb: &ProgressBar) -> Out {
+    // Named by configuration too: heed keeps one environment per path per
+    // process, and refuses (BadOpenOptions) to reopen a path with other
+    // options, e.g. round 0 of `--configs 8/4,2/0` (other max_readers).
     let dir = std::env::temp_dir().join(format!(
-        "snapshot-bench-lmdb-{}-{}",
+        "snapshot-bench-lmdb-{}-{}r{}w-{}",
         std::process::id(),
+        p.readers,
+        p.writers,
         p.round
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir for LMDB");
-    let map = (p.keys as usize * (p.value_size + 64) * 4).max(64 << 20);
+    // LMDB reuses a freed page only once no reader holds a snapshot older
+    // than it; on a loaded machine a preempted reader holds one for long
+    // enough that 4x the data filled the map (MapFull). The map is sparse,
+    // so a large one costs address space, not disk.
+    let map = (p.keys as usize * (p.value_size + 64) * 64).max(4 << 30);
     // SAFETY: the directory is ours alone (named by pid and round) and is
     // opened once; NO_SYNC/NO_META_SYNC/WRITE_MAP only give up durability.
     let env = unsafe {

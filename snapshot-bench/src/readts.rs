@@ -83,6 +83,9 @@ fn delta(a: &Stats, b: &Stats) -> Stats {
     d.descriptor_installs = b.descriptor_installs - a.descriptor_installs;
     d.descriptor_cas_retries = b.descriptor_cas_retries - a.descriptor_cas_retries;
     d.write_conflicts = b.write_conflicts - a.write_conflicts;
+    d.reads = b.reads - a.reads;
+    d.versions_read = b.versions_read - a.versions_read;
+    d.commit_versions_examined = b.commit_versions_examined - a.commit_versions_examined;
     d
 }
 
@@ -99,6 +102,9 @@ pub fn add_stats(acc: &mut Stats, d: &Stats) {
     acc.descriptor_installs += d.descriptor_installs;
     acc.descriptor_cas_retries += d.descriptor_cas_retries;
     acc.write_conflicts += d.write_conflicts;
+    acc.reads += d.reads;
+    acc.versions_read += d.versions_read;
+    acc.commit_versions_examined += d.commit_versions_examined;
 }
 
 fn reader<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> ThreadOut {

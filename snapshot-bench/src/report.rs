@@ -41,6 +41,11 @@ pub struct Round {
     pub read_locks_per_write_txn: Option<f64>,
     pub write_locks_per_write_txn: Option<f64>,
     pub lock_wait_ns_per_write_txn: Option<f64>,
+    /// Versions examined per key read by readers (`ver/read`).
+    pub versions_per_read: Option<f64>,
+    /// Versions examined per writer commit, linking and pruning
+    /// (`ver/commit`).
+    pub versions_per_commit: Option<f64>,
     pub read_latency_ns: Pct,
     pub write_latency_ns: Pct,
     /// The timekeeper's `set_timestamps` durations and 1 ms sleep
@@ -94,6 +99,8 @@ impl Round {
             read_locks_per_write_txn: ws.and_then(|s| per(s.read_lock_acquisitions, wb)),
             write_locks_per_write_txn: ws.and_then(|s| per(s.write_lock_acquisitions, wb)),
             lock_wait_ns_per_write_txn: ws.and_then(|s| per(s.lock_wait_ns, wb)),
+            versions_per_read: rs.and_then(|s| per(s.versions_read, s.reads)),
+            versions_per_commit: ws.and_then(|s| per(s.commit_versions_examined, s.commits)),
             read_latency_ns: Pct::of(&o.read_hist),
             write_latency_ns: Pct::of(&o.write_hist),
             timekeeper: o.timekeeper,
@@ -171,7 +178,7 @@ fn med_opt(xs: Vec<Option<f64>>, digits: usize) -> String {
 pub fn print_read_ts(title: &str, engines: &[EngineRounds], cmps: &[Comparison]) {
     println!("{title}");
     println!(
-        "{:<10} {:>32} {:>32} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}",
+        "{:<10} {:>32} {:>32} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10} {:>8} {:>8} {:>8} {:>8}",
         "engine",
         "reader txn/s median (min-max)",
         "writer txn/s median (min-max)",
@@ -180,6 +187,8 @@ pub fn print_read_ts(title: &str, engines: &[EngineRounds], cmps: &[Comparison])
         "rlock/rtxn",
         "rebuild/rtxn",
         "waitns/rtxn",
+        "ver/read",
+        "ver/commit",
         "rd p50",
         "rd p99",
         "rd p99.9",
@@ -196,7 +205,7 @@ pub fn print_read_ts(title: &str, engines: &[EngineRounds], cmps: &[Comparison])
         };
         let maxv = r.iter().map(|x| x.read_latency_ns.max).max().unwrap_or(0);
         println!(
-            "{:<10} {:>32} {:>32} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}",
+            "{:<10} {:>32} {:>32} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10} {:>8} {:>8} {:>8} {:>8}",
             e.engine,
             med_range(&r.iter().map(|x| x.reader_txn_per_s).collect::<Vec<_>>()),
             med_range(&r.iter().map(|x| x.writer_txn_per_s).collect::<Vec<_>>()),
@@ -208,6 +217,8 @@ pub fn print_read_ts(title: &str, engines: &[EngineRounds], cmps: &[Comparison])
                 3
             ),
             med_opt(r.iter().map(|x| x.lock_wait_ns_per_read_txn).collect(), 0),
+            med_opt(r.iter().map(|x| x.versions_per_read).collect(), 2),
+            med_opt(r.iter().map(|x| x.versions_per_commit).collect(), 2),
             pct(|p| p.p50),
             pct(|p| p.p99),
             pct(|p| p.p999),

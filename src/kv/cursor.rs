@@ -297,7 +297,9 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
         }
         let store = &self.txn.d.engine.store;
         let guard = store.rc.pin();
-        let mut examined = 0;
+        // `examined`: index entries looked at (bounds a batch);
+        // `versions`: version statuses loaded (the `ver/read` counter).
+        let (mut examined, mut versions) = (0, 0);
         let mut last: Option<&'t [u8]> = None;
         let mut conflict = None;
         let mut exhausted = true;
@@ -309,7 +311,7 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
             // session that keeps the engine alive).
             let k: &'t [u8] = unsafe { &*(k as *const [u8]) };
             last = Some(k);
-            match e.read(&view, &guard) {
+            match e.read_counted(&view, &guard, &mut versions) {
                 Found::Value(v) => {
                     let a = batch.arena.len();
                     batch.arena.extend_from_slice(v);
@@ -337,6 +339,8 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
                 .range_rev((lo.bound(), hi.bound()), &guard, &mut visit);
         }
         drop(guard);
+        self.txn.t.count(Count::Reads, examined as u64);
+        self.txn.t.count(Count::VersionsRead, versions);
         batch.done = exhausted;
         if let Some(key) = conflict {
             self.txn.t.count(Count::PrepareConflicts, 1);

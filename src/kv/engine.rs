@@ -132,15 +132,21 @@ impl<P: Protocol> Engine<P> {
     pub fn collect(&self) {
         self.mgr.advance_horizon();
         let h = self.mgr.horizon();
+        let stable = self.mgr.stable_timestamp();
         let guard = self.store.rc.pin();
-        let mut pruned = 0;
+        let (mut pruned, mut examined) = (0, 0);
         self.store.index.for_each(&guard, |e| {
-            pruned += e.prune(h, &self.store.rc, &guard, || self.store.on_free());
+            let n = e.prune(h, stable.get(), &self.store.rc, &guard, || {
+                self.store.on_free()
+            });
+            pruned += n.cut;
+            examined += n.examined;
         });
         // What was just retired sits in this thread's deferred bag until it
         // fills; hand it on so it is freed without later writes here.
         self.store.rc.flush(&guard);
         self.mgr.count(Count::VersionsPruned, pruned);
+        self.mgr.count(Count::CommitVersionsExamined, examined);
     }
 
     /// The pins every open session holds: which sessions hold history back,

@@ -132,15 +132,34 @@ impl<P: Protocol> PartialEq<Error> for CommitError<'_, '_, P> {
 }
 
 /// Flips the status of every version in `writes` with `done` (commit,
-/// prepare).
+/// prepare). A commit first links each key's previous committed version to
+/// ours (`newer`/`stop`, invariant 13: the link precedes the Release flip
+/// that publishes it). Returns the versions the links examined.
 #[inline]
-fn flip_all(writes: &[WriteRec], done: &Completion<'_>) {
-    for w in writes {
-        // SAFETY: our own versions stay linked until we finish (pruning cuts
-        // only below committed versions; only we unlink ours), and the store
-        // outlives the session.
-        done.flip(&unsafe { &*w.version }.status);
+fn flip_all<P: Protocol>(d: &SessionData<'_, P>, done: &Completion<'_>) -> u64 {
+    let VersionState::Committed(cts) = done.outcome() else {
+        for w in &d.writes {
+            // SAFETY: our own versions stay linked until we finish (pruning
+            // cuts only below committed versions; only we unlink ours), and
+            // the store outlives the session.
+            done.flip(&unsafe { &*w.version }.status);
+        }
+        return 0;
+    };
+    let guard = d.engine.store.rc.pin();
+    let mut examined = 0;
+    for w in &d.writes {
+        // SAFETY: as above: our versions are linked, alive and unfinished,
+        // written by us; key entries live until the store drops; we hold
+        // `guard`.
+        examined += unsafe {
+            (*w.entry).commit_version(w.version, cts.get(), |st| {
+                done.flip(st);
+            })
+        };
     }
+    drop(guard);
+    examined
 }
 
 /// Rollback's completion for the store: unlinks its versions, newest
@@ -240,10 +259,13 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         let view = self.t.read_view()?;
         let store = &self.d.engine.store;
         let guard = store.rc.pin();
+        let mut examined = 0;
         let found = match store.index.get(key, &guard) {
-            Some(e) => e.read(&view, &guard),
+            Some(e) => e.read_counted(&view, &guard, &mut examined),
             None => Found::Absent,
         };
+        self.t.count(Count::Reads, 1);
+        self.t.count(Count::VersionsRead, examined);
         match found {
             Found::Value(v) => Ok(f(Some(v))),
             Found::Deleted | Found::Absent => Ok(f(None)),
@@ -279,17 +301,21 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         let store = &self.d.engine.store;
         let guard = store.rc.pin();
         let mut conflict: Option<Vec<u8>> = None;
-        store
-            .index
-            .range(bounds, &guard, |k, e| match e.read(&view, &guard) {
+        let (mut reads, mut examined) = (0, 0);
+        store.index.range(bounds, &guard, |k, e| {
+            reads += 1;
+            match e.read_counted(&view, &guard, &mut examined) {
                 Found::Value(v) => f(k, v),
                 Found::Deleted | Found::Absent => true,
                 Found::PrepareConflict => {
                     conflict = Some(k.to_vec());
                     false
                 }
-            });
+            }
+        });
         drop(guard);
+        self.t.count(Count::Reads, reads);
+        self.t.count(Count::VersionsRead, examined);
         match conflict {
             Some(key) => {
                 self.t.count(Count::PrepareConflicts, 1);
@@ -426,7 +452,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         let store = &self.d.engine.store;
         let guard = store.rc.pin();
         let entry = store.index.get_or_insert(key, &store.rc, &guard);
-        let v = Version::new(status, value.map(Box::from));
+        let v = Version::alloc(status, value);
         match entry.prepend(v, &view, &guard) {
             Ok((version, retries)) => {
                 self.t.count(Count::ChainCasRetries, retries);
@@ -468,8 +494,10 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// # Errors
     /// As [`Transaction::prepare`]; the transaction stays usable.
     pub fn prepare(&mut self, ts: Timestamp) -> Result<Timestamp> {
-        let writes = &self.d.writes;
-        self.t.prepare(ts, |done| flip_all(writes, done))
+        let d = &*self.d;
+        self.t.prepare(ts, |done| {
+            flip_all(d, done);
+        })
     }
 
     /// Commits; see [`Transaction::commit`] for the timestamp rules. Then
@@ -495,17 +523,18 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     #[inline]
     fn commit_in_place(&mut self, opts: CommitOptions) -> Result<()> {
         let d = &*self.d;
-        let mut unlinked = 0;
+        let (mut unlinked, mut examined) = (0, 0);
         let r = self.t.commit(opts, |done| {
             if done.outcome() == VersionState::Aborted {
                 // Doomed by a write conflict: rolled back.
                 unlinked = unlink_then_abort(d, done);
             } else {
-                flip_all(&d.writes, done);
+                examined = flip_all(d, done);
             }
         });
         if !self.d.writes.is_empty() && !self.t.is_open() {
             if r.is_ok() {
+                self.t.count(Count::CommitVersionsExamined, examined);
                 self.prune_written();
             } else {
                 self.d.writes.clear();
@@ -529,19 +558,23 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             self.t.session().advance_horizon();
         }
         let h = engine.mgr.horizon();
+        let stable = engine.mgr.stable_timestamp().get();
         let store = &engine.store;
         let guard = store.rc.pin();
-        let mut pruned = 0;
+        let (mut pruned, mut examined) = (0, 0);
         for w in &d.writes {
             // SAFETY: key entries live until the store drops (keys are never
             // removed), and the store outlives the session.
-            pruned += unsafe { &*w.entry }.cut(h, &mut d.tails, &guard);
+            let n = unsafe { &*w.entry }.cut(h, stable, &mut d.tails, &guard);
+            pruned += n.cut;
+            examined += n.examined;
         }
         if d.tails.len() >= RETIRE_BATCH {
             d.tails.flush(&store.rc, &guard, store.on_free());
         }
         d.writes.clear();
         self.t.count(Count::VersionsPruned, pruned);
+        self.t.count(Count::CommitVersionsExamined, examined);
     }
 
     /// Rolls back: the transaction's writes are never seen by anyone. The

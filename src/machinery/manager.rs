@@ -70,6 +70,14 @@ pub enum Count {
     /// Versions unlinked by pruning or rollback and handed to the epoch
     /// collector ([`Stats::versions_pruned`]).
     VersionsPruned,
+    /// Keys read: point reads plus keys a scan visited
+    /// ([`Stats::reads`]).
+    Reads,
+    /// Versions those reads examined ([`Stats::versions_read`]).
+    VersionsRead,
+    /// Versions examined by commits (linking) and pruning
+    /// ([`Stats::commit_versions_examined`]).
+    CommitVersionsExamined,
 }
 
 #[inline]
@@ -78,6 +86,9 @@ pub(super) fn count_into(c: &Counters, what: Count, n: u64) {
         Count::PrepareConflicts => c.prepare_conflicts.bump(n),
         Count::ChainCasRetries => c.chain_cas_retries.bump(n),
         Count::VersionsPruned => c.versions_pruned.bump(n),
+        Count::Reads => c.reads.bump(n),
+        Count::VersionsRead => c.versions_read.bump(n),
+        Count::CommitVersionsExamined => c.commit_versions_examined.bump(n),
     }
 }
 
@@ -158,6 +169,16 @@ impl<P: Protocol> TxnManager<P> {
     /// block (for work done outside any session, such as a full prune).
     pub fn count(&self, what: Count, n: u64) {
         count_into(&self.counters[self.max_sessions], what, n);
+    }
+
+    /// The stable timestamp now ([`Timestamp::NONE`] if not set): one
+    /// Acquire load, cheap enough for every commit (unlike
+    /// [`query_timestamp`](Self::query_timestamp), which scans the session
+    /// table). A store that keeps a per-key pointer at the newest version at
+    /// or below stable (the bundled store's finger) moves it with this.
+    #[inline]
+    pub fn stable_timestamp(&self) -> Timestamp {
+        self.proto.oldest_stable().1
     }
 
     /// The reclaim horizon as last computed: what may be pruned now.

@@ -223,6 +223,22 @@ impl<'a> ReadView<'a> {
         TxnId(self.own)
     }
 
+    /// The timestamp above which this view rejects every timestamped
+    /// version, whatever its writer: the read timestamp, or for the
+    /// read-only fast path the stable timestamp it reads at; `None` for a
+    /// snapshot read without a read timestamp.
+    ///
+    /// A store that keeps its committed versions ordered by timestamp can
+    /// use it to skip versions it knows are too new (the bundled store's
+    /// finger and `newer` links, DESIGN.md "Version chains").
+    #[inline]
+    pub fn timestamp_bound(&self) -> Option<Timestamp> {
+        match self.how {
+            ReadAs::Snapshot { read_ts, .. } => Timestamp::new(read_ts).to_option(),
+            ReadAs::Stable { stable, .. } => Some(Timestamp::new(stable)),
+        }
+    }
+
     /// Is a committed version by `txn` at `cts` visible?
     #[inline]
     fn committed_visible(&self, txn: u64, cts: u64) -> bool {

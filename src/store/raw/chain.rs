@@ -1,21 +1,38 @@
-//! Version chains: per key, a newest-first singly linked list of versions.
+//! Version chains: per key, a newest-first singly linked list of versions,
+//! plus `newer` links between committed versions and two per-key pointers
+//! into the list (DESIGN.md, "Version chains").
 //!
-//! A version embeds the machinery's [`VersionStatus`] (its writer's id and
-//! one word packing state and timestamp, so one Acquire load reads both
-//! consistently), the value (or a tombstone) and the link to the next older
-//! version.
+//! A version is one allocation: a header (the machinery's
+//! [`VersionStatus`]: its writer's id and one word packing state and
+//! timestamp, so one Acquire load reads both consistently; the link to the
+//! next older version; the link to the next newer *committed* version and
+//! that version's commit timestamp) with the value's bytes right behind it.
 //!
 //! * Writers prepend with a CAS on the head, after checking the newest
 //!   non-aborted version for a write-write conflict (first updater wins).
-//! * A transaction finishes by having the machinery flip its versions'
-//!   statuses (committed, aborted, prepared) through the
-//!   [`Completion`](crate::machinery::Completion) its commit, prepare or
-//!   rollback hands the store (`kv/txn.rs`).
-//! * Readers walk from the head and return the first version their view
-//!   accepts. A point read does no read-modify-write at all.
-//! * Pruning cuts the chain below the newest version at or below the reclaim
-//!   horizon (the safe point, invariant 3) and retires the tail to the epoch
-//!   collector. Pruning is logical; freeing is the collector's.
+//!   So a key has at most one unfinished version, at the top, and its
+//!   committed versions are linked in commit order.
+//! * A commit ([`KeyEntry::commit_version`], called from `kv/txn.rs`
+//!   inside the machinery's [`Completion`](crate::machinery::Completion))
+//!   first links the key's newest committed version to the new one
+//!   (`newer`, and `stop` = the new commit timestamp), notes whether the new
+//!   timestamp is below the old one (the key then is *unordered* for good),
+//!   and then has the completion flip the status. Prepare and abort only
+//!   flip.
+//! * Readers examine the head first. The first committed version their view
+//!   rejects only because its commit timestamp is above the read timestamp
+//!   sends them to the key's *finger* (the newest committed version at or
+//!   below a recently published stable timestamp) or *floor* (the last safe
+//!   point): from there they climb `newer` links to the newest version they
+//!   accept; `stop` tells them without a load of the next version when it
+//!   is already too new. In W1 that is two versions (head, finger) whatever
+//!   the read timestamp's age. A point read does no read-modify-write.
+//! * Pruning climbs from the floor along `newer` links to the newest
+//!   version covered by the reclaim horizon (the safe point, invariant 3),
+//!   cuts the chain below it and retires the tail to the epoch collector;
+//!   then it moves the finger up to the published stable timestamp. Each
+//!   version is stepped over once by each pointer, so the work per commit
+//!   is O(1) amortized. Pruning is logical; freeing is the collector's.
 //!
 //! # Orderings
 //!
@@ -24,31 +41,117 @@
 //! * Status words are the machinery's ([`VersionStatus`]): it flips them
 //!   with Release stores before the writer's descriptor install (invariant
 //!   9) and every read of one is an Acquire load inside the machinery, so
-//!   this file names no ordering for them.
+//!   this file names no ordering for them. A reader that sees
+//!   `Committed(ts)` sees the version exactly as written and everything its
+//!   committer wrote before the flip: the `newer`/`stop` link into it and
+//!   the unordered flag.
+//! * `newer` stores (Release) pair with the Acquire `newer` loads in the
+//!   climbs; finger and floor stores (Release) pair with their Acquire
+//!   loads in readers. Both only ever point at versions already published
+//!   by a head CAS, so the pairing carries the version's contents.
+//! * `stop` and the unordered flag are Relaxed: a reader acts on them only
+//!   after an Acquire status load of a committed version at or above the
+//!   version that wrote them (invariant 13 explains why that load orders
+//!   them).
 
 use super::SendPtr;
 use crate::machinery::epoch::{Collector, Guard, RetireBatch};
-use crate::machinery::{Horizon, ReadView, VersionStatus, Visibility, WriteCheck};
+use crate::machinery::{Horizon, ReadView, VersionState, VersionStatus, Visibility, WriteCheck};
 use crate::sync::{mutant as m, mutant_on, AtomicBool, AtomicPtr, AtomicU64, Ordering};
-use std::ptr;
+use crate::ts::Timestamp;
+use std::alloc::{self, Layout};
+use std::ptr::{self, NonNull};
 
-/// One version of one key.
+/// `stop` before a newer committed version is linked.
+const NO_STOP: u64 = u64::MAX;
+/// `len` of a tombstone.
+const TOMBSTONE: usize = usize::MAX;
+
+/// One version of one key: this header, then `len` value bytes in the same
+/// allocation (made by [`Version::alloc`], freed by [`free_version`]).
+#[repr(C)]
 pub(crate) struct Version {
     /// The writer and the packed state/timestamp word.
     pub(crate) status: VersionStatus,
     next: AtomicPtr<Version>,
-    /// The value; `None` is a tombstone.
-    pub(crate) value: Option<Box<[u8]>>,
+    /// The next newer committed version (null: none linked yet). Written
+    /// once, by that version's committer before its status flip.
+    newer: AtomicPtr<Version>,
+    /// The commit timestamp of `newer` ([`NO_STOP`] until it is linked):
+    /// this version is the one visible at timestamps in `[cts, stop)`.
+    stop: AtomicU64,
+    /// Value length, or [`TOMBSTONE`].
+    len: usize,
+}
+
+/// A version not yet shared: frees itself on drop.
+pub(crate) struct OwnedVersion(NonNull<Version>);
+
+impl Drop for OwnedVersion {
+    fn drop(&mut self) {
+        // SAFETY: an OwnedVersion is the only reference to its version,
+        // made by `Version::alloc` and never linked.
+        unsafe { free_version(self.0.as_ptr()) };
+    }
+}
+
+impl OwnedVersion {
+    fn into_raw(self) -> *mut Version {
+        let p = self.0.as_ptr();
+        std::mem::forget(self);
+        p
+    }
+}
+
+#[inline]
+fn layout_for(len: usize) -> Layout {
+    let bytes = if len == TOMBSTONE { 0 } else { len };
+    let (l, _) = Layout::new::<Version>()
+        .extend(Layout::array::<u8>(bytes).expect("value length is bounded by the config"))
+        .expect("value length is bounded by the config");
+    l.pad_to_align()
 }
 
 impl Version {
     /// A new version with `status` (fresh from
-    /// [`Transaction::new_version`](crate::machinery::Transaction::new_version)).
-    pub(crate) fn new(status: VersionStatus, value: Option<Box<[u8]>>) -> Box<Version> {
-        Box::new(Version {
-            status,
-            next: AtomicPtr::new(ptr::null_mut()),
-            value,
+    /// [`Transaction::new_version`](crate::machinery::Transaction::new_version))
+    /// holding `value` (`None`: a tombstone), header and bytes in one
+    /// allocation.
+    pub(crate) fn alloc(status: VersionStatus, value: Option<&[u8]>) -> OwnedVersion {
+        let len = value.map_or(TOMBSTONE, <[u8]>::len);
+        let layout = layout_for(len);
+        // SAFETY: the layout has a non-zero size (the header).
+        let p = unsafe { alloc::alloc(layout) } as *mut Version;
+        let Some(nn) = NonNull::new(p) else {
+            alloc::handle_alloc_error(layout)
+        };
+        // SAFETY: `p` is a fresh allocation of `layout`, which starts with a
+        // `Version` and has `len` bytes after it.
+        unsafe {
+            p.write(Version {
+                status,
+                next: AtomicPtr::new(ptr::null_mut()),
+                newer: AtomicPtr::new(ptr::null_mut()),
+                stop: AtomicU64::new(NO_STOP),
+                len,
+            });
+            if let Some(v) = value {
+                ptr::copy_nonoverlapping(v.as_ptr(), p.add(1) as *mut u8, v.len());
+            }
+        }
+        OwnedVersion(nn)
+    }
+
+    /// The value (`None`: a tombstone).
+    #[inline]
+    pub(crate) fn value(&self) -> Option<&[u8]> {
+        if self.len == TOMBSTONE {
+            return None;
+        }
+        // SAFETY: `Version::alloc` wrote `len` bytes right after the header in
+        // the same allocation; they are never written again.
+        Some(unsafe {
+            std::slice::from_raw_parts((self as *const Version).add(1) as *const u8, self.len)
         })
     }
 
@@ -57,6 +160,26 @@ impl Version {
         // Acquire: pairs with the Release head CAS that published the next
         // version's contents (it was the head once).
         self.next.load(Ordering::Acquire)
+    }
+
+    #[inline]
+    fn newer_ptr(&self) -> *mut Version {
+        // Acquire: pairs with the Release store in `commit_version`.
+        self.newer.load(Ordering::Acquire)
+    }
+}
+
+/// Frees one version.
+///
+/// # Safety
+/// `p` was made by [`Version::alloc`], no other thread can reach it, and it is
+/// freed nowhere else.
+unsafe fn free_version(p: *mut Version) {
+    // SAFETY: the caller guarantees exclusive ownership; `len` is immutable.
+    unsafe {
+        let layout = layout_for((*p).len);
+        ptr::drop_in_place(p);
+        alloc::dealloc(p as *mut u8, layout);
     }
 }
 
@@ -83,15 +206,24 @@ pub(crate) enum Conflict {
 
 /// A key's version chain.
 pub(crate) struct KeyEntry {
+    /// The newest version (any state): the newest committed one is the head
+    /// or right below an unfinished head, one step from the key's node.
     head: AtomicPtr<Version>,
+    /// The newest timestamped committed version at or below the stable
+    /// timestamp published when it was last moved (null: none). Always at
+    /// or above `floor`, so never retired while it points there
+    /// (invariant 13). Written under `pruning`.
+    finger: AtomicPtr<Version>,
+    /// The oldest committed version still linked: the last safe point the
+    /// chain was cut at, or the key's first committed version (null: none
+    /// committed yet). Written under `pruning`, or once by the first commit.
+    floor: AtomicPtr<Version>,
     pruning: AtomicBool,
-    /// The horizon this key was last pruned to (written under `pruning`).
-    /// Versions committed since were written by transactions at or above
-    /// that horizon's xmin, so the same horizon finds the same safe point:
-    /// the walk is skipped. Keeps commits cheap while a long reader holds
-    /// the horizon still.
-    pruned_xmin: AtomicU64,
-    pruned_ts: AtomicU64,
+    /// Set for good when a commit's timestamp is below the key's newest
+    /// committed version's (untimestamped counts as below any timestamp):
+    /// the committed versions are then not ordered by timestamp, and
+    /// readers walk from the head only.
+    unordered: AtomicBool,
 }
 
 impl Default for KeyEntry {
@@ -100,13 +232,23 @@ impl Default for KeyEntry {
     }
 }
 
+/// Work counts of one prune (for `Stats`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Pruned {
+    /// Versions cut off and handed to the collector.
+    pub(crate) cut: u64,
+    /// Versions examined (status loaded) by the climbs.
+    pub(crate) examined: u64,
+}
+
 impl KeyEntry {
     pub(crate) fn new() -> KeyEntry {
         KeyEntry {
             head: AtomicPtr::new(ptr::null_mut()),
+            finger: AtomicPtr::new(ptr::null_mut()),
+            floor: AtomicPtr::new(ptr::null_mut()),
             pruning: AtomicBool::new(false),
-            pruned_xmin: AtomicU64::new(0),
-            pruned_ts: AtomicU64::new(0),
+            unordered: AtomicBool::new(false),
         }
     }
 
@@ -117,10 +259,32 @@ impl KeyEntry {
         self.head.load(Ordering::Acquire)
     }
 
-    /// The newest version `view` accepts. No read-modify-write.
+    /// The newest version `view` accepts. No read-modify-write. (The loom
+    /// models; the store counts its reads with `read_counted`.)
+    #[cfg(loom)]
+    pub(crate) fn read<'g>(&'g self, view: &ReadView<'_>, guard: &'g Guard) -> Found<'g> {
+        let mut examined = 0;
+        self.read_counted(view, guard, &mut examined)
+    }
+
+    /// [`read`](Self::read), adding the number of versions it examined
+    /// (status words loaded) to `examined`.
     #[inline]
-    pub(crate) fn read<'g>(&'g self, view: &ReadView<'_>, _guard: &'g Guard) -> Found<'g> {
+    pub(crate) fn read_counted<'g>(
+        &'g self,
+        view: &ReadView<'_>,
+        _guard: &'g Guard,
+        examined: &mut u64,
+    ) -> Found<'g> {
         let mut p = self.head_ptr();
+        let mut tried_finger = false;
+        if mutant_on(m::READ_SKIPS_HEAD) && view.own().get() == 0 {
+            tried_finger = true;
+            // SAFETY: we hold `_guard` (invariants 11, 13).
+            if let Some(f) = unsafe { self.read_from_finger(view, examined) } {
+                return f;
+            }
+        }
         while !p.is_null() {
             // SAFETY: `p` was loaded from the head or a `next` link under
             // `_guard`; versions are retired only after being unlinked and
@@ -128,14 +292,75 @@ impl KeyEntry {
             // versions may have been unlinked is bounded by the horizon this
             // reader pinned (invariants 1, 2, 3).
             let v = unsafe { &*p };
+            *examined += 1;
             match view.visibility(&v.status) {
                 Visibility::Visible => return found(v),
                 Visibility::PrepareConflict => return Found::PrepareConflict,
-                Visibility::Skip => {}
+                Visibility::Skip => {
+                    // Rejected for its timestamp (committed above the
+                    // reader's bound): every version the reader could accept
+                    // is older. Jump (once).
+                    if !tried_finger && rejected_for_timestamp(view, &v.status) {
+                        tried_finger = true;
+                        // SAFETY: we hold `_guard` (invariants 11, 13).
+                        if let Some(f) = unsafe { self.read_from_finger(view, examined) } {
+                            return f;
+                        }
+                    }
+                }
             }
             p = v.next_ptr();
         }
         Found::Absent
+    }
+
+    /// The read from the finger or the floor, if one of them is a
+    /// timestamped version `view` accepts; `None`: walk on from the head.
+    ///
+    /// Called only after the reader met a committed version `r` that it
+    /// rejects for its timestamp (above the read timestamp `t`). If the key
+    /// is ordered, every committed version it accepts lies below `r`, they
+    /// are exactly the committed versions from the oldest up to some
+    /// version (invariant 13: visibility is downward closed), and the
+    /// climb from an accepted start ends at the newest of them, below `r`.
+    ///
+    /// # Safety
+    /// The caller holds an epoch guard for the whole call and afterwards
+    /// while it uses the result.
+    #[inline]
+    unsafe fn read_from_finger<'g>(
+        &'g self,
+        view: &ReadView<'_>,
+        examined: &mut u64,
+    ) -> Option<Found<'g>> {
+        // Relaxed: the flag of a version at or below `r` was stored before
+        // that version's status flip, which happens-before our Acquire load
+        // of `r`'s status (invariant 13); later flags are above `r`, where
+        // the climb never goes.
+        if self.unordered.load(Ordering::Relaxed) {
+            return None;
+        }
+        let t = view.timestamp_bound()?.get();
+        let mut last = ptr::null_mut();
+        for start in [&self.finger, &self.floor] {
+            // Acquire: pairs with the Release finger/floor stores in `cut`
+            // and `commit_version` (the target's contents).
+            let p = start.load(Ordering::Acquire);
+            if p.is_null() || p == last {
+                continue;
+            }
+            last = p;
+            // SAFETY: finger and floor point at linked committed versions;
+            // they move before anything below them is retired, and we hold
+            // the guard (invariants 11, 13).
+            let v = unsafe { &*p };
+            *examined += 1;
+            if view.visibility(&v.status) == Visibility::Visible && timestamped(&v.status) {
+                // SAFETY: as above.
+                return Some(unsafe { climb(v, view, t, examined) });
+            }
+        }
+        None
     }
 
     /// First updater wins: may a transaction with `view` write this key?
@@ -153,38 +378,119 @@ impl KeyEntry {
         Ok(())
     }
 
-    /// Prepends `v` (written by `view.own`) after the conflict check.
+    /// Prepends `v` (written by `view.own()`) after the conflict check.
     /// Returns the installed version, or the conflict with the version back.
     pub(crate) fn prepend(
         &self,
-        v: Box<Version>,
+        v: OwnedVersion,
         view: &ReadView<'_>,
         _guard: &Guard,
-    ) -> Result<(*mut Version, u64), (Box<Version>, Conflict)> {
+    ) -> Result<(*mut Version, u64), (OwnedVersion, Conflict)> {
         let mut retries = 0;
-        let new = Box::into_raw(v);
         let mut head = self.head_ptr();
         loop {
             if let Err(c) = self.check_conflict(head, view) {
-                // SAFETY: `new` came from Box::into_raw and was never shared.
-                return Err((unsafe { Box::from_raw(new) }, c));
+                return Err((v, c));
             }
-            // SAFETY: `new` is still private to this thread.
-            unsafe { &*new }.next.store(head, Ordering::Relaxed);
+            // SAFETY: `v` is still private to this thread.
+            unsafe { v.0.as_ref() }.next.store(head, Ordering::Relaxed);
             // Release: publishes the new version (and its `next`) to readers
             // that Acquire-load the head. Acquire on failure: the failed CAS
             // is our load of the newer head, which we check next.
-            match self
-                .head
-                .compare_exchange(head, new, Ordering::Release, Ordering::Acquire)
-            {
-                Ok(_) => return Ok((new, retries)),
+            match self.head.compare_exchange(
+                head,
+                v.0.as_ptr(),
+                Ordering::Release,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok((v.into_raw(), retries)),
                 Err(actual) => {
                     head = actual;
                     retries += 1;
                 }
             }
         }
+    }
+
+    /// Commits `v` (a version of the calling transaction, still in
+    /// progress or prepared) at `cts` (0: none): links the key's newest
+    /// committed version to it, marks the key unordered if `cts` is below
+    /// that version's timestamp, then calls `flip`, which must flip `v`'s
+    /// status to committed at `cts` (the machinery's
+    /// [`Completion::flip`](crate::machinery::Completion::flip): the Release
+    /// store that publishes the link, invariant 13). Returns the number of
+    /// versions examined.
+    ///
+    /// # Safety
+    /// `v` came from [`prepend`](Self::prepend) on this key by the calling
+    /// transaction, which has not finished; the caller holds an epoch guard.
+    pub(crate) unsafe fn commit_version(
+        &self,
+        v: *mut Version,
+        cts: u64,
+        flip: impl FnOnce(&VersionStatus),
+    ) -> u64 {
+        // SAFETY: the caller guarantees `v` is linked and unfinished (an
+        // unfinished version is never pruned, invariant 3).
+        let me = unsafe { &*v };
+        let mut examined = 0;
+        let late = mutant_on(m::LINK_AFTER_FLIP);
+        if !late {
+            // SAFETY: as above.
+            examined = unsafe { self.link_committed(me, v, cts) };
+        }
+        flip(&me.status);
+        if late {
+            // SAFETY: as above.
+            examined = unsafe { self.link_committed(me, v, cts) };
+        }
+        examined
+    }
+
+    /// The link step of `commit_version`.
+    ///
+    /// # Safety
+    /// As for `commit_version`.
+    unsafe fn link_committed(&self, me: &Version, v: *mut Version, cts: u64) -> u64 {
+        let mut examined = 0;
+        // Our version is the key's only unfinished one and everything below
+        // it is committed or aborted (first updater wins), so the first
+        // non-aborted version below is the newest committed one, and no one
+        // else links to ours or from it until we flip.
+        let mut p = me.next_ptr();
+        while !p.is_null() {
+            // SAFETY: linked below our unfinished version, at or above the
+            // floor (pruning cuts only below the newest covered committed
+            // version); we hold a guard (invariant 11).
+            let u = unsafe { &*p };
+            examined += 1;
+            let ucts = match u.status.state() {
+                VersionState::Aborted => {
+                    p = u.next_ptr();
+                    continue;
+                }
+                st => ts_get(st),
+            };
+            if ucts != 0 && (cts == 0 || cts < ucts) {
+                // Relaxed: published by our Release status flip (invariant
+                // 13).
+                self.unordered.store(true, Ordering::Relaxed);
+            }
+            // Relaxed: readers act on `stop` only after an Acquire load of
+            // a status at or above ours (invariant 13).
+            u.stop.store(cts, Ordering::Relaxed);
+            // Release: pairs with the Acquire loads in the climbs. A reader
+            // also gets our version's contents through the status it loaded
+            // above, but `collect()`'s prune reaches versions through the
+            // floor and `newer` alone.
+            u.newer.store(v, Ordering::Release);
+            return examined;
+        }
+        // The key's first committed version: it is the floor. No one prunes
+        // a key with no committed version, so no one else writes `floor`
+        // now. Release: pairs with the Acquire floor loads.
+        self.floor.store(v, Ordering::Release);
+        examined
     }
 
     /// Unlinks `v` if it is still the head (a rolled-back version nobody
@@ -206,35 +512,45 @@ impl KeyEntry {
         let sp = SendPtr(v);
         rc.defer(guard, move || {
             let sp = sp;
-            // SAFETY: unlinked by our CAS (no new reader can reach it); freed
-            // after every guard that could still hold it drops (invariant
-            // 11). Version's Drop does not follow `next`, so only `v` goes.
-            drop(unsafe { Box::from_raw(sp.0) });
+            // SAFETY: unlinked by our CAS (no new reader can reach it; an
+            // aborted version is never a finger, floor or `newer` target);
+            // freed after every guard that could still hold it drops
+            // (invariant 11). Only `v` goes, not what it links to.
+            unsafe { free_version(sp.0) };
         });
         true
     }
 
     /// Cuts the chain below the newest version covered by `horizon` and
-    /// retires the tail. Returns the number of versions retired. Skips (0)
-    /// if another thread is pruning this key.
+    /// retires the tail, then moves the finger up to `stable`. Returns the
+    /// work done. Skips (no work) if another thread is pruning this key.
     pub(crate) fn prune<F: Fn(u64) + Send + 'static>(
         &self,
         horizon: Horizon,
+        stable: u64,
         rc: &Collector,
         guard: &Guard,
         on_free: impl FnOnce() -> F,
-    ) -> u64 {
+    ) -> Pruned {
         let mut batch = tails();
-        let n = self.cut(horizon, &mut batch, guard);
+        let n = self.cut(horizon, stable, &mut batch, guard);
         batch.flush(rc, guard, on_free());
         n
     }
 
-    /// Cuts the chain below the newest version covered by `horizon` (the
-    /// safe point) and hands the detached tail to `batch`. Returns how many
-    /// versions it cut (0 without cutting if another thread is pruning this
-    /// key).
-    pub(crate) fn cut(&self, horizon: Horizon, batch: &mut Tails, _guard: &Guard) -> u64 {
+    /// Climbs the floor to the newest version covered by `horizon` (the
+    /// safe point), hands the detached tail below it to `batch`, and moves
+    /// the finger up to the newest timestamped version at or below
+    /// `stable`. Each step passes a version once, so this is O(1) amortized
+    /// per commit. Does nothing if another thread is pruning this key.
+    pub(crate) fn cut(
+        &self,
+        horizon: Horizon,
+        stable: u64,
+        batch: &mut Tails,
+        _guard: &Guard,
+    ) -> Pruned {
+        let mut out = Pruned::default();
         // Acquire: pairs with the Release store below by the previous pruner
         // of this key, so cuts are serialized per key.
         if self
@@ -242,42 +558,94 @@ impl KeyEntry {
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            return 0;
+            return out;
         }
-        let mut tail = ptr::null_mut();
-        // Relaxed: written only under `pruning`, which we hold (its Acquire
-        // CAS orders us after the previous holder's stores).
-        let (hx, ht) = (horizon.xmin().get(), horizon.timestamp().get());
-        if self.pruned_xmin.load(Ordering::Relaxed) == hx
-            && self.pruned_ts.load(Ordering::Relaxed) == ht
-            && !mutant_on(m::PRUNE_PAST_SAFE_POINT)
-        {
+        // Acquire: pairs with the first commit's Release floor store (later
+        // stores are ours, under `pruning`).
+        let fl = self.floor.load(Ordering::Acquire);
+        if fl.is_null() {
             // Release: pairs with the Acquire CAS above.
             self.pruning.store(false, Ordering::Release);
-            return 0;
+            return out;
         }
-        self.pruned_xmin.store(hx, Ordering::Relaxed);
-        self.pruned_ts.store(ht, Ordering::Relaxed);
-        let mut p = self.head_ptr();
-        while !p.is_null() {
-            // SAFETY: loaded under `_guard` (invariant 11).
-            let v = unsafe { &*p };
-            if horizon.covers(&v.status) {
-                // The safe point (invariant 3): `v` is visible to every
-                // current and future reader, so every reader stops at `v` or
-                // above, and nothing below it can be read again.
-                // Acquire: we free the tail, so we must see its contents.
-                tail = v.next.swap(ptr::null_mut(), Ordering::Acquire);
+        // Relaxed: written only under `pruning`, which we hold.
+        let mut finger = self.finger.load(Ordering::Relaxed);
+        // SAFETY: the floor is linked and committed; we hold `_guard` and
+        // `pruning`, so nobody else moves or retires it (invariants 11, 13).
+        let mut sp = unsafe { &*fl };
+        let mut moved_finger = false;
+        loop {
+            let n = sp.newer_ptr();
+            if n.is_null() {
                 break;
             }
-            p = v.next_ptr();
+            // SAFETY: a `newer` target is linked above the floor.
+            let nv = unsafe { &*n };
+            out.examined += 1;
+            // (`covers` includes the PRUNE_PAST_SAFE_POINT mutant.)
+            if !horizon.covers(&nv.status) {
+                break;
+            }
+            // Stopping at the first version the horizon does not cover
+            // keeps at least the newest covered one (invariant 3); a newer
+            // covered one (ids are not in commit order) waits a round.
+            if ptr::eq(sp, finger) {
+                moved_finger = true;
+            }
+            sp = nv;
+        }
+        let mut tail = ptr::null_mut();
+        let spp = sp as *const Version as *mut Version;
+        if spp != fl {
+            if moved_finger {
+                // The finger never points below the floor (invariant 13):
+                // what is below is about to be retired.
+                finger = if timestamped(&sp.status) {
+                    spp
+                } else {
+                    ptr::null_mut()
+                };
+                // Release: pairs with the Acquire finger load in readers.
+                self.finger.store(finger, Ordering::Release);
+            }
+            // Release: pairs with the Acquire floor loads.
+            self.floor.store(spp, Ordering::Release);
+            // The safe point (invariant 3): `sp` is visible to every current
+            // and future reader, so every reader stops at `sp` or above, and
+            // nothing below it can be read again. Acquire: we free the
+            // tail, so we must see its contents.
+            tail = sp.next.swap(ptr::null_mut(), Ordering::Acquire);
+        }
+        // Relaxed: our own key's flag, written before status flips we saw.
+        if !self.unordered.load(Ordering::Relaxed) {
+            let mut f = if finger.is_null() { spp } else { finger };
+            loop {
+                // SAFETY: `f` is the finger or the floor: linked, committed.
+                let n = unsafe { &*f }.newer_ptr();
+                if n.is_null() {
+                    break;
+                }
+                // SAFETY: a `newer` target is linked above the floor.
+                let nv = unsafe { &*n };
+                out.examined += 1;
+                match nv.status.state() {
+                    VersionState::Committed(ts) if ts.get() <= stable => {}
+                    _ => break,
+                }
+                f = n;
+            }
+            // SAFETY: as above.
+            let fts = ts_get(unsafe { &*f }.status.state());
+            if f != finger && fts != 0 && fts <= stable {
+                // Release: pairs with the Acquire finger load in readers.
+                self.finger.store(f, Ordering::Release);
+            }
         }
         // Release: pairs with the Acquire CAS above.
         self.pruning.store(false, Ordering::Release);
-        let mut n = 0;
         let mut p = tail;
         while !p.is_null() {
-            n += 1;
+            out.cut += 1;
             // SAFETY: the tail is unlinked but not yet retired, so nothing
             // frees it; we hold `_guard`.
             p = unsafe { &*p }.next_ptr();
@@ -287,7 +655,24 @@ impl KeyEntry {
             // pushed exactly once; `free_chain` frees a whole tail.
             unsafe { batch.push(tail) };
         }
-        n
+        out
+    }
+
+    /// Is the finger null or a version linked from the head (at or above
+    /// the floor)? For tests and the loom models (invariant 13).
+    #[cfg_attr(not(any(test, loom)), allow(dead_code))]
+    pub(crate) fn finger_linked(&self, _guard: &Guard) -> bool {
+        // Acquire: as in `read_from_finger`.
+        let f = self.finger.load(Ordering::Acquire);
+        let mut p = self.head_ptr();
+        while !p.is_null() {
+            if p == f {
+                return true;
+            }
+            // SAFETY: loaded under `_guard` (invariant 11).
+            p = unsafe { &*p }.next_ptr();
+        }
+        f.is_null()
     }
 
     /// Versions in the chain (for tests and stats).
@@ -303,9 +688,75 @@ impl KeyEntry {
     }
 }
 
+/// Climbs `newer` links from `v` (a version `view` accepts, timestamped,
+/// in an ordered key) to the newest version `view` accepts.
+///
+/// # Safety
+/// The caller holds an epoch guard for the whole call and while it uses the
+/// result.
+#[inline]
+unsafe fn climb<'g>(
+    mut v: &'g Version,
+    view: &ReadView<'_>,
+    t: u64,
+    examined: &mut u64,
+) -> Found<'g> {
+    loop {
+        // Relaxed: see the module docs; `NO_STOP` means no newer committed
+        // version is linked, and above one is the too-new version that sent
+        // us here.
+        let stop = v.stop.load(Ordering::Relaxed);
+        if stop == NO_STOP || stop > t {
+            return found(v);
+        }
+        let n = v.newer_ptr();
+        if n.is_null() {
+            return found(v);
+        }
+        // SAFETY: a `newer` target is linked above `v`; the caller's guard
+        // protects it (invariant 11).
+        let nv = unsafe { &*n };
+        *examined += 1;
+        // A `newer` target not yet flipped (its committer links before it
+        // flips) is not visible: the climb stops below it.
+        if view.visibility(&nv.status) == Visibility::Visible {
+            v = nv;
+        } else {
+            // Visibility is downward closed (invariant 13): nothing newer
+            // is accepted either.
+            return found(v);
+        }
+    }
+}
+
+/// Is `status` committed above `view`'s timestamp bound (rejected for its
+/// timestamp alone)? One Acquire load.
+#[inline]
+fn rejected_for_timestamp(view: &ReadView<'_>, status: &VersionStatus) -> bool {
+    match (view.timestamp_bound(), status.state()) {
+        (Some(t), VersionState::Committed(cts)) => cts > t,
+        _ => false,
+    }
+}
+
+/// Is `status` committed with a timestamp? One Acquire load.
+#[inline]
+fn timestamped(status: &VersionStatus) -> bool {
+    matches!(status.state(), VersionState::Committed(ts) if ts != Timestamp::NONE)
+}
+
+/// The timestamp of a committed or prepared state (0 otherwise).
+#[inline]
+fn ts_get(st: VersionState) -> u64 {
+    match st {
+        VersionState::Committed(ts) | VersionState::Prepared(ts) => ts.get(),
+        _ => 0,
+    }
+}
+
 #[inline]
 fn found(v: &Version) -> Found<'_> {
-    match &v.value {
+    match v.value() {
         Some(b) => Found::Value(b),
         None => Found::Deleted,
     }
@@ -323,14 +774,15 @@ pub(crate) fn tails() -> Tails {
 ///
 /// # Safety
 /// No other thread may reach any version of the chain, and each was made by
-/// `Box::into_raw` and is freed nowhere else.
+/// `Version::alloc` and is freed nowhere else.
 pub(crate) unsafe fn free_chain(mut p: *mut Version) -> u64 {
     let mut n = 0;
     while !p.is_null() {
         // SAFETY: the caller guarantees exclusive ownership of the chain.
-        let mut b = unsafe { Box::from_raw(p) };
-        p = b.next.get_mut_ptr();
-        drop(b);
+        let next = unsafe { &mut *p }.next.get_mut_ptr();
+        // SAFETY: as above; `p` is freed once and not used again.
+        unsafe { free_version(p) };
+        p = next;
         n += 1;
     }
     n
@@ -350,32 +802,72 @@ impl Drop for KeyEntry {
 mod tests {
     use super::*;
     use crate::machinery::{TxnManager, TxnSession};
-    use crate::{CommitOptions, Timestamp, TimestampUpdate, TxnOptions};
+    use crate::{CommitOptions, TimestampUpdate, TxnOptions};
 
-    /// One transaction on `s` writing `val` to `e`, committed at `ts`.
-    fn put(e: &KeyEntry, rc: &Collector, s: &mut TxnSession<'_>, val: &[u8], ts: u64) {
+    /// One transaction on `s` writing `val` to `e`, committed at `ts` (0:
+    /// untimestamped) as `kv/txn.rs` commits; returns the versions the
+    /// commit examined.
+    fn put(e: &KeyEntry, rc: &Collector, s: &mut TxnSession<'_>, val: &[u8], ts: u64) -> u64 {
         let mut t = s.begin(&TxnOptions::default()).unwrap();
         let (status, view) = t.new_version().unwrap();
         let g = rc.pin();
-        let v = Version::new(status, Some(val.into()));
+        let v = Version::alloc(status, Some(val));
         let (v, _) = e.prepend(v, &view, &g).ok().unwrap();
-        // SAFETY: our own version, linked and unpruned until we finish.
-        let st = &unsafe { &*v }.status;
-        t.commit(CommitOptions::at(ts), |d| assert!(d.flip(st)))
-            .unwrap();
+        let opts = if ts == 0 {
+            CommitOptions::default()
+        } else {
+            CommitOptions::at(ts)
+        };
+        let mut examined = 0;
+        t.commit(opts, |d| {
+            // SAFETY: our own version, linked and unfinished; we hold `g`.
+            examined = unsafe { e.commit_version(v, ts, |st| assert!(d.flip(st))) };
+        })
+        .unwrap();
+        examined
     }
 
-    fn read(e: &KeyEntry, rc: &Collector, s: &mut TxnSession<'_>, at: u64) -> Option<Vec<u8>> {
+    /// Reads at `at` (0: no read timestamp): the value and the versions
+    /// examined.
+    fn read_n(
+        e: &KeyEntry,
+        rc: &Collector,
+        s: &mut TxnSession<'_>,
+        at: u64,
+    ) -> (Option<Vec<u8>>, u64) {
         let opts = TxnOptions {
             read_timestamp: (at != 0).then(|| Timestamp::new(at)),
             ..TxnOptions::default()
         };
         let mut t = s.begin(&opts).unwrap();
         let g = rc.pin();
-        match e.read(&t.read_view().unwrap(), &g) {
+        let mut n = 0;
+        let v = match e.read_counted(&t.read_view().unwrap(), &g, &mut n) {
             Found::Value(v) => Some(v.to_vec()),
             _ => None,
+        };
+        (v, n)
+    }
+
+    fn read(e: &KeyEntry, rc: &Collector, s: &mut TxnSession<'_>, at: u64) -> Option<Vec<u8>> {
+        read_n(e, rc, s, at).0
+    }
+
+    fn at(o: u64, s: u64) -> TimestampUpdate {
+        TimestampUpdate {
+            // 0: leave it unset (0 is not a valid timestamp).
+            oldest: Timestamp::new(o).to_option(),
+            stable: Timestamp::new(s).to_option(),
+            ..TimestampUpdate::default()
         }
+    }
+
+    /// Sets oldest/stable, recomputes the horizon and prunes `e` with it.
+    fn prune_at(e: &KeyEntry, rc: &Collector, mgr: &TxnManager, o: u64, s: u64) -> Pruned {
+        mgr.set_timestamps(at(o, s)).unwrap();
+        mgr.advance_horizon();
+        let g = rc.pin();
+        e.prune(mgr.horizon(), s, rc, &g, || |_| {})
     }
 
     #[test]
@@ -396,47 +888,152 @@ mod tests {
         let g = rc.pin();
         let mut t1 = s1.begin(&TxnOptions::default()).unwrap();
         let (st1, view1) = t1.new_version().unwrap();
-        let (v1, _) = e.prepend(Version::new(st1, None), &view1, &g).ok().unwrap();
+        let (v1, _) = e
+            .prepend(Version::alloc(st1, None), &view1, &g)
+            .ok()
+            .unwrap();
         let mut t2 = s2.begin(&TxnOptions::default()).unwrap();
         let (st2, view2) = t2.new_version().unwrap();
-        let v2 = Version::new(st2, None);
+        let v2 = Version::alloc(st2, None);
         let (v2, _) = e.prepend(v2, &view2, &g).err().unwrap();
-        // SAFETY: t1's own version, linked until t1 finishes.
-        let st = &unsafe { &*v1 }.status;
-        t1.commit(CommitOptions::default(), |d| assert!(d.flip(st)))
-            .unwrap();
+        t1.commit(CommitOptions::default(), |d| {
+            // SAFETY: t1's own version, linked and unfinished; we hold `g`.
+            unsafe { e.commit_version(v1, 0, |st| assert!(d.flip(st))) };
+        })
+        .unwrap();
         // Committed, but after the second writer's snapshot: still a conflict.
         let (_, view2) = t2.new_version().unwrap();
         assert!(e.prepend(v2, &view2, &g).is_err());
         drop(t2);
         let mut t3 = s2.begin(&TxnOptions::default()).unwrap();
         let (st3, view3) = t3.new_version().unwrap();
-        assert!(e.prepend(Version::new(st3, None), &view3, &g).is_ok());
+        assert!(e.prepend(Version::alloc(st3, None), &view3, &g).is_ok());
     }
 
     #[test]
     fn pruning_keeps_the_newest_version_at_or_below_the_horizon() {
         let (mgr, rc, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
-        let mut w = mgr.session().unwrap();
+        let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
         for (v, ts) in [(1u8, 10u64), (2, 20), (3, 30)] {
             put(&e, &rc, &mut w, &[v], ts);
         }
-        let at = |o: u64, s: u64| TimestampUpdate {
-            oldest: Some(Timestamp::new(o)),
-            stable: Some(Timestamp::new(s)),
-            ..TimestampUpdate::default()
-        };
         // Horizon at ts 25: the version at 20 is the safe point; 10 goes.
-        mgr.set_timestamps(at(25, 30)).unwrap();
-        mgr.advance_horizon();
+        assert_eq!(prune_at(&e, &rc, &mgr, 25, 30).cut, 1);
         let g = rc.pin();
-        assert_eq!(e.prune(mgr.horizon(), &rc, &g, || |_| {}), 1);
         assert_eq!(e.chain_len(&g), 2);
-        // The same horizon again skips the walk.
-        assert_eq!(e.prune(mgr.horizon(), &rc, &g, || |_| {}), 0);
-        mgr.set_timestamps(at(30, 30)).unwrap();
-        mgr.advance_horizon();
-        assert_eq!(e.prune(mgr.horizon(), &rc, &g, || |_| {}), 1);
+        assert_eq!(read(&e, &rc, &mut r, 25), Some(vec![2]));
+        // The same horizon again cuts nothing.
+        assert_eq!(prune_at(&e, &rc, &mgr, 25, 30).cut, 0);
+        assert_eq!(prune_at(&e, &rc, &mgr, 30, 30).cut, 1);
         assert_eq!(e.chain_len(&g), 1);
+        assert!(e.finger_linked(&g));
+    }
+
+    #[test]
+    fn an_old_read_timestamp_costs_two_versions_from_the_finger() {
+        let (mgr, rc, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
+        put(&e, &rc, &mut w, &[1], 10);
+        put(&e, &rc, &mut w, &[2], 20);
+        // Stable 15: the finger goes to the version at 10; the horizon (5)
+        // covers nothing, so nothing is cut.
+        prune_at(&e, &rc, &mgr, 5, 15);
+        for i in 3..=40u64 {
+            put(&e, &rc, &mut w, &[i as u8], i * 10);
+            prune_at(&e, &rc, &mgr, 5, 15);
+        }
+        let g = rc.pin();
+        assert_eq!(e.chain_len(&g), 40);
+        // The head (400) is too new; the finger (10) answers.
+        assert_eq!(read_n(&e, &rc, &mut r, 15), (Some(vec![1]), 2));
+        // The newest version: the head alone.
+        assert_eq!(read_n(&e, &rc, &mut r, 400), (Some(vec![40]), 1));
+        // Between: the climb from the finger, still correct.
+        assert_eq!(read(&e, &rc, &mut r, 35), Some(vec![3]));
+        assert_eq!(read(&e, &rc, &mut r, 399), Some(vec![39]));
+        // Below every version: the floor and finger reject it; the walk
+        // from the head finds nothing.
+        assert_eq!(read(&e, &rc, &mut r, 5), None);
+        assert!(e.finger_linked(&g));
+    }
+
+    #[test]
+    fn pruning_climbs_from_the_floor_without_walking_the_chain() {
+        let (mgr, rc, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
+        let mut examined = 0;
+        for i in 1..=1000u64 {
+            examined += put(&e, &rc, &mut w, &[i as u8], i * 10);
+            // The horizon trails the newest commit by 100 versions.
+            let h = i.saturating_sub(100) * 10;
+            examined += prune_at(&e, &rc, &mgr, h, h).examined;
+        }
+        // About 100 versions kept; a full walk per commit would have
+        // examined ~100 versions per commit. Per commit: one to link, and
+        // for each of floor and finger one per version passed plus the one
+        // that stops it: at most 5.
+        let g = rc.pin();
+        assert!(e.chain_len(&g) <= 102, "chain {}", e.chain_len(&g));
+        assert!(examined <= 5 * 1000, "examined {examined} for 1000 commits");
+        assert_eq!(read(&e, &rc, &mut r, 9000), Some(vec![(900 % 256) as u8]));
+        assert!(e.finger_linked(&g));
+    }
+
+    #[test]
+    fn an_out_of_order_commit_sends_readers_back_to_the_head_walk() {
+        let (mgr, rc, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
+        // 10, 50, then 30 (below 50: the key becomes unordered), then 70.
+        for (v, ts) in [(1u8, 10u64), (2, 50), (3, 30), (4, 70)] {
+            put(&e, &rc, &mut w, &[v], ts);
+        }
+        prune_at(&e, &rc, &mgr, 5, 10);
+        // At 40 the newest accepted version from the head is the one at 30,
+        // above the rejected one at 50: a climb from the finger (10) would
+        // stop at 50 and answer the one at 10.
+        assert_eq!(read(&e, &rc, &mut r, 40), Some(vec![3]));
+    }
+
+    #[test]
+    fn an_untimestamped_commit_over_timestamped_ones_is_read_from_the_head() {
+        let (mgr, rc, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
+        for (v, ts) in [(1u8, 10u64), (2, 50), (3, 0), (4, 70)] {
+            put(&e, &rc, &mut w, &[v], ts);
+        }
+        prune_at(&e, &rc, &mgr, 5, 10);
+        assert_eq!(read(&e, &rc, &mut r, 40), Some(vec![3]));
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn memory_per_version_and_per_key_entry() {
+        // A version: 48-byte header (status 16, next, newer, stop, len) +
+        // the value, one allocation. A key's entry (inside its index node):
+        // head, finger, floor, two flags.
+        assert_eq!(std::mem::size_of::<Version>(), 48);
+        assert_eq!(layout_for(100).size(), 152);
+        assert_eq!(std::mem::size_of::<KeyEntry>(), 32);
+    }
+
+    #[test]
+    fn a_value_lives_in_its_version_allocation() {
+        let mgr = TxnManager::new(2);
+        let mut s = mgr.session().unwrap();
+        let mut t = s.begin(&TxnOptions::default()).unwrap();
+        let mut status = || t.new_version().unwrap().0;
+        let v = Version::alloc(status(), Some(&[1, 2, 3][..]));
+        // SAFETY: test-local owned version.
+        let r = unsafe { v.0.as_ref() };
+        assert_eq!(r.value(), Some(&[1u8, 2, 3][..]));
+        let p = r.value().unwrap().as_ptr() as usize;
+        let h = r as *const Version as usize;
+        assert_eq!(p, h + std::mem::size_of::<Version>());
+        let tomb = Version::alloc(status(), None);
+        // SAFETY: as above.
+        assert_eq!(unsafe { tomb.0.as_ref() }.value(), None);
+        let empty = Version::alloc(status(), Some(&[][..]));
+        // SAFETY: as above.
+        assert_eq!(unsafe { empty.0.as_ref() }.value(), Some(&[][..]));
     }
 }
