@@ -62,8 +62,8 @@
 //!   WiredTiger's volatile global timestamps.
 
 use super::protocol::{
-    check_prepare_against_readers, report_timestamp, Machinery, Protocol, SlotTimestamps,
-    StableView,
+    check_prepare_against_readers, lowest_pins, report_timestamp, Machinery, Protocol,
+    SlotTimestamps, StableView,
 };
 use super::snapshot::Snapshot;
 use super::version::Horizon;
@@ -327,17 +327,18 @@ impl<const FIXED: bool> RwLockMachinery<FIXED> {
     fn advance_locked(&self, g: &Global) {
         let mut snap = Snapshot::default();
         self.scan_into(g, &mut snap);
-        let (mut hx, mut ht) = (snap.xmin, g.oldest);
-        for e in self.entries.iter() {
-            let x = e.xmin.load(Ordering::Relaxed);
-            if x != 0 && x < hx {
-                hx = x;
-            }
-            let r = e.read_ts.load(Ordering::Relaxed);
-            if r != 0 && r < ht {
-                ht = r;
-            }
-        }
+        // Relaxed pin loads: we hold the write lock and pins are published
+        // under the read lock, so the lock orders them; a clear (made
+        // outside the lock) seen late only holds the horizon back.
+        let (hx, ht) = lowest_pins(
+            (snap.xmin, g.oldest),
+            self.entries.iter().map(|e| {
+                (
+                    e.xmin.load(Ordering::Relaxed),
+                    e.read_ts.load(Ordering::Relaxed),
+                )
+            }),
+        );
         // Monotonic (invariant 4): pins are published under the read lock
         // at or above the horizon of their time, so this max() is a guard.
         let hx = hx.max(self.horizon_xmin.load(Ordering::Relaxed));

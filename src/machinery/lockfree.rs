@@ -32,7 +32,8 @@
 //!    same shape as 2, but the setter refuses instead of waiting.
 
 use super::protocol::{
-    check_prepare_against_readers, report_timestamp, Machinery, SlotTimestamps, StableView,
+    check_prepare_against_readers, lowest_pins, report_timestamp, Machinery, SlotTimestamps,
+    StableView,
 };
 use super::raw::descriptor::{retired, DescriptorCell, Retired};
 use super::raw::reclaim::{Reclaimer, RETIRE_BATCH};
@@ -460,21 +461,16 @@ impl Machinery for LockFree {
             // between publishing a pin and loading the floor (invariant 2).
             fence(Ordering::SeqCst);
         }
-        let (mut hx, mut ht) = (fx, ft);
-        for s in self.slots.iter() {
-            // Relaxed: ordered after the floor stores by the fence.
-            let x = s.xmin.load(Ordering::Relaxed);
-            // `<`, not `<=`: at equality `hx = x` changes nothing, so the
-            // flip is an equivalent mutant (issue 9b's mutation check); the
-            // same holds for `r < ht` below.
-            if x != 0 && x < hx {
-                hx = x;
-            }
-            let r = s.read_ts.load(Ordering::Relaxed);
-            if r != 0 && r < ht {
-                ht = r;
-            }
-        }
+        let (hx, ht) = lowest_pins(
+            (fx, ft),
+            self.slots.iter().map(|s| {
+                // Relaxed: ordered after the floor stores by the fence.
+                (
+                    s.xmin.load(Ordering::Relaxed),
+                    s.read_ts.load(Ordering::Relaxed),
+                )
+            }),
+        );
         // A pin below the previous horizon is legal here: a reader that
         // stored it after an earlier scan and has not validated it yet. It
         // will see a floor at least that horizon, fail validation and retake

@@ -118,6 +118,27 @@ pub(crate) struct SlotTimestamps {
 /// `Engine::query_timestamp` for any machinery: `oldest` and `stable` are
 /// the globals, `durable` the global durable timestamp, `slots` every
 /// session's contribution (read once per report).
+/// The horizon a scan of the published pins gives: the lowest nonzero
+/// `(xmin, read_ts)` pin of each kind, starting from `start` (the floors,
+/// or the descriptor xmin and oldest). `0` is "no pin". Shared by both
+/// machineries' horizon advances; each loads the pins with its own
+/// ordering argument and feeds them in slot order.
+#[inline]
+pub(crate) fn lowest_pins(start: (u64, u64), pins: impl Iterator<Item = (u64, u64)>) -> (u64, u64) {
+    let (mut hx, mut ht) = start;
+    for (x, r) in pins {
+        // `<`, not `<=`: at equality the assignment changes nothing, so the
+        // flip is an equivalent mutant (issue 9b's mutation check).
+        if x != 0 && x < hx {
+            hx = x;
+        }
+        if r != 0 && r < ht {
+            ht = r;
+        }
+    }
+    (hx, ht)
+}
+
 pub(crate) fn report_timestamp(
     kind: TimestampKind,
     oldest: u64,
