@@ -21,6 +21,23 @@ const COLORS: [RGBColor; 4] = [
     RGBColor(44, 160, 44),
 ];
 
+/// Draws a chart's series legend at `pos`, the same style on every panel.
+fn legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    pos: SeriesLabelPosition,
+) -> Result<(), DynError>
+where
+    DB::ErrorType: 'static,
+{
+    chart
+        .configure_series_labels()
+        .position(pos)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
 fn color(i: usize) -> RGBColor {
     COLORS[i % COLORS.len()]
 }
@@ -176,13 +193,7 @@ where
                 )
         }))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
-    Ok(())
+    legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
 
 fn latency<DB: DrawingBackend>(
@@ -270,13 +281,7 @@ where
             .label(format!("{name} (max {})", fmt_ns(h.max())))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
-    Ok(())
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)
 }
 
 /// Draws a `--sweep` into `out`: reader and writer throughput against the
@@ -393,13 +398,7 @@ where
             PathElement::new(vec![(x, lo), (x, hi)], col.stroke_width(1))
         }))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
-    Ok(())
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)
 }
 
 fn sweep_ratio<DB: DrawingBackend>(
@@ -484,13 +483,7 @@ where
         }
         chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, col.filled())))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
-    Ok(())
+    legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
 
 #[cfg(test)]
