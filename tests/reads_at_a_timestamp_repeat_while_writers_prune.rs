@@ -1,11 +1,18 @@
 //! Reads at a timestamp at or below stable are repeatable (invariant 8)
 //! while writers keep committing and pruning the same keys, so the finger
 //! and floor a read starts from move under it (issue 13, invariant 13).
-//! Writers take commit timestamps from a shared counter, so two writers of
-//! one key may commit out of timestamp order (the key then reads from the
-//! head). Afterwards every read timestamp from oldest up must see, for
-//! every key, the newest commit at or below it (checked against the
-//! writers' logs). Bounded by operation counts, not time.
+//! Writers take commit timestamps from a shared counter, so commits land
+//! out of timestamp order across keys. Each writer owns half the keys, so
+//! a key's commits are in timestamp order and "the newest commit at or
+//! below r" is one well-defined version: afterwards every read timestamp
+//! from oldest up must see exactly that, for every key (checked against
+//! the writers' logs). (With two writers on one key, a key can commit out
+//! of timestamp order; a read then takes the newest version in commit
+//! order that is at or below it, which the logs cannot tell apart: the
+//! test once shared keys and failed about one run in five on that oracle,
+//! not on the engine. Out-of-order keys are covered by the chain unit
+//! tests and the fuzz replay's op lists.) Bounded by operation counts,
+//! not time.
 
 use snapshot_engine::*;
 mod support;
@@ -74,7 +81,8 @@ fn repeat_on<P: Protocol>() {
                 let mut done = Vec::new();
                 let mut s = e.session().unwrap();
                 for i in 0..WRITES_PER_WRITER {
-                    let k = (i * 7 + w * 3) % KEYS;
+                    // Writer `w` owns the keys with `k % 2 == w`.
+                    let k = (i * 7) % (KEYS / 2) * 2 + w;
                     let c = next.fetch_add(1, Ordering::Relaxed);
                     let mut t = s.begin(&TxnOptions::default()).unwrap();
                     if t.put(key(k), c.to_be_bytes()).is_err() {
@@ -83,9 +91,15 @@ fn repeat_on<P: Protocol>() {
                     let committed = t.commit(CommitOptions::at(c)).map_err(|e| e.into_error());
                     match committed {
                         Ok(()) => done.push((k, c)),
-                        // Stable passed `c` while we wrote: skip it (the
-                        // refused transaction rolls back as it drops).
-                        Err(Error::CommitTimestampNotAfterStable { .. }) => {}
+                        // The timekeeper (the other writer) moved stable,
+                        // or oldest with it, past `c` while we wrote: skip
+                        // it (the refused transaction rolls back as it
+                        // drops). Which of the two is refused depends on
+                        // how far it moved.
+                        Err(
+                            Error::CommitTimestampNotAfterStable { .. }
+                            | Error::CommitTimestampBeforeOldest { .. },
+                        ) => {}
                         Err(e) => panic!("commit at {c}: {e:?}"),
                     }
                     if w == 0 && i % 32 == 0 {
