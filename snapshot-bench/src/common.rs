@@ -187,6 +187,81 @@ impl WorstList {
     }
 }
 
+/// One thread's view of the measured window: it follows the run's phase,
+/// times each transaction from the end of the one before (so time spent
+/// preempted between transactions is charged to the next one, as a client
+/// would see it), and keeps the latency histogram and the slowest few.
+pub struct Meter {
+    /// Whether the measured window has opened for this thread.
+    pub measuring: bool,
+    t0: Instant,
+    last: Instant,
+    hist: Histogram<u64>,
+    worst: WorstList,
+    thread: usize,
+    round: usize,
+}
+
+impl Meter {
+    /// A meter for thread `thread` of round `round`, keeping the `worst`
+    /// slowest transactions.
+    pub fn new(worst: usize, thread: usize, round: usize) -> Meter {
+        let now = Instant::now();
+        Meter {
+            measuring: false,
+            t0: now,
+            last: now,
+            hist: new_hist(),
+            worst: WorstList::new(worst),
+            thread,
+            round,
+        }
+    }
+
+    /// Where the run is before the next transaction: `None` once it is
+    /// over, `Some(true)` the first time the measured window is open (the
+    /// caller takes its base counters then), `Some(false)` otherwise.
+    pub fn next(&mut self, ctl: &Ctl) -> Option<bool> {
+        let ph = ctl.phase();
+        if ph == STOP {
+            return None;
+        }
+        if ph == MEASURE && !self.measuring {
+            self.measuring = true;
+            self.t0 = Instant::now();
+            self.last = self.t0;
+            return Some(true);
+        }
+        Some(false)
+    }
+
+    /// Records the transaction that has just ended as `kind`; says whether
+    /// it fell inside the measured window (and so counts).
+    #[inline]
+    pub fn record(&mut self, kind: &'static str) -> bool {
+        let now = Instant::now();
+        if self.measuring {
+            let ns = (now - self.last).as_nanos() as u64;
+            self.hist.saturating_record(ns.max(1));
+            let (thread, round, t0) = (self.thread, self.round, self.t0);
+            self.worst.offer(ns, || Worst {
+                latency_ns: ns,
+                kind,
+                thread,
+                at_ms: (now - t0).as_secs_f64() * 1e3,
+                round,
+            });
+        }
+        self.last = now;
+        self.measuring
+    }
+
+    /// The histogram and the slowest transactions.
+    pub fn finish(self) -> (Histogram<u64>, Vec<Worst>) {
+        (self.hist, self.worst.v)
+    }
+}
+
 /// Sleeps through warm-up and the measured window, ticking the progress
 /// bar; returns the measured seconds.
 pub fn run_phases(ctl: &Ctl, warmup: f64, seconds: f64, pb: &ProgressBar) -> f64 {

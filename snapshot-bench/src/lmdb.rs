@@ -5,14 +5,13 @@
 //! temporary directory with `NO_SYNC | NO_META_SYNC | WRITE_MAP`, so commits
 //! do not wait for the disk (the engines here have no durability either).
 
-use crate::common::{key, new_hist, run_phases, Ctl, Rng, Worst, WorstList, MEASURE, STOP};
+use crate::common::{key, run_phases, Ctl, Meter, Rng, Worst};
 use crate::readts::{merge_peer, Out, Params};
 use hdrhistogram::Histogram;
 use heed::types::Bytes;
 use heed::{Database, EnvFlags, EnvOpenOptions};
 use indicatif::ProgressBar;
 use std::hint::black_box;
-use std::time::Instant;
 
 type Db = Database<Bytes, Bytes>;
 type ThreadRes = (u64, Histogram<u64>, Vec<Worst>);
@@ -25,38 +24,16 @@ fn thread_loop(
     mut one: impl FnMut(&mut Rng),
 ) -> ThreadRes {
     let mut rng = Rng::new(0x4000 + id as u64);
-    let mut hist = new_hist();
-    let mut worst = WorstList::new(p.worst);
-    let (mut n, mut measuring) = (0u64, false);
-    let mut t0 = Instant::now();
-    let mut last = Instant::now();
-    loop {
-        let ph = ctl.phase();
-        if ph == STOP {
-            break;
-        }
-        if ph == MEASURE && !measuring {
-            measuring = true;
-            t0 = Instant::now();
-            last = t0;
-        }
+    let mut m = Meter::new(p.worst, id, p.round);
+    let mut n = 0u64;
+    while m.next(ctl).is_some() {
         one(&mut rng);
-        let now = Instant::now();
-        if measuring {
-            let ns = (now - last).as_nanos() as u64;
-            hist.saturating_record(ns.max(1));
+        if m.record(kind) {
             n += 1;
-            worst.offer(ns, || Worst {
-                latency_ns: ns,
-                kind,
-                thread: id,
-                at_ms: (now - t0).as_secs_f64() * 1e3,
-                round: p.round,
-            });
         }
-        last = now;
     }
-    (n, hist, worst.v)
+    let (hist, worst) = m.finish();
+    (n, hist, worst)
 }
 
 /// One read-ts run on a fresh LMDB environment.

@@ -3,8 +3,8 @@
 //! moving stable and oldest every millisecond.
 
 use crate::common::{
-    key, load, new_hist, run_phases_sampled, timekeeper, Ctl, Rng, Sched, Timekeeping, Worst,
-    WorstList, MEASURE, STOP,
+    key, load, new_hist, run_phases_sampled, timekeeper, Ctl, Meter, Rng, Sched, Timekeeping,
+    Worst, WorstList,
 };
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
@@ -12,7 +12,6 @@ use snapshot_engine::{
     thread_rmw_count, Engine, EngineConfig, Error, Protocol, Stats, Timestamp, TxnOptions,
 };
 use std::hint::black_box;
-use std::time::Instant;
 
 /// The shape of one W1 run.
 #[derive(Clone, Debug)]
@@ -110,25 +109,15 @@ pub fn add_stats(acc: &mut Stats, d: &Stats) {
 fn reader<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> ThreadOut {
     let mut s = e.session().expect("reader session");
     let mut rng = Rng::new(0x1000 + id as u64);
-    let mut hist = new_hist();
-    let mut worst = WorstList::new(p.worst);
+    let mut m = Meter::new(p.worst, id, p.round);
     let opts = TxnOptions::default();
-    let (mut txns, mut retries, mut measuring) = (0u64, 0u64, false);
+    let (mut txns, mut retries) = (0u64, 0u64);
     let mut base_stats = s.stats();
     let mut base_rmw = thread_rmw_count();
-    let mut t0 = Instant::now();
-    let mut last = Instant::now();
-    loop {
-        let ph = ctl.phase();
-        if ph == STOP {
-            break;
-        }
-        if ph == MEASURE && !measuring {
-            measuring = true;
+    while let Some(opened) = m.next(ctl) {
+        if opened {
             base_stats = s.stats();
             base_rmw = thread_rmw_count();
-            t0 = Instant::now();
-            last = t0;
         }
         // Reader loop (BENCHMARKS W1): begin; read ts = current stable; one
         // zero-copy point read of a random key; roll back.
@@ -142,7 +131,7 @@ fn reader<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
                 // enough for oldest to pass it: take the newer stable (the
                 // transaction stays usable after a timestamp error).
                 Err(Error::ReadTimestampTooOld { .. }) => {
-                    if measuring {
+                    if m.measuring {
                         retries += 1;
                     }
                 }
@@ -154,56 +143,27 @@ fn reader<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
             .expect("no prepared updates in W1");
         black_box(v);
         t.rollback();
-        let now = Instant::now();
-        if measuring {
-            let ns = (now - last).as_nanos() as u64;
-            hist.saturating_record(ns.max(1));
+        if m.record("read") {
             txns += 1;
-            worst.offer(ns, || Worst {
-                latency_ns: ns,
-                kind: "read",
-                thread: id,
-                at_ms: (now - t0).as_secs_f64() * 1e3,
-                round: p.round,
-            });
         }
-        last = now;
     }
-    let end_rmw = thread_rmw_count();
-    ThreadOut {
-        txns,
-        aborts: retries,
-        rmw: end_rmw.zip(base_rmw).map(|(a, b)| a - b),
-        stats: Some(delta(&base_stats, &s.stats())),
-        hist,
-        worst: worst.v,
-    }
+    finish(m, txns, retries, base_rmw, delta(&base_stats, &s.stats()))
 }
 
 fn writer<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> ThreadOut {
     let mut s = e.session().expect("writer session");
     let mut rng = Rng::new(0x2000 + id as u64);
-    let mut hist = new_hist();
-    let mut worst = WorstList::new(p.worst);
+    let mut m = Meter::new(p.worst, id, p.round);
     let mut value = vec![0xa5u8; p.value_size];
     let opts = TxnOptions::default();
-    let (mut txns, mut aborts, mut measuring) = (0u64, 0u64, false);
+    let (mut txns, mut aborts) = (0u64, 0u64);
     let mut base_stats = s.stats();
     let mut base_rmw = thread_rmw_count();
-    let mut t0 = Instant::now();
-    let mut last = Instant::now();
     let mut n = 0u64;
-    loop {
-        let ph = ctl.phase();
-        if ph == STOP {
-            break;
-        }
-        if ph == MEASURE && !measuring {
-            measuring = true;
+    while let Some(opened) = m.next(ctl) {
+        if opened {
             base_stats = s.stats();
             base_rmw = thread_rmw_count();
-            t0 = Instant::now();
-            last = t0;
         }
         // Writer loop (W1): begin; update one random key with a fresh value;
         // commit at the next value of the shared counter.
@@ -223,33 +183,29 @@ fn writer<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
             }
             Err(e) => panic!("writer put: {e}"),
         };
-        let now = Instant::now();
-        if measuring {
-            let ns = (now - last).as_nanos() as u64;
-            hist.saturating_record(ns.max(1));
+        if m.record(if ok { "write" } else { "write (conflict)" }) {
             if ok {
                 txns += 1;
             } else {
                 aborts += 1;
             }
-            worst.offer(ns, || Worst {
-                latency_ns: ns,
-                kind: if ok { "write" } else { "write (conflict)" },
-                thread: id,
-                at_ms: (now - t0).as_secs_f64() * 1e3,
-                round: p.round,
-            });
         }
-        last = now;
     }
-    let end_rmw = thread_rmw_count();
+    finish(m, txns, aborts, base_rmw, delta(&base_stats, &s.stats()))
+}
+
+/// One thread's result: its counts, the RMWs its thread did since the
+/// window opened, and its session's counter deltas.
+fn finish(m: Meter, txns: u64, aborts: u64, base_rmw: Option<u64>, stats: Stats) -> ThreadOut {
+    let rmw = thread_rmw_count().zip(base_rmw).map(|(a, b)| a - b);
+    let (hist, worst) = m.finish();
     ThreadOut {
         txns,
         aborts,
-        rmw: end_rmw.zip(base_rmw).map(|(a, b)| a - b),
-        stats: Some(delta(&base_stats, &s.stats())),
+        rmw,
+        stats: Some(stats),
         hist,
-        worst: worst.v,
+        worst,
     }
 }
 

@@ -157,39 +157,30 @@ trait Kv {
     ) -> Result<(), Error>;
 }
 
-impl Kv for Txn<'_, '_> {
-    fn get_u64(&mut self, k: &[u8]) -> Result<Option<u64>, Error> {
-        self.get_with(k, |v| v.map(u64_of))
-    }
-    fn put(&mut self, k: &[u8], v: &[u8]) -> Result<(), Error> {
-        Txn::put(self, k, v)
-    }
-    fn scan_range(
-        &mut self,
-        lo: &[u8],
-        hi: &[u8],
-        f: impl FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), Error> {
-        self.scan(lo..hi, f)
-    }
+/// Both transaction kinds have the inherent methods `Kv` needs under the
+/// same names; `<$t>::put` names the inherent method, not this trait's.
+macro_rules! kv_by_inherent_methods {
+    ($t:ty) => {
+        impl Kv for $t {
+            fn get_u64(&mut self, k: &[u8]) -> Result<Option<u64>, Error> {
+                self.get_with(k, |v| v.map(u64_of))
+            }
+            fn put(&mut self, k: &[u8], v: &[u8]) -> Result<(), Error> {
+                <$t>::put(self, k, v)
+            }
+            fn scan_range(
+                &mut self,
+                lo: &[u8],
+                hi: &[u8],
+                f: impl FnMut(&[u8], &[u8]) -> bool,
+            ) -> Result<(), Error> {
+                self.scan(lo..hi, f)
+            }
+        }
+    };
 }
-
-impl Kv for WriteTxn<'_, '_, '_> {
-    fn get_u64(&mut self, k: &[u8]) -> Result<Option<u64>, Error> {
-        self.get_with(k, |v| v.map(u64_of))
-    }
-    fn put(&mut self, k: &[u8], v: &[u8]) -> Result<(), Error> {
-        WriteTxn::put(self, k, v)
-    }
-    fn scan_range(
-        &mut self,
-        lo: &[u8],
-        hi: &[u8],
-        f: impl FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), Error> {
-        self.scan(lo..hi, f)
-    }
-}
+kv_by_inherent_methods!(Txn<'_, '_>);
+kv_by_inherent_methods!(WriteTxn<'_, '_, '_>);
 
 /// NewOrder: bump district `d`'s next order id, insert the order for
 /// customer `c` and its 5-15 lines, update each line's stock row.
