@@ -14,6 +14,7 @@
 use crate::config::{EngineConfig, TimestampUpdate};
 use crate::machinery::epoch::Collector as Reclaimer;
 use crate::machinery::protocol::Machinery;
+use crate::machinery::version::PreparedTable;
 use crate::machinery::LockFree;
 use crate::machinery::{Horizon, ReadView, VersionStatus};
 use crate::stats::Counters;
@@ -212,6 +213,10 @@ unsafe impl Send for VersionRef {}
 pub struct Chain {
     entry: KeyEntry,
     rc: Reclaimer,
+    /// Lists the writers this model prepared (by `set_status`), as the
+    /// manager does for a prepared transaction, so readers treat them as
+    /// still prepared.
+    prepared: PreparedTable,
 }
 
 impl Default for Chain {
@@ -226,6 +231,7 @@ impl Chain {
         Chain {
             entry: KeyEntry::new(),
             rc: Reclaimer::new(),
+            prepared: PreparedTable::new(1),
         }
     }
 
@@ -233,7 +239,7 @@ impl Chain {
     /// check included). `None` on a write conflict.
     pub fn put(&self, own: u64, snap: &Snapshot, value: &[u8]) -> Option<VersionRef> {
         let guard = self.rc.pin();
-        let view = ReadView::loom_snapshot(own, snap, 0, false);
+        let view = ReadView::loom_snapshot(own, snap, 0, false, &self.prepared);
         let status = VersionStatus::loom_new(own);
         self.entry
             .prepend(Version::alloc(status, Some(value)), &view, &guard)
@@ -251,7 +257,12 @@ impl Chain {
         // SAFETY: the caller guarantees the version is still linked and
         // owned by the calling transaction (kv/txn.rs's argument, invariant 3:
         // pruning only cuts below a committed version).
-        unsafe { &*v.0 }.status.loom_set(state, ts)
+        let status = &unsafe { &*v.0 }.status;
+        if state == state::PREPARED {
+            // Before the flip, as `Transaction::prepare` does.
+            self.prepared.publish(0, status.writer().get());
+        }
+        status.loom_set(state, ts)
     }
 
     /// Commits a version this thread wrote at `ts` (0: none), as a
@@ -286,12 +297,17 @@ impl Chain {
             snap,
             read_ts,
             ignore_prepared,
+            &self.prepared,
         ))
     }
 
     /// Reads as the read-only fast path does (`ReadAs::Stable`).
     pub fn read_stable(&self, stable: u64, complete_below: u64) -> Read {
-        self.read_view(&ReadView::loom_stable(stable, complete_below))
+        self.read_view(&ReadView::loom_stable(
+            stable,
+            complete_below,
+            &self.prepared,
+        ))
     }
 
     /// Prunes to the horizon `(xmin, ts)` and moves the finger up to
