@@ -175,9 +175,9 @@ fn the_manager_reports_dropped_writers_versions_aborted_for_pruning() {
         let raw = list[0].status.state();
         assert_eq!(raw == VersionState::InProgress, !prepare);
         // ...the manager knows the writer is gone.
-        assert_eq!(list[0].status.state(), VersionState::Aborted);
+        assert_eq!(mgr.version_state(&list[0].status), VersionState::Aborted);
         assert_eq!(
-            list[1].status.state(),
+            mgr.version_state(&list[1].status),
             VersionState::Committed(Timestamp::new(10))
         );
         // Never a safe point; the committed version below it is one.
@@ -217,7 +217,7 @@ fn a_live_prepared_transaction_is_still_a_conflict_for_readers_and_writers() {
         Err(Error::WriteConflict { .. })
     ));
     assert_eq!(
-        key.lock().unwrap()[0].status.state(),
+        mgr.version_state(&key.lock().unwrap()[0].status),
         VersionState::Prepared(Timestamp::new(30))
     );
     t.commit(CommitOptions::at(30), |done| {

@@ -753,7 +753,9 @@ impl Drop for PoisonOnUnwind<'_> {
 /// [`Transaction::rollback`]: [`flip`](Completion::flip) every status the
 /// transaction wrote. It exists only while that closure runs, which is
 /// before the writer leaves the running set, so a flip can never come too
-/// late (invariant 9); there is no other way to change a status.
+/// late (invariant 9); there is no other way to change a status (the
+/// machinery itself settles only a dropped prepared transaction's statuses
+/// to aborted, see [`Transaction`]).
 pub struct Completion<'a> {
     own: u64,
     state: u64,

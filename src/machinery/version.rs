@@ -7,7 +7,9 @@
 //! * The status word is written only by the machinery, with a Release store,
 //!   at the moment the transaction's outcome is decided (prepare, commit,
 //!   rollback: `Completion::flip`), and always before the descriptor install
-//!   that tells other snapshots the writer completed (invariant 9). Every
+//!   that tells other snapshots the writer completed (invariant 9). The one
+//!   other store settles a dropped prepared writer's status to aborted
+//!   (below). Every
 //!   read of it is an Acquire load inside this file, so a reader that sees
 //!   `Committed(ts)` also sees everything the writer wrote into the version
 //!   before it committed (the value bytes included).
