@@ -104,7 +104,8 @@ impl VersionedMap {
     }
 
     /// Drops every version nobody can read: below each key's safe point
-    /// (the newest version the horizon covers), and every aborted one. Under
+    /// (the newest version the horizon covers), and every aborted one (also
+    /// one whose transaction was dropped without `rollback`). Under
     /// the write lock no reader holds a version, so it is freed at once (a
     /// lock-free store would hand it to `machinery::epoch` instead).
     pub fn prune(&self, mgr: &TxnManager) -> usize {
@@ -117,7 +118,7 @@ impl VersionedMap {
             if let Some(safe) = versions.iter().rposition(|v| h.covers(&v.status)) {
                 versions.drain(..safe);
             }
-            versions.retain(|v| v.status.state() != VersionState::Aborted);
+            versions.retain(|v| mgr.version_state(&v.status) != VersionState::Aborted);
             freed += before - versions.len();
         }
         freed

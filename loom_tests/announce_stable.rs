@@ -1,63 +1,71 @@
 //! Model 9 (issue 9) — a prepared transaction announcing its durable
 //! timestamp versus the stable setter (invariant 10; handshake 3 in
-//! `lockfree.rs`).
+//! `lockfree.rs`), on the public machinery layer.
 //!
-//! Stable is 5. Session A prepares at 6 and announces durable timestamp 10
-//! while a timekeeper raises stable to 10. Either the announcement is
+//! Stable is 5. A transaction prepares at 6 and announces durable timestamp
+//! 10 (`Transaction::set_durable_timestamp`) while a timekeeper raises
+//! stable to 10 (`TxnManager::set_timestamps`). Either the announcement is
 //! refused (`DurableTimestampNotAfterStable`) or the setter is
-//! (`StablePastPreparedDurable`), or A's prepare came too late (stable was
+//! (`StablePastPreparedDurable`), or the prepare came too late (stable was
 //! already 10); never do both the announcement and the stable move succeed,
 //! which would leave stable at an unresolved prepared transaction's durable
-//! timestamp. Runs below the engine (`loom_api::Machine`) so nothing but the
-//! handshake orders the two threads, and the prepared transaction stays
-//! unresolved to the end.
+//! timestamp. The manager has no index (unlike the engine's loom stand-in,
+//! see `descriptors.rs`), so nothing but the handshake orders the two
+//! threads, and the prepared transaction stays unresolved until both are
+//! done.
 
-use crate::common::check;
+use crate::common::{check, ts};
 use loom::sync::Arc;
 use loom::thread;
-use snapshot_engine::loom_api::Machine;
-use snapshot_engine::{mutant, Error, Timestamp};
+use snapshot_engine::machinery::TxnManager;
+use snapshot_engine::{mutant, Error, TimestampUpdate, TxnOptions};
+
+fn stable(v: u64) -> TimestampUpdate {
+    TimestampUpdate {
+        stable: Some(ts(v)),
+        ..TimestampUpdate::default()
+    }
+}
 
 fn model() {
-    let m = Arc::new(Machine::new(1));
-    m.set_stable(5).unwrap();
-    let a = m.open_session().unwrap();
-    let preparer = {
-        let m = m.clone();
-        thread::spawn(move || match m.claim_prepare(a, 6) {
-            Ok(p) => {
-                assert_eq!(p, 6);
-                match m.announce(a, 10, true) {
-                    Ok(()) => Some(true),
-                    Err(Error::DurableTimestampNotAfterStable { durable, stable }) => {
-                        assert_eq!((durable, stable), (Timestamp::new(10), Timestamp::new(10)));
-                        Some(false)
-                    }
-                    Err(other) => panic!("unexpected error {other:?}"),
-                }
-            }
-            Err(Error::PrepareTimestampNotAfterStable { .. }) => None,
-            Err(other) => panic!("unexpected error {other:?}"),
-        })
-    };
+    let mgr = Arc::new(TxnManager::new(1));
+    mgr.set_timestamps(stable(5)).unwrap();
     let timekeeper = {
-        let m = m.clone();
-        thread::spawn(move || match m.set_stable(10) {
+        let mgr = mgr.clone();
+        thread::spawn(move || match mgr.set_timestamps(stable(10)) {
             Ok(()) => true,
             Err(Error::StablePastPreparedDurable { stable, durable }) => {
-                assert_eq!((stable, durable), (Timestamp::new(10), Timestamp::new(10)));
+                assert_eq!((stable, durable), (ts(10), ts(10)));
                 false
             }
             Err(other) => panic!("unexpected error {other:?}"),
         })
     };
-    let announced = preparer.join().unwrap();
+    // The preparer runs on this thread, so its transaction stays prepared
+    // (and its announcement published) until the timekeeper is done.
+    let mut s = mgr.session().unwrap();
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    let announced = match t.prepare(ts(6), |_| {}) {
+        Ok(p) => {
+            assert_eq!(p, ts(6));
+            match t.set_durable_timestamp(ts(10)) {
+                Ok(()) => Some(true),
+                Err(Error::DurableTimestampNotAfterStable { durable, stable }) => {
+                    assert_eq!((durable, stable), (ts(10), ts(10)));
+                    Some(false)
+                }
+                Err(other) => panic!("unexpected error {other:?}"),
+            }
+        }
+        Err(Error::PrepareTimestampNotAfterStable { .. }) => None,
+        Err(other) => panic!("unexpected error {other:?}"),
+    };
     let moved = timekeeper.join().unwrap();
     assert!(
         !(announced == Some(true) && moved),
         "stable passed an announced prepared durable timestamp: both the announcement of 10 and stable = 10 succeeded"
     );
-    m.close_session(a);
+    drop(t);
 }
 
 #[test]

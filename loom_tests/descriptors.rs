@@ -6,7 +6,12 @@
 //! through `snapshot_engine::loom_api`, because the engine's loom stand-in
 //! index takes a mutex on every lookup, and that mutex orders a reader after
 //! a writer in exactly the interleavings where a Relaxed descriptor load
-//! would otherwise show.
+//! would otherwise show. It stays below the public machinery layer too (issue
+//! 11b): it models the descriptor cell itself, and its checks read what that
+//! layer deliberately hides: the copied descriptor's generation, xmin, xmax
+//! and running set (the end state, SKIP_GENERATION_BUMP's "cache validity"
+//! check) and whether the copy treats a writer as completed (the
+//! RELAXED_DESCRIPTOR_LOAD twin compares each read with it).
 //!
 //! `model_cut`: writer A commits `a = A`; writer B reads `a` and commits
 //! `b = saw-A` or `b = no-A`; both completions race to install descriptors.

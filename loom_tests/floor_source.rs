@@ -3,6 +3,12 @@
 //! it from (invariants 7 and 11; `DescriptorCell::xmin`, `advance_horizon`,
 //! `begin_at_stable`).
 //!
+//! Below the public machinery layer by design (issue 11b): the expected
+//! value depends on the fast path's `complete_below`, which no public API
+//! reports, and the race is the bare handshake with nothing else in between
+//! (a `read_at_stable` `Transaction` needs a stable timestamp set, and the
+//! setter's claims and fences would add edges).
+//!
 //! `k = old` is committed untimestamped by transaction 1 and the floor is 2.
 //! Three threads, nothing else between them: a writer allocates id 2,
 //! prepends `k = new`, flips it committed and completes (descriptor CAS);

@@ -20,6 +20,8 @@ mod announce_stable;
 mod chains;
 #[cfg(loom)]
 mod descriptors;
+#[cfg(loom)]
+mod dropped_prepared;
 #[cfg(all(loom, crossbeam_loom))]
 mod epoch;
 #[cfg(loom)]

@@ -11,11 +11,12 @@
 //! no index, through the thin wrappers below. The wrappers only forward; no
 //! protocol step is re-implemented here.
 
-use crate::config::{EngineConfig, TimestampUpdate};
+use crate::config::EngineConfig;
 use crate::machinery::epoch::Collector as Reclaimer;
 use crate::machinery::protocol::Machinery;
+use crate::machinery::version::PreparedTable;
 use crate::machinery::LockFree;
-use crate::machinery::{Horizon, ReadView, VersionStatus};
+use crate::machinery::{Completion, Horizon, ReadView, VersionStatus};
 use crate::stats::Counters;
 use crate::store::raw::chain::{Found, KeyEntry, Version};
 use crate::ts::Timestamp;
@@ -133,44 +134,6 @@ impl Machine {
         self.proto.advance_horizon(&self.ctr[self.ctr.len() - 1])
     }
 
-    /// The reclaim horizon `(xmin, ts)`.
-    pub fn horizon(&self) -> (u64, u64) {
-        let h = self.proto.horizon();
-        (h.xmin().get(), h.timestamp().get())
-    }
-
-    /// Sets the oldest timestamp (and advances the horizon, as the engine
-    /// does).
-    pub fn set_oldest(&self, ts: u64) -> crate::Result<()> {
-        self.proto.set_timestamps(&TimestampUpdate {
-            oldest: Some(Timestamp::new(ts)),
-            ..TimestampUpdate::default()
-        })
-    }
-
-    /// Sets the stable timestamp (refused past an announced prepared durable
-    /// timestamp; waits for commit claims at or below it).
-    pub fn set_stable(&self, ts: u64) -> crate::Result<()> {
-        self.proto.set_timestamps(&TimestampUpdate {
-            stable: Some(Timestamp::new(ts)),
-            ..TimestampUpdate::default()
-        })
-    }
-
-    /// Publishes a prepare at `ts` (checked against stable and readers).
-    pub fn claim_prepare(&self, slot: usize, ts: u64) -> crate::Result<u64> {
-        self.proto
-            .claim_prepare(slot, Timestamp::new(ts), false)
-            .map(Timestamp::get)
-    }
-
-    /// Announces a timestamp ahead of commit (a prepared transaction's
-    /// durable timestamp when `prepared`), checked against stable
-    /// (handshake 3).
-    pub fn announce(&self, slot: usize, ts: u64, prepared: bool) -> crate::Result<()> {
-        self.proto.announce(slot, Timestamp::new(ts), prepared)
-    }
-
     /// Begins a read-only fast-path view: `(stable, complete_below)`, its
     /// pins published.
     pub fn begin_at_stable(&self, slot: usize) -> (u64, u64) {
@@ -212,6 +175,10 @@ unsafe impl Send for VersionRef {}
 pub struct Chain {
     entry: KeyEntry,
     rc: Reclaimer,
+    /// Lists the writers this model prepared (by `set_status`), as the
+    /// manager does for a prepared transaction, so readers treat them as
+    /// still prepared.
+    prepared: PreparedTable,
 }
 
 impl Default for Chain {
@@ -226,6 +193,7 @@ impl Chain {
         Chain {
             entry: KeyEntry::new(),
             rc: Reclaimer::new(),
+            prepared: PreparedTable::new(1),
         }
     }
 
@@ -233,7 +201,7 @@ impl Chain {
     /// check included). `None` on a write conflict.
     pub fn put(&self, own: u64, snap: &Snapshot, value: &[u8]) -> Option<VersionRef> {
         let guard = self.rc.pin();
-        let view = ReadView::loom_snapshot(own, snap, 0, false);
+        let view = ReadView::loom_snapshot(own, snap, 0, false, &self.prepared);
         let status = VersionStatus::loom_new(own);
         self.entry
             .prepend(Version::alloc(status, Some(value)), &view, &guard)
@@ -251,7 +219,12 @@ impl Chain {
         // SAFETY: the caller guarantees the version is still linked and
         // owned by the calling transaction (kv/txn.rs's argument, invariant 3:
         // pruning only cuts below a committed version).
-        unsafe { &*v.0 }.status.loom_set(state, ts)
+        let status = &unsafe { &*v.0 }.status;
+        if state == state::PREPARED {
+            // Before the flip, as `Transaction::prepare` does.
+            self.prepared.publish(0, status.writer().get());
+        }
+        status.loom_set(state, ts)
     }
 
     /// Commits a version this thread wrote at `ts` (0: none), as a
@@ -267,6 +240,56 @@ impl Chain {
             self.entry
                 .commit_version(v.0, ts, |st| st.loom_set(state::COMMITTED, ts))
         };
+    }
+
+    /// Prepends `value` with a status from the public machinery layer
+    /// ([`Transaction::new_version`](crate::machinery::Transaction::new_version)),
+    /// checked against its `view` (first updater wins). `None` on a write
+    /// conflict.
+    pub fn put_version(
+        &self,
+        status: VersionStatus,
+        view: &ReadView<'_>,
+        value: &[u8],
+    ) -> Option<VersionRef> {
+        let guard = self.rc.pin();
+        self.entry
+            .prepend(Version::alloc(status, Some(value)), view, &guard)
+            .ok()
+            .map(|(p, _)| VersionRef(p))
+    }
+
+    /// Commits a version written through [`Chain::put_version`] inside its
+    /// transaction's commit closure, as the bundled store's commit does:
+    /// links the key's previous committed version to it, then `done` flips
+    /// it.
+    ///
+    /// # Safety
+    /// As for [`Chain::set_status`].
+    pub unsafe fn commit_with(&self, v: VersionRef, ts: u64, done: &Completion<'_>) {
+        let _guard = self.rc.pin();
+        // SAFETY: as for `set_status`; we hold a guard.
+        unsafe {
+            self.entry.commit_version(v.0, ts, |st| {
+                done.flip(st);
+            })
+        };
+    }
+
+    /// Reads with a view from the public machinery layer
+    /// ([`Transaction::read_view`](crate::machinery::Transaction::read_view)).
+    pub fn read_with(&self, view: &ReadView<'_>) -> Read {
+        self.read_view(view)
+    }
+
+    /// Prunes to a horizon from the public machinery layer
+    /// ([`TxnManager::horizon`](crate::machinery::TxnManager::horizon)) and
+    /// moves the finger up to `stable`; returns versions retired.
+    pub fn prune_to(&self, horizon: Horizon, stable: u64) -> u64 {
+        let guard = self.rc.pin();
+        self.entry
+            .prune(horizon, stable, &self.rc, &guard, || |_| {})
+            .cut
     }
 
     fn read_view(&self, view: &ReadView<'_>) -> Read {
@@ -286,12 +309,17 @@ impl Chain {
             snap,
             read_ts,
             ignore_prepared,
+            &self.prepared,
         ))
     }
 
     /// Reads as the read-only fast path does (`ReadAs::Stable`).
     pub fn read_stable(&self, stable: u64, complete_below: u64) -> Read {
-        self.read_view(&ReadView::loom_stable(stable, complete_below))
+        self.read_view(&ReadView::loom_stable(
+            stable,
+            complete_below,
+            &self.prepared,
+        ))
     }
 
     /// Prunes to the horizon `(xmin, ts)` and moves the finger up to

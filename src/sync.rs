@@ -318,6 +318,16 @@ pub mod mutant {
     /// examining the head first, so it can miss a prepared head (invariants
     /// 10 and 13).
     pub const READ_SKIPS_HEAD: u32 = 23;
+    /// Clearing a prepared transaction's entry in the manager's prepared
+    /// table is a Relaxed store instead of Release (a dropped prepared
+    /// transaction's statuses, `machinery/version.rs`).
+    pub const PREPARED_CLEAR_RELAXED: u32 = 28;
+    /// The settler scans the prepared table with Relaxed loads instead of
+    /// Acquire.
+    pub const PREPARED_SCAN_RELAXED: u32 = 29;
+    /// A prepared commit clears its prepared-table entry before it flips its
+    /// statuses instead of after.
+    pub const PREPARED_CLEARED_BEFORE_FLIP: u32 = 30;
 
     #[cfg(loom)]
     static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

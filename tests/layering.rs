@@ -64,6 +64,7 @@ fn the_store_and_the_kv_api_use_only_the_public_machinery_api() {
         "loom_snapshot",
         "loom_stable",
         "from_parts",
+        "PreparedTable",
         ".proto",
     ];
     let mut n = 0;

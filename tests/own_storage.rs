@@ -60,10 +60,11 @@ fn readers_of_a_user_owned_map_always_see_the_same_total() {
     let clock = AtomicU64::new(1);
     let stop = AtomicBool::new(false);
     let (transfers, checks, prepared) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    let dropped = AtomicU64::new(0);
     std::thread::scope(|sc| {
         for w in 0..3u64 {
             let (mgr, map, clock, stop) = (&mgr, &map, &clock, &stop);
-            let (transfers, prepared) = (&transfers, &prepared);
+            let (transfers, prepared, dropped) = (&transfers, &prepared, &dropped);
             sc.spawn(move || {
                 let mut s = mgr.session().unwrap();
                 let mut x = 0x9E37_79B9 + w;
@@ -72,6 +73,8 @@ fn readers_of_a_user_owned_map_always_see_the_same_total() {
                     let to = (from + 1 + next(&mut x) % (ACCOUNTS - 1)) % ACCOUNTS;
                     let amount = (next(&mut x) % 50) as i64;
                     let mut t = Tx::new(s.begin(&TxnOptions::default()).unwrap());
+                    let abandon = w == 0 && next(&mut x) % 4 == 0;
+                    let mut abandoned = false;
                     let r = (|| -> snapshot_engine::Result<()> {
                         let f = num(&map.get(&mut t, &key(from))?.unwrap());
                         let g = num(&map.get(&mut t, &key(to))?.unwrap());
@@ -83,6 +86,12 @@ fn readers_of_a_user_owned_map_always_see_the_same_total() {
                             // prepared update until it commits.
                             map.prepare(&mut t, ts)?;
                             prepared.fetch_add(1, Ordering::Relaxed);
+                            if abandon {
+                                // Dropped below, without rollback: the
+                                // others settle its versions as aborted.
+                                abandoned = true;
+                                return Ok(());
+                            }
                             // Stable may pass `ts` meanwhile: the durable
                             // timestamp must be after it, so take fresh ones
                             // until one is (a refused commit stays open).
@@ -101,6 +110,10 @@ fn readers_of_a_user_owned_map_always_see_the_same_total() {
                         map.commit(&mut t, CommitOptions::at(ts))
                     })();
                     match r {
+                        Ok(()) if abandoned => {
+                            drop(t);
+                            dropped.fetch_add(1, Ordering::Relaxed);
+                        }
                         Ok(()) => {
                             transfers.fetch_add(1, Ordering::Relaxed);
                         }
@@ -171,6 +184,10 @@ fn readers_of_a_user_owned_map_always_see_the_same_total() {
         "no transfer committed"
     );
     assert!(prepared.load(Ordering::Relaxed) > 0, "no transfer prepared");
+    assert!(
+        dropped.load(Ordering::Relaxed) > 0,
+        "no prepared transfer dropped"
+    );
     assert!(checks.load(Ordering::Relaxed) > 0, "no check ran");
     let mut s = mgr.session().unwrap();
     let mut t = Tx::new(s.begin(&TxnOptions::default()).unwrap());
@@ -226,4 +243,45 @@ fn pruning_keeps_what_a_long_reader_sees_and_frees_it_after() {
     let freed = map.prune(&mgr);
     assert_eq!(freed as u64, COMMITS, "pruning after the reader ended");
     assert_eq!(map.versions() as u64, KEYS, "one version per key is left");
+}
+
+#[test]
+fn a_prepared_transaction_dropped_without_rollback_is_rolled_back() {
+    let mgr = TxnManager::new(4);
+    let map = VersionedMap::default();
+    load(&mgr, &map, 3, 10);
+    set(&mgr, 10, 10);
+    let mut s = mgr.session().unwrap();
+    {
+        let mut t = Tx::new(s.begin(&TxnOptions::default()).unwrap());
+        map.put(&mut t, &key(0), Some(&7i64.to_le_bytes())).unwrap();
+        map.put(&mut t, &key(1), Some(&8i64.to_le_bytes())).unwrap();
+        map.put(&mut t, &key(2), Some(&9i64.to_le_bytes())).unwrap();
+        map.prepare(&mut t, 20).unwrap();
+        // Dropped here: no `map.rollback`, no completion.
+    }
+    let at = |ts: u64| TxnOptions {
+        read_timestamp: Some(Timestamp::new(ts)),
+        ..TxnOptions::default()
+    };
+    // A reader at 25 reads the pre-image of key 0 (and settles it)...
+    let mut r = Tx::new(s.begin(&at(25)).unwrap());
+    assert_eq!(num(&map.get(&mut r, &key(0)).unwrap().unwrap()), START);
+    drop(r);
+    // ...a writer writes key 1 over the other dropped version...
+    let mut w = Tx::new(s.begin(&TxnOptions::default()).unwrap());
+    map.put(&mut w, &key(1), Some(&9i64.to_le_bytes())).unwrap();
+    map.commit(&mut w, CommitOptions::at(30)).unwrap();
+    drop(w);
+    let mut r = Tx::new(s.begin(&at(35)).unwrap());
+    assert_eq!(num(&map.get(&mut r, &key(0)).unwrap().unwrap()), START);
+    assert_eq!(num(&map.get(&mut r, &key(1)).unwrap().unwrap()), 9);
+    drop(r);
+    // ...stable may pass the prepare (its claim went with the drop), and
+    // pruning drops the three dropped versions (key 2's met by nobody
+    // before: the manager settles it) and the one under key 1's write.
+    set(&mgr, 40, 40);
+    assert_eq!(map.versions(), 7);
+    assert_eq!(map.prune(&mgr), 4);
+    assert_eq!(map.versions(), 3);
 }

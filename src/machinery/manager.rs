@@ -4,7 +4,7 @@
 use super::protocol::Protocol;
 use super::snapshot::Snapshot;
 use super::txn::Transaction;
-use super::version::Horizon;
+use super::version::{Horizon, PreparedTable, VersionState, VersionStatus};
 use super::LockFree;
 use crate::config::{EngineConfig, TimestampKind, TimestampUpdate, TxnOptions};
 use crate::error::Result;
@@ -25,6 +25,9 @@ pub struct TxnManager<P: Protocol = LockFree> {
     pub(super) proto: P,
     /// One block per slot, plus one for the manager's own work.
     pub(super) counters: Box<[CachePadded<Counters>]>,
+    /// The prepared transaction open on each slot, to settle the statuses
+    /// of one dropped without rollback (`version.rs`, "Orderings").
+    pub(super) prepared: PreparedTable,
     max_sessions: usize,
 }
 
@@ -108,6 +111,7 @@ impl<P: Protocol> TxnManager<P> {
             counters: (0..=max_sessions)
                 .map(|_| CachePadded::new(Counters::default()))
                 .collect(),
+            prepared: PreparedTable::new(max_sessions),
             max_sessions,
         }
     }
@@ -179,6 +183,18 @@ impl<P: Protocol> TxnManager<P> {
     #[inline]
     pub fn stable_timestamp(&self) -> Timestamp {
         self.proto.oldest_stable().1
+    }
+
+    /// The state of a version, knowing which writers are gone:
+    /// [`VersionState::Aborted`] also for a version whose transaction was
+    /// dropped without rollback (prepared: the word is settled to aborted
+    /// now; in progress: its writer is below the current xmin, so it
+    /// completed without committing). Otherwise as
+    /// [`VersionStatus::state`]. Use it where you discard rolled-back
+    /// versions (pruning); readers and writers need not, their
+    /// [`ReadView`](super::ReadView) already knows.
+    pub fn version_state(&self, status: &VersionStatus) -> VersionState {
+        status.settled_state(&self.prepared, self.proto.current_xmin())
     }
 
     /// The reclaim horizon as last computed: what may be pruned now.

@@ -29,12 +29,22 @@ enum State {
 /// [`Transaction::new_version`] and become visible to others only when
 /// commit flips them.
 ///
-/// Dropping an open transaction rolls it back: it leaves the running set
-/// and its pins go. Statuses it wrote and nobody flipped read as aborted to
-/// every later snapshot (their writer completed without committing), so an
-/// unprepared transaction needs no flips on rollback to stay invisible; a
-/// prepared one's statuses stay prepared until you roll it back with
-/// [`Transaction::rollback`] (or remove those versions).
+/// Dropping an open transaction rolls it back: it leaves the running set,
+/// its pins and any prepare claim go, and the statuses it wrote (which no
+/// completion flips on drop) count as aborted from then on:
+///
+/// * unprepared, they stay [`VersionState::InProgress`] by a writer that
+///   completed without committing: every later [`ReadView`] skips them, for
+///   reads and for [`ReadView::write_check`] alike;
+/// * prepared, they stay [`VersionState::Prepared`] in the word, but the
+///   manager no longer lists the transaction as prepared: a reader or
+///   writer that meets one settles it to [`VersionState::Aborted`] instead
+///   of reporting a conflict (a scan of the session table, paid only then).
+///
+/// [`TxnManager::version_state`](super::TxnManager::version_state) reports
+/// both as aborted, for pruning. [`Transaction::rollback`] with a closure
+/// that flips (and unlinks) them is still the cheaper way: nothing is left
+/// for anyone to settle.
 pub struct Transaction<'s, 'm, P: Protocol = LockFree> {
     sess: &'s mut TxnSession<'m, P>,
     opts: TxnOptions,
@@ -194,9 +204,13 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     #[inline]
     fn view(&self) -> ReadView<'_> {
         let ignore = self.opts.prepare_conflicts != PrepareConflicts::Enforce;
+        let prepared = &self.sess.mgr.prepared;
         match self.stable {
-            Some(sv) => ReadView::stable(self.id, sv.stable, sv.complete_below, ignore),
-            None => ReadView::snapshot(self.id, &self.sess.snap, self.read_ts.get(), ignore),
+            Some(sv) => ReadView::stable(self.id, sv.stable, sv.complete_below, ignore, prepared),
+            None => {
+                let (snap, read_ts) = (&self.sess.snap, self.read_ts.get());
+                ReadView::snapshot(self.id, snap, read_ts, ignore, prepared)
+            }
         }
     }
 
@@ -482,6 +496,12 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
                 e => e,
             });
         }
+        if self.id != 0 {
+            // Before the flips: a reader that meets a prepared status finds
+            // its writer listed until it resolves (`version.rs`,
+            // "Orderings").
+            engine.prepared.publish(slot, self.id);
+        }
         let poisoned = PoisonOnUnwind(&mut self.state);
         flip(&Completion::new(self.id, PREPARED, p.get()));
         std::mem::forget(poisoned);
@@ -596,9 +616,19 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
                 engine.proto.claim_commit(slot, claim, prepared)?;
             }
             let done = Completion::new(self.id, COMMITTED, commit.get());
+            let clear_early = prepared
+                && crate::sync::mutant_on(crate::sync::mutant::PREPARED_CLEARED_BEFORE_FLIP);
+            if clear_early {
+                engine.prepared.clear(slot);
+            }
             let poisoned = PoisonOnUnwind(&mut self.state);
             flip(&done);
             std::mem::forget(poisoned);
+            if prepared && !clear_early {
+                // After the flips: a settler that sees the entry cleared sees
+                // them (`version.rs`, "Orderings").
+                engine.prepared.clear(slot);
+            }
             let early = crate::sync::mutant_on(crate::sync::mutant::CLAIM_RELEASED_BEFORE_INSTALL);
             if early {
                 engine.proto.release_claim(slot, durable);
@@ -696,6 +726,9 @@ impl<P: Protocol> Transaction<'_, '_, P> {
             State::Finished => {}
             State::Poisoned => {
                 let slot = self.sess.slot;
+                // A prepare whose flips unwound: nobody flips the ones that
+                // were done; readers settle them as aborted.
+                self.sess.mgr.prepared.clear(slot);
                 self.sess.mgr.proto.release_claim(slot, Timestamp::NONE);
                 self.sess.mgr.proto.release_prepare(slot);
                 self.finish();
@@ -720,7 +753,9 @@ impl Drop for PoisonOnUnwind<'_> {
 /// [`Transaction::rollback`]: [`flip`](Completion::flip) every status the
 /// transaction wrote. It exists only while that closure runs, which is
 /// before the writer leaves the running set, so a flip can never come too
-/// late (invariant 9); there is no other way to change a status.
+/// late (invariant 9); there is no other way to change a status (the
+/// machinery itself settles only a dropped prepared transaction's statuses
+/// to aborted, see [`Transaction`]).
 pub struct Completion<'a> {
     own: u64,
     state: u64,
@@ -778,6 +813,12 @@ fn roll_back<P: Protocol>(
     let slot = sess.slot;
     let ctr = sess.ctr();
     flip(&Completion::new(id, ABORTED, 0));
+    if prepared {
+        // After the flips (none when dropped): a settler that sees the
+        // entry cleared and the status still prepared knows nobody flipped
+        // it, and settles it as aborted (`version.rs`, "Orderings").
+        engine.prepared.clear(slot);
+    }
     if id != 0 && !prepared {
         engine.proto.complete(slot, id, ctr);
     }

@@ -7,12 +7,30 @@
 //! * The status word is written only by the machinery, with a Release store,
 //!   at the moment the transaction's outcome is decided (prepare, commit,
 //!   rollback: `Completion::flip`), and always before the descriptor install
-//!   that tells other snapshots the writer completed (invariant 9). Every
+//!   that tells other snapshots the writer completed (invariant 9). The one
+//!   other store settles a dropped prepared writer's status to aborted
+//!   (below). Every
 //!   read of it is an Acquire load inside this file, so a reader that sees
 //!   `Committed(ts)` also sees everything the writer wrote into the version
 //!   before it committed (the value bytes included).
 //! * Users never name an ordering: [`VersionStatus`] has no store, and its
 //!   only load ([`VersionStatus::state`]) is the Acquire one.
+//! * A transaction dropped after prepare has no completion to flip its
+//!   statuses with, so they keep saying `Prepared`. The manager's
+//!   [`PreparedTable`] lists, per session slot, the id of the prepared
+//!   transaction open there. Prepare publishes the id before its flips (a
+//!   Relaxed store, carried by the flips' Release); commit and rollback clear
+//!   it after theirs, drop without any (a Release store). A reader, writer or
+//!   pruner that meets a `Prepared` status it would act on (a conflict)
+//!   scans the table (Acquire loads: they pair with the clear) and, if the
+//!   writer is not there, loads the word again: if it still says `Prepared`,
+//!   no flip came before the clear, so the writer was dropped; the word is
+//!   settled to `Aborted` with a compare-and-swap (PostgreSQL's hint bits).
+//!   Either the scan finds the id (still prepared: a conflict, as before), or
+//!   it sees the clear and then the reload sees the outcome's flip; never a
+//!   resolved transaction taken for a dropped one (loom model
+//!   `dropped_prepared`). The common path (no prepared status met) pays
+//!   nothing.
 
 use super::snapshot::Snapshot;
 use crate::sync::{mutant as m, mutant_on, ordering_or_mutant, AtomicU64, Ordering};
@@ -41,6 +59,16 @@ const fn state_of(w: u64) -> u64 {
 #[inline]
 const fn ts_of(w: u64) -> u64 {
     w & TS_MASK
+}
+#[inline]
+fn decode(w: u64) -> VersionState {
+    let ts = Timestamp::new(ts_of(w));
+    match state_of(w) {
+        IN_PROGRESS => VersionState::InProgress,
+        PREPARED => VersionState::Prepared(ts),
+        COMMITTED => VersionState::Committed(ts),
+        _ => VersionState::Aborted,
+    }
 }
 
 /// The metadata a storage engine embeds in every version it writes: the
@@ -74,17 +102,14 @@ impl VersionStatus {
         TxnId(self.writer)
     }
 
-    /// The state now (one Acquire load).
+    /// The state in the word now (one Acquire load). A version whose writer
+    /// was dropped without rollback still reads [`VersionState::InProgress`]
+    /// or [`VersionState::Prepared`] here until something settles it;
+    /// [`TxnManager::version_state`](super::TxnManager::version_state)
+    /// knows the writer is gone and says [`VersionState::Aborted`].
     #[inline]
     pub fn state(&self) -> VersionState {
-        let w = self.word();
-        let ts = Timestamp::new(ts_of(w));
-        match state_of(w) {
-            IN_PROGRESS => VersionState::InProgress,
-            PREPARED => VersionState::Prepared(ts),
-            COMMITTED => VersionState::Committed(ts),
-            _ => VersionState::Aborted,
-        }
+        decode(self.word())
     }
 
     #[inline]
@@ -106,6 +131,47 @@ impl VersionStatus {
         self.set(state, ts)
     }
 
+    /// [`TxnManager::version_state`](super::TxnManager::version_state):
+    /// the state, with a dropped writer's versions aborted (`xmin`: every
+    /// writer below it has completed).
+    pub(super) fn settled_state(&self, prepared: &PreparedTable, xmin: u64) -> VersionState {
+        let w = self.word();
+        let w = match state_of(w) {
+            PREPARED => self.settle_prepared(w, prepared),
+            // Completed without flipping: rolled back (invariant 9).
+            IN_PROGRESS if self.writer < xmin => pack(ABORTED, 0),
+            _ => w,
+        };
+        decode(w)
+    }
+
+    /// Settles a `Prepared` word `w` whose writer is gone (dropped without
+    /// rollback) to `Aborted`; returns the word to judge: `w` while the
+    /// writer is still prepared, else what the status says now (aborted,
+    /// or the flip of a commit or rollback that resolved it meanwhile).
+    /// Called only on the paths that would otherwise report a conflict.
+    #[cold]
+    #[inline(never)]
+    fn settle_prepared(&self, w: u64, prepared: &PreparedTable) -> u64 {
+        if prepared.is_live(self.writer) {
+            return w;
+        }
+        // The scan saw this writer's slot cleared (or reused), and the
+        // clear is a Release store after any flip of its outcome: this
+        // Acquire load sees that flip, if there was one (module docs).
+        let now = self.word();
+        if now != w {
+            return now;
+        }
+        // No flip before the clear: the transaction was dropped while
+        // prepared, and nobody will ever flip this status again (every
+        // other settler stores the same value). Relaxed: `Aborted`
+        // publishes nothing, a reader never reads through it.
+        let aborted = pack(ABORTED, 0);
+        self.word.store(aborted, Ordering::Relaxed);
+        aborted
+    }
+
     /// Sets the status word (commit, abort, prepare). Only `Completion`
     /// calls it, before the writer's descriptor install (invariant 9).
     #[inline]
@@ -116,6 +182,49 @@ impl VersionStatus {
             pack(state, ts),
             ordering_or_mutant(Ordering::Release, m::RELAXED_STATUS_STORE),
         );
+    }
+}
+
+/// Which transactions are prepared now: per session slot, the id of the
+/// prepared transaction open there (0: none). Kept by the manager; read only
+/// when a `Prepared` status is met (module docs, "Orderings").
+pub(crate) struct PreparedTable {
+    ids: Box<[AtomicU64]>,
+}
+
+impl PreparedTable {
+    pub(crate) fn new(slots: usize) -> PreparedTable {
+        PreparedTable {
+            ids: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Transaction `id` on `slot` is about to flip its statuses to prepared.
+    #[inline]
+    pub(crate) fn publish(&self, slot: usize, id: u64) {
+        // Relaxed: a reader acts on this entry only after an Acquire load of
+        // a status the prepare flipped, and those flips are Release stores
+        // after this one.
+        self.ids[slot].store(id, Ordering::Relaxed);
+    }
+
+    /// The prepared transaction on `slot` resolved (after the flips of its
+    /// commit or rollback) or was dropped (no flips).
+    #[inline]
+    pub(super) fn clear(&self, slot: usize) {
+        // Release: pairs with the Acquire loads in `is_live`, so a settler
+        // that sees the slot cleared also sees the outcome's flips.
+        self.ids[slot].store(
+            0,
+            ordering_or_mutant(Ordering::Release, m::PREPARED_CLEAR_RELAXED),
+        );
+    }
+
+    /// Is transaction `id` still prepared (not resolved, not dropped)?
+    fn is_live(&self, id: u64) -> bool {
+        // Acquire: pairs with the Release store in `clear`.
+        let o = ordering_or_mutant(Ordering::Acquire, m::PREPARED_SCAN_RELAXED);
+        self.ids.iter().any(|a| a.load(o) == id)
     }
 }
 
@@ -178,42 +287,68 @@ pub struct ReadView<'a> {
     /// The reader's own transaction id (0: none).
     own: u64,
     how: ReadAs<'a>,
+    /// Who is prepared now, to settle a dropped writer's statuses.
+    prepared: &'a PreparedTable,
     /// Skip prepared updates instead of reporting a conflict.
     ignore_prepared: bool,
 }
 
 impl<'a> ReadView<'a> {
     #[inline]
-    pub(super) fn snapshot(own: u64, snap: &'a Snapshot, read_ts: u64, ignore: bool) -> Self {
+    pub(super) fn snapshot(
+        own: u64,
+        snap: &'a Snapshot,
+        read_ts: u64,
+        ignore: bool,
+        prepared: &'a PreparedTable,
+    ) -> Self {
         ReadView {
             own,
             how: ReadAs::Snapshot { snap, read_ts },
+            prepared,
             ignore_prepared: ignore,
         }
     }
 
     #[inline]
-    pub(super) fn stable(own: u64, stable: u64, complete_below: u64, ignore: bool) -> Self {
+    pub(super) fn stable(
+        own: u64,
+        stable: u64,
+        complete_below: u64,
+        ignore: bool,
+        prepared: &'a PreparedTable,
+    ) -> Self {
         ReadView {
             own,
             how: ReadAs::Stable {
                 stable,
                 complete_below,
             },
+            prepared,
             ignore_prepared: ignore,
         }
     }
 
     /// A snapshot view for `loom_api`'s hand-driven models (loom only).
     #[cfg(loom)]
-    pub(crate) fn loom_snapshot(own: u64, snap: &'a Snapshot, read_ts: u64, ignore: bool) -> Self {
-        ReadView::snapshot(own, snap, read_ts, ignore)
+    pub(crate) fn loom_snapshot(
+        own: u64,
+        snap: &'a Snapshot,
+        read_ts: u64,
+        ignore: bool,
+        prepared: &'a PreparedTable,
+    ) -> Self {
+        ReadView::snapshot(own, snap, read_ts, ignore, prepared)
     }
 
     /// A fast-path view for `loom_api`'s hand-driven models (loom only).
     #[cfg(loom)]
-    pub(crate) fn loom_stable(stable: u64, complete_below: u64) -> Self {
-        ReadView::stable(0, stable, complete_below, false)
+    pub(crate) fn loom_stable(
+        stable: u64,
+        complete_below: u64,
+        prepared: &'a PreparedTable,
+    ) -> Self {
+        ReadView::stable(0, stable, complete_below, false, prepared)
     }
 
     /// The transaction this view belongs to ([`TxnId::NONE`] before its
@@ -282,9 +417,22 @@ impl<'a> ReadView<'a> {
     ///
     /// A transaction sees its own versions (unless aborted), and of the
     /// others' the committed ones its snapshot and read timestamp accept.
+    ///
+    /// A prepared version whose transaction was dropped without rollback
+    /// reads as aborted (and its word is settled to `Aborted` on the way).
     #[inline]
     pub fn visibility(&self, status: &VersionStatus) -> Visibility {
         let w = status.word();
+        match self.judge(status, w) {
+            Visibility::PrepareConflict => {
+                self.judge(status, status.settle_prepared(w, self.prepared))
+            }
+            v => v,
+        }
+    }
+
+    #[inline]
+    fn judge(&self, status: &VersionStatus, w: u64) -> Visibility {
         if self.own != 0 && status.writer == self.own {
             return if state_of(w) != ABORTED {
                 Visibility::Visible
@@ -305,16 +453,44 @@ impl<'a> ReadView<'a> {
 
     /// First updater wins: judges one existing version of a key this
     /// transaction is about to write, newest first.
+    ///
+    /// A version whose writer was dropped without rollback is
+    /// [`WriteCheck::Skip`], as an aborted one: in progress, by a writer
+    /// this snapshot sees completed (a commit or prepare flips before its
+    /// writer leaves the running set, invariant 9, so it rolled back); or
+    /// prepared, by a transaction that is no longer prepared and never
+    /// flipped it.
     #[inline]
     pub fn write_check(&self, status: &VersionStatus) -> WriteCheck {
         if status.writer == self.own {
             return WriteCheck::Allowed;
         }
         let w = status.word();
+        match self.write_judge(status, w) {
+            WriteCheck::Conflict if state_of(w) == PREPARED => {
+                self.write_judge(status, status.settle_prepared(w, self.prepared))
+            }
+            c => c,
+        }
+    }
+
+    #[inline]
+    fn write_judge(&self, status: &VersionStatus, w: u64) -> WriteCheck {
         match state_of(w) {
             ABORTED => WriteCheck::Skip,
             COMMITTED if self.committed_visible(status.writer, ts_of(w)) => WriteCheck::Allowed,
+            IN_PROGRESS if self.sees_completed(status.writer) => WriteCheck::Skip,
             _ => WriteCheck::Conflict,
+        }
+    }
+
+    /// Did `txn` complete before this view's snapshot? (`false` for the
+    /// fast path, which never writes.)
+    #[inline]
+    fn sees_completed(&self, txn: u64) -> bool {
+        match self.how {
+            ReadAs::Snapshot { snap, .. } => snap.sees(txn),
+            ReadAs::Stable { .. } => false,
         }
     }
 }
