@@ -318,6 +318,12 @@ pub mod mutant {
     /// examining the head first, so it can miss a prepared head (invariants
     /// 10 and 13).
     pub const READ_SKIPS_HEAD: u32 = 23;
+    /// A prepend installs its version without clearing the key's head
+    /// summary, so a reader can skip a prepared head (invariant 16).
+    pub const PREPEND_KEEPS_SUMMARY: u32 = 32;
+    /// A commit stores the key's head summary after its status flip, so the
+    /// store can land after the next writer's clearing one (invariant 16).
+    pub const SUMMARY_AFTER_FLIP: u32 = 33;
 
     #[cfg(loom)]
     static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

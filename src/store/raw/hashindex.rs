@@ -34,8 +34,13 @@ use std::ptr;
 /// One key: allocated when the key is first written, freed when the store
 /// drops. The skiplist (ordered scans) and the hash table (point reads) both
 /// point here.
+///
+/// One cache line: a point read's key comparison and its loads of the
+/// entry's summary, head and finger touch only this line (the hash lives
+/// in the table slot, not here). `repr(C)`: the key bytes first, then the
+/// entry, 24 + 40 = 64 bytes, 64-aligned (pinned by a unit test).
+#[repr(C, align(64))]
 pub(crate) struct Node {
-    hash: u64,
     key: KeyBytes,
     pub(crate) entry: KeyEntry,
 }
@@ -55,7 +60,7 @@ enum KeyBytes {
     Heap(Box<[u8]>),
 }
 
-const INLINE: usize = 30;
+const INLINE: usize = 22;
 
 impl KeyBytes {
     fn new(key: &[u8]) -> KeyBytes {
@@ -194,9 +199,8 @@ impl HashIndex {
     }
 
     /// Builds a node for `key` (not yet inserted).
-    pub(crate) fn new_node(&self, key: &[u8], hash: u64) -> *mut Node {
+    pub(crate) fn new_node(&self, key: &[u8]) -> *mut Node {
         Box::into_raw(Box::new(Node {
-            hash,
             key: KeyBytes::new(key),
             entry: KeyEntry::new(),
         }))
@@ -215,14 +219,14 @@ impl HashIndex {
         let t = unsafe { &*cur };
         let len = self.len.get() + 1;
         // SAFETY: `node` is valid (caller contract).
-        let hash = unsafe { (*node).hash };
+        let hash = self.hash(unsafe { (*node).key() });
         if len * 2 > t.slots.len() {
             let bigger = Table::with_capacity(t.slots.len() * 2);
             for s in t.slots.iter() {
                 let p = s.node.load(Ordering::Relaxed);
                 if !p.is_null() {
-                    // SAFETY: nodes live until the store drops.
-                    bigger.place(p, unsafe { (*p).hash });
+                    // Relaxed: only the inserter (us) writes slots.
+                    bigger.place(p, s.hash.load(Ordering::Relaxed));
                 }
             }
             bigger.place(node, hash);
@@ -278,10 +282,20 @@ mod tests {
         let g = rc.pin();
         let h = ix.hash(key);
         assert!(ix.get(key, h, &g).is_none());
-        let n = ix.new_node(key, h);
+        let n = ix.new_node(key);
         // SAFETY: single-threaded test: we are the only inserter, the node is
         // fresh and its key absent (checked above).
         unsafe { ix.insert_locked(n, rc, &g) };
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn a_key_node_is_one_cache_line() {
+        // Key bytes (tag, length, 22 inline bytes, or a boxed slice) and
+        // the key's entry (head, summary, finger, floor, two flags).
+        assert_eq!(std::mem::size_of::<KeyBytes>(), 24);
+        assert_eq!(std::mem::size_of::<Node>(), 64);
+        assert_eq!(std::mem::align_of::<Node>(), 64);
     }
 
     #[test]
