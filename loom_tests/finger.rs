@@ -45,6 +45,13 @@
 //!   prepares at 12, then raises the flag; the same reader. Storing the
 //!   summary after the flip (`SUMMARY_AFTER_FLIP`) lets the committer's
 //!   late store overwrite the second writer's clearing one.
+//! * **summary/publish**: one thread commits `v20` (written before the
+//!   threads start) then `v30` (summary 30); a reader at 25 whose read
+//!   examined one version (the head `v20` committed, or the summary 30
+//!   rejected the head and the finger answered) must answer `v20`: the
+//!   summary 30 was stored after `v10 -> v20` was linked. A Relaxed summary
+//!   store (`RELAXED_SUMMARY_STORE`) lets it see 30 but not `v10`'s `stop`,
+//!   and the climb stops at `v10`.
 
 use crate::common::check;
 use loom::sync::atomic::{AtomicBool, Ordering};
@@ -276,6 +283,60 @@ fn summary_handoff_model() {
     b.join().unwrap();
     let (after, got) = r.join().unwrap();
     check_summary_read(after, got);
+}
+
+fn summary_publish_model() {
+    let k = setup();
+    // In progress before the reader starts, so a read from the head
+    // examines one version only if it finds `v20` committed there.
+    let v20 = k
+        .put(2, &snapshot_below(ALL), b"v20")
+        .expect("no conflicting writer");
+    let w = {
+        let k = k.clone();
+        thread::spawn(move || {
+            // SAFETY: v20 is this model's unfinished version, committed once.
+            unsafe { k.commit(v20, 20) };
+            commit(&k, 3, b"v30", 30);
+        })
+    };
+    let r = {
+        let k = k.clone();
+        thread::spawn(move || k.read_stable_counted(25, ALL))
+    };
+    w.join().unwrap();
+    let (got, examined) = r.join().unwrap();
+    // One version examined: either the head was `v20` committed, or the
+    // summary (30, the only one above 25) rejected the head and the finger
+    // `v10` answered without a climb, which is right only if `v10 -> v20`
+    // were not linked yet, and it was linked before the summary 30.
+    if examined == 1 {
+        assert_eq!(
+            got,
+            val(b"v20"),
+            "head summary violated: a reader that skipped the head on summary 30 missed v20"
+        );
+    } else {
+        assert!(
+            got == val(b"v10") || got == val(b"v20"),
+            "head summary violated: read {got:?}"
+        );
+    }
+}
+
+#[test]
+fn summary_read_vs_publish() {
+    check("summary/publish", mutant::NONE, summary_publish_model);
+}
+
+#[test]
+#[should_panic(expected = "head summary violated")]
+fn mutant_relaxed_summary_store() {
+    check(
+        "summary/publish/RELAXED_SUMMARY_STORE",
+        mutant::RELAXED_SUMMARY_STORE,
+        summary_publish_model,
+    );
 }
 
 #[test]

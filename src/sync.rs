@@ -324,6 +324,10 @@ pub mod mutant {
     /// A commit stores the key's head summary after its status flip, so the
     /// store can land after the next writer's clearing one (invariant 16).
     pub const SUMMARY_AFTER_FLIP: u32 = 33;
+    /// A commit stores the key's head summary with Relaxed instead of
+    /// Release, so a reader that skips the head on it may not see the links
+    /// below the head (invariant 16).
+    pub const RELAXED_SUMMARY_STORE: u32 = 34;
 
     #[cfg(loom)]
     static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

@@ -57,7 +57,9 @@
 use super::SendPtr;
 use crate::machinery::epoch::{Collector, Guard, RetireBatch};
 use crate::machinery::{Horizon, ReadView, VersionState, VersionStatus, Visibility, WriteCheck};
-use crate::sync::{mutant as m, mutant_on, AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use crate::sync::{
+    mutant as m, mutant_on, ordering_or_mutant, AtomicBool, AtomicPtr, AtomicU64, Ordering,
+};
 use crate::ts::Timestamp;
 use std::alloc::{self, Layout};
 use std::ptr::{self, NonNull};
@@ -291,7 +293,8 @@ impl KeyEntry {
             // Acquire: pairs with the Release store in `commit_version`, so
             // we see what the head's committer (and every committer before
             // it) linked below the head, as the head's Acquire status load
-            // would have shown us (invariant 16).
+            // would have shown us: the `stop` of the finger among them, which
+            // `climb` loads Relaxed (invariant 16; loom `summary/publish`).
             if self.summary.load(Ordering::Acquire) > t.get() {
                 // The head is committed above `t`: rejected for its
                 // timestamp, exactly as if we had loaded it (invariant 16).
@@ -484,8 +487,13 @@ impl KeyEntry {
             // Before the flip: a writer can prepend on top only after it
             // has seen our flip, so its clearing store comes after this one
             // (invariant 16). Release: pairs with the Acquire summary load
-            // in `read_counted` (our `newer`/`stop` links and the flags).
-            self.summary.store(summary, Ordering::Release);
+            // in `read_counted` (our `newer`/`stop` links, the links below
+            // them and the flags; loom `summary/publish`, mutant
+            // `RELAXED_SUMMARY_STORE`).
+            self.summary.store(
+                summary,
+                ordering_or_mutant(Ordering::Release, m::RELAXED_SUMMARY_STORE),
+            );
         }
         flip(&me.status);
         if summary_late {
