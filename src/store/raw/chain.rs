@@ -497,7 +497,9 @@ impl KeyEntry {
         }
         flip(&me.status);
         if summary_late {
-            // Release: as above (mutant: after the flip).
+            // Release: as above. Belt and braces: this branch runs only
+            // with mutant SUMMARY_AFTER_FLIP on (the broken variant), so its
+            // ordering is never in force; it matches the real store's.
             self.summary.store(summary, Ordering::Release);
         }
         if late {
