@@ -19,7 +19,11 @@
 //!   timestamp is below the old one (the key then is *unordered* for good),
 //!   and then has the completion flip the status. Prepare and abort only
 //!   flip.
-//! * Readers examine the head first. The first committed version their view
+//! * A reader whose timestamp bound is below the key's head *summary* (the
+//!   head's commit timestamp, kept by writers: cleared by every prepend,
+//!   stored by every commit before its flip; DESIGN.md invariant 16) knows
+//!   the head is too new without loading it and starts at the finger.
+//! * Otherwise readers examine the head first. The first committed version their view
 //!   rejects only because its commit timestamp is above the read timestamp
 //!   sends them to the key's *finger* (the newest committed version at or
 //!   below a recently published stable timestamp) or *floor* (the last safe
@@ -51,8 +55,12 @@
 //!   by a head CAS, so the pairing carries the version's contents.
 //! * `stop` and the unordered flag are Relaxed: a reader acts on them only
 //!   after an Acquire status load of a committed version at or above the
-//!   version that wrote them (invariant 13 explains why that load orders
-//!   them).
+//!   version that wrote them, or an Acquire load of the head summary, which
+//!   that version's committer (or a later one) stored with Release after
+//!   them (invariants 13, 16).
+//! * The summary's clearing store in `prepend` is Relaxed: it is sequenced
+//!   before the Release head CAS and any later flip of that writer, and
+//!   after its Acquire load of the head's committed status (invariant 16).
 
 use super::SendPtr;
 use crate::machinery::epoch::{Collector, Guard, RetireBatch};
