@@ -28,6 +28,31 @@
 //!   stand-in collector frees nothing before it drops, so no read shows it,
 //!   and the model checks the finger's position at the end instead (the
 //!   next prune's climb repairs it, so no mutant of it is observable here).
+//!
+//! Two more (issue 13b) cover the key's head summary (invariant 16): a
+//! reader whose timestamp is below the summary skips the head and starts at
+//! the finger, so the summary must never claim a committed head while an
+//! unfinished one is on top. Both put a prepared version at 12 over `v20`
+//! (committed at 20, summary 20) and read at 15: `v20` is too new, so the
+//! summary would send the reader to the finger `v10` past the prepared
+//! head it must conflict with.
+//!
+//! * **summary/prepare**: `v20` committed before the threads start; a
+//!   writer prepends and prepares at 12 and raises a flag; a reader at 15
+//!   that saw the flag must get a prepare conflict. A prepend that does
+//!   not clear the summary (`PREPEND_KEEPS_SUMMARY`) answers `v10`.
+//! * **summary/handoff**: one thread commits `v20` while a second tries
+//!   once to write on top (it can only once it sees `v20` committed) and
+//!   prepares at 12, then raises the flag; the same reader. Storing the
+//!   summary after the flip (`SUMMARY_AFTER_FLIP`) lets the committer's
+//!   late store overwrite the second writer's clearing one.
+//! * **summary/publish**: one thread commits `v20` (written before the
+//!   threads start) then `v30` (summary 30); a reader at 25 whose read
+//!   examined one version (the head `v20` committed, or the summary 30
+//!   rejected the head and the finger answered) must answer `v20`: the
+//!   summary 30 was stored after `v10 -> v20` was linked. A Relaxed summary
+//!   store (`RELAXED_SUMMARY_STORE`) lets it see 30 but not `v10`'s `stop`,
+//!   and the climb stops at `v10`.
 
 use crate::common::check;
 use loom::sync::atomic::{AtomicBool, Ordering};
@@ -177,6 +202,177 @@ fn prune_model() {
         k.len(),
         2,
         "safe point violated: the chain should be v30, v20"
+    );
+}
+
+/// `setup()` plus `v20` committed at 20 (head summary 20).
+fn setup_with_v20() -> Arc<Chain> {
+    let k = setup();
+    commit(&k, 2, b"v20", 20);
+    k
+}
+
+/// Transaction 3 writes on top of `k` (once; `false` on a conflict) and
+/// prepares at 12.
+fn prepare_on_top(k: &Chain) -> bool {
+    let Some(v) = k.put(3, &snapshot_below(ALL), b"p12") else {
+        return false;
+    };
+    // SAFETY: our own unfinished version.
+    unsafe { k.set_status(v, state::PREPARED, 12) };
+    true
+}
+
+/// The reader of both summary models: at 15 (below the summary 20), and
+/// whether it began after the prepare returned.
+fn summary_reader(k: Arc<Chain>, flag: Arc<AtomicBool>) -> thread::JoinHandle<(bool, Read)> {
+    thread::spawn(move || {
+        // Acquire: pairs with the writer's Release flag store.
+        let after = flag.load(Ordering::Acquire);
+        (after, k.read_stable(15, ALL))
+    })
+}
+
+fn check_summary_read(after: bool, got: Read) {
+    if after {
+        assert_eq!(
+            got,
+            Read::PrepareConflict,
+            "head summary violated: a reader after prepare skipped the prepared head"
+        );
+    } else {
+        assert!(
+            got == Read::PrepareConflict || got == val(b"v10"),
+            "head summary violated: read {got:?}"
+        );
+    }
+}
+
+fn summary_prepare_model() {
+    let k = setup_with_v20();
+    let flag = Arc::new(AtomicBool::new(false));
+    let p = {
+        let (k, flag) = (k.clone(), flag.clone());
+        thread::spawn(move || {
+            assert!(prepare_on_top(&k), "v20 is committed: no conflict");
+            // Release: pairs with the reader's Acquire load.
+            flag.store(true, Ordering::Release);
+        })
+    };
+    let r = summary_reader(k.clone(), flag.clone());
+    p.join().unwrap();
+    let (after, got) = r.join().unwrap();
+    check_summary_read(after, got);
+}
+
+fn summary_handoff_model() {
+    let k = setup();
+    let v20 = k
+        .put(2, &snapshot_below(ALL), b"v20")
+        .expect("no conflicting writer");
+    let flag = Arc::new(AtomicBool::new(false));
+    let a = {
+        let k = k.clone();
+        // SAFETY: v20 is this model's unfinished version, committed once.
+        thread::spawn(move || unsafe { k.commit(v20, 20) })
+    };
+    let b = {
+        let (k, flag) = (k.clone(), flag.clone());
+        thread::spawn(move || {
+            if prepare_on_top(&k) {
+                // Release: pairs with the reader's Acquire load.
+                flag.store(true, Ordering::Release);
+            }
+        })
+    };
+    let r = summary_reader(k.clone(), flag.clone());
+    a.join().unwrap();
+    b.join().unwrap();
+    let (after, got) = r.join().unwrap();
+    check_summary_read(after, got);
+}
+
+fn summary_publish_model() {
+    let k = setup();
+    // In progress before the reader starts, so a read from the head
+    // examines one version only if it finds `v20` committed there.
+    let v20 = k
+        .put(2, &snapshot_below(ALL), b"v20")
+        .expect("no conflicting writer");
+    let w = {
+        let k = k.clone();
+        thread::spawn(move || {
+            // SAFETY: v20 is this model's unfinished version, committed once.
+            unsafe { k.commit(v20, 20) };
+            commit(&k, 3, b"v30", 30);
+        })
+    };
+    let r = {
+        let k = k.clone();
+        thread::spawn(move || k.read_stable_counted(25, ALL))
+    };
+    w.join().unwrap();
+    let (got, examined) = r.join().unwrap();
+    // One version examined: either the head was `v20` committed, or the
+    // summary (30, the only one above 25) rejected the head and the finger
+    // `v10` answered without a climb, which is right only if `v10 -> v20`
+    // were not linked yet, and it was linked before the summary 30.
+    if examined == 1 {
+        assert_eq!(
+            got,
+            val(b"v20"),
+            "head summary violated: a reader that skipped the head on summary 30 missed v20"
+        );
+    } else {
+        assert!(
+            got == val(b"v10") || got == val(b"v20"),
+            "head summary violated: read {got:?}"
+        );
+    }
+}
+
+#[test]
+fn summary_read_vs_publish() {
+    check("summary/publish", mutant::NONE, summary_publish_model);
+}
+
+#[test]
+#[should_panic(expected = "head summary violated")]
+fn mutant_relaxed_summary_store() {
+    check(
+        "summary/publish/RELAXED_SUMMARY_STORE",
+        mutant::RELAXED_SUMMARY_STORE,
+        summary_publish_model,
+    );
+}
+
+#[test]
+fn summary_read_vs_prepare() {
+    check("summary/prepare", mutant::NONE, summary_prepare_model);
+}
+
+#[test]
+#[should_panic(expected = "head summary violated")]
+fn mutant_prepend_keeps_summary() {
+    check(
+        "summary/prepare/PREPEND_KEEPS_SUMMARY",
+        mutant::PREPEND_KEEPS_SUMMARY,
+        summary_prepare_model,
+    );
+}
+
+#[test]
+fn summary_read_vs_commit_handoff() {
+    check("summary/handoff", mutant::NONE, summary_handoff_model);
+}
+
+#[test]
+#[should_panic(expected = "head summary violated")]
+fn mutant_summary_after_flip() {
+    check(
+        "summary/handoff/SUMMARY_AFTER_FLIP",
+        mutant::SUMMARY_AFTER_FLIP,
+        summary_handoff_model,
     );
 }
 

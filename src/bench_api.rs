@@ -54,7 +54,8 @@ impl HashIndexHook {
         if self.ix.get(key, h, &guard).is_some() {
             return false;
         }
-        let node = self.ix.new_node(key, h);
+        // SAFETY: we hold `inserting` (one inserter at a time).
+        let node = unsafe { self.ix.new_node(key) };
         // SAFETY: we hold `inserting` (one inserter at a time), `node` is
         // fresh from `new_node`, and the re-check above under the mutex found
         // no node for `key` (as in `store::Index::get_or_insert`).

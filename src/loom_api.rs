@@ -322,6 +322,21 @@ impl Chain {
         ))
     }
 
+    /// As [`Chain::read_stable`], also returning the versions the read
+    /// examined (status words loaded).
+    pub fn read_stable_counted(&self, stable: u64, complete_below: u64) -> (Read, u64) {
+        let guard = self.rc.pin();
+        let mut n = 0;
+        let view = ReadView::loom_stable(stable, complete_below);
+        let got = match self.entry.read_counted(&view, &guard, &mut n) {
+            Found::Value(v) => Read::Value(v.to_vec()),
+            Found::Deleted => Read::Deleted,
+            Found::Absent => Read::Absent,
+            Found::PrepareConflict => Read::PrepareConflict,
+        };
+        (got, n)
+    }
+
     /// Prunes to the horizon `(xmin, ts)` and moves the finger up to
     /// `stable`; returns versions retired.
     pub fn prune(&self, horizon: (u64, u64), stable: u64) -> u64 {

@@ -328,6 +328,16 @@ pub mod mutant {
     /// A prepared commit clears its prepared-table entry before it flips its
     /// statuses instead of after.
     pub const PREPARED_CLEARED_BEFORE_FLIP: u32 = 30;
+    /// A prepend installs its version without clearing the key's head
+    /// summary, so a reader can skip a prepared head (invariant 16).
+    pub const PREPEND_KEEPS_SUMMARY: u32 = 32;
+    /// A commit stores the key's head summary after its status flip, so the
+    /// store can land after the next writer's clearing one (invariant 16).
+    pub const SUMMARY_AFTER_FLIP: u32 = 33;
+    /// A commit stores the key's head summary with Relaxed instead of
+    /// Release, so a reader that skips the head on it may not see the links
+    /// below the head (invariant 16).
+    pub const RELAXED_SUMMARY_STORE: u32 = 34;
 
     #[cfg(loom)]
     static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

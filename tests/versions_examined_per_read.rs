@@ -59,6 +59,13 @@ fn old_reads_on<P: Protocol>() {
         examined <= 2 * reads,
         "reads at the load timestamp examined {examined} versions for {reads} reads"
     );
+    // With the head summary (invariant 16) the head, committed far above
+    // the read timestamp, is rejected without being loaded: the finger
+    // alone answers.
+    assert_eq!(
+        examined, reads,
+        "reads at the load timestamp should examine only the finger"
+    );
     // The newest version: the head alone.
     for k in 0..KEYS {
         let mut t = s.begin(&read_at(next)).unwrap();

@@ -118,7 +118,8 @@ impl Index {
         if let Some(n) = self.hash.get(key, h, guard) {
             return &n.entry;
         }
-        let node = self.hash.new_node(key, h);
+        // SAFETY: we hold `inserting`.
+        let node = unsafe { self.hash.new_node(key) };
         self.list.insert(NodeKey(node), (), guard).release(guard);
         // SAFETY: we hold `inserting`, `node` is fresh from `new_node`, and
         // the re-check above under the mutex found no node for `key`.

@@ -19,7 +19,11 @@
 //!   timestamp is below the old one (the key then is *unordered* for good),
 //!   and then has the completion flip the status. Prepare and abort only
 //!   flip.
-//! * Readers examine the head first. The first committed version their view
+//! * A reader whose timestamp bound is below the key's head *summary* (the
+//!   head's commit timestamp, kept by writers: cleared by every prepend,
+//!   stored by every commit before its flip; DESIGN.md invariant 16) knows
+//!   the head is too new without loading it and starts at the finger.
+//! * Otherwise readers examine the head first. The first committed version their view
 //!   rejects only because its commit timestamp is above the read timestamp
 //!   sends them to the key's *finger* (the newest committed version at or
 //!   below a recently published stable timestamp) or *floor* (the last safe
@@ -51,13 +55,19 @@
 //!   by a head CAS, so the pairing carries the version's contents.
 //! * `stop` and the unordered flag are Relaxed: a reader acts on them only
 //!   after an Acquire status load of a committed version at or above the
-//!   version that wrote them (invariant 13 explains why that load orders
-//!   them).
+//!   version that wrote them, or an Acquire load of the head summary, which
+//!   that version's committer (or a later one) stored with Release after
+//!   them (invariants 13, 16).
+//! * The summary's clearing store in `prepend` is Relaxed: it is sequenced
+//!   before the Release head CAS and any later flip of that writer, and
+//!   after its Acquire load of the head's committed status (invariant 16).
 
 use super::SendPtr;
 use crate::machinery::epoch::{Collector, Guard, RetireBatch};
 use crate::machinery::{Horizon, ReadView, VersionState, VersionStatus, Visibility, WriteCheck};
-use crate::sync::{mutant as m, mutant_on, AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use crate::sync::{
+    mutant as m, mutant_on, ordering_or_mutant, AtomicBool, AtomicPtr, AtomicU64, Ordering,
+};
 use crate::ts::Timestamp;
 use std::alloc::{self, Layout};
 use std::ptr::{self, NonNull};
@@ -209,6 +219,15 @@ pub(crate) struct KeyEntry {
     /// The newest version (any state): the newest committed one is the head
     /// or right below an unfinished head, one step from the key's node.
     head: AtomicPtr<Version>,
+    /// The head summary (invariant 16): `0`, or a timestamp `s` meaning
+    /// that the head is a version committed (or, its committer having
+    /// decided, committing) at `s`, that nothing unfinished lies above it
+    /// but its own transaction's versions committing at `s`, and that the
+    /// key was ordered when it was stored. A reader whose timestamp bound
+    /// is below `s` rejects the head without loading it and starts at the
+    /// finger. Cleared by every prepend before its head CAS; stored by
+    /// every commit before its status flip.
+    summary: AtomicU64,
     /// The newest timestamped committed version at or below the stable
     /// timestamp published when it was last moved (null: none). Always at
     /// or above `floor`, so never retired while it points there
@@ -245,6 +264,7 @@ impl KeyEntry {
     pub(crate) fn new() -> KeyEntry {
         KeyEntry {
             head: AtomicPtr::new(ptr::null_mut()),
+            summary: AtomicU64::new(0),
             finger: AtomicPtr::new(ptr::null_mut()),
             floor: AtomicPtr::new(ptr::null_mut()),
             pruning: AtomicBool::new(false),
@@ -276,8 +296,24 @@ impl KeyEntry {
         _guard: &'g Guard,
         examined: &mut u64,
     ) -> Found<'g> {
-        let mut p = self.head_ptr();
         let mut tried_finger = false;
+        if let Some(t) = view.timestamp_bound() {
+            // Acquire: pairs with the Release store in `commit_version`, so
+            // we see what the head's committer (and every committer before
+            // it) linked below the head, as the head's Acquire status load
+            // would have shown us: the `stop` of the finger among them, which
+            // `climb` loads Relaxed (invariant 16; loom `summary/publish`).
+            if self.summary.load(Ordering::Acquire) > t.get() {
+                // The head is committed above `t`: rejected for its
+                // timestamp, exactly as if we had loaded it (invariant 16).
+                tried_finger = true;
+                // SAFETY: we hold `_guard` (invariants 11, 13).
+                if let Some(f) = unsafe { self.read_from_finger(view, examined) } {
+                    return f;
+                }
+            }
+        }
+        let mut p = self.head_ptr();
         if mutant_on(m::READ_SKIPS_HEAD) && view.own().get() == 0 {
             tried_finger = true;
             // SAFETY: we hold `_guard` (invariants 11, 13).
@@ -394,6 +430,17 @@ impl KeyEntry {
             }
             // SAFETY: `v` is still private to this thread.
             unsafe { v.0.as_ref() }.next.store(head, Ordering::Relaxed);
+            if !mutant_on(m::PREPEND_KEEPS_SUMMARY) {
+                // Relaxed: sequenced before our Release head CAS and before
+                // any later flip of ours (prepare, commit), so whoever sees
+                // our version, or anything we do after, sees the summary
+                // cleared or a later value. It comes after the Acquire load
+                // of the head's committed status in `check_conflict`, which
+                // the head's committer stored after its summary, so it is
+                // later than that summary in the word's modification order
+                // (invariant 16).
+                self.summary.store(0, Ordering::Relaxed);
+            }
             // Release: publishes the new version (and its `next`) to readers
             // that Acquire-load the head. Acquire on failure: the failed CAS
             // is our load of the newer head, which we check next.
@@ -439,7 +486,30 @@ impl KeyEntry {
             // SAFETY: as above.
             examined = unsafe { self.link_committed(me, v, cts) };
         }
+        // Relaxed: set by us in `link_committed` or by an earlier
+        // committer before its flip, which we loaded with Acquire there.
+        let ordered = !self.unordered.load(Ordering::Relaxed);
+        let summary = if cts != 0 && ordered { cts } else { 0 };
+        let summary_late = mutant_on(m::SUMMARY_AFTER_FLIP);
+        if !summary_late {
+            // Before the flip: a writer can prepend on top only after it
+            // has seen our flip, so its clearing store comes after this one
+            // (invariant 16). Release: pairs with the Acquire summary load
+            // in `read_counted` (our `newer`/`stop` links, the links below
+            // them and the flags; loom `summary/publish`, mutant
+            // `RELAXED_SUMMARY_STORE`).
+            self.summary.store(
+                summary,
+                ordering_or_mutant(Ordering::Release, m::RELAXED_SUMMARY_STORE),
+            );
+        }
         flip(&me.status);
+        if summary_late {
+            // Release: as above. Belt and braces: this branch runs only
+            // with mutant SUMMARY_AFTER_FLIP on (the broken variant), so its
+            // ordering is never in force; it matches the real store's.
+            self.summary.store(summary, Ordering::Release);
+        }
         if late {
             // SAFETY: as above.
             examined = unsafe { self.link_committed(me, v, cts) };
@@ -930,7 +1000,7 @@ mod tests {
     }
 
     #[test]
-    fn an_old_read_timestamp_costs_two_versions_from_the_finger() {
+    fn an_old_read_timestamp_costs_one_version_from_the_finger() {
         let (mgr, rc, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
         put(&e, &rc, &mut w, &[1], 10);
@@ -944,9 +1014,11 @@ mod tests {
         }
         let g = rc.pin();
         assert_eq!(e.chain_len(&g), 40);
-        // The head (400) is too new; the finger (10) answers.
-        assert_eq!(read_n(&e, &rc, &mut r, 15), (Some(vec![1]), 2));
-        // The newest version: the head alone.
+        // The head summary (400) says the head is too new without loading
+        // it; the finger (10) answers.
+        assert_eq!(read_n(&e, &rc, &mut r, 15), (Some(vec![1]), 1));
+        // At the head's own timestamp the summary does not reject it: the
+        // head alone.
         assert_eq!(read_n(&e, &rc, &mut r, 400), (Some(vec![40]), 1));
         // Between: the climb from the finger, still correct.
         assert_eq!(read(&e, &rc, &mut r, 35), Some(vec![3]));
@@ -1009,11 +1081,12 @@ mod tests {
     #[cfg(target_pointer_width = "64")]
     fn memory_per_version_and_per_key_entry() {
         // A version: 48-byte header (status 16, next, newer, stop, len) +
-        // the value, one allocation. A key's entry (inside its index node):
-        // head, finger, floor, two flags.
+        // the value, one allocation. A key's entry (inside its index node,
+        // which is one 64-byte line with the key bytes): head, summary,
+        // finger, floor, two flags.
         assert_eq!(std::mem::size_of::<Version>(), 48);
         assert_eq!(layout_for(100).size(), 152);
-        assert_eq!(std::mem::size_of::<KeyEntry>(), 32);
+        assert_eq!(std::mem::size_of::<KeyEntry>(), 40);
     }
 
     #[test]

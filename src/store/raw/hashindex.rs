@@ -28,14 +28,23 @@ use super::chain::KeyEntry;
 use super::SendPtr;
 use crate::machinery::epoch::{Collector as Reclaimer, Guard};
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
+use std::alloc::{self, Layout};
+use std::cell::UnsafeCell;
 use std::hash::BuildHasher;
 use std::ptr;
 
 /// One key: allocated when the key is first written, freed when the store
 /// drops. The skiplist (ordered scans) and the hash table (point reads) both
 /// point here.
+///
+/// One cache line: a point read's key comparison and its loads of the
+/// entry's summary, head and finger touch only this line (the hash lives
+/// in the table slot, not here). `repr(C)`: the key bytes first, then the
+/// entry, 24 + 40 = 64 bytes, 64-aligned (pinned by a unit test). Nodes
+/// are carved from 4 KiB chunks ([`Arena`]) rather than one `malloc`
+/// each: 64 bytes per key with no allocator header, and 64-aligned.
+#[repr(C, align(64))]
 pub(crate) struct Node {
-    hash: u64,
     key: KeyBytes,
     pub(crate) entry: KeyEntry,
 }
@@ -55,7 +64,7 @@ enum KeyBytes {
     Heap(Box<[u8]>),
 }
 
-const INLINE: usize = 30;
+const INLINE: usize = 22;
 
 impl KeyBytes {
     fn new(key: &[u8]) -> KeyBytes {
@@ -133,17 +142,36 @@ impl Table {
     }
 }
 
+/// Nodes per arena chunk: 64 nodes of 64 bytes, one 4 KiB allocation.
+const CHUNK: usize = 64;
+
+/// Where nodes live: chunks of [`CHUNK`] nodes, filled in order and freed
+/// only when the index drops (keys are never removed).
+struct Arena {
+    chunks: Vec<*mut Node>,
+    /// Nodes written in the last chunk ([`CHUNK`]: full, or no chunk yet).
+    used: usize,
+}
+
+#[inline]
+fn chunk_layout() -> Layout {
+    Layout::array::<Node>(CHUNK).expect("a fixed, small size")
+}
+
 /// The hash side of the index.
 pub(crate) struct HashIndex {
     table: AtomicPtr<Table>,
     /// Keys stored; only the inserter (under the mutex) reads or writes it.
     len: std::cell::Cell<usize>,
+    /// Only the inserter (under the mutex) touches it, and the drop.
+    arena: UnsafeCell<Arena>,
     hasher: foldhash::fast::RandomState,
 }
 
-// SAFETY: `len` is a Cell touched only by `insert_locked`, whose caller holds
-// the store's insert mutex (see its # Safety); every other field is atomic
-// or immutable after construction. Nodes are Send + Sync (KeyEntry is built
+// SAFETY: `len` and `arena` are touched only by `insert_locked` and
+// `new_node`, whose callers hold the store's insert mutex (see their
+// # Safety), and by the drop (`&mut self`); every other field is atomic or
+// immutable after construction. Nodes are Send + Sync (KeyEntry is built
 // from atomics and owned bytes).
 unsafe impl Sync for HashIndex {}
 // SAFETY: as above; nothing in the index is tied to a thread.
@@ -154,6 +182,10 @@ impl HashIndex {
         HashIndex {
             table: AtomicPtr::new(Box::into_raw(Table::with_capacity(1024))),
             len: std::cell::Cell::new(0),
+            arena: UnsafeCell::new(Arena {
+                chunks: Vec::new(),
+                used: CHUNK,
+            }),
             hasher: foldhash::fast::RandomState::default(),
         }
     }
@@ -193,13 +225,38 @@ impl HashIndex {
         }
     }
 
-    /// Builds a node for `key` (not yet inserted).
-    pub(crate) fn new_node(&self, key: &[u8], hash: u64) -> *mut Node {
-        Box::into_raw(Box::new(Node {
-            hash,
-            key: KeyBytes::new(key),
-            entry: KeyEntry::new(),
-        }))
+    /// Builds a node for `key` (not yet inserted) in the arena. It lives
+    /// until the index drops, inserted or not.
+    ///
+    /// # Safety
+    /// The caller holds the store's insert mutex (one inserter at a time).
+    pub(crate) unsafe fn new_node(&self, key: &[u8]) -> *mut Node {
+        // SAFETY: the caller holds the insert mutex, so no other thread
+        // touches the arena now.
+        let a = unsafe { &mut *self.arena.get() };
+        if a.used == CHUNK {
+            let layout = chunk_layout();
+            // SAFETY: the layout has a non-zero size.
+            let p = unsafe { alloc::alloc(layout) } as *mut Node;
+            if p.is_null() {
+                alloc::handle_alloc_error(layout);
+            }
+            a.chunks.push(p);
+            a.used = 0;
+        }
+        let chunk = *a.chunks.last().expect("a chunk with room exists");
+        // SAFETY: `used < CHUNK`: a slot of the last chunk never written.
+        let n = unsafe { chunk.add(a.used) };
+        // SAFETY: as above; in bounds of the chunk's allocation and aligned
+        // (the chunk is an array of nodes).
+        unsafe {
+            n.write(Node {
+                key: KeyBytes::new(key),
+                entry: KeyEntry::new(),
+            })
+        };
+        a.used += 1;
+        n
     }
 
     /// Inserts `node` (a key not present), growing the table when half full.
@@ -215,14 +272,14 @@ impl HashIndex {
         let t = unsafe { &*cur };
         let len = self.len.get() + 1;
         // SAFETY: `node` is valid (caller contract).
-        let hash = unsafe { (*node).hash };
+        let hash = self.hash(unsafe { (*node).key() });
         if len * 2 > t.slots.len() {
             let bigger = Table::with_capacity(t.slots.len() * 2);
             for s in t.slots.iter() {
                 let p = s.node.load(Ordering::Relaxed);
                 if !p.is_null() {
-                    // SAFETY: nodes live until the store drops.
-                    bigger.place(p, unsafe { (*p).hash });
+                    // Relaxed: only the inserter (us) writes slots.
+                    bigger.place(p, s.hash.load(Ordering::Relaxed));
                 }
             }
             bigger.place(node, hash);
@@ -242,27 +299,22 @@ impl HashIndex {
         }
         self.len.set(len);
     }
-
-    /// Every node, for the store's drop.
-    fn drain(&mut self) -> Vec<*mut Node> {
-        let t = self.table.get_mut_ptr();
-        // SAFETY: `&mut self`: no reader or inserter is running.
-        let t = unsafe { &*t };
-        t.slots
-            .iter()
-            .map(|s| s.node.load(Ordering::Relaxed))
-            .filter(|p| !p.is_null())
-            .collect()
-    }
 }
 
 impl Drop for HashIndex {
     fn drop(&mut self) {
-        for p in self.drain() {
-            // SAFETY: every node was inserted exactly once and is referenced
-            // only by this table and the skiplist, which hold no ownership;
-            // `&mut self` means no one else can reach it.
-            drop(unsafe { Box::from_raw(p) });
+        let a = self.arena.get_mut();
+        let chunks = a.chunks.len();
+        for (i, &c) in a.chunks.iter().enumerate() {
+            let written = if i + 1 == chunks { a.used } else { CHUNK };
+            for j in 0..written {
+                // SAFETY: written once by `new_node` and dropped only here;
+                // the table and the skiplist (dropped first) hold no
+                // ownership, and `&mut self` means no one else can reach it.
+                unsafe { ptr::drop_in_place(c.add(j)) };
+            }
+            // SAFETY: allocated by `new_node` with this layout, freed once.
+            unsafe { alloc::dealloc(c as *mut u8, chunk_layout()) };
         }
         let t = self.table.get_mut_ptr();
         // SAFETY: the current table is owned by the index and freed once.
@@ -278,10 +330,22 @@ mod tests {
         let g = rc.pin();
         let h = ix.hash(key);
         assert!(ix.get(key, h, &g).is_none());
-        let n = ix.new_node(key, h);
         // SAFETY: single-threaded test: we are the only inserter, the node is
         // fresh and its key absent (checked above).
-        unsafe { ix.insert_locked(n, rc, &g) };
+        unsafe {
+            let n = ix.new_node(key);
+            ix.insert_locked(n, rc, &g)
+        };
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn a_key_node_is_one_cache_line() {
+        // Key bytes (tag, length, 22 inline bytes, or a boxed slice) and
+        // the key's entry (head, summary, finger, floor, two flags).
+        assert_eq!(std::mem::size_of::<KeyBytes>(), 24);
+        assert_eq!(std::mem::size_of::<Node>(), 64);
+        assert_eq!(std::mem::align_of::<Node>(), 64);
     }
 
     #[test]
