@@ -327,7 +327,7 @@ impl Chain {
     pub fn read_stable_counted(&self, stable: u64, complete_below: u64) -> (Read, u64) {
         let guard = self.rc.pin();
         let mut n = 0;
-        let view = ReadView::loom_stable(stable, complete_below);
+        let view = ReadView::loom_stable(stable, complete_below, &self.prepared);
         let got = match self.entry.read_counted(&view, &guard, &mut n) {
             Found::Value(v) => Read::Value(v.to_vec()),
             Found::Deleted => Read::Deleted,
