@@ -233,6 +233,17 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         self.t.options()
     }
 
+    /// Takes the snapshot now, if the transaction has none yet; see
+    /// [`Transaction::take_snapshot`]. Without it the snapshot is taken at
+    /// the first read, write, scan or read timestamp, so commits that
+    /// return between `begin` and then are seen.
+    ///
+    /// # Errors
+    /// As [`Transaction::check_usable`].
+    pub fn take_snapshot(&mut self) -> Result<()> {
+        self.t.take_snapshot()
+    }
+
     /// Sets the read timestamp after begin (once); see
     /// [`Transaction::set_read_timestamp`].
     ///

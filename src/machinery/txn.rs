@@ -47,6 +47,12 @@ pub struct Transaction<'s, 'm, P: Protocol = LockFree> {
     /// `set_durable_timestamp` (the default for its commit).
     durable_ts: Timestamp,
     stable: Option<StableView>,
+    /// Has it taken its view (a snapshot, or the stable view)? A
+    /// transaction takes its snapshot lazily, at its first read, write or
+    /// read timestamp (issue 14b).
+    snapped: bool,
+    /// Has it published a pin that `finish` must clear?
+    pinned: bool,
     rmw_at_begin: u64,
 }
 
@@ -80,11 +86,14 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             prepare_ts: Timestamp::NONE,
             durable_ts: Timestamp::NONE,
             stable: None,
+            snapped: false,
+            pinned: false,
             rmw_at_begin,
             sess,
         };
         if opts.read_at_stable {
             let sv = engine.proto.begin_at_stable(t.sess.slot, ctr);
+            t.pinned = true;
             // With no stable timestamp set, a view "at stable 0" would see
             // untimestamped versions that pruning may cut once oldest is set
             // (no pin can hold the timestamp horizon at 0): read the latest
@@ -93,15 +102,61 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             if sv.stable != 0 {
                 t.read_ts = Timestamp::new(sv.stable);
                 t.stable = Some(sv);
+                t.snapped = true;
                 return Ok(t);
             }
+            // The snapshot comes later, lazily, with its own pin; until
+            // then this one publishes nothing (as any lazy begin).
+            engine.proto.end(t.sess.slot);
+            t.pinned = false;
         }
-        engine.proto.begin(t.sess.slot, &mut t.sess.snap, ctr);
         if let Some(ts) = opts.read_timestamp {
-            // On error `t` drops here, which ends it and clears its pins.
+            // One handshake for the snapshot and the read timestamp
+            // (`begin_at_read_ts`). On error `t` drops here, which ends it
+            // and clears its pins.
             t.set_read_timestamp(ts)?;
         }
         Ok(t)
+    }
+
+    /// Takes the snapshot and publishes its pin (handshake 1).
+    #[inline]
+    fn take_snapshot_now(&mut self) {
+        self.snapped = true;
+        if crate::sync::mutant_on(crate::sync::mutant::LAZY_VIEW_SKIPS_SNAPSHOT) {
+            return;
+        }
+        let ctr = self.sess.ctr();
+        self.sess
+            .mgr
+            .proto
+            .begin(self.sess.slot, &mut self.sess.snap, ctr);
+        self.pinned = true;
+    }
+
+    /// Takes the transaction's snapshot now, if it has none yet. A
+    /// transaction takes its snapshot at its first read
+    /// ([`read_view`](Self::read_view)), write
+    /// ([`new_version`](Self::new_version)) or read timestamp, not at
+    /// begin; call this to fix its point in time earlier (for instance
+    /// before waiting for another thread), at the cost begin used to pay.
+    /// A no-op once it has one.
+    ///
+    /// # Errors
+    /// As [`Transaction::check_usable`].
+    pub fn take_snapshot(&mut self) -> Result<()> {
+        self.check_usable()?;
+        if !self.snapped {
+            self.take_snapshot_now();
+        }
+        Ok(())
+    }
+
+    /// Has the transaction taken its snapshot (or, with `read_at_stable`,
+    /// its stable view) yet? See [`Transaction::take_snapshot`].
+    #[inline]
+    pub fn has_snapshot(&self) -> bool {
+        self.snapped
     }
 
     /// This transaction's id: [`TxnId::NONE`] until its first write.
@@ -180,19 +235,38 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             });
         }
         let ctr = self.sess.ctr();
-        let r = self.sess.mgr.proto.set_read_timestamp(
-            self.sess.slot,
-            &mut self.sess.snap,
-            ts,
-            self.opts.roundup_read,
-            ctr,
-        )?;
+        let proto = &self.sess.mgr.proto;
+        let r = if self.snapped {
+            proto.set_read_timestamp(
+                self.sess.slot,
+                &mut self.sess.snap,
+                ts,
+                self.opts.roundup_read,
+                ctr,
+            )?
+        } else {
+            // The lazy snapshot comes with the read timestamp: one
+            // handshake for both pins.
+            let r = proto.begin_at_read_ts(
+                self.sess.slot,
+                &mut self.sess.snap,
+                ts,
+                self.opts.roundup_read,
+                ctr,
+            )?;
+            self.snapped = true;
+            self.pinned = true;
+            r
+        };
         self.read_ts = r;
         Ok(r)
     }
 
+    /// The view, once taken (`snapped`): only `read_view` and
+    /// `new_version` call it, after taking the snapshot.
     #[inline]
     fn view(&self) -> ReadView<'_> {
+        debug_assert!(self.snapped, "a view is only built after the snapshot");
         let ignore = self.opts.prepare_conflicts != PrepareConflicts::Enforce;
         match self.stable {
             Some(sv) => ReadView::stable(self.id, sv.stable, sv.complete_below, ignore),
@@ -200,15 +274,19 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         }
     }
 
-    /// The view to read with now: with [`Isolation::ReadCommitted`] a fresh
-    /// snapshot is taken first (one load when nothing completed since).
+    /// The view to read with now. The transaction's first call takes its
+    /// snapshot (and publishes its pin); with [`Isolation::ReadCommitted`]
+    /// every later call takes a fresh one (one load when nothing completed
+    /// since).
     ///
     /// # Errors
     /// As [`Transaction::check_usable`].
     #[inline]
     pub fn read_view(&mut self) -> Result<ReadView<'_>> {
         self.check_usable()?;
-        if self.opts.isolation == Isolation::ReadCommitted && self.stable.is_none() {
+        if !self.snapped {
+            self.take_snapshot_now();
+        } else if self.opts.isolation == Isolation::ReadCommitted && self.stable.is_none() {
             let ctr = self.sess.ctr();
             self.sess
                 .mgr
@@ -667,7 +745,9 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
                 ctr.read_rmw_raw.bump(now - self.rmw_at_begin);
             }
         }
-        self.sess.mgr.proto.end(self.sess.slot);
+        if self.pinned {
+            self.sess.mgr.proto.end(self.sess.slot);
+        }
         self.sess.open = OpenTxn::default();
         self.state = State::Finished;
     }
