@@ -123,7 +123,11 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     #[inline]
     fn take_snapshot_now(&mut self) {
         self.snapped = true;
-        if crate::sync::mutant_on(crate::sync::mutant::LAZY_VIEW_SKIPS_SNAPSHOT) {
+        if crate::sync::mutant_on(crate::sync::mutant::LAZY_VIEW_SKIPS_SNAPSHOT)
+            && self.sess.snap.generation != 0
+        {
+            // Broken on purpose (loom only): read with the session's cached
+            // snapshot from an earlier transaction.
             return;
         }
         let ctr = self.sess.ctr();
