@@ -12,8 +12,10 @@
 //!
 //! The model states the visibility rules the engine implements:
 //! * a snapshot is the set of transactions that had completed (committed,
-//!   aborted or prepared) when it was taken: at begin, when a read timestamp
-//!   is set, and before every read or write under read-committed;
+//!   aborted or prepared) when it was taken: lazily, at the first read or
+//!   write or when a read timestamp is set (not at begin; issue 14b), and
+//!   before every read or write under read-committed; the xmin pin a query
+//!   reports is published with it;
 //! * a committed version is visible when its writer is in the snapshot and,
 //!   with a read timestamp, its commit timestamp is `0` or at most the read
 //!   timestamp; a transaction sees its own newest write; aborted versions

@@ -24,7 +24,15 @@ enum State {
 }
 
 /// A transaction on a [`TxnSession`]. Reads see one snapshot (or, with
-/// `read_at_stable`, the stable watermark) through [`Transaction::read_view`];
+/// `read_at_stable`, the stable watermark) through [`Transaction::read_view`].
+/// The snapshot is taken lazily (issue 14b): at the first
+/// [`read_view`](Transaction::read_view) or
+/// [`new_version`](Transaction::new_version), or with the read timestamp
+/// (in the options or [`set_read_timestamp`](Transaction::set_read_timestamp)),
+/// or by [`take_snapshot`](Transaction::take_snapshot); until then the
+/// transaction publishes no pin, and one that never reads commits having
+/// taken none. There is no other way to get a [`ReadView`], so no view can
+/// judge a version before the snapshot it borrows was taken;
 /// the versions it writes carry a [`VersionStatus`] from
 /// [`Transaction::new_version`] and become visible to others only when
 /// commit flips them.
