@@ -173,6 +173,11 @@ fn flip_all<P: Protocol>(d: &SessionData<'_, P>, done: &Completion<'_>) -> u64 {
 /// then failed and the aborted version stayed in the chain above the safe
 /// point for as long as a reader held the horizon (issue 16).
 fn unlink_then_abort<P: Protocol>(d: &SessionData<'_, P>, done: &Completion<'_>) -> u64 {
+    if d.writes.is_empty() {
+        // Nothing to unlink or flip: skip the epoch pin (most of a
+        // read-only rollback's cost; issue 14b).
+        return 0;
+    }
     let store = &d.engine.store;
     let guard = store.rc.pin();
     let flip = || {

@@ -219,6 +219,11 @@ impl Machinery for LockFree {
                 continue;
             }
             let bound = oldest.max(ft);
+            // A timestamp rule, not an ordering: `<=` would refuse a read
+            // timestamp at exactly oldest and, with roundup, spin forever.
+            // No loom model fails on it (issue 14b's mutation check); the
+            // `tests/timestamp_rules.rs` rows "at exactly oldest" and
+            // "roundup_read rounds ..." do.
             if r < bound {
                 if roundup {
                     r = bound;

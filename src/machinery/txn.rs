@@ -268,6 +268,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     /// The transaction is not usable; `ts` is 0 or out of range; a read
     /// timestamp is already set; `ts` is below oldest (without
     /// `roundup_read`).
+    #[inline]
     pub fn set_read_timestamp(&mut self, ts: Timestamp) -> Result<Timestamp> {
         self.check_usable()?;
         check_ts(TimestampRole::Read, ts)?;
