@@ -29,6 +29,8 @@ mod finger;
 #[cfg(loom)]
 mod floor_source;
 #[cfg(loom)]
+mod lazy_snapshot;
+#[cfg(loom)]
 mod pin_horizon;
 #[cfg(loom)]
 mod prepare_stable;

@@ -75,6 +75,52 @@ fn model_two_advances() {
     );
 }
 
+/// Issue 14b: the same race for a reader that begins with a read timestamp,
+/// so its lazy snapshot and both pins are taken in one handshake
+/// (`begin_at_read_ts`). Oldest is unset, so the timestamp horizon stays at
+/// 0 and untimestamped versions are pruned by id alone: only the xmin pin,
+/// published in that handshake, protects `v1`.
+fn model_at_read_ts() {
+    let e = engine(2);
+    commit(&e, &[(b"k", b"v1")], 0);
+    let writer = {
+        let e = e.clone();
+        thread::spawn(move || {
+            commit(&e, &[(b"k", b"v2")], 0);
+            e.collect();
+        })
+    };
+    let reader = {
+        let e = e.clone();
+        thread::spawn(move || {
+            let mut s = e.session().unwrap();
+            let mut t = s.begin(&TxnOptions::at(5)).unwrap();
+            t.get(b"k").unwrap()
+        })
+    };
+    writer.join().unwrap();
+    let got = reader.join().unwrap();
+    assert!(
+        matches!(got.as_deref(), Some(b"v1") | Some(b"v2")),
+        "GC safety violated: the reader's version was pruned (got {got:?})"
+    );
+}
+
+#[test]
+fn reader_at_read_ts_pin_versus_horizon_advance() {
+    check("pin_horizon/at_read_ts", mutant::NONE, model_at_read_ts);
+}
+
+#[test]
+#[should_panic(expected = "GC safety violated")]
+fn mutant_at_read_ts_lazy_pins_after_check() {
+    check(
+        "pin_horizon/at_read_ts/LAZY_PINS_AFTER_CHECK",
+        mutant::LAZY_PINS_AFTER_CHECK,
+        model_at_read_ts,
+    );
+}
+
 #[test]
 fn reader_pin_versus_two_horizon_advances() {
     check("pin_horizon/two_advances", mutant::NONE, model_two_advances);

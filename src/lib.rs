@@ -3,8 +3,13 @@
 //! # Consistency
 //!
 //! * **Snapshot isolation.** A transaction reads one snapshot: the
-//!   transactions that had completed when it began (or when it set its read
-//!   timestamp, which takes a fresh snapshot), plus its own writes. With
+//!   transactions that had completed when it took it, plus its own writes.
+//!   It takes it **lazily, at its first read, write or scan, or when it sets
+//!   its read timestamp** (which takes a fresh one), not at begin, as
+//!   PostgreSQL takes a snapshot at a transaction's first statement: a
+//!   commit that returns between `begin` and that first operation is seen.
+//!   [`Txn::take_snapshot`] fixes it earlier. A transaction that never
+//!   reads or writes takes no snapshot and pins nothing. With
 //!   [`Isolation::ReadCommitted`] every read takes a fresh snapshot.
 //! * **Timestamps.** With a read timestamp it sees, of those, the versions
 //!   committed at or below it (untimestamped commits are visible at every
@@ -12,7 +17,8 @@
 //!   below stable see the same versions.
 //! * **Consistent cut and real-time order.** If a snapshot sees X and X's
 //!   snapshot saw Y, it sees Y; a transaction that begins after `commit`
-//!   returned sees that commit. (A read timestamp filters further by the
+//!   returned sees that commit (its snapshot's point in time is its first
+//!   operation, which comes after its begin). (A read timestamp filters further by the
 //!   commit timestamps the application chose, as in WiredTiger.) One
 //!   exception: the read-only fast path (`read_at_stable`, below) sees an
 //!   *untimestamped* commit only once the writer's id is below the xmin

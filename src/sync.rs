@@ -338,6 +338,15 @@ pub mod mutant {
     /// Release, so a reader that skips the head on it may not see the links
     /// below the head (invariant 16).
     pub const RELAXED_SUMMARY_STORE: u32 = 34;
+    /// A lazy snapshot taken together with a read timestamp
+    /// (`Machinery::begin_at_read_ts`) checks the floors before it stores
+    /// its xmin and read-timestamp pins instead of after (handshake 1,
+    /// invariants 1 and 2; issue 14b).
+    pub const LAZY_PINS_AFTER_CHECK: u32 = 36;
+    /// A transaction's first read takes no snapshot and reads with the
+    /// session's cached one from an earlier transaction (the lazy snapshot
+    /// skipped; invariant 7; issue 14b).
+    pub const LAZY_VIEW_SKIPS_SNAPSHOT: u32 = 37;
 
     #[cfg(loom)]
     static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

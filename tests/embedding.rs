@@ -211,6 +211,9 @@ fn the_transaction_closure_retries_write_conflicts_and_returns_other_errors() {
     let mut attempts = 0;
     let got = s1.transaction(&TxnOptions::default(), |txn| {
         attempts += 1;
+        // The snapshot is otherwise taken at the first read (issue 14b),
+        // which would see the other session's commit below.
+        txn.take_snapshot()?;
         if attempts == 1 {
             // Another session writes the key first, then commits: this
             // attempt conflicts, the next sees the commit.

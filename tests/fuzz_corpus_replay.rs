@@ -174,6 +174,8 @@ fn visibility_boundaries_match_the_model() {
 fn write_conflict_boundaries_match_the_model() {
     harness::run(&[
         Op::Begin(S(1), PLAIN),
+        // The read takes S1's snapshot (lazily, issue 14b) before S0 commits.
+        Op::Get(S(1), Key(1)),
         Op::Begin(S(0), PLAIN),
         Op::Put(S(0), Key(0), 2),
         Op::Commit(S(0), Some(Ts(5)), None),
@@ -465,8 +467,37 @@ fn a_reader_with_a_running_writer_in_its_snapshot_keeps_the_older_version() {
         Op::Begin(S(1), PLAIN),
         Op::Put(S(1), Key(0), 3),
         Op::Begin(S(0), PLAIN),
+        // The first read takes the snapshot (lazily, issue 14b): here, with
+        // the writer still running.
+        Op::Get(S(0), Key(0)),
         Op::Commit(S(1), None, None),
         Op::Collect,
+        Op::Get(S(0), Key(0)),
+    ]);
+}
+
+/// Issue 14b: a transaction takes its snapshot at its first read, write or
+/// read timestamp, not at begin. A commit that returns between begin and
+/// the first read is seen; until that read the transaction pins nothing
+/// (`pins()` shows no snapshot), and a read timestamp set first publishes
+/// both pins at once.
+#[test]
+fn the_snapshot_is_taken_at_the_first_read_not_at_begin() {
+    harness::run(&[
+        Op::Begin(S(0), PLAIN),
+        Op::Query(Q::Pinned),
+        Op::Begin(S(1), PLAIN),
+        Op::Put(S(1), Key(0), 2),
+        Op::Commit(S(1), None, None),
+        Op::Get(S(0), Key(0)),
+        Op::Query(Q::Pinned),
+        Op::Begin(S(2), PLAIN),
+        Op::Begin(S(1), PLAIN),
+        Op::Put(S(1), Key(0), 3),
+        Op::Commit(S(1), Some(Ts(5)), None),
+        Op::SetReadTs(S(2), Ts(6)),
+        Op::Query(Q::OldestReader),
+        Op::Get(S(2), Key(0)),
         Op::Get(S(0), Key(0)),
     ]);
 }

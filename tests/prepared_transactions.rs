@@ -923,6 +923,8 @@ fn readers_meeting_prepared_updates_on<P: Protocol>() {
             |e| {
                 let mut rs = e.session().unwrap();
                 let mut reader = rs.begin(&TxnOptions::default()).unwrap();
+                // Taken now, not at the first read (issue 14b).
+                reader.take_snapshot().unwrap();
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
@@ -1501,6 +1503,14 @@ fn prepare_is_an_exit_from_the_running_set() {
 }
 
 fn prepare_is_an_exit_from_the_running_set_on<P: Protocol>() {
+    /// A transaction on `rs` that takes its snapshot (lazily taken at the
+    /// first read otherwise, issue 14b) and ends.
+    fn warm<P: Protocol>(rs: &mut snapshot_engine::Session<'_, P>) {
+        rs.begin(&TxnOptions::default())
+            .unwrap()
+            .take_snapshot()
+            .unwrap();
+    }
     fn deltas<P: Protocol>(e: &Engine<P>, f: impl FnOnce()) -> Out {
         let a = e.stats();
         f();
@@ -1568,12 +1578,12 @@ fn prepare_is_an_exit_from_the_running_set_on<P: Protocol>() {
             "reader session warmed, then a writer prepares",
             |e| {
                 let mut rs = e.session().unwrap();
-                drop(rs.begin(&TxnOptions::default()).unwrap());
+                warm(&mut rs);
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 t.put(b"k", b"v1").unwrap();
                 t.prepare(ts(25)).unwrap();
-                let d = deltas(e, || drop(rs.begin(&TxnOptions::default()).unwrap()));
+                let d = deltas(e, || warm(&mut rs));
                 t.rollback();
                 Ok(d)
             },
@@ -1584,11 +1594,11 @@ fn prepare_is_an_exit_from_the_running_set_on<P: Protocol>() {
             "reader session warmed, writer only wrote",
             |e| {
                 let mut rs = e.session().unwrap();
-                drop(rs.begin(&TxnOptions::default()).unwrap());
+                warm(&mut rs);
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 t.put(b"k", b"v1").unwrap();
-                let d = deltas(e, || drop(rs.begin(&TxnOptions::default()).unwrap()));
+                let d = deltas(e, || warm(&mut rs));
                 t.rollback();
                 Ok(d)
             },

@@ -485,6 +485,16 @@ fn set_read<P: Protocol>(e: &Engine<P>, begin: &TxnOptions, r: u64) -> Result<Ou
     t.set_read_timestamp(ts(r)).map(Out::Ts)
 }
 
+/// The same after a read, so the transaction already has its snapshot
+/// (taken lazily, issue 14b) and setting the read timestamp refreshes it:
+/// the other path through the machinery.
+fn set_read_after_read<P: Protocol>(e: &Engine<P>, begin: &TxnOptions, r: u64) -> Result<Out> {
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(begin).unwrap();
+    t.get(b"k").unwrap();
+    t.set_read_timestamp(ts(r)).map(Out::Ts)
+}
+
 #[test]
 fn read_timestamp_rules() {
     on_every_machinery!(read_timestamp_rules_on);
@@ -535,6 +545,27 @@ fn read_timestamp_rules_on<P: Protocol>() {
             "a read timestamp at exactly oldest is accepted",
             "oldest 10",
             |e| set_read(e, &TxnOptions::default(), 10),
+            Ok(Out::Ts(ts(10))),
+        ),
+        row(
+            "after a read, a read timestamp below oldest is refused",
+            "oldest 10, snapshot taken",
+            |e| set_read_after_read(e, &TxnOptions::default(), 5),
+            Err(Error::ReadTimestampTooOld {
+                read: ts(5),
+                oldest: ts(10),
+            }),
+        ),
+        row(
+            "after a read, a read timestamp at exactly oldest is accepted",
+            "oldest 10, snapshot taken",
+            |e| set_read_after_read(e, &TxnOptions::default(), 10),
+            Ok(Out::Ts(ts(10))),
+        ),
+        row(
+            "after a read, roundup_read rounds a read timestamp below oldest up",
+            "oldest 10, roundup_read, snapshot taken",
+            |e| set_read_after_read(e, &roundup_read(), 5),
             Ok(Out::Ts(ts(10))),
         ),
         row(

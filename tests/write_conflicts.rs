@@ -34,10 +34,13 @@ fn a_commit_after_the_writers_snapshot_is_a_conflict_even_once_finished() {
     let e = Engine::new(EngineConfig::default());
     let (mut s1, mut s2) = (e.session().unwrap(), e.session().unwrap());
     let mut late = s2.begin(&TxnOptions::default()).unwrap();
+    // Fix `late`'s snapshot now (it is otherwise taken at its first read or
+    // write, issue 14b).
+    late.take_snapshot().unwrap();
     let mut t1 = s1.begin(&TxnOptions::default()).unwrap();
     t1.put(b"k", b"one").unwrap();
     t1.commit(CommitOptions::default()).unwrap();
-    // `late` began before t1 committed: snapshot isolation forbids
+    // `late`'s snapshot predates t1's commit: snapshot isolation forbids
     // overwriting a version it cannot see.
     assert!(matches!(
         late.put(b"k", b"two"),

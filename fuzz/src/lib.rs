@@ -12,8 +12,10 @@
 //!
 //! The model states the visibility rules the engine implements:
 //! * a snapshot is the set of transactions that had completed (committed,
-//!   aborted or prepared) when it was taken: at begin, when a read timestamp
-//!   is set, and before every read or write under read-committed;
+//!   aborted or prepared) when it was taken: lazily, at the first read or
+//!   write or when a read timestamp is set (not at begin; issue 14b), and
+//!   before every read or write under read-committed; the xmin pin a query
+//!   reports is published with it;
 //! * a committed version is visible when its writer is in the snapshot and,
 //!   with a read timestamp, its commit timestamp is `0` or at most the read
 //!   timestamp; a transaction sees its own newest write; aborted versions
@@ -642,6 +644,9 @@ struct MVersion {
 
 #[derive(Clone, Debug)]
 enum MView {
+    /// Not taken yet: a transaction takes its snapshot at its first read,
+    /// write or read timestamp (issue 14b).
+    Lazy,
     /// The ids completed when the snapshot was taken.
     Snap(BTreeSet<u64>),
     /// The read-only fast path.
@@ -795,6 +800,7 @@ impl Model {
                     cts <= *stable
                 }
             }
+            MView::Lazy => unreachable!("read before the snapshot was taken"),
         }
     }
 
@@ -802,6 +808,7 @@ impl Model {
         match &t.view {
             MView::Snap(set) => set.contains(&txn) && (t.read_ts == 0 || pts <= t.read_ts),
             MView::Stable { stable, .. } => pts <= *stable,
+            MView::Lazy => unreachable!("read before the snapshot was taken"),
         }
     }
 
@@ -847,9 +854,13 @@ impl Model {
         false
     }
 
-    fn before_read(&self, t: &mut MTxn) -> Result<(), Error> {
+    fn before_read(&mut self, s: usize, t: &mut MTxn) -> Result<(), Error> {
         check_usable(t)?;
-        if t.opts.isolation == Isolation::ReadCommitted {
+        if let MView::Lazy = t.view {
+            // The first read or write takes the snapshot and its pin.
+            self.sessions[s].xmin_pin = self.desc_xmin();
+            t.view = self.snap();
+        } else if t.opts.isolation == Isolation::ReadCommitted {
             if let MView::Snap(_) = t.view {
                 t.view = self.snap();
             }
@@ -896,6 +907,11 @@ impl Model {
             r = self.oldest;
         }
         self.sessions[s].read_pin = r;
+        if let MView::Lazy = t.view {
+            // A lazy snapshot is taken with the read timestamp (both pins
+            // in one handshake; on an error above, neither).
+            self.sessions[s].xmin_pin = self.desc_xmin();
+        }
         t.view = self.snap();
         t.read_ts = r;
         Ok(ts(r))
@@ -924,7 +940,7 @@ impl Model {
             commit_ts: 0,
             prepare_ts: 0,
             durable_ts: 0,
-            view: self.snap(),
+            view: MView::Lazy,
             writes: Vec::new(),
             savepoints: Vec::new(),
         };
@@ -941,7 +957,6 @@ impl Model {
             self.sessions[s].txn = Some(t);
             return Ok(Out::Unit);
         }
-        self.sessions[s].xmin_pin = self.desc_xmin();
         if let Some(r) = opts.read_timestamp {
             if let Err(e) = self.set_read_ts(s, &mut t, r) {
                 self.abort(s, &mut t);
@@ -982,7 +997,7 @@ impl Model {
                 max: MAX_KEY_LEN,
             });
         }
-        self.before_read(t)?;
+        self.before_read(s, t)?;
         if t.id == 0 {
             t.id = self.next_id;
             self.next_id += 1;
@@ -1416,8 +1431,15 @@ impl Model {
 
     /// The rows of a range in key order (`rev`: descending), or the first
     /// prepare conflict met in that order.
-    fn rows(&mut self, t: &mut MTxn, lo: Bound<&[u8]>, hi: Bound<&[u8]>, rev: bool) -> Res {
-        self.before_read(t)?;
+    fn rows(
+        &mut self,
+        s: usize,
+        t: &mut MTxn,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        rev: bool,
+    ) -> Res {
+        self.before_read(s, t)?;
         let mut rows = Vec::new();
         let mut keys: Vec<Vec<u8>> = self.versions.keys().cloned().collect();
         if rev {
@@ -1440,7 +1462,7 @@ impl Model {
         match *op {
             Op::SetReadTs(_, v) => self.set_read_ts(s, t, v.get()).map(Out::Ts),
             Op::Get(_, k) => {
-                self.before_read(t)?;
+                self.before_read(s, t)?;
                 match self.read(t, k.get()) {
                     Ok(v) => Ok(Out::Value(v)),
                     Err(()) => Err(Error::PrepareConflict {
@@ -1451,7 +1473,7 @@ impl Model {
             Op::Put(_, k, len) => self.write(s, t, step, k.get(), Some(value(step, len))),
             Op::Delete(_, k) => self.write(s, t, step, k.get(), None),
             Op::Range(_, lo, hi) => {
-                self.before_read(t)?;
+                self.before_read(s, t)?;
                 let mut rows = Vec::new();
                 let keys: Vec<Vec<u8>> = self.versions.keys().cloned().collect();
                 for k in keys {
@@ -1469,8 +1491,8 @@ impl Model {
             Op::Iter(_, lo, hi, mode, k) => {
                 let (lo, hi) = (lo.get(), hi.get());
                 match mode % 4 {
-                    0 => self.rows(t, lo, hi, false),
-                    1 => self.rows(t, lo, hi, true),
+                    0 => self.rows(s, t, lo, hi, false),
+                    1 => self.rows(s, t, lo, hi, true),
                     2 => {
                         // Seek moves the front to the key unless the range
                         // starts above it.
@@ -1479,11 +1501,11 @@ impl Model {
                         } else {
                             lo
                         };
-                        self.rows(t, lo, hi, false)
+                        self.rows(s, t, lo, hi, false)
                     }
                     _ => {
                         // Front and back in turn: first, last, second, ...
-                        let Out::Rows(mut rows) = self.rows(t, lo, hi, false)? else {
+                        let Out::Rows(mut rows) = self.rows(s, t, lo, hi, false)? else {
                             unreachable!("rows returns rows")
                         };
                         let mut out = Vec::new();

@@ -173,6 +173,11 @@ fn flip_all<P: Protocol>(d: &SessionData<'_, P>, done: &Completion<'_>) -> u64 {
 /// then failed and the aborted version stayed in the chain above the safe
 /// point for as long as a reader held the horizon (issue 16).
 fn unlink_then_abort<P: Protocol>(d: &SessionData<'_, P>, done: &Completion<'_>) -> u64 {
+    if d.writes.is_empty() {
+        // Nothing to unlink or flip: skip the epoch pin (most of a
+        // read-only rollback's cost; issue 14b).
+        return 0;
+    }
     let store = &d.engine.store;
     let guard = store.rc.pin();
     let flip = || {
@@ -231,6 +236,17 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// The options it began with.
     pub fn options(&self) -> &TxnOptions {
         self.t.options()
+    }
+
+    /// Takes the snapshot now, if the transaction has none yet; see
+    /// [`Transaction::take_snapshot`]. Without it the snapshot is taken at
+    /// the first read, write, scan or read timestamp, so commits that
+    /// return between `begin` and then are seen.
+    ///
+    /// # Errors
+    /// As [`Transaction::check_usable`].
+    pub fn take_snapshot(&mut self) -> Result<()> {
+        self.t.take_snapshot()
     }
 
     /// Sets the read timestamp after begin (once); see

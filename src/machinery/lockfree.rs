@@ -173,6 +173,74 @@ impl Machinery for LockFree {
         self.publish_xmin(slot, snap, ctr);
     }
 
+    fn begin_at_read_ts(
+        &self,
+        slot: usize,
+        snap: &mut Snapshot,
+        ts: Timestamp,
+        roundup: bool,
+        ctr: &Counters,
+    ) -> Result<Timestamp> {
+        // Handshake 1 for both pins at once (issue 14b): a lazy snapshot
+        // taken with its read timestamp pays one store-fence-load, where
+        // `begin` then `set_read_timestamp` pay two.
+        let s = self.slots.get(slot);
+        self.take_snapshot(snap, ctr);
+        let mut r = ts.get();
+        loop {
+            let late = mutant_on(m::LAZY_PINS_AFTER_CHECK);
+            if !late {
+                s.xmin.store(snap.xmin, Ordering::Relaxed);
+                s.read_ts.store(r, Ordering::Relaxed);
+                // SeqCst fence: pairs with the advancer's fence between its
+                // floor stores and its scan (handshake 1 for `xmin` against
+                // `floor_xmin` and `read_ts` against `floor_ts`, invariant
+                // 2; loom models `pin_horizon/at_read_ts`, `read_ts_oldest`).
+                fence(Ordering::SeqCst);
+            }
+            // Relaxed: ordered after both pins by the fence above. The
+            // timestamp floor is a copy of an earlier oldest, so max() also
+            // covers a stale oldest (as in `set_read_timestamp`).
+            let fx = self.clocks.floor_xmin.load(Ordering::Relaxed);
+            let oldest = self.clocks.oldest.load(Ordering::Relaxed);
+            let ft = self.clocks.floor_ts.load(Ordering::Relaxed);
+            if late {
+                s.xmin.store(snap.xmin, Ordering::Relaxed);
+                s.read_ts.store(r, Ordering::Relaxed);
+            }
+            // `>`, as `publish_xmin`'s `floor <= xmin` passes: a snapshot at
+            // the floor is protected by the floor itself.
+            if fx > snap.xmin {
+                // The advancer may have passed our snapshot without seeing
+                // our pin: retake it (its xmin is at least the floor) and
+                // publish both pins again.
+                self.desc.copy_into(&self.rc, snap);
+                ctr.snapshot_rebuilt.bump(1);
+                continue;
+            }
+            let bound = oldest.max(ft);
+            // A timestamp rule, not an ordering: `<=` would refuse a read
+            // timestamp at exactly oldest and, with roundup, spin forever.
+            // No loom model fails on it (issue 14b's mutation check); the
+            // `tests/timestamp_rules.rs` rows "at exactly oldest" and
+            // "roundup_read rounds ..." do.
+            if r < bound {
+                if roundup {
+                    r = bound;
+                    continue;
+                }
+                // Nothing stays published: the transaction has no snapshot
+                // yet and may set a valid read timestamp later.
+                s.clear_pins();
+                return Err(Error::ReadTimestampTooOld {
+                    read: ts,
+                    oldest: Timestamp::new(bound),
+                });
+            }
+            return Ok(Timestamp::new(r));
+        }
+    }
+
     #[inline]
     fn refresh(&self, _slot: usize, snap: &mut Snapshot, ctr: &Counters) {
         // The new snapshot's xmin is at least the old one's, so the pin

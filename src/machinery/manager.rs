@@ -134,6 +134,7 @@ impl<P: Protocol> TxnManager<P> {
             slot,
             snap: Snapshot::default(),
             open: OpenTxn::default(),
+            cur: super::txn::TxnCore::default(),
             _not_sync: PhantomData,
         })
     }
@@ -265,6 +266,9 @@ pub struct TxnSession<'m, P: Protocol = LockFree> {
     /// The transaction open on this session, if any (to recover one that
     /// was leaked with `mem::forget`).
     pub(super) open: OpenTxn,
+    /// The open transaction's state ([`Transaction`] is a pointer to the
+    /// session; issue 14b).
+    pub(super) cur: super::txn::TxnCore,
     _not_sync: PhantomData<Cell<()>>,
 }
 

@@ -43,9 +43,32 @@ pub trait Machinery: Send + Sync + Sized + 'static {
     /// Releases a session slot, clearing its pins (invariant 12).
     fn close_session(&self, slot: usize);
 
-    /// Takes a snapshot for a new transaction into `snap` and publishes its
-    /// pin.
+    /// Takes a snapshot for a transaction into `snap` and publishes its
+    /// pin. A transaction calls it lazily, at its first read or write, not
+    /// at begin (issue 14b).
     fn begin(&self, slot: usize, snap: &mut Snapshot, ctr: &Counters);
+    /// Takes a transaction's first snapshot together with its read
+    /// timestamp: publishes both pins, validates them, and returns the read
+    /// timestamp in force (rounded up when `roundup`). On an error nothing
+    /// stays published and `snap` is not a snapshot of this transaction.
+    /// The default is [`Machinery::begin`] then
+    /// [`Machinery::set_read_timestamp`] (two handshakes); the lock-free
+    /// machinery does one.
+    ///
+    /// # Errors
+    /// As [`Machinery::set_read_timestamp`].
+    fn begin_at_read_ts(
+        &self,
+        slot: usize,
+        snap: &mut Snapshot,
+        ts: Timestamp,
+        roundup: bool,
+        ctr: &Counters,
+    ) -> Result<Timestamp> {
+        self.begin(slot, snap, ctr);
+        self.set_read_timestamp(slot, snap, ts, roundup, ctr)
+            .inspect_err(|_| self.end(slot))
+    }
     /// Replaces `snap` with a current snapshot (read-committed, or after a
     /// read timestamp is set). The pin published at begin stays valid.
     fn refresh(&self, slot: usize, snap: &mut Snapshot, ctr: &Counters);

@@ -24,7 +24,15 @@ enum State {
 }
 
 /// A transaction on a [`TxnSession`]. Reads see one snapshot (or, with
-/// `read_at_stable`, the stable watermark) through [`Transaction::read_view`];
+/// `read_at_stable`, the stable watermark) through [`Transaction::read_view`].
+/// The snapshot is taken lazily (issue 14b): at the first
+/// [`read_view`](Transaction::read_view) or
+/// [`new_version`](Transaction::new_version), or with the read timestamp
+/// (in the options or [`set_read_timestamp`](Transaction::set_read_timestamp)),
+/// or by [`take_snapshot`](Transaction::take_snapshot); until then the
+/// transaction publishes no pin, and one that never reads commits having
+/// taken none. There is no other way to get a [`ReadView`], so no view can
+/// judge a version before the snapshot it borrows was taken;
 /// the versions it writes carry a [`VersionStatus`] from
 /// [`Transaction::new_version`] and become visible to others only when
 /// commit flips them.
@@ -46,7 +54,18 @@ enum State {
 /// that flips (and unlinks) them is still the cheaper way: nothing is left
 /// for anyone to settle.
 pub struct Transaction<'s, 'm, P: Protocol = LockFree> {
+    /// Everything else the transaction is lives in `sess.cur`: a
+    /// `Transaction` is one pointer, so `begin`'s result moves through its
+    /// `Result` layers (machinery, KV `Txn`, caller) as a pointer, not as a
+    /// 120-byte struct whose copies stalled on store forwarding (issue 11's
+    /// begin regression, issue 14b).
     sess: &'s mut TxnSession<'m, P>,
+}
+
+/// The state of the transaction open on a session ([`Transaction`] points
+/// at it through the session).
+#[derive(Clone, Copy)]
+pub(super) struct TxnCore {
     opts: TxnOptions,
     state: State,
     id: u64,
@@ -57,7 +76,31 @@ pub struct Transaction<'s, 'm, P: Protocol = LockFree> {
     /// `set_durable_timestamp` (the default for its commit).
     durable_ts: Timestamp,
     stable: Option<StableView>,
+    /// Has it taken its view (a snapshot, or the stable view)? A
+    /// transaction takes its snapshot lazily, at its first read, write or
+    /// read timestamp (issue 14b).
+    snapped: bool,
+    /// Has it published a pin that `finish` must clear?
+    pinned: bool,
     rmw_at_begin: u64,
+}
+
+impl Default for TxnCore {
+    fn default() -> Self {
+        TxnCore {
+            opts: TxnOptions::default(),
+            state: State::Finished,
+            id: 0,
+            read_ts: Timestamp::NONE,
+            commit_ts: Timestamp::NONE,
+            prepare_ts: Timestamp::NONE,
+            durable_ts: Timestamp::NONE,
+            stable: None,
+            snapped: false,
+            pinned: false,
+            rmw_at_begin: 0,
+        }
+    }
 }
 
 impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
@@ -81,60 +124,114 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         let engine = sess.mgr;
         let ctr = sess.ctr();
         ctr.begins.bump(1);
-        let mut t = Transaction {
-            opts,
-            state: State::Active,
-            id: 0,
-            read_ts: Timestamp::NONE,
-            commit_ts: Timestamp::NONE,
-            prepare_ts: Timestamp::NONE,
-            durable_ts: Timestamp::NONE,
-            stable: None,
-            rmw_at_begin,
-            sess,
-        };
+        // Field by field, in place in the session (no struct built on the
+        // stack and copied).
+        let c = &mut sess.cur;
+        c.opts = opts;
+        c.state = State::Active;
+        c.id = 0;
+        c.read_ts = Timestamp::NONE;
+        c.commit_ts = Timestamp::NONE;
+        c.prepare_ts = Timestamp::NONE;
+        c.durable_ts = Timestamp::NONE;
+        c.stable = None;
+        c.snapped = false;
+        c.pinned = false;
+        c.rmw_at_begin = rmw_at_begin;
+        let mut t = Transaction { sess };
         if opts.read_at_stable {
             let sv = engine.proto.begin_at_stable(t.sess.slot, ctr);
+            t.sess.cur.pinned = true;
             // With no stable timestamp set, a view "at stable 0" would see
             // untimestamped versions that pruning may cut once oldest is set
             // (no pin can hold the timestamp horizon at 0): read the latest
             // committed snapshot instead (still read-only). Found by the
             // differential fuzzer (tests/fuzz_corpus_replay.rs).
             if sv.stable != 0 {
-                t.read_ts = Timestamp::new(sv.stable);
-                t.stable = Some(sv);
+                t.sess.cur.read_ts = Timestamp::new(sv.stable);
+                t.sess.cur.stable = Some(sv);
+                t.sess.cur.snapped = true;
                 return Ok(t);
             }
+            // The snapshot comes later, lazily, with its own pin; until
+            // then this one publishes nothing (as any lazy begin).
+            engine.proto.end(t.sess.slot);
+            t.sess.cur.pinned = false;
         }
-        engine.proto.begin(t.sess.slot, &mut t.sess.snap, ctr);
         if let Some(ts) = opts.read_timestamp {
-            // On error `t` drops here, which ends it and clears its pins.
+            // One handshake for the snapshot and the read timestamp
+            // (`begin_at_read_ts`). On error `t` drops here, which ends it
+            // and clears its pins.
             t.set_read_timestamp(ts)?;
         }
         Ok(t)
     }
 
+    /// Takes the snapshot and publishes its pin (handshake 1).
+    #[inline]
+    fn take_snapshot_now(&mut self) {
+        self.sess.cur.snapped = true;
+        if crate::sync::mutant_on(crate::sync::mutant::LAZY_VIEW_SKIPS_SNAPSHOT)
+            && self.sess.snap.generation != 0
+        {
+            // Broken on purpose (loom only): read with the session's cached
+            // snapshot from an earlier transaction.
+            return;
+        }
+        let ctr = self.sess.ctr();
+        self.sess
+            .mgr
+            .proto
+            .begin(self.sess.slot, &mut self.sess.snap, ctr);
+        self.sess.cur.pinned = true;
+    }
+
+    /// Takes the transaction's snapshot now, if it has none yet. A
+    /// transaction takes its snapshot at its first read
+    /// ([`read_view`](Self::read_view)), write
+    /// ([`new_version`](Self::new_version)) or read timestamp, not at
+    /// begin; call this to fix its point in time earlier (for instance
+    /// before waiting for another thread), at the cost begin used to pay.
+    /// A no-op once it has one.
+    ///
+    /// # Errors
+    /// As [`Transaction::check_usable`].
+    pub fn take_snapshot(&mut self) -> Result<()> {
+        self.check_usable()?;
+        if !self.sess.cur.snapped {
+            self.take_snapshot_now();
+        }
+        Ok(())
+    }
+
+    /// Has the transaction taken its snapshot (or, with `read_at_stable`,
+    /// its stable view) yet? See [`Transaction::take_snapshot`].
+    #[inline]
+    pub fn has_snapshot(&self) -> bool {
+        self.sess.cur.snapped
+    }
+
     /// This transaction's id: [`TxnId::NONE`] until its first write.
     pub fn id(&self) -> TxnId {
-        TxnId(self.id)
+        TxnId(self.sess.cur.id)
     }
 
     /// The read timestamp in force ([`Timestamp::NONE`] if none). For a
     /// `read_at_stable` transaction, the stable timestamp it reads at.
     pub fn read_timestamp(&self) -> Timestamp {
-        self.read_ts
+        self.sess.cur.read_ts
     }
 
     /// The options it began with.
     pub fn options(&self) -> &TxnOptions {
-        &self.opts
+        &self.sess.cur.opts
     }
 
     /// Is the transaction still open (not committed, rolled back or
     /// prepared-and-resolved)?
     #[inline]
     pub fn is_open(&self) -> bool {
-        self.state != State::Finished
+        self.sess.cur.state != State::Finished
     }
 
     /// The session it runs on.
@@ -160,7 +257,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     /// [`Error::TransactionPrepared`] after prepare,
     /// [`Error::TransactionFinished`] after commit or rollback.
     pub fn check_usable(&self) -> Result<()> {
-        match self.state {
+        match self.sess.cur.state {
             State::Active => Ok(()),
             State::Doomed => Err(Error::MustRollBack),
             State::Prepared => Err(Error::TransactionPrepared),
@@ -181,48 +278,78 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     /// The transaction is not usable; `ts` is 0 or out of range; a read
     /// timestamp is already set; `ts` is below oldest (without
     /// `roundup_read`).
+    #[inline]
     pub fn set_read_timestamp(&mut self, ts: Timestamp) -> Result<Timestamp> {
         self.check_usable()?;
         check_ts(TimestampRole::Read, ts)?;
-        if !self.read_ts.is_none() {
+        if !self.sess.cur.read_ts.is_none() {
             return Err(Error::ReadTimestampAlreadySet {
-                current: self.read_ts,
+                current: self.sess.cur.read_ts,
             });
         }
         let ctr = self.sess.ctr();
-        let r = self.sess.mgr.proto.set_read_timestamp(
-            self.sess.slot,
-            &mut self.sess.snap,
-            ts,
-            self.opts.roundup_read,
-            ctr,
-        )?;
-        self.read_ts = r;
+        let proto = &self.sess.mgr.proto;
+        let r = if self.sess.cur.snapped {
+            proto.set_read_timestamp(
+                self.sess.slot,
+                &mut self.sess.snap,
+                ts,
+                self.sess.cur.opts.roundup_read,
+                ctr,
+            )?
+        } else {
+            // The lazy snapshot comes with the read timestamp: one
+            // handshake for both pins.
+            let r = proto.begin_at_read_ts(
+                self.sess.slot,
+                &mut self.sess.snap,
+                ts,
+                self.sess.cur.opts.roundup_read,
+                ctr,
+            )?;
+            self.sess.cur.snapped = true;
+            self.sess.cur.pinned = true;
+            r
+        };
+        self.sess.cur.read_ts = r;
         Ok(r)
     }
 
+    /// The view, once taken (`snapped`): only `read_view` and
+    /// `new_version` call it, after taking the snapshot.
     #[inline]
     fn view(&self) -> ReadView<'_> {
-        let ignore = self.opts.prepare_conflicts != PrepareConflicts::Enforce;
+        debug_assert!(
+            self.sess.cur.snapped,
+            "a view is only built after the snapshot"
+        );
+        let ignore = self.sess.cur.opts.prepare_conflicts != PrepareConflicts::Enforce;
         let prepared = &self.sess.mgr.prepared;
-        match self.stable {
-            Some(sv) => ReadView::stable(self.id, sv.stable, sv.complete_below, ignore, prepared),
+        let id = self.sess.cur.id;
+        match self.sess.cur.stable {
+            Some(sv) => ReadView::stable(id, sv.stable, sv.complete_below, ignore, prepared),
             None => {
-                let (snap, read_ts) = (&self.sess.snap, self.read_ts.get());
-                ReadView::snapshot(self.id, snap, read_ts, ignore, prepared)
+                let (snap, read_ts) = (&self.sess.snap, self.sess.cur.read_ts.get());
+                ReadView::snapshot(id, snap, read_ts, ignore, prepared)
             }
         }
     }
 
-    /// The view to read with now: with [`Isolation::ReadCommitted`] a fresh
-    /// snapshot is taken first (one load when nothing completed since).
+    /// The view to read with now. The transaction's first call takes its
+    /// snapshot (and publishes its pin); with [`Isolation::ReadCommitted`]
+    /// every later call takes a fresh one (one load when nothing completed
+    /// since).
     ///
     /// # Errors
     /// As [`Transaction::check_usable`].
     #[inline]
     pub fn read_view(&mut self) -> Result<ReadView<'_>> {
         self.check_usable()?;
-        if self.opts.isolation == Isolation::ReadCommitted && self.stable.is_none() {
+        if !self.sess.cur.snapped {
+            self.take_snapshot_now();
+        } else if self.sess.cur.opts.isolation == Isolation::ReadCommitted
+            && self.sess.cur.stable.is_none()
+        {
             let ctr = self.sess.ctr();
             self.sess
                 .mgr
@@ -241,9 +368,9 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     #[inline]
     pub fn check_writable(&self) -> Result<()> {
         self.check_usable()?;
-        if self.opts.read_only
-            || self.opts.read_at_stable
-            || self.opts.prepare_conflicts == PrepareConflicts::Ignore
+        if self.sess.cur.opts.read_only
+            || self.sess.cur.opts.read_at_stable
+            || self.sess.cur.opts.prepare_conflicts == PrepareConflicts::Ignore
         {
             return Err(Error::ReadOnlyTransaction);
         }
@@ -262,20 +389,20 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     pub fn new_version(&mut self) -> Result<(VersionStatus, ReadView<'_>)> {
         self.check_writable()?;
         self.read_view()?;
-        if self.id == 0 {
+        if self.sess.cur.id == 0 {
             // PROTOCOL rule 3: the id comes with the first write.
-            self.id = self.sess.mgr.proto.allocate_id(self.sess.slot);
-            self.sess.open.id = self.id;
+            self.sess.cur.id = self.sess.mgr.proto.allocate_id(self.sess.slot);
+            self.sess.open.id = self.sess.cur.id;
         }
-        Ok((VersionStatus::new(self.id), self.view()))
+        Ok((VersionStatus::new(self.sess.cur.id), self.view()))
     }
 
     /// Records a write-write conflict ([`WriteCheck::Conflict`](super::WriteCheck::Conflict)):
     /// from now on the transaction may only roll back (every other call is
     /// [`Error::MustRollBack`]).
     pub fn mark_write_conflict(&mut self) {
-        if self.state == State::Active {
-            self.state = State::Doomed;
+        if self.sess.cur.state == State::Active {
+            self.sess.cur.state = State::Doomed;
             self.sess.ctr().write_conflicts.bump(1);
         }
     }
@@ -286,8 +413,11 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     fn round_commit_ts(&self, commit: Timestamp) -> Timestamp {
         // `<`, not `<=`: at equality both arms return the prepare
         // timestamp (an equivalent mutant, issue 9b's mutation check).
-        if self.state == State::Prepared && self.opts.roundup_prepared && commit < self.prepare_ts {
-            self.prepare_ts
+        if self.sess.cur.state == State::Prepared
+            && self.sess.cur.opts.roundup_prepared
+            && commit < self.sess.cur.prepare_ts
+        {
+            self.sess.cur.prepare_ts
         } else {
             commit
         }
@@ -303,19 +433,19 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         // timestamp, not by oldest: oldest and stable may move past a
         // prepared transaction, and a two-phase commit's timestamp is chosen
         // by its coordinator (WiredTiger checks only `commit >= prepare`).
-        if self.prepare_ts.is_none() && commit < oldest {
+        if self.sess.cur.prepare_ts.is_none() && commit < oldest {
             return Err(Error::CommitTimestampBeforeOldest { commit, oldest });
         }
-        if !self.read_ts.is_none() && commit < self.read_ts {
+        if !self.sess.cur.read_ts.is_none() && commit < self.sess.cur.read_ts {
             return Err(Error::CommitTimestampBeforeRead {
                 commit,
-                read: self.read_ts,
+                read: self.sess.cur.read_ts,
             });
         }
-        if !self.prepare_ts.is_none() && commit < self.prepare_ts {
+        if !self.sess.cur.prepare_ts.is_none() && commit < self.sess.cur.prepare_ts {
             return Err(Error::CommitTimestampBeforePrepare {
                 commit,
-                prepare: self.prepare_ts,
+                prepare: self.sess.cur.prepare_ts,
             });
         }
         Ok(())
@@ -338,7 +468,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     /// already set (after rounding), prepared or not; otherwise the
     /// commit-timestamp errors of the rules above.
     pub fn set_commit_timestamp(&mut self, ts: Timestamp) -> Result<()> {
-        match self.state {
+        match self.sess.cur.state {
             State::Active | State::Prepared => {}
             _ => self.check_usable()?,
         }
@@ -346,22 +476,22 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         // A second, different value is refused (deliberate difference 6);
         // the same one again goes through the checks below as the first
         // did (re-announcing it is idempotent).
-        if !self.commit_ts.is_none() && ts != self.commit_ts {
+        if !self.sess.cur.commit_ts.is_none() && ts != self.sess.cur.commit_ts {
             return Err(Error::CommitTimestampAlreadySet {
-                current: self.commit_ts,
+                current: self.sess.cur.commit_ts,
             });
         }
         self.check_commit_ts(ts)?;
-        if !self.durable_ts.is_none() && self.durable_ts < ts {
+        if !self.sess.cur.durable_ts.is_none() && self.sess.cur.durable_ts < ts {
             return Err(Error::DurableTimestampBeforeCommit {
-                durable: self.durable_ts,
+                durable: self.sess.cur.durable_ts,
                 commit: ts,
             });
         }
-        if self.state != State::Prepared {
+        if self.sess.cur.state != State::Prepared {
             self.sess.mgr.proto.announce(self.sess.slot, ts, false)?;
         }
-        self.commit_ts = ts;
+        self.sess.cur.commit_ts = ts;
         Ok(())
     }
 
@@ -377,20 +507,20 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     /// The transaction is not prepared; the timestamp is 0 or out of range,
     /// below the commit timestamp, or not after stable.
     pub fn set_durable_timestamp(&mut self, ts: Timestamp) -> Result<()> {
-        if self.state != State::Prepared {
+        if self.sess.cur.state != State::Prepared {
             self.check_usable()?;
             check_ts(TimestampRole::Durable, ts)?;
             return Err(Error::DurableTimestampWithoutPrepare { durable: ts });
         }
         check_ts(TimestampRole::Durable, ts)?;
-        if !self.commit_ts.is_none() && ts < self.commit_ts {
+        if !self.sess.cur.commit_ts.is_none() && ts < self.sess.cur.commit_ts {
             return Err(Error::DurableTimestampBeforeCommit {
                 durable: ts,
-                commit: self.commit_ts,
+                commit: self.sess.cur.commit_ts,
             });
         }
         self.sess.mgr.proto.announce(self.sess.slot, ts, true)?;
-        self.durable_ts = ts;
+        self.sess.cur.durable_ts = ts;
         Ok(())
     }
 
@@ -417,13 +547,13 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         ts: Timestamp,
         flip: impl FnOnce(&Completion<'_>),
     ) -> Result<Timestamp> {
-        if self.state == State::Prepared {
+        if self.sess.cur.state == State::Prepared {
             return Err(Error::AlreadyPrepared);
         }
         self.check_usable()?;
-        if !self.commit_ts.is_none() {
+        if !self.sess.cur.commit_ts.is_none() {
             return Err(Error::PrepareAfterCommitTimestamp {
-                commit: self.commit_ts,
+                commit: self.sess.cur.commit_ts,
             });
         }
         check_ts(TimestampRole::Prepare, ts)?;
@@ -431,7 +561,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         let (oldest, stable) = engine.proto.oldest_stable();
         let mut want = ts;
         if want < oldest {
-            if !self.opts.roundup_prepared {
+            if !self.sess.cur.opts.roundup_prepared {
                 // Stable is checked first: with stable set, oldest <= stable,
                 // so a prepare below oldest is also not after stable, and
                 // that is the error the rules promise (DESIGN.md, "Prepare").
@@ -451,19 +581,21 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             // up past stable.
             want = oldest;
         }
-        let p = engine
-            .proto
-            .claim_prepare(self.sess.slot, want, self.opts.roundup_prepared)?;
+        let p = engine.proto.claim_prepare(
+            self.sess.slot,
+            want,
+            self.sess.cur.opts.roundup_prepared,
+        )?;
         let refused = if p > Timestamp::MAX {
             // Rounded up past the largest timestamp: stable is at MAX.
             Some(Error::PrepareTimestampNotAfterStable {
                 prepare: ts,
                 stable: Timestamp::MAX,
             })
-        } else if !self.read_ts.is_none() && p < self.read_ts {
+        } else if !self.sess.cur.read_ts.is_none() && p < self.sess.cur.read_ts {
             Some(Error::PrepareTimestampBeforeActiveRead {
                 prepare: p,
-                read: self.read_ts,
+                read: self.sess.cur.read_ts,
             })
         } else {
             None
@@ -496,27 +628,28 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
                 e => e,
             });
         }
-        if self.id != 0 {
+        if self.sess.cur.id != 0 {
             // Before the flips: a reader that meets a prepared status finds
             // its writer listed until it resolves (`version.rs`,
             // "Orderings").
-            engine.prepared.publish(slot, self.id);
+            engine.prepared.publish(slot, self.sess.cur.id);
         }
-        let poisoned = PoisonOnUnwind(&mut self.state);
-        flip(&Completion::new(self.id, PREPARED, p.get()));
+        let poisoned = PoisonOnUnwind(&mut self.sess.cur.state);
+        flip(&Completion::new(self.sess.cur.id, PREPARED, p.get()));
         std::mem::forget(poisoned);
-        if self.id != 0 && !crate::sync::mutant_on(crate::sync::mutant::PREPARE_SKIPS_EXIT) {
+        if self.sess.cur.id != 0 && !crate::sync::mutant_on(crate::sync::mutant::PREPARE_SKIPS_EXIT)
+        {
             // Prepare is an exit from the running set: the generation is
             // bumped (invariant 5; PostgreSQL's two-phase-commit bug).
             engine
                 .proto
-                .complete(self.sess.slot, self.id, self.sess.ctr());
+                .complete(self.sess.slot, self.sess.cur.id, self.sess.ctr());
         }
         if claim {
             engine.proto.release_claim(slot, Timestamp::NONE);
         }
-        self.prepare_ts = p;
-        self.state = State::Prepared;
+        self.sess.cur.prepare_ts = p;
+        self.sess.cur.state = State::Prepared;
         self.sess.open.prepared = true;
         Ok(p)
     }
@@ -550,9 +683,9 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         opts: CommitOptions,
         flip: impl FnOnce(&Completion<'_>),
     ) -> Result<()> {
-        if self.id == 0
-            && self.state == State::Active
-            && self.commit_ts.is_none()
+        if self.sess.cur.id == 0
+            && self.sess.cur.state == State::Active
+            && self.sess.cur.commit_ts.is_none()
             && opts == CommitOptions::default()
         {
             // Read-only, nothing announced: no validation, nothing to
@@ -569,7 +702,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         opts: CommitOptions,
         flip: impl FnOnce(&Completion<'_>),
     ) -> Result<()> {
-        match self.state {
+        match self.sess.cur.state {
             State::Doomed => {
                 self.abort(flip);
                 return Err(Error::MustRollBack);
@@ -577,13 +710,13 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             State::Finished | State::Poisoned => return Err(Error::TransactionFinished),
             State::Active | State::Prepared => {}
         }
-        let prepared = self.state == State::Prepared;
+        let prepared = self.sess.cur.state == State::Prepared;
         let given = match opts.commit_ts {
             // An explicit 0 is an error, not "untimestamped".
             Some(t) => Some(self.round_commit_ts(check_ts(TimestampRole::Commit, t)?)),
             None => None,
         };
-        let commit = match (given, self.commit_ts.to_option()) {
+        let commit = match (given, self.sess.cur.commit_ts.to_option()) {
             (Some(a), Some(b)) if a != b => {
                 return Err(Error::CommitTimestampAlreadySet { current: b })
             }
@@ -596,7 +729,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
                 if commit.is_none() {
                     return Err(Error::PreparedCommitNeedsTimestamp);
                 }
-                let d = d.or(self.durable_ts.to_option()).unwrap_or(commit);
+                let d = d.or(self.sess.cur.durable_ts.to_option()).unwrap_or(commit);
                 check_ts(TimestampRole::Durable, d)?;
                 if d < commit {
                     return Err(Error::DurableTimestampBeforeCommit { durable: d, commit });
@@ -610,18 +743,18 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         let engine = self.sess.mgr;
         let slot = self.sess.slot;
         let ctr = self.sess.ctr();
-        if self.id != 0 || prepared {
+        if self.sess.cur.id != 0 || prepared {
             let claim = if prepared { durable } else { commit };
             if !claim.is_none() {
                 engine.proto.claim_commit(slot, claim, prepared)?;
             }
-            let done = Completion::new(self.id, COMMITTED, commit.get());
+            let done = Completion::new(self.sess.cur.id, COMMITTED, commit.get());
             let clear_early = prepared
                 && crate::sync::mutant_on(crate::sync::mutant::PREPARED_CLEARED_BEFORE_FLIP);
             if clear_early {
                 engine.prepared.clear(slot);
             }
-            let poisoned = PoisonOnUnwind(&mut self.state);
+            let poisoned = PoisonOnUnwind(&mut self.sess.cur.state);
             flip(&done);
             std::mem::forget(poisoned);
             if prepared && !clear_early {
@@ -633,10 +766,10 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             if early {
                 engine.proto.release_claim(slot, durable);
             }
-            if self.id != 0 && !prepared {
+            if self.sess.cur.id != 0 && !prepared {
                 // The status flips above happen-before the Release CAS that
                 // installs the next descriptor (invariant 9).
-                engine.proto.complete(slot, self.id, ctr);
+                engine.proto.complete(slot, self.sess.cur.id, ctr);
             }
             if !early {
                 // After the install: a stable setter waiting for this claim
@@ -662,7 +795,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     /// # Errors
     /// [`Error::TransactionFinished`] if it already ended.
     pub fn rollback(&mut self, flip: impl FnOnce(&Completion<'_>)) -> Result<()> {
-        if matches!(self.state, State::Finished | State::Poisoned) {
+        if matches!(self.sess.cur.state, State::Finished | State::Poisoned) {
             return Err(Error::TransactionFinished);
         }
         self.abort(flip);
@@ -673,8 +806,8 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         let announced = self.announced();
         roll_back(
             self.sess,
-            self.id,
-            self.state == State::Prepared,
+            self.sess.cur.id,
+            self.sess.cur.state == State::Prepared,
             announced,
             flip,
         );
@@ -685,21 +818,23 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     /// in its slot (prepare, or a commit timestamp set before commit)?
     #[inline]
     fn announced(&self) -> bool {
-        self.state == State::Prepared || !self.commit_ts.is_none()
+        self.sess.cur.state == State::Prepared || !self.sess.cur.commit_ts.is_none()
     }
 
     #[inline]
     fn finish(&mut self) {
         let ctr = self.sess.ctr();
-        if self.id == 0 {
+        if self.sess.cur.id == 0 {
             ctr.read_only_txns.bump(1);
             if let Some(now) = crate::sync::thread_rmw_count() {
-                ctr.read_rmw_raw.bump(now - self.rmw_at_begin);
+                ctr.read_rmw_raw.bump(now - self.sess.cur.rmw_at_begin);
             }
         }
-        self.sess.mgr.proto.end(self.sess.slot);
+        if self.sess.cur.pinned {
+            self.sess.mgr.proto.end(self.sess.slot);
+        }
         self.sess.open = OpenTxn::default();
-        self.state = State::Finished;
+        self.sess.cur.state = State::Finished;
     }
 }
 
@@ -708,7 +843,7 @@ impl<P: Protocol> Drop for Transaction<'_, '_, P> {
     fn drop(&mut self) {
         // Inline and cheap for a finished transaction (the common case: the
         // begin workload's hot loop drops one per iteration).
-        if self.state != State::Finished {
+        if self.sess.cur.state != State::Finished {
             self.drop_open();
         }
     }
@@ -722,7 +857,7 @@ impl<P: Protocol> Transaction<'_, '_, P> {
         // back and clears its pins (invariant 12). A commit whose status
         // flips panicked part-way never leaves the running set (its
         // versions stay invisible): only its claims and pins go.
-        match self.state {
+        match self.sess.cur.state {
             State::Finished => {}
             State::Poisoned => {
                 let slot = self.sess.slot;

@@ -54,6 +54,7 @@ impl Slot {
     }
 
     /// Clears every pin this slot holds.
+    #[inline]
     pub(crate) fn clear_pins(&self) {
         // Release: the session's reads happen-before a scanner that sees the
         // pin gone (pairs with the Acquire loads in scans). Memory safety does
