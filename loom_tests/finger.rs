@@ -279,7 +279,13 @@ fn summary_handoff_model() {
     let b = {
         let (k, flag) = (k.clone(), flag.clone());
         thread::spawn(move || {
-            if prepare_on_top(&k) {
+            // As in the flip model: the writer looks for v20 committed
+            // first, because its fixed snapshot treats writer 2 as completed
+            // from the start and a write check skips an in-progress version
+            // of a completed writer as rolled back (issue 11b); a real
+            // snapshot sees a writer completed only after its flips
+            // (invariant 9).
+            if k.read_stable(100, ALL) == val(b"v20") && prepare_on_top(&k) {
                 // Release: pairs with the reader's Acquire load.
                 flag.store(true, Ordering::Release);
             }
