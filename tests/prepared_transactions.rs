@@ -174,6 +174,29 @@ fn prepare_timestamp_rules_on<P: Protocol>() {
                 stable: Timestamp::MAX,
             }),
         },
+        // The valid range is `1..=Timestamp::MAX`, inclusive, and the only
+        // bounds a prepare has besides it are "after stable" and "at or
+        // above oldest": with stable below MAX a prepare at MAX is
+        // accepted. `Txn::prepare` refuses only a rounding *past* MAX
+        // (`p > Timestamp::MAX`; `>=` would refuse this row: issue 9b's
+        // surviving mutant `src/machinery/txn.rs` `cmp-gt-ge`).
+        row(
+            "a prepare at Timestamp::MAX is accepted (the range is inclusive)",
+            "standard",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.put(b"k", b"v1").unwrap();
+                let p = t.prepare(Timestamp::MAX).map(Out::Ts);
+                t.commit(CommitOptions {
+                    commit_ts: Some(Timestamp::MAX),
+                    durable_ts: Some(Timestamp::MAX),
+                })
+                .unwrap();
+                p
+            },
+            Ok(Out::Ts(Timestamp::MAX)),
+        ),
         Row {
             rule: "prepare timestamp at or above oldest",
             state: "oldest 50, no stable",
