@@ -369,6 +369,10 @@ pub mod mutant {
     /// floor from with Relaxed instead of Acquire (issue 9's bug 2;
     /// invariants 7 and 11).
     pub const RELAXED_FLOOR_SOURCE: u32 = 24;
+    /// A commit links the key's previous committed version to its own with
+    /// a Relaxed store of `newer` instead of Release, so a pruner climbing
+    /// the links has no edge to the version it reaches (invariants 11, 13).
+    pub const RELAXED_NEWER_STORE: u32 = 25;
 
     #[cfg(loom)]
     static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

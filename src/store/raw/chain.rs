@@ -57,7 +57,9 @@
 use super::SendPtr;
 use crate::machinery::epoch::{Collector, Guard, RetireBatch};
 use crate::machinery::{Horizon, ReadView, VersionState, VersionStatus, Visibility, WriteCheck};
-use crate::sync::{mutant as m, mutant_on, AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use crate::sync::{
+    mutant as m, mutant_on, ordering_or_mutant, AtomicBool, AtomicPtr, AtomicU64, Ordering,
+};
 use crate::ts::Timestamp;
 use std::alloc::{self, Layout};
 use std::ptr::{self, NonNull};
@@ -483,7 +485,11 @@ impl KeyEntry {
             // also gets our version's contents through the status it loaded
             // above, but `collect()`'s prune reaches versions through the
             // floor and `newer` alone.
-            u.newer.store(v, Ordering::Release);
+            // Loom model `prune_race` (RELAXED_NEWER_STORE) races that prune.
+            u.newer.store(
+                v,
+                ordering_or_mutant(Ordering::Release, m::RELAXED_NEWER_STORE),
+            );
             return examined;
         }
         // The key's first committed version: it is the floor. No one prunes
