@@ -187,13 +187,12 @@ fn prepare_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 t.put(b"k", b"v1").unwrap();
-                let p = t.prepare(Timestamp::MAX).map(Out::Ts);
+                let p = t.prepare(Timestamp::MAX)?;
                 t.commit(CommitOptions {
                     commit_ts: Some(Timestamp::MAX),
                     durable_ts: Some(Timestamp::MAX),
-                })
-                .unwrap();
-                p
+                })?;
+                Ok(Out::Ts(p))
             },
             Ok(Out::Ts(Timestamp::MAX)),
         ),
