@@ -402,8 +402,8 @@ impl Machinery for LockFree {
         let s = self.slots.get(slot);
         // Belt and braces: values the setter compares, not guards for data
         // (the resolution's status flips are published by their own Release
-        // stores); Relaxed would do, and no model fails without the Release
-        // on `prepared` (issue 9's mutation check; `announced` not run).
+        // stores); Relaxed would do, and no model fails without either
+        // Release (issue 9's mutation check; `announced`: issue 9c).
         s.prepared.store(0, Ordering::Release);
         s.announced.store(0, Ordering::Release);
     }
@@ -411,7 +411,12 @@ impl Machinery for LockFree {
     #[inline]
     fn horizon(&self) -> Horizon {
         Horizon {
-            // Acquire: pairs with the advancer's Release stores.
+            // Acquire: pairs with the advancer's Release stores. Belt and
+            // braces: the horizon's value is right with any ordering (the
+            // advancer's fences decide it, handshake 1); the edge only hands
+            // the pruner the flips the advancer saw, and a pruner that sees
+            // a status stale stops climbing below it (not covered), so
+            // Relaxed would only prune later (no model fails, issue 9c).
             xmin: self.clocks.horizon_xmin.load(Ordering::Acquire),
             ts: self.clocks.horizon_ts.load(Ordering::Acquire),
         }
@@ -419,7 +424,12 @@ impl Machinery for LockFree {
 
     fn advance_horizon(&self, ctr: &Counters) {
         // Acquire/Release: one advancer at a time, so floors and horizons
-        // only move forward.
+        // only move forward. Belt and braces as far as loom goes: without
+        // the Acquire, an advancer need not see the previous one's floors
+        // or its descriptor, and could store a lower floor (invariant 4,
+        // then 1); no model runs two advancers in different threads, so no
+        // model fails with it Relaxed (issue 9c's mutation check). Kept by
+        // that argument.
         if self
             .advancing
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -437,7 +447,10 @@ impl Machinery for LockFree {
             .max(c.floor_xmin.load(Ordering::Relaxed));
         // Acquire: pairs with the Release store of oldest in set_timestamps.
         // With no oldest set, no timestamped version may be discarded
-        // (ts floor 0).
+        // (ts floor 0). Belt and braces: nothing is read through oldest
+        // (a compared value; a stale one only gives a lower ts floor, and
+        // `set_timestamps` advances after its own store), so Relaxed would
+        // do (no model fails, issue 9c).
         let ft = c
             .oldest
             .load(Ordering::Acquire)
@@ -454,7 +467,9 @@ impl Machinery for LockFree {
         // fast-path pin while the reader misses this store, then pruning at
         // that horizon) is not caught by `stable_view` at the tier-1 bound.
         // Belt and braces until a model shows it: kept before the fence by
-        // the handshake argument.
+        // the handshake argument. Its Release is belt and braces too:
+        // readers only compare the floor (nothing is read through it; the
+        // fences order it), and no model fails with it Relaxed (issue 9c).
         c.floor_ts.store(ft, Ordering::Release);
         if !mutant_on(m::SCAN_WITHOUT_FENCE) {
             // SeqCst fence: handshake 1; pairs with the readers' fences
@@ -481,13 +496,20 @@ impl Machinery for LockFree {
         // `pin_horizon/two_advances` runs this interleaving.
         let hx = hx.max(c.horizon_xmin.load(Ordering::Relaxed));
         let ht = ht.max(c.horizon_ts.load(Ordering::Relaxed));
-        // Release: pairs with the Acquire loads in `horizon`.
+        // Release: pairs with the Acquire loads in `horizon` (belt and
+        // braces, as said there: no model fails with either Relaxed).
         c.horizon_xmin.store(hx, Ordering::Release);
         c.horizon_ts.store(ht, Ordering::Release);
         ctr.horizon_advances.bump(1);
     }
 
     fn oldest_stable(&self) -> (Timestamp, Timestamp) {
+        // Belt and braces (issue 9c's mutation check: no model fails with
+        // either load Relaxed): oldest is only compared (`Txn` checks; an
+        // Acquire does not make it fresher). Stable also bounds how far
+        // pruning moves the finger (`stable_timestamp`), which climbs only
+        // over versions whose committed status it loads itself; the read at
+        // stable that invariant 8 guards loads stable in `begin_at_stable`.
         (
             Timestamp::new(self.clocks.oldest.load(Ordering::Acquire)),
             Timestamp::new(self.clocks.stable.load(Ordering::Acquire)),
@@ -543,6 +565,9 @@ impl Machinery for LockFree {
             // `claim_commit` and `announce`.
             fence(Ordering::SeqCst);
             for s in self.slots.iter() {
+                // Belt and braces: compared values after the handshake-3
+                // fence (which orders them); nothing is read through them,
+                // so Relaxed would do (no model fails, issue 9c).
                 let p = s.prepared.load(Ordering::Acquire);
                 let a = s.announced.load(Ordering::Acquire);
                 if p != 0 && a != 0 && a <= new_stable {
@@ -586,6 +611,8 @@ impl Machinery for LockFree {
         let oldest_moved = new_oldest > cur_oldest;
         if oldest_moved {
             // Release: pairs with the Acquire load in `advance_horizon`.
+            // Belt and braces, as said there: a compared value (no model
+            // fails with it Relaxed, issue 9c).
             c.oldest.store(new_oldest, Ordering::Release);
         }
         drop(guard);

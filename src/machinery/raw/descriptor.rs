@@ -55,6 +55,8 @@ pub(crate) enum Running {
 impl Running {
     /// Collects `ids` (at most `upper` of them).
     fn collect(ids: impl Iterator<Item = u64>, upper: usize) -> Running {
+        // Equivalent mutant (`<`: exactly INLINE_RUNNING ids would spill to
+        // the heap; same contents, issue 9c's mutation check).
         if upper <= INLINE_RUNNING {
             let mut a = [0; INLINE_RUNNING];
             let mut n = 0;
@@ -169,7 +171,12 @@ impl DescriptorCell {
     /// The newest generation whose commit has returned (or is about to).
     #[inline]
     pub(crate) fn published_generation(&self) -> u64 {
-        // Acquire: pairs with the Release fetch_max in `complete`.
+        // Acquire: pairs with the Release fetch_max in `complete`. Belt and
+        // braces: the caller only compares the value with its cached
+        // generation; on a mismatch `copy_into` takes the descriptor with
+        // its own Acquire loads, and real-time order needs only coherence
+        // (a begin after a commit returned reads its generation with any
+        // ordering), so Relaxed would do (no model fails, issue 9c).
         self.published.load(Ordering::Acquire)
     }
 
@@ -264,6 +271,11 @@ impl DescriptorCell {
             // with the Acquire loads in `copy_into` and `xmin`.
             // Acquire on failure: the failed CAS is our load of the newer
             // descriptor, which we derive from next (STYLE mistake 1).
+            // The success's Acquire half is belt and braces: a successful
+            // CAS reads the store our Acquire load (or failed CAS) of `cur`
+            // already synchronized with (a descriptor is not freed, so its
+            // address not reused, while we hold the guard), so Release
+            // alone would do (no model fails, issue 9c).
             match self
                 .ptr
                 .compare_exchange(cur, next, Ordering::AcqRel, Ordering::Acquire)
