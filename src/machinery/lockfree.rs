@@ -427,9 +427,10 @@ impl Machinery for LockFree {
         // only move forward. Belt and braces as far as loom goes: without
         // the Acquire, an advancer need not see the previous one's floors
         // or its descriptor, and could store a lower floor (invariant 4,
-        // then 1); no model runs two advancers in different threads, so no
-        // model fails with it Relaxed (issue 9c's mutation check). Kept by
-        // that argument.
+        // then 1). No model fails with it Relaxed (issue 9c's mutation
+        // check; a model with two advancer threads and a completion, tried
+        // in issue 9c, passed with it Relaxed too: loom never gave the
+        // second advancer the stale floor). Kept by that argument.
         if self
             .advancing
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
