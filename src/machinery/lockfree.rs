@@ -627,6 +627,9 @@ impl Machinery for LockFree {
         let c = &self.clocks;
         // Acquire loads: each pairs with the Release store that set the value
         // (set_timestamps, release_claim, announce); a report, not a guard.
+        // Belt and braces: nothing is read through them, so Relaxed would
+        // do (issue 9c's mutation check: no model fails with any of them
+        // Relaxed).
         report_timestamp(
             kind,
             c.oldest.load(Ordering::Acquire),
@@ -655,6 +658,8 @@ impl Machinery for LockFree {
             .filter(|&i| self.slots.in_use(i))
             .map(|i| {
                 let s = self.slots.get(i);
+                // Belt and braces: a report (`Engine::pins`); nothing is
+                // read through these loads, Relaxed would do (issue 9c).
                 (
                     i,
                     s.xmin.load(Ordering::Acquire),

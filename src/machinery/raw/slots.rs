@@ -115,6 +115,9 @@ impl SlotTable {
         let s = &self.slots[i];
         if !mutant_on(m::SLOT_KEEPS_PINS) {
             s.clear_pins();
+            // Belt and braces: values others compare, nothing is read
+            // through them, and the `in_use` Release below orders them for
+            // the next owner; Relaxed would do (no model fails, issue 9c).
             s.claim.store(0, Ordering::Release);
             s.prepared.store(0, Ordering::Release);
             s.announced.store(0, Ordering::Release);
@@ -125,6 +128,8 @@ impl SlotTable {
 
     /// Is slot `i` claimed?
     pub(crate) fn in_use(&self, i: usize) -> bool {
+        // Belt and braces: only reports use it (`sessions_open`, `pins`);
+        // Relaxed would do (no model fails, issue 9c).
         self.slots[i].in_use.load(Ordering::Acquire)
     }
 }

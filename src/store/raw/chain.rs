@@ -160,7 +160,11 @@ impl Version {
     #[inline]
     fn next_ptr(&self) -> *mut Version {
         // Acquire: pairs with the Release head CAS that published the next
-        // version's contents (it was the head once).
+        // version's contents (it was the head once). Belt and braces: every
+        // walk starts at an Acquire-loaded head, floor or finger, and each
+        // prepender acquired the head it linked below its own Release CAS,
+        // so what lies below is already ordered (every model at bound 1 and
+        // the chain-level ones at bound 2 pass with it Relaxed, issue 9c).
         self.next.load(Ordering::Acquire)
     }
 
@@ -346,7 +350,12 @@ impl KeyEntry {
         let mut last = ptr::null_mut();
         for start in [&self.finger, &self.floor] {
             // Acquire: pairs with the Release finger/floor stores in `cut`
-            // and `commit_version` (the target's contents).
+            // and `commit_version` (the target's contents). Belt and braces
+            // here: a reader comes only after an Acquire load of the head,
+            // above the target, so its contents are already ordered (every
+            // model passes with it Relaxed, issue 9c); `cut`'s
+            // floor load, which has no head load before it, is the one
+            // `prune_race` needs.
             let p = start.load(Ordering::Acquire);
             if p.is_null() || p == last {
                 continue;
@@ -473,6 +482,9 @@ impl KeyEntry {
                 }
                 st => ts_get(st),
             };
+            // Equivalent mutant (`<=`: an equal-timestamp commit would mark
+            // the key unordered, which only sends readers to the head walk;
+            // same answers, issue 9c's mutation check).
             if ucts != 0 && (cts == 0 || cts < ucts) {
                 // Relaxed: published by our Release status flip (invariant
                 // 13).
