@@ -520,6 +520,11 @@ impl KeyEntry {
         let next = unsafe { &*v }.next_ptr();
         // Release: pairs with the Acquire head loads; readers that load the
         // new head see `next`'s contents (they were published before).
+        // Belt and braces: this CAS is a read-modify-write, so it continues
+        // the release sequence of the head CAS that installed `v`, whose
+        // writer acquired `next` first; a reader that acquires the new head
+        // is ordered after `next` even with Relaxed here (no model fails,
+        // `rollback` included, issue 9c at bound 2).
         if self
             .head
             .compare_exchange(v, next, Ordering::Release, Ordering::Relaxed)
@@ -570,7 +575,12 @@ impl KeyEntry {
     ) -> Pruned {
         let mut out = Pruned::default();
         // Acquire: pairs with the Release store below by the previous pruner
-        // of this key, so cuts are serialized per key.
+        // of this key, so cuts are serialized per key. Belt and braces as far
+        // as loom goes: without it a pruner need not see the previous one's
+        // finger (loaded Relaxed below) and could climb from one below the
+        // floor, already retired; no model runs two pruners of one key in
+        // different threads, so none fails with it Relaxed (issue 9c, bound
+        // 2). Kept by that argument.
         if self
             .pruning
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
