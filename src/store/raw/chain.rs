@@ -592,7 +592,9 @@ impl KeyEntry {
         // stores are ours, under `pruning`).
         let fl = self.floor.load(Ordering::Acquire);
         if fl.is_null() {
-            // Release: pairs with the Acquire CAS above.
+            // Release: pairs with the Acquire CAS above. Belt and braces on
+            // this path: nothing was written under the flag (no model
+            // fails with it Relaxed, issue 9c).
             self.pruning.store(false, Ordering::Release);
             return out;
         }
@@ -657,6 +659,9 @@ impl KeyEntry {
                 let nv = unsafe { &*n };
                 out.examined += 1;
                 match nv.status.state() {
+                    // Equivalent mutant (`<`: the finger stops one version
+                    // lower, a read from it climbs one more; same answers,
+                    // issue 9c's mutation check against loom and the tests).
                     VersionState::Committed(ts) if ts.get() <= stable => {}
                     _ => break,
                 }
