@@ -609,6 +609,8 @@ impl Machinery for LockFree {
             // WiredTiger (invariant 4's exception).
             self.durable.store(d.get(), Ordering::Relaxed);
         }
+        // Equivalent mutant (`>=`: an unchanged oldest is stored again and
+        // the horizon advanced once more; both idempotent, issue 9c).
         let oldest_moved = new_oldest > cur_oldest;
         if oldest_moved {
             // Release: pairs with the Acquire load in `advance_horizon`.
