@@ -636,14 +636,23 @@ impl KeyEntry {
                     ptr::null_mut()
                 };
                 // Release: pairs with the Acquire finger load in readers.
+                // Belt and braces, as that load is (readers come through the
+                // head; the next pruner, through `pruning`): no model fails
+                // with it Relaxed (issue 9c, bound 2); same below.
                 self.finger.store(finger, Ordering::Release);
             }
-            // Release: pairs with the Acquire floor loads.
+            // Release: pairs with the Acquire floor loads. Belt and braces
+            // here (the first commit's store is the one `prune_race` needs):
+            // readers come through the head, and the next pruner through
+            // `pruning`'s Release/Acquire (no model fails, issue 9c, bound 2).
             self.floor.store(spp, Ordering::Release);
             // The safe point (invariant 3): `sp` is visible to every current
             // and future reader, so every reader stops at `sp` or above, and
             // nothing below it can be read again. Acquire: we free the
-            // tail, so we must see its contents.
+            // tail, so we must see its contents. Belt and braces: we reached
+            // `sp` by Acquire loads from versions whose writers had acquired
+            // everything older, so the tail is already ordered (no model
+            // fails with it Relaxed, issue 9c, bound 2).
             tail = sp.next.swap(ptr::null_mut(), Ordering::Acquire);
         }
         // Relaxed: our own key's flag, written before status flips we saw.
