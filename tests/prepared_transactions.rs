@@ -1078,6 +1078,23 @@ fn readers_meeting_prepared_updates_on<P: Protocol>() {
             },
             conflict_k.clone(),
         ),
+        // The equality case: `pts <= stable` in `ReadView::prepared_conflicts`
+        // (`<` survived loom, issue 9c's mutation check).
+        row(
+            "read at stable: a prepare exactly at stable conflicts",
+            "prepared at 25, stable moved to 25, read_at_stable",
+            |e| {
+                while_prepared(e, |e| {
+                    e.set_timestamps(set(None, Some(25), None)).unwrap();
+                    let opts = TxnOptions {
+                        read_at_stable: true,
+                        ..TxnOptions::default()
+                    };
+                    read(e, &opts, b"k").map(Out::Value)
+                })
+            },
+            conflict_k.clone(),
+        ),
         row(
             "read at stable: a prepare above stable is invisible",
             "prepared at 25, stable 20, read_at_stable",
