@@ -678,6 +678,8 @@ impl KeyEntry {
             }
             // SAFETY: as above.
             let fts = ts_get(unsafe { &*f }.status.state());
+            // Equivalent mutant (`<`: the finger is not moved onto a version
+            // exactly at stable; reads climb one more; issue 9c, loom and tests).
             if f != finger && fts != 0 && fts <= stable {
                 // Release: pairs with the Acquire finger load in readers.
                 self.finger.store(f, Ordering::Release);
