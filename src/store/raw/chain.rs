@@ -685,7 +685,9 @@ impl KeyEntry {
                 self.finger.store(f, Ordering::Release);
             }
         }
-        // Release: pairs with the Acquire CAS above.
+        // Release: pairs with the Acquire CAS above. Kept by the same
+        // argument as that CAS (the next pruner must see our finger), which
+        // no model exercises (issue 9c: no model fails with it Relaxed).
         self.pruning.store(false, Ordering::Release);
         let mut p = tail;
         while !p.is_null() {
@@ -706,7 +708,8 @@ impl KeyEntry {
     /// the floor)? For tests and the loom models (invariant 13).
     #[cfg_attr(not(any(test, loom)), allow(dead_code))]
     pub(crate) fn finger_linked(&self, _guard: &Guard) -> bool {
-        // Acquire: as in `read_from_finger`.
+        // Acquire: as in `read_from_finger` (belt and braces there too;
+        // only tests and models call this).
         let f = self.finger.load(Ordering::Acquire);
         let mut p = self.head_ptr();
         while !p.is_null() {
