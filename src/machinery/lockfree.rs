@@ -678,7 +678,9 @@ struct Advancing<'a>(&'a AtomicBool);
 impl Drop for Advancing<'_> {
     fn drop(&mut self) {
         // Release: pairs with the next advancer's Acquire CAS, so floors and
-        // horizons it reads are at least ours.
+        // horizons it reads are at least ours. Kept by that argument, as the
+        // CAS is: no model runs two advancers in different threads (issue
+        // 9c: no model fails with it Relaxed).
         self.0.store(false, Ordering::Release);
     }
 }
