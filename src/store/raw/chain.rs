@@ -781,6 +781,10 @@ unsafe fn climb<'g>(
 #[inline]
 fn rejected_for_timestamp(view: &ReadView<'_>, status: &VersionStatus) -> bool {
     match (view.timestamp_bound(), status.state()) {
+        // `>=` survives loom and the tests (issue 9c): it would also try the
+        // finger jump below a version at exactly `t` skipped for another
+        // reason; the climb stops below that version (visibility is
+        // downward closed, invariant 13), so the answer is the same.
         (Some(t), VersionState::Committed(cts)) => cts > t,
         _ => false,
     }
