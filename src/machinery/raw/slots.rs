@@ -58,6 +58,10 @@ impl Slot {
         // Release: the session's reads happen-before a scanner that sees the
         // pin gone (pairs with the Acquire loads in scans). Memory safety does
         // not depend on it (the epoch guard does), only the logical horizon.
+        // Belt and braces: the horizon scan loads pins Relaxed after its
+        // fence, so it acquires nothing from these stores; what a pruned
+        // version's last reader needs is its guard (invariant 11). No model
+        // fails with either store Relaxed (issue 9c's mutation check).
         self.xmin.store(0, Ordering::Release);
         self.read_ts.store(0, Ordering::Release);
     }
