@@ -102,7 +102,11 @@ impl SlotTable {
             // Relaxed pre-check avoids a CAS on slots that are visibly taken;
             // the CAS below decides.
             if !s.in_use.load(Ordering::Relaxed)
-                // Acquire: pairs with the Release store in `release`.
+                // Acquire: pairs with the Release store in `release`. Kept by
+                // the argument (no model fails with it Relaxed at bound 1,
+                // issue 9c): without it the previous owner's clears need not
+                // come before our pin stores, and a late clear could erase a
+                // new pin (invariants 12, then 1).
                 && s
                     .in_use
                     .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
