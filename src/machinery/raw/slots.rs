@@ -102,11 +102,11 @@ impl SlotTable {
             // Relaxed pre-check avoids a CAS on slots that are visibly taken;
             // the CAS below decides.
             if !s.in_use.load(Ordering::Relaxed)
-                // Acquire: pairs with the Release store in `release`. Kept by
-                // the argument (no model fails with it Relaxed at bound 1,
-                // issue 9c): without it the previous owner's clears need not
-                // come before our pin stores, and a late clear could erase a
-                // new pin (invariants 12, then 1).
+                // Acquire: pairs with the Release store in `release`: the
+                // previous owner's clears come before our pin stores, or a
+                // late clear could erase a new pin (invariants 12, then 1).
+                // Shown necessary (issue 9c): with it Relaxed `pin_horizon`
+                // fails at preemption bound 2 (not at bound 1).
                 && s
                     .in_use
                     .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -123,9 +123,11 @@ impl SlotTable {
         let s = &self.slots[i];
         if !mutant_on(m::SLOT_KEEPS_PINS) {
             s.clear_pins();
-            // Belt and braces: values others compare, nothing is read
-            // through them, and the `in_use` Release below orders them for
-            // the next owner; Relaxed would do (no model fails, issue 9c).
+            // Release: the claim clear is shown necessary (issue 9c: with
+            // it Relaxed `stable` fails at preemption bound 2, not at bound
+            // 1). The `prepared` and `announced` clears are values the stable
+            // setter compares, nothing is read through them; belt and braces
+            // (no model fails with either Relaxed at bound 1, issue 9c).
             s.claim.store(0, Ordering::Release);
             s.prepared.store(0, Ordering::Release);
             s.announced.store(0, Ordering::Release);
