@@ -22,23 +22,26 @@
 //! fence has no edge to the flip and may read the version as in progress
 //! (`old`) below `complete_below`, then `new` on the second read.
 //!
-//! Loom 0.7 cannot show that last bug (the model passes with the load
-//! Relaxed: 18,327 executions at preemption bound 2, issue 9b): its acquire
-//! fence (`fence_acq`, loom-0.7.3/src/rt/atomic.rs:177-192) synchronizes
-//! with every store that `FirstSeen::is_seen_by_current` (:878-888)
-//! reports, i.e. any store read by *any* thread in the fencing thread's
-//! causality. The advancer's Relaxed read of the completer's CAS is
-//! sequenced before the floor store the reader acquired, so the reader's
-//! SeqCst fence in `begin_at_stable` synchronizes with the CAS and the flip
-//! before it; C++ gives no such edge (the read must be in the fence's own
-//! thread, [atomics.fences]). A plain-loom three-thread copy of the pattern
-//! shows it: the stale read is found once the reader's fence is taken out,
-//! never with it. See `DescriptorCell::xmin` and DESIGN.md, "What loom
-//! cannot check". What this model does check, on the real code: a fast-path
-//! read decides the untimestamped version by `complete_below` exactly, and
-//! repeatably. Its twin takes a writer *at* `complete_below` as completed
-//! (FAST_PATH_BELOW_INCLUSIVE): with the floor 2 and writer 2's flip
-//! visible, the reader reads `new` where `old` is due.
+//! The advancer's Relaxed load is also a data race: it reads the
+//! descriptor's plain `xmin` with no edge to the completer that wrote it.
+//! Loom sees that through the descriptor's causality witness
+//! (`sync::Witness`, checked in `DescriptorCell::xmin` at the read, before
+//! any fence): the twin `mutant_relaxed_floor_source` (RELAXED_FLOOR_SOURCE)
+//! fails with loom's "Causality violation" (issue 9c). The stale-status half
+//! alone loom 0.7 would not show (the model passed with the load Relaxed
+//! before the witness: 18,327 executions at preemption bound 2, issue 9b):
+//! its acquire fence (`fence_acq`, loom-0.7.3/src/rt/atomic.rs:177-192)
+//! synchronizes with every store that `FirstSeen::is_seen_by_current`
+//! (:878-888) reports, i.e. any store read by *any* thread in the fencing
+//! thread's causality, so the reader's SeqCst fence in `begin_at_stable`
+//! picks up the writer's flip through the advancer's Relaxed read, an edge
+//! C++ does not give ([atomics.fences]). See `DescriptorCell::xmin` and
+//! DESIGN.md, "What loom cannot check". What the model itself asserts, on
+//! the real code: a fast-path read decides the untimestamped version by
+//! `complete_below` exactly, and repeatably. Its other twin takes a writer
+//! *at* `complete_below` as completed (FAST_PATH_BELOW_INCLUSIVE): with the
+//! floor 2 and writer 2's flip visible, the reader reads `new` where `old`
+//! is due.
 
 use crate::common::check;
 use loom::sync::Arc;
@@ -110,6 +113,16 @@ fn mutant_fast_path_below_inclusive() {
     check(
         "floor_source/FAST_PATH_BELOW_INCLUSIVE",
         mutant::FAST_PATH_BELOW_INCLUSIVE,
+        model,
+    );
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn mutant_relaxed_floor_source() {
+    check(
+        "floor_source/RELAXED_FLOOR_SOURCE",
+        mutant::RELAXED_FLOOR_SOURCE,
         model,
     );
 }

@@ -37,6 +37,8 @@ mod prepare_stable;
 #[cfg(loom)]
 mod prepared;
 #[cfg(loom)]
+mod prune_race;
+#[cfg(loom)]
 mod read_ts_oldest;
 #[cfg(loom)]
 mod read_ts_refresh;

@@ -88,7 +88,8 @@ export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 loom_cmd=(cargo test --release --no-default-features --test loom)
 # Fast models first: most mutants die in the first few.
 order=(slots:: descriptors:: pin_horizon:: read_ts_oldest:: read_ts_refresh::
-    prepared:: announce_stable:: stable_view::  chains:: stable::)
+    prepared:: announce_stable:: stable_view:: rollback:: floor_source::
+    finger:: prepare_stable:: chains:: stable::)
 
 survivors=()
 n=0 total=$(wc -l <<<"$all")

@@ -32,6 +32,53 @@ pub(crate) use loom::sync::Mutex;
 #[cfg(not(loom))]
 pub(crate) use std::sync::Mutex;
 
+/// A causality witness for plain (non-atomic) data published through one
+/// atomic pointer, such as a descriptor's fields.
+///
+/// Loom sees only its own atomics and cells, so a plain field read through a
+/// pointer loaded with too weak an ordering is invisible to it. Embed a
+/// `Witness` in the published structure (it is created, and counts as
+/// written, with it) and call [`Witness::check`] right where a thread that
+/// loaded the pointer reads the fields: under `--cfg loom` it is a
+/// `loom::cell::UnsafeCell<()>` whose construction is a write and whose
+/// `check` is a read, and loom panics with "Causality violation" unless the
+/// construction happens-before the check. Check at the read itself, before
+/// any fence the reader issues later (loom's fences join more than C++'s,
+/// DESIGN.md "What loom cannot check"). In every other build it is a
+/// zero-sized type and `check` compiles to nothing.
+#[derive(Debug)]
+pub(crate) struct Witness {
+    #[cfg(loom)]
+    cell: loom::cell::UnsafeCell<()>,
+}
+
+// SAFETY: the cell holds `()` and is only ever read (`check`), never
+// written after construction, so sharing it between threads cannot race;
+// loom tracks the accesses itself. Needed because loom's `UnsafeCell`, like
+// std's, is not `Sync`, and the structures that embed a witness are shared
+// (invariant 11: descriptors are read by any thread under a guard).
+#[cfg(loom)]
+unsafe impl Sync for Witness {}
+
+impl Witness {
+    /// A witness written by the current thread, now.
+    #[inline(always)]
+    pub(crate) fn new() -> Witness {
+        Witness {
+            #[cfg(loom)]
+            cell: loom::cell::UnsafeCell::new(()),
+        }
+    }
+
+    /// Under loom, panics ("Causality violation") unless this witness's
+    /// construction happens-before the call; nothing otherwise.
+    #[inline(always)]
+    pub(crate) fn check(&self) {
+        #[cfg(loom)]
+        self.cell.with(|_| ());
+    }
+}
+
 /// Backs off inside a spin loop. Under loom this yields to the model
 /// scheduler, which loom requires for every spin loop.
 #[inline]
@@ -318,6 +365,14 @@ pub mod mutant {
     /// examining the head first, so it can miss a prepared head (invariants
     /// 10 and 13).
     pub const READ_SKIPS_HEAD: u32 = 23;
+    /// The horizon advancer loads the descriptor pointer it takes the xmin
+    /// floor from with Relaxed instead of Acquire (issue 9's bug 2;
+    /// invariants 7 and 11).
+    pub const RELAXED_FLOOR_SOURCE: u32 = 24;
+    /// A commit links the key's previous committed version to its own with
+    /// a Relaxed store of `newer` instead of Release, so a pruner climbing
+    /// the links has no edge to the version it reaches (invariants 11, 13).
+    pub const RELAXED_NEWER_STORE: u32 = 25;
     /// Clearing a prepared transaction's entry in the manager's prepared
     /// table is a Relaxed store instead of Release (a dropped prepared
     /// transaction's statuses, `machinery/version.rs`).

@@ -174,6 +174,28 @@ fn prepare_timestamp_rules_on<P: Protocol>() {
                 stable: Timestamp::MAX,
             }),
         },
+        // The valid range is `1..=Timestamp::MAX`, inclusive, and the only
+        // bounds a prepare has besides it are "after stable" and "at or
+        // above oldest": with stable below MAX a prepare at MAX is
+        // accepted. `Txn::prepare` refuses only a rounding *past* MAX
+        // (`p > Timestamp::MAX`; `>=` would refuse this row: issue 9b's
+        // surviving mutant `src/machinery/txn.rs` `cmp-gt-ge`).
+        row(
+            "a prepare at Timestamp::MAX is accepted (the range is inclusive)",
+            "standard",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.put(b"k", b"v1").unwrap();
+                let p = t.prepare(Timestamp::MAX)?;
+                t.commit(CommitOptions {
+                    commit_ts: Some(Timestamp::MAX),
+                    durable_ts: Some(Timestamp::MAX),
+                })?;
+                Ok(Out::Ts(p))
+            },
+            Ok(Out::Ts(Timestamp::MAX)),
+        ),
         Row {
             rule: "prepare timestamp at or above oldest",
             state: "oldest 50, no stable",
@@ -1049,6 +1071,23 @@ fn readers_meeting_prepared_updates_on<P: Protocol>() {
             |e| {
                 while_prepared(e, |e| {
                     e.set_timestamps(set(None, Some(30), None)).unwrap();
+                    let opts = TxnOptions {
+                        read_at_stable: true,
+                        ..TxnOptions::default()
+                    };
+                    read(e, &opts, b"k").map(Out::Value)
+                })
+            },
+            conflict_k.clone(),
+        ),
+        // The equality case: `pts <= stable` in `ReadView::prepared_conflicts`
+        // (`<` survived loom, issue 9c's mutation check).
+        row(
+            "read at stable: a prepare exactly at stable conflicts",
+            "prepared at 25, stable moved to 25, read_at_stable",
+            |e| {
+                while_prepared(e, |e| {
+                    e.set_timestamps(set(None, Some(25), None)).unwrap();
                     let opts = TxnOptions {
                         read_at_stable: true,
                         ..TxnOptions::default()

@@ -585,6 +585,8 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             pruned += n.cut;
             examined += n.examined;
         }
+        // Equivalent mutant (`>`: one tail more per flush; a batch size,
+        // not a safety bound: issue 9c's mutation check).
         if d.tails.len() >= RETIRE_BATCH {
             d.tails.flush(&store.rc, &guard, store.on_free());
         }

@@ -470,8 +470,8 @@ impl Machinery for LockFree {
         let s = self.slots.get(slot);
         // Belt and braces: values the setter compares, not guards for data
         // (the resolution's status flips are published by their own Release
-        // stores); Relaxed would do, and no model fails without the Release
-        // on `prepared` (issue 9's mutation check; `announced` not run).
+        // stores); Relaxed would do, and no model fails without either
+        // Release (issue 9's mutation check; `announced`: issue 9c).
         s.prepared.store(0, Ordering::Release);
         s.announced.store(0, Ordering::Release);
     }
@@ -479,7 +479,12 @@ impl Machinery for LockFree {
     #[inline]
     fn horizon(&self) -> Horizon {
         Horizon {
-            // Acquire: pairs with the advancer's Release stores.
+            // Acquire: pairs with the advancer's Release stores. Belt and
+            // braces: the horizon's value is right with any ordering (the
+            // advancer's fences decide it, handshake 1); the edge only hands
+            // the pruner the flips the advancer saw, and a pruner that sees
+            // a status stale stops climbing below it (not covered), so
+            // Relaxed would only prune later (no model fails, issue 9c).
             xmin: self.clocks.horizon_xmin.load(Ordering::Acquire),
             ts: self.clocks.horizon_ts.load(Ordering::Acquire),
         }
@@ -487,7 +492,13 @@ impl Machinery for LockFree {
 
     fn advance_horizon(&self, ctr: &Counters) {
         // Acquire/Release: one advancer at a time, so floors and horizons
-        // only move forward.
+        // only move forward. Belt and braces as far as loom goes: without
+        // the Acquire, an advancer need not see the previous one's floors
+        // or its descriptor, and could store a lower floor (invariant 4,
+        // then 1). No model fails with it Relaxed (issue 9c's mutation
+        // check; a model with two advancer threads and a completion, tried
+        // in issue 9c, passed with it Relaxed too: loom never gave the
+        // second advancer the stale floor). Kept by that argument.
         if self
             .advancing
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -505,7 +516,10 @@ impl Machinery for LockFree {
             .max(c.floor_xmin.load(Ordering::Relaxed));
         // Acquire: pairs with the Release store of oldest in set_timestamps.
         // With no oldest set, no timestamped version may be discarded
-        // (ts floor 0).
+        // (ts floor 0). Belt and braces: nothing is read through oldest
+        // (a compared value; a stale one only gives a lower ts floor, and
+        // `set_timestamps` advances after its own store), so Relaxed would
+        // do (no model fails, issue 9c).
         let ft = c
             .oldest
             .load(Ordering::Acquire)
@@ -522,7 +536,9 @@ impl Machinery for LockFree {
         // fast-path pin while the reader misses this store, then pruning at
         // that horizon) is not caught by `stable_view` at the tier-1 bound.
         // Belt and braces until a model shows it: kept before the fence by
-        // the handshake argument.
+        // the handshake argument. Its Release is belt and braces too:
+        // readers only compare the floor (nothing is read through it; the
+        // fences order it), and no model fails with it Relaxed (issue 9c).
         c.floor_ts.store(ft, Ordering::Release);
         if !mutant_on(m::SCAN_WITHOUT_FENCE) {
             // SeqCst fence: handshake 1; pairs with the readers' fences
@@ -549,13 +565,20 @@ impl Machinery for LockFree {
         // `pin_horizon/two_advances` runs this interleaving.
         let hx = hx.max(c.horizon_xmin.load(Ordering::Relaxed));
         let ht = ht.max(c.horizon_ts.load(Ordering::Relaxed));
-        // Release: pairs with the Acquire loads in `horizon`.
+        // Release: pairs with the Acquire loads in `horizon` (belt and
+        // braces, as said there: no model fails with either Relaxed).
         c.horizon_xmin.store(hx, Ordering::Release);
         c.horizon_ts.store(ht, Ordering::Release);
         ctr.horizon_advances.bump(1);
     }
 
     fn oldest_stable(&self) -> (Timestamp, Timestamp) {
+        // Belt and braces (issue 9c's mutation check: no model fails with
+        // either load Relaxed): oldest is only compared (`Txn` checks; an
+        // Acquire does not make it fresher). Stable also bounds how far
+        // pruning moves the finger (`stable_timestamp`), which climbs only
+        // over versions whose committed status it loads itself; the read at
+        // stable that invariant 8 guards loads stable in `begin_at_stable`.
         (
             Timestamp::new(self.clocks.oldest.load(Ordering::Acquire)),
             Timestamp::new(self.clocks.stable.load(Ordering::Acquire)),
@@ -611,6 +634,9 @@ impl Machinery for LockFree {
             // `claim_commit` and `announce`.
             fence(Ordering::SeqCst);
             for s in self.slots.iter() {
+                // Belt and braces: compared values after the handshake-3
+                // fence (which orders them); nothing is read through them,
+                // so Relaxed would do (no model fails, issue 9c).
                 let p = s.prepared.load(Ordering::Acquire);
                 let a = s.announced.load(Ordering::Acquire);
                 if p != 0 && a != 0 && a <= new_stable {
@@ -651,9 +677,13 @@ impl Machinery for LockFree {
             // WiredTiger (invariant 4's exception).
             self.durable.store(d.get(), Ordering::Relaxed);
         }
+        // Equivalent mutant (`>=`: an unchanged oldest is stored again and
+        // the horizon advanced once more; both idempotent, issue 9c).
         let oldest_moved = new_oldest > cur_oldest;
         if oldest_moved {
             // Release: pairs with the Acquire load in `advance_horizon`.
+            // Belt and braces, as said there: a compared value (no model
+            // fails with it Relaxed, issue 9c).
             c.oldest.store(new_oldest, Ordering::Release);
         }
         drop(guard);
@@ -667,6 +697,9 @@ impl Machinery for LockFree {
         let c = &self.clocks;
         // Acquire loads: each pairs with the Release store that set the value
         // (set_timestamps, release_claim, announce); a report, not a guard.
+        // Belt and braces: nothing is read through them, so Relaxed would
+        // do (issue 9c's mutation check: no model fails with any of them
+        // Relaxed).
         report_timestamp(
             kind,
             c.oldest.load(Ordering::Acquire),
@@ -695,6 +728,8 @@ impl Machinery for LockFree {
             .filter(|&i| self.slots.in_use(i))
             .map(|i| {
                 let s = self.slots.get(i);
+                // Belt and braces: a report (`Engine::pins`); nothing is
+                // read through these loads, Relaxed would do (issue 9c).
                 (
                     i,
                     s.xmin.load(Ordering::Acquire),
@@ -711,7 +746,9 @@ struct Advancing<'a>(&'a AtomicBool);
 impl Drop for Advancing<'_> {
     fn drop(&mut self) {
         // Release: pairs with the next advancer's Acquire CAS, so floors and
-        // horizons it reads are at least ours.
+        // horizons it reads are at least ours. Kept by that argument, as the
+        // CAS is: no model runs two advancers in different threads (issue
+        // 9c: no model fails with it Relaxed).
         self.0.store(false, Ordering::Release);
     }
 }

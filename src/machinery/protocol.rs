@@ -187,6 +187,8 @@ pub(crate) fn report_timestamp(
         TimestampKind::AllDurable => all_durable,
         TimestampKind::OldestReader => oldest_reader.unwrap_or(0),
         TimestampKind::Pinned => match oldest_reader {
+            // Equivalent mutant (`<=`: at r == oldest both arms give the
+            // same value, issue 9c's mutation check).
             Some(r) if oldest == 0 || r < oldest => r,
             _ => oldest,
         },

@@ -21,7 +21,9 @@
 
 use super::reclaim::{Batch, Reclaimer};
 use crate::machinery::snapshot::Snapshot;
-use crate::sync::{mutant as m, mutant_on, ordering_or_mutant, AtomicPtr, AtomicU64, Ordering};
+use crate::sync::{
+    mutant as m, mutant_on, ordering_or_mutant, AtomicPtr, AtomicU64, Ordering, Witness,
+};
 
 /// One immutable snapshot descriptor.
 #[derive(Debug)]
@@ -30,6 +32,11 @@ pub(crate) struct Descriptor {
     pub(crate) xmin: u64,
     pub(crate) xmax: u64,
     pub(crate) running: Running,
+    /// Under loom, the fields' causality witness: written with them, checked
+    /// wherever a thread that loaded the cell's pointer reads them, so a
+    /// pointer load too weak to order the read after the writer fails the
+    /// model (`sync::Witness`). Zero-sized in every other build.
+    pub(crate) witness: Witness,
 }
 
 /// Running ids inline in the descriptor up to this many, so a completion
@@ -48,6 +55,8 @@ pub(crate) enum Running {
 impl Running {
     /// Collects `ids` (at most `upper` of them).
     fn collect(ids: impl Iterator<Item = u64>, upper: usize) -> Running {
+        // Equivalent mutant (`<`: exactly INLINE_RUNNING ids would spill to
+        // the heap; same contents, issue 9c's mutation check).
         if upper <= INLINE_RUNNING {
             let mut a = [0; INLINE_RUNNING];
             let mut n = 0;
@@ -105,6 +114,7 @@ impl Descriptor {
             xmin,
             xmax,
             running,
+            witness: Witness::new(),
         }
     }
 }
@@ -150,6 +160,7 @@ impl DescriptorCell {
             xmin: 1,
             xmax: 1,
             running: Running::Inline(0, [0; INLINE_RUNNING]),
+            witness: Witness::new(),
         });
         DescriptorCell {
             ptr: AtomicPtr::new(Box::into_raw(first)),
@@ -160,7 +171,12 @@ impl DescriptorCell {
     /// The newest generation whose commit has returned (or is about to).
     #[inline]
     pub(crate) fn published_generation(&self) -> u64 {
-        // Acquire: pairs with the Release fetch_max in `complete`.
+        // Acquire: pairs with the Release fetch_max in `complete`. Belt and
+        // braces: the caller only compares the value with its cached
+        // generation; on a mismatch `copy_into` takes the descriptor with
+        // its own Acquire loads, and real-time order needs only coherence
+        // (a begin after a commit returned reads its generation with any
+        // ordering), so Relaxed would do (no model fails, issue 9c).
         self.published.load(Ordering::Acquire)
     }
 
@@ -186,6 +202,8 @@ impl DescriptorCell {
         // every guard that could have loaded it drops (invariant 11). The
         // pointer is never null (the cell always holds a descriptor).
         let d = unsafe { &*p };
+        // Loom: the fields below must happen-after their writer.
+        d.witness.check();
         #[cfg(debug_assertions)]
         debug_assert!(
             d.generation >= published,
@@ -203,29 +221,23 @@ impl DescriptorCell {
         // then publishes this xmin with Release as the floor, so whoever
         // acquires the floor sees the completed transactions' flips (the
         // read-only fast path decides untimestamped versions by that floor).
-        // Belt and braces as far as loom goes: a Relaxed load here is a bug
-        // (issue 9's bug 2) that loom 0.7 cannot show. The data-race half
-        // (the plain `xmin` field read with no edge to its writer) is
-        // invisible because descriptors are plain memory, not loom cells.
-        // The stale-status half needs a fast-path reader that acquires the
-        // floor from this advancer before the advancer's SeqCst fence, then
-        // reads a version's status after its own fence in
-        // `begin_at_stable`; loom's acquire fence (`fence_acq`,
-        // loom-0.7.3/src/rt/atomic.rs:177-192) syncs with every store that
-        // `FirstSeen::is_seen_by_current` (rt/atomic.rs:878-888) reports,
-        // which is any store read by *any* thread in the fencing thread's
-        // causality: this advancer's Relaxed read of the completer's CAS,
-        // sequenced before the Release floor store the reader acquired,
-        // makes the reader's fence synchronize with the CAS, an edge C++
-        // does not give (the read must be sequenced before the fence in the
-        // fence's own thread, [atomics.fences]). Model `floor_source` runs
-        // exactly this race and passes with the load Relaxed. Miri does see
-        // the data-race half (`tests/miri_floor_source.rs`, run by hand);
-        // kept by that and the argument (DESIGN.md, "What loom cannot
-        // check").
-        let p = self.ptr.load(Ordering::Acquire);
+        // Relaxed here is issue 9's bug 2: the plain `xmin` read below would
+        // race with its writer, and the floor would no longer carry the
+        // completers' status flips. Loom checks the first half through the
+        // descriptor's witness, checked at the read and before any fence:
+        // with the load Relaxed (RELAXED_FLOOR_SOURCE) model `floor_source`
+        // fails with "Causality violation". The second half alone is not
+        // shown by loom (its acquire fences join more than C++'s: DESIGN.md,
+        // "What loom cannot check"); it falls with the first.
+        let p = self.ptr.load(ordering_or_mutant(
+            Ordering::Acquire,
+            m::RELAXED_FLOOR_SOURCE,
+        ));
         // SAFETY: as in `copy_into`: loaded under `guard` (invariant 11).
-        let x = unsafe { (*p).xmin };
+        let d = unsafe { &*p };
+        // Loom: `xmin` must happen-after its writer.
+        d.witness.check();
+        let x = d.xmin;
         drop(guard);
         x
     }
@@ -244,7 +256,11 @@ impl DescriptorCell {
         loop {
             // SAFETY: `cur` was loaded (or returned by a failed CAS, which
             // is a load) under `_guard` (invariant 11).
-            let next = Box::new(unsafe { &*cur }.next_without(id));
+            let cur_d = unsafe { &*cur };
+            // Loom: the fields `next_without` reads must happen-after their
+            // writer (the Acquire load, or the failed CAS's Acquire).
+            cur_d.witness.check();
+            let next = Box::new(cur_d.next_without(id));
             let generation = next.generation;
             let next = Box::into_raw(next);
             if mutant_on(m::GENERATION_BEFORE_CAS) {
@@ -255,6 +271,11 @@ impl DescriptorCell {
             // with the Acquire loads in `copy_into` and `xmin`.
             // Acquire on failure: the failed CAS is our load of the newer
             // descriptor, which we derive from next (STYLE mistake 1).
+            // The success's Acquire half is belt and braces: a successful
+            // CAS reads the store our Acquire load (or failed CAS) of `cur`
+            // already synchronized with (a descriptor is not freed, so its
+            // address not reused, while we hold the guard), so Release
+            // alone would do (no model fails, issue 9c).
             match self
                 .ptr
                 .compare_exchange(cur, next, Ordering::AcqRel, Ordering::Acquire)
@@ -304,6 +325,7 @@ mod tests {
             xmin,
             xmax,
             running: running.into(),
+            witness: Witness::new(),
         }
     }
 

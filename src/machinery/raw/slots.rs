@@ -59,6 +59,10 @@ impl Slot {
         // Release: the session's reads happen-before a scanner that sees the
         // pin gone (pairs with the Acquire loads in scans). Memory safety does
         // not depend on it (the epoch guard does), only the logical horizon.
+        // Belt and braces: the horizon scan loads pins Relaxed after its
+        // fence, so it acquires nothing from these stores; what a pruned
+        // version's last reader needs is its guard (invariant 11). No model
+        // fails with either store Relaxed (issue 9c's mutation check).
         self.xmin.store(0, Ordering::Release);
         self.read_ts.store(0, Ordering::Release);
     }
@@ -99,7 +103,11 @@ impl SlotTable {
             // Relaxed pre-check avoids a CAS on slots that are visibly taken;
             // the CAS below decides.
             if !s.in_use.load(Ordering::Relaxed)
-                // Acquire: pairs with the Release store in `release`.
+                // Acquire: pairs with the Release store in `release`: the
+                // previous owner's clears come before our pin stores, or a
+                // late clear could erase a new pin (invariants 12, then 1).
+                // Shown necessary (issue 9c): with it Relaxed `pin_horizon`
+                // fails at preemption bound 2 (not at bound 1).
                 && s
                     .in_use
                     .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -116,6 +124,11 @@ impl SlotTable {
         let s = &self.slots[i];
         if !mutant_on(m::SLOT_KEEPS_PINS) {
             s.clear_pins();
+            // Release: the claim clear is shown necessary (issue 9c: with
+            // it Relaxed `stable` fails at preemption bound 2, not at bound
+            // 1). The `prepared` and `announced` clears are values the stable
+            // setter compares, nothing is read through them; belt and braces
+            // (no model fails with either Relaxed at bound 1, issue 9c).
             s.claim.store(0, Ordering::Release);
             s.prepared.store(0, Ordering::Release);
             s.announced.store(0, Ordering::Release);
@@ -126,6 +139,8 @@ impl SlotTable {
 
     /// Is slot `i` claimed?
     pub(crate) fn in_use(&self, i: usize) -> bool {
+        // Belt and braces: only reports use it (`sessions_open`, `pins`);
+        // Relaxed would do (no model fails, issue 9c).
         self.slots[i].in_use.load(Ordering::Acquire)
     }
 }

@@ -168,7 +168,11 @@ impl Version {
     #[inline]
     fn next_ptr(&self) -> *mut Version {
         // Acquire: pairs with the Release head CAS that published the next
-        // version's contents (it was the head once).
+        // version's contents (it was the head once). Belt and braces: every
+        // walk starts at an Acquire-loaded head, floor or finger, and each
+        // prepender acquired the head it linked below its own Release CAS,
+        // so what lies below is already ordered (every model at bound 1 and
+        // the chain-level ones at bound 2 pass with it Relaxed, issue 9c).
         self.next.load(Ordering::Acquire)
     }
 
@@ -380,7 +384,12 @@ impl KeyEntry {
         let mut last = ptr::null_mut();
         for start in [&self.finger, &self.floor] {
             // Acquire: pairs with the Release finger/floor stores in `cut`
-            // and `commit_version` (the target's contents).
+            // and `commit_version` (the target's contents). Belt and braces
+            // here: a reader comes only after an Acquire load of the head,
+            // above the target, so its contents are already ordered (every
+            // model passes with it Relaxed, issue 9c); `cut`'s
+            // floor load, which has no head load before it, is the one
+            // `prune_race` needs.
             let p = start.load(Ordering::Acquire);
             if p.is_null() || p == last {
                 continue;
@@ -541,6 +550,9 @@ impl KeyEntry {
                 }
                 st => ts_get(st),
             };
+            // Equivalent mutant (`<=`: an equal-timestamp commit would mark
+            // the key unordered, which only sends readers to the head walk;
+            // same answers, issue 9c's mutation check).
             if ucts != 0 && (cts == 0 || cts < ucts) {
                 // Relaxed: published by our Release status flip (invariant
                 // 13).
@@ -553,7 +565,11 @@ impl KeyEntry {
             // also gets our version's contents through the status it loaded
             // above, but `collect()`'s prune reaches versions through the
             // floor and `newer` alone.
-            u.newer.store(v, Ordering::Release);
+            // Loom model `prune_race` (RELAXED_NEWER_STORE) races that prune.
+            u.newer.store(
+                v,
+                ordering_or_mutant(Ordering::Release, m::RELAXED_NEWER_STORE),
+            );
             return examined;
         }
         // The key's first committed version: it is the floor. No one prunes
@@ -572,6 +588,11 @@ impl KeyEntry {
         let next = unsafe { &*v }.next_ptr();
         // Release: pairs with the Acquire head loads; readers that load the
         // new head see `next`'s contents (they were published before).
+        // Belt and braces: this CAS is a read-modify-write, so it continues
+        // the release sequence of the head CAS that installed `v`, whose
+        // writer acquired `next` first; a reader that acquires the new head
+        // is ordered after `next` even with Relaxed here (no model fails,
+        // `rollback` included, issue 9c at bound 2).
         if self
             .head
             .compare_exchange(v, next, Ordering::Release, Ordering::Relaxed)
@@ -622,7 +643,12 @@ impl KeyEntry {
     ) -> Pruned {
         let mut out = Pruned::default();
         // Acquire: pairs with the Release store below by the previous pruner
-        // of this key, so cuts are serialized per key.
+        // of this key, so cuts are serialized per key. Belt and braces as far
+        // as loom goes: without it a pruner need not see the previous one's
+        // finger (loaded Relaxed below) and could climb from one below the
+        // floor, already retired; no model runs two pruners of one key in
+        // different threads, so none fails with it Relaxed (issue 9c, bound
+        // 2). Kept by that argument.
         if self
             .pruning
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -634,7 +660,9 @@ impl KeyEntry {
         // stores are ours, under `pruning`).
         let fl = self.floor.load(Ordering::Acquire);
         if fl.is_null() {
-            // Release: pairs with the Acquire CAS above.
+            // Release: pairs with the Acquire CAS above. Belt and braces on
+            // this path: nothing was written under the flag (no model
+            // fails with it Relaxed, issue 9c).
             self.pruning.store(false, Ordering::Release);
             return out;
         }
@@ -676,14 +704,23 @@ impl KeyEntry {
                     ptr::null_mut()
                 };
                 // Release: pairs with the Acquire finger load in readers.
+                // Belt and braces, as that load is (readers come through the
+                // head; the next pruner, through `pruning`): no model fails
+                // with it Relaxed (issue 9c, bound 2); same below.
                 self.finger.store(finger, Ordering::Release);
             }
-            // Release: pairs with the Acquire floor loads.
+            // Release: pairs with the Acquire floor loads. Belt and braces
+            // here (the first commit's store is the one `prune_race` needs):
+            // readers come through the head, and the next pruner through
+            // `pruning`'s Release/Acquire (no model fails, issue 9c, bound 2).
             self.floor.store(spp, Ordering::Release);
             // The safe point (invariant 3): `sp` is visible to every current
             // and future reader, so every reader stops at `sp` or above, and
             // nothing below it can be read again. Acquire: we free the
-            // tail, so we must see its contents.
+            // tail, so we must see its contents. Belt and braces: we reached
+            // `sp` by Acquire loads from versions whose writers had acquired
+            // everything older, so the tail is already ordered (no model
+            // fails with it Relaxed, issue 9c, bound 2).
             tail = sp.next.swap(ptr::null_mut(), Ordering::Acquire);
         }
         // Relaxed: our own key's flag, written before status flips we saw.
@@ -699,6 +736,9 @@ impl KeyEntry {
                 let nv = unsafe { &*n };
                 out.examined += 1;
                 match nv.status.state() {
+                    // Equivalent mutant (`<`: the finger stops one version
+                    // lower, a read from it climbs one more; same answers,
+                    // issue 9c's mutation check against loom and the tests).
                     VersionState::Committed(ts) if ts.get() <= stable => {}
                     _ => break,
                 }
@@ -706,12 +746,16 @@ impl KeyEntry {
             }
             // SAFETY: as above.
             let fts = ts_get(unsafe { &*f }.status.state());
+            // Equivalent mutant (`<`: the finger is not moved onto a version
+            // exactly at stable; reads climb one more; issue 9c, loom and tests).
             if f != finger && fts != 0 && fts <= stable {
                 // Release: pairs with the Acquire finger load in readers.
                 self.finger.store(f, Ordering::Release);
             }
         }
-        // Release: pairs with the Acquire CAS above.
+        // Release: pairs with the Acquire CAS above. Kept by the same
+        // argument as that CAS (the next pruner must see our finger), which
+        // no model exercises (issue 9c: no model fails with it Relaxed).
         self.pruning.store(false, Ordering::Release);
         let mut p = tail;
         while !p.is_null() {
@@ -732,7 +776,8 @@ impl KeyEntry {
     /// the floor)? For tests and the loom models (invariant 13).
     #[cfg_attr(not(any(test, loom)), allow(dead_code))]
     pub(crate) fn finger_linked(&self, _guard: &Guard) -> bool {
-        // Acquire: as in `read_from_finger`.
+        // Acquire: as in `read_from_finger` (belt and braces there too;
+        // only tests and models call this).
         let f = self.finger.load(Ordering::Acquire);
         let mut p = self.head_ptr();
         while !p.is_null() {
@@ -804,6 +849,10 @@ unsafe fn climb<'g>(
 #[inline]
 fn rejected_for_timestamp(view: &ReadView<'_>, status: &VersionStatus) -> bool {
     match (view.timestamp_bound(), status.state()) {
+        // `>=` survives loom and the tests (issue 9c): it would also try the
+        // finger jump below a version at exactly `t` skipped for another
+        // reason; the climb stops below that version (visibility is
+        // downward closed, invariant 13), so the answer is the same.
         (Some(t), VersionState::Committed(cts)) => cts > t,
         _ => false,
     }
