@@ -154,10 +154,11 @@ fn main() -> Result<()> {
     put_at(b"v10", 10)?;
     put_at(b"v20", 20)?;
 
-    // Read timestamps choose the version; a snapshot ignores later commits.
+    // Read timestamps choose the version; a snapshot taken before 30 ignores 30.
     let r = map.get(&mut Tx::new(s2.begin(&at(15))?), b"k")?;
     println!("at 15: {}", text(r));
     let mut snap = Tx::new(s2.begin(&TxnOptions::default())?);
+    snap.txn.take_snapshot()?;
     put_at(b"v30", 30)?;
     let r = map.get(&mut snap, b"k")?;
     println!("snapshot from before 30: {}", text(r));
