@@ -533,10 +533,13 @@ fn run_one(p: &Params, fast: bool, round: usize, pb: &ProgressBar) -> RoundOut {
     }
 }
 
-fn leader_worker(l: &Replica, phase: &Phase, k: usize) -> ThreadOut {
-    let reader = l.reader();
+/// One worker on a replica: OrderStatus at the replica's watermark, and on
+/// the leader (`role` "leader") also NewOrder, one transaction in ten.
+fn replica_worker(r: &Replica, phase: &Phase, role: &str, seed: u64) -> ThreadOut {
+    let writes = role == "leader";
+    let reader = r.reader();
     let mut s = reader.engine().session().expect("session");
-    let mut rng = Rng::new(0x6000 + k as u64);
+    let mut rng = Rng::new(seed);
     let mut out = ThreadOut::new();
     loop {
         let ph = phase.get();
@@ -544,9 +547,11 @@ fn leader_worker(l: &Replica, phase: &Phase, k: usize) -> ThreadOut {
             break;
         }
         let t0 = Instant::now();
-        let is_new_order = rng.below(10) == 0;
+        // A follower draws nothing here, so its sequence of keys is the
+        // same as when it had a loop of its own.
+        let is_new_order = writes && rng.below(10) == 0;
         if is_new_order {
-            match l.write(|t| new_order(t, &mut rng)) {
+            match r.write(|t| new_order(t, &mut rng)) {
                 Ok((_, ts)) => {
                     if ph == MEASURE {
                         out.commits.push((ts, Instant::now()));
@@ -563,37 +568,13 @@ fn leader_worker(l: &Replica, phase: &Phase, k: usize) -> ThreadOut {
         } else {
             let mut t = reader
                 .begin(&mut s, Timestamp::NONE, Duration::from_secs(5))
-                .expect("read at the leader's watermark");
+                .unwrap_or_else(|e| panic!("read at the {role}'s watermark: {e}"));
             black_box(order_status(&mut t, &mut rng).expect("OrderStatus"));
             t.commit(CommitOptions::default())
                 .expect("read-only commit");
         }
         if ph == MEASURE {
             out.record(t0.elapsed().as_nanos() as u64, is_new_order);
-        }
-    }
-    out
-}
-
-fn follower_worker(f: &Replica, phase: &Phase, k: usize) -> ThreadOut {
-    let reader = f.reader();
-    let mut s = reader.engine().session().expect("session");
-    let mut rng = Rng::new(0x7000 + f.id() * 100 + k as u64);
-    let mut out = ThreadOut::new();
-    loop {
-        let ph = phase.get();
-        if ph == STOP {
-            break;
-        }
-        let t0 = Instant::now();
-        let mut t = reader
-            .begin(&mut s, Timestamp::NONE, Duration::from_secs(5))
-            .expect("read at the follower's watermark");
-        black_box(order_status(&mut t, &mut rng).expect("OrderStatus"));
-        t.commit(CommitOptions::default())
-            .expect("read-only commit");
-        if ph == MEASURE {
-            out.record(t0.elapsed().as_nanos() as u64, false);
         }
     }
     out
@@ -646,12 +627,16 @@ fn run_cluster(p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
     let mut apply0 = HashMap::new();
     let (louts, fouts, secs, cpu) = std::thread::scope(|sc| {
         let phase = &phase;
-        let lh = spawn_workers(sc, lid, p.threads, move |k| leader_worker(l, phase, k));
+        let lh = spawn_workers(sc, lid, p.threads, move |k| {
+            replica_worker(l, phase, "leader", 0x6000 + k as u64)
+        });
         let fh: Vec<_> = fids
             .iter()
             .map(|&f| {
                 let node = c.node(f).expect("follower");
-                spawn_workers(sc, f, p.threads, move |k| follower_worker(node, phase, k))
+                spawn_workers(sc, f, p.threads, move |k| {
+                    replica_worker(node, phase, "follower", 0x7000 + node.id() * 100 + k as u64)
+                })
             })
             .collect();
         let (secs, cpu) = phases(phase, p, pb, || {
