@@ -14,18 +14,11 @@
 //! threads, and the prepared transaction stays unresolved until both are
 //! done.
 
-use crate::common::{check, ts};
+use crate::common::{check, stable, ts};
 use loom::sync::Arc;
 use loom::thread;
 use snapshot_engine::machinery::TxnManager;
-use snapshot_engine::{mutant, Error, TimestampUpdate, TxnOptions};
-
-fn stable(v: u64) -> TimestampUpdate {
-    TimestampUpdate {
-        stable: Some(ts(v)),
-        ..TimestampUpdate::default()
-    }
-}
+use snapshot_engine::{mutant, Error, TxnOptions};
 
 fn model() {
     let mgr = Arc::new(TxnManager::new(1));

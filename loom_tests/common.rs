@@ -2,7 +2,9 @@
 //! process-wide static), execution counting and engine set-up helpers.
 
 use loom::model::Builder;
-use snapshot_engine::{mutant, CommitOptions, Engine, EngineConfig, Timestamp, TxnOptions};
+use snapshot_engine::{
+    mutant, CommitOptions, Engine, EngineConfig, Timestamp, TimestampUpdate, TxnOptions,
+};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -77,6 +79,14 @@ pub fn commit(e: &Engine, kvs: &[(&[u8], &[u8])], ts: u64) {
 /// `Timestamp::new`, shorter.
 pub fn ts(v: u64) -> Timestamp {
     Timestamp::new(v)
+}
+
+/// An update that sets only stable, to `v`.
+pub fn stable(v: u64) -> TimestampUpdate {
+    TimestampUpdate {
+        stable: Some(ts(v)),
+        ..TimestampUpdate::default()
+    }
 }
 
 /// Lets the real epoch collector (tier 2, `--cfg crossbeam_loom`) try to

@@ -13,16 +13,9 @@
 //! in progress (old) and the other committed at 10 (new). Found by
 //! `tests/own_storage.rs` before the claim existed.
 
-use crate::common::{check, commit, engine, ts};
+use crate::common::{check, commit, engine, stable, ts};
 use loom::thread;
-use snapshot_engine::{mutant, CommitOptions, Error, TimestampUpdate, TxnOptions};
-
-fn stable(v: u64) -> TimestampUpdate {
-    TimestampUpdate {
-        stable: Some(ts(v)),
-        ..TimestampUpdate::default()
-    }
-}
+use snapshot_engine::{mutant, CommitOptions, Error, TxnOptions};
 
 fn model() {
     let e = engine(2);

@@ -13,16 +13,9 @@
 //! repeatable. (Two sessions besides set-up, so the timekeeper's scans stay
 //! short: the model is the suite's largest.)
 
-use crate::common::{check, commit, engine, ts};
+use crate::common::{check, commit, engine, stable, ts};
 use loom::thread;
-use snapshot_engine::{mutant, CommitOptions, Error, TimestampKind, TimestampUpdate, TxnOptions};
-
-fn stable(v: u64) -> TimestampUpdate {
-    TimestampUpdate {
-        stable: Some(ts(v)),
-        ..TimestampUpdate::default()
-    }
-}
+use snapshot_engine::{mutant, CommitOptions, Error, TimestampKind, TxnOptions};
 
 fn model() {
     let e = engine(2);
