@@ -293,13 +293,20 @@ impl Chain {
     }
 
     fn read_view(&self, view: &ReadView<'_>) -> Read {
+        self.read_view_counted(view).0
+    }
+
+    /// Reads with `view`; also returns the versions the read examined.
+    fn read_view_counted(&self, view: &ReadView<'_>) -> (Read, u64) {
         let guard = self.rc.pin();
-        match self.entry.read(view, &guard) {
+        let mut n = 0;
+        let got = match self.entry.read_counted(view, &guard, &mut n) {
             Found::Value(v) => Read::Value(v.to_vec()),
             Found::Deleted => Read::Deleted,
             Found::Absent => Read::Absent,
             Found::PrepareConflict => Read::PrepareConflict,
-        }
+        };
+        (got, n)
     }
 
     /// Reads with a snapshot and read timestamp (0: none).
@@ -325,16 +332,11 @@ impl Chain {
     /// As [`Chain::read_stable`], also returning the versions the read
     /// examined (status words loaded).
     pub fn read_stable_counted(&self, stable: u64, complete_below: u64) -> (Read, u64) {
-        let guard = self.rc.pin();
-        let mut n = 0;
-        let view = ReadView::loom_stable(stable, complete_below, &self.prepared);
-        let got = match self.entry.read_counted(&view, &guard, &mut n) {
-            Found::Value(v) => Read::Value(v.to_vec()),
-            Found::Deleted => Read::Deleted,
-            Found::Absent => Read::Absent,
-            Found::PrepareConflict => Read::PrepareConflict,
-        };
-        (got, n)
+        self.read_view_counted(&ReadView::loom_stable(
+            stable,
+            complete_below,
+            &self.prepared,
+        ))
     }
 
     /// Prunes to the horizon `(xmin, ts)` and moves the finger up to

@@ -283,16 +283,8 @@ impl KeyEntry {
         self.head.load(Ordering::Acquire)
     }
 
-    /// The newest version `view` accepts. No read-modify-write. (The loom
-    /// models; the store counts its reads with `read_counted`.)
-    #[cfg(loom)]
-    pub(crate) fn read<'g>(&'g self, view: &ReadView<'_>, guard: &'g Guard) -> Found<'g> {
-        let mut examined = 0;
-        self.read_counted(view, guard, &mut examined)
-    }
-
-    /// [`read`](Self::read), adding the number of versions it examined
-    /// (status words loaded) to `examined`.
+    /// The newest version `view` accepts, adding the number of versions it
+    /// examined (status words loaded) to `examined`. No read-modify-write.
     #[inline]
     pub(crate) fn read_counted<'g>(
         &'g self,
