@@ -28,6 +28,22 @@ use serde_json::json;
 use std::io::IsTerminal;
 use std::time::Instant;
 
+/// One allocator for every engine in the run. The system allocator (glibc)
+/// takes an arena lock when a thread frees a block another thread's arena
+/// owns; epoch reclamation frees on whichever thread collects, so under
+/// glibc the lock-free engine's threads block on that lock (W4's 50 ms+
+/// tail; README, "The allocator").
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The allocator this build runs on, for the report headers.
+pub const ALLOCATOR: &str = if cfg!(feature = "mimalloc") {
+    "mimalloc"
+} else {
+    "system (glibc)"
+};
+
 /// Progress on stderr: a bar with an ETA when stderr is a terminal, one
 /// line per run otherwise (CI, `| tee`), nothing with `--no-progress`.
 pub struct Progress {
@@ -79,6 +95,14 @@ fn rmw_note() -> &'static str {
 }
 
 fn main() {
+    // A closed stdout (`snapshot-bench | head`) ends the process quietly, as
+    // it ends any Unix filter, instead of a "failed printing to stdout"
+    // panic: Rust's runtime ignores SIGPIPE, so restore the default action.
+    // SAFETY: called first in main, before any other thread exists; setting
+    // a signal's disposition to SIG_DFL installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     // A panic anywhere (the main thread or a worker) ends the process: the
     // default hook prints the message, then the process exits with 101
     // instead of leaving the other threads running with nobody to stop them.
@@ -179,11 +203,12 @@ fn read_ts(plan: &Plan) {
                 return;
             }
             let title = format!(
-                "{} ({}): {readers} readers / {writers} writers, {} keys, {}-byte values, {seconds} s measured after {warmup} s warm-up, {rounds} rounds, engine order alternating, fresh engine per run",
+                "{} ({}): {readers} readers / {writers} writers, {} keys, {}-byte values, {seconds} s measured after {warmup} s warm-up, {rounds} rounds, engine order alternating, fresh engine per run, allocator {}",
                 if tail { "tail" } else { "read-ts" },
                 if tail { "W4" } else { "W1" },
                 common::fmt_int(plan.keys as f64),
-                plan.value_size
+                plan.value_size,
+                ALLOCATOR
             );
             report::print_read_ts(&title, &per, &cmps);
             if tail {
@@ -242,6 +267,7 @@ fn read_ts(plan: &Plan) {
     if plan.json {
         let v = json!({
             "workload": if tail { "tail" } else { "read-ts" },
+            "allocator": ALLOCATOR,
             "keys": plan.keys,
             "value_size": plan.value_size,
             "seconds": seconds,
@@ -281,7 +307,7 @@ fn begin_table(plan: &Plan) {
     let rows = begin::run(engines, rounds, secs, &pg);
     pg.bar.finish_and_clear();
     if plan.json {
-        let v = json!({ "workload": "begin", "rounds": rounds, "seconds_per_cell": secs, "rows": rows });
+        let v = json!({ "workload": "begin", "allocator": ALLOCATOR, "rounds": rounds, "seconds_per_cell": secs, "rows": rows });
         println!("{}", serde_json::to_string_pretty(&v).expect("json"));
     } else {
         begin::print(&rows, rounds, secs);
@@ -341,6 +367,7 @@ fn ro_mix(plan: &Plan) {
     if plan.json {
         let v = json!({
             "workload": "ro-mix",
+            "allocator": ALLOCATOR,
             "threads": plan.threads,
             "rounds": rounds,
             "variants": variants.iter().zip(&res).map(|((k, f), r)| json!({
