@@ -18,6 +18,17 @@ pub struct EngineConfig {
     /// after this many of its own commits. Lower values prune sooner and cost
     /// more scans; `engine.collect()` refreshes it on demand.
     pub horizon_refresh_commits: u32,
+    /// Use the asymmetric fence for handshake 1 (pin versus horizon) where
+    /// the platform has it: readers issue a compiler fence instead of a
+    /// SeqCst fence, and each horizon advance a
+    /// `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` (Linux 4.14+; the
+    /// process registers once, at the first engine built with this on).
+    /// Where registration fails, on other systems, when this is false, or
+    /// when the environment variable `SNAPSHOT_ENGINE_FENCES` is
+    /// `symmetric`, both sides use SeqCst fences. Only the lock-free
+    /// machinery uses it; [`Engine::asymmetric_fences`](crate::Engine::asymmetric_fences)
+    /// says which pair an engine got. See DESIGN.md, "The asymmetric fence".
+    pub asymmetric_fences: bool,
 }
 
 impl Default for EngineConfig {
@@ -27,6 +38,7 @@ impl Default for EngineConfig {
             max_key_len: 64 * 1024,
             max_value_len: 16 * 1024 * 1024,
             horizon_refresh_commits: 64,
+            asymmetric_fences: true,
         }
     }
 }
