@@ -93,16 +93,19 @@ impl Witness {
 ///   scheduler (itself a full barrier) before it runs again.
 /// * **Symmetric** (the fallback: no membarrier, registration refused,
 ///   another OS, [`EngineConfig::asymmetric_fences`](crate::EngineConfig)
-///   false, or the environment variable `SNAPSHOT_ENGINE_FENCES=symmetric`):
+///   false, or the environment variable `SNAPSHOT_ENGINE_FENCES=symmetric`,
+///   [`FENCES_ENV`]):
 ///   both are `fence(SeqCst)`, the pair the protocol used before.
 ///
 /// The mode is decided once, when the engine is built, and never changes:
 /// every reader and the advancer of one engine use the same pair.
 ///
-/// Under `--cfg loom` both are `fence(SeqCst)` whatever the mode: loom cannot
-/// see a membarrier, so it checks the protocol with the guarantee the pair
-/// gives (the two sides ordered as two SeqCst fences are), and the argument
-/// that the asymmetric pair gives it rests on the kernel (DESIGN.md).
+/// Under `--cfg loom` the mode is always symmetric, so both are
+/// `fence(SeqCst)` whatever the config: loom cannot see a membarrier, so it
+/// checks the protocol with the guarantee the pair gives (the two sides
+/// ordered as two SeqCst fences are), and the argument that the asymmetric
+/// pair gives it rests on the kernel (DESIGN.md "What loom cannot see: the
+/// membarrier").
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Fences {
     asymmetric: bool,
@@ -122,7 +125,14 @@ mod membarrier {
         // touches no user memory; an unknown command only returns EINVAL.
         // No DESIGN.md invariant is involved in the call itself; what its
         // success guarantees is invariant 2's asymmetric-fence argument.
-        unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0 as libc::c_uint, 0 as libc::c_int) }
+        unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                cmd,
+                0 as libc::c_uint,
+                0 as libc::c_int,
+            )
+        }
     }
 
     /// Registers the process for private expedited membarriers, once. True
@@ -162,29 +172,44 @@ mod membarrier {
     }
 }
 
-/// The environment variable that forces the symmetric fences for every
-/// engine built afterwards in this process (value `symmetric`).
+/// The environment variable that overrides `EngineConfig::asymmetric_fences`
+/// for every engine of the process: `symmetric` forces the fallback,
+/// `asymmetric` asks for the membarrier pair (granted where the process can
+/// register); unset or anything else leaves the config's choice. Read once,
+/// at the first engine.
+#[cfg_attr(not(all(target_os = "linux", not(loom))), allow(dead_code))]
 pub(crate) const FENCES_ENV: &str = "SNAPSHOT_ENGINE_FENCES";
 
-/// Whether this process may use the asymmetric pair: registered for
-/// private expedited membarriers, and `SNAPSHOT_ENGINE_FENCES` is not
-/// `symmetric`. Decided (and registered) once per process.
-#[cfg(all(target_os = "linux", not(loom)))]
-fn process_asymmetric() -> bool {
-    static MODE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *MODE.get_or_init(|| {
-        std::env::var(FENCES_ENV).map_or(true, |v| v != "symmetric") && membarrier::register()
+/// The override [`FENCES_ENV`] sets, if any: `Some(false)` for
+/// `symmetric`, `Some(true)` for `asymmetric`.
+#[cfg_attr(not(all(target_os = "linux", not(loom))), allow(dead_code))]
+pub(crate) fn fences_override() -> Option<bool> {
+    static ENV: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    *ENV.get_or_init(|| match std::env::var(FENCES_ENV).as_deref() {
+        Ok("symmetric") => Some(false),
+        Ok("asymmetric") => Some(true),
+        _ => None,
     })
 }
 
+/// Whether this process is registered for private expedited membarriers.
+/// Registers at the first call, once per process.
+#[cfg(all(target_os = "linux", not(loom)))]
+fn process_registered() -> bool {
+    static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *REGISTERED.get_or_init(membarrier::register)
+}
+
 impl Fences {
-    /// The pair for a new engine: asymmetric when `want` and the process can
+    /// The pair for a new engine: asymmetric when `want` (or the
+    /// environment's override) asks for it and the process can register
     /// (see the type's docs), symmetric otherwise.
     pub(crate) fn new(want: bool) -> Fences {
         #[cfg(all(target_os = "linux", not(loom)))]
         {
+            let want = fences_override().unwrap_or(want);
             Fences {
-                asymmetric: want && process_asymmetric(),
+                asymmetric: want && process_registered(),
             }
         }
         #[cfg(not(all(target_os = "linux", not(loom))))]
@@ -205,18 +230,16 @@ impl Fences {
     /// hardware may, and the heavy side's membarrier rules that out), a
     /// SeqCst fence otherwise. The mode is a field read next to the slot it
     /// guards, so the branch is predicted and costs a load.
+    /// Under loom the mode is always symmetric, so loom runs the same
+    /// `fence(SeqCst)` the fallback runs (and the mutation check's fence
+    /// mutants here reach both).
     #[inline(always)]
     pub(crate) fn light(&self) {
-        #[cfg(not(loom))]
-        {
-            if self.asymmetric {
-                std::sync::atomic::compiler_fence(Ordering::SeqCst);
-            } else {
-                fence(Ordering::SeqCst);
-            }
+        if self.asymmetric {
+            std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+        } else {
+            fence(Ordering::SeqCst);
         }
-        #[cfg(loom)]
-        fence(Ordering::SeqCst);
     }
 
     /// The advancer's side: between storing the floors and scanning the
@@ -609,7 +632,7 @@ pub(crate) fn ordering_or_mutant(strong: Ordering, m: u32) -> Ordering {
 /// what forbids it here.
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::{Fences, Ordering, FENCES_ENV};
+    use super::{fences_override, Fences, Ordering};
     use std::sync::atomic::AtomicU64;
 
     /// Rounds in which both loads read 0.
@@ -659,8 +682,7 @@ mod tests {
     #[test]
     fn the_asymmetric_pair_registers_and_forbids_store_buffering() {
         let f = Fences::new(true);
-        let forced_off = std::env::var(FENCES_ENV).is_ok_and(|v| v == "symmetric");
-        if cfg!(target_os = "linux") && !forced_off {
+        if cfg!(target_os = "linux") && fences_override() != Some(false) {
             assert!(
                 f.is_asymmetric(),
                 "membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) failed: the kernel \
@@ -672,8 +694,8 @@ mod tests {
 
     #[test]
     fn the_symmetric_fallback_forbids_store_buffering() {
-        let f = Fences::new(false);
-        assert!(!f.is_asymmetric());
+        let f = Fences { asymmetric: false };
+        assert!(!Fences::new(false).is_asymmetric() || fences_override() == Some(true));
         assert_eq!(store_buffering(&|| f.light(), &|| f.heavy(), ROUNDS), 0);
     }
 

@@ -167,8 +167,9 @@ impl<P: Protocol> Engine<P> {
 
     /// Whether handshake 1 (pin versus horizon) runs on the asymmetric
     /// fence pair, a compiler fence for readers and a membarrier per horizon
-    /// advance: asked for with [`EngineConfig::asymmetric_fences`] (on by
-    /// default) and granted where the process could register for it.
+    /// advance: asked for with [`EngineConfig::asymmetric_fences`] (off by
+    /// default) or `SNAPSHOT_ENGINE_FENCES=asymmetric`, and granted where
+    /// the process could register for it.
     pub fn asymmetric_fences(&self) -> bool {
         self.mgr.asymmetric_fences()
     }

@@ -11,16 +11,21 @@
 //!
 //! # Orderings
 //!
-//! Three store-fence-load handshakes, each written with `fence(SeqCst)` on
-//! both sides (loom models SeqCst accesses as AcqRel, but models fences
-//! correctly; STYLE "Loom facts"):
+//! Three store-fence-load handshakes, each written with a fence on both
+//! sides (loom models SeqCst accesses as AcqRel, but models fences
+//! correctly; STYLE "Loom facts"). Handshakes 2 and 3 use `fence(SeqCst)`;
+//! handshake 1 uses the pair in `sync::Fences`: the readers' light fence (a
+//! compiler fence where the process registered for
+//! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`, else `fence(SeqCst)`)
+//! and the advancer's heavy fence (`fence(SeqCst)`, then the membarrier
+//! where registered). DESIGN.md "The asymmetric fence" gives the argument.
 //!
 //! 1. **Snapshot pin versus horizon** (invariants 1, 2). Reader: store
-//!    `slot.xmin`, fence, load `floor_xmin`. Advancer: store `floor_xmin`,
-//!    fence, load every `slot.xmin`. Either the advancer's scan sees the pin
-//!    (and the horizon stays at or below it) or the reader sees the new floor
-//!    (and retakes a newer snapshot, whose xmin is at least the floor);
-//!    never neither. The same handshake covers `slot.read_ts` against
+//!    `slot.xmin`, light fence, load `floor_xmin`. Advancer: store
+//!    `floor_xmin`, heavy fence, load every `slot.xmin`. Either the
+//!    advancer's scan sees the pin (and the horizon stays at or below it) or
+//!    the reader sees the new floor (and retakes a newer snapshot, whose
+//!    xmin is at least the floor); never neither. The same handshake covers `slot.read_ts` against
 //!    `floor_ts`.
 //! 2. **Commit timestamp versus stable** (invariant 8). Committer: store
 //!    `slot.claim`, fence, load `stable_bound`. Stable setter: store
@@ -306,16 +311,19 @@ impl Machinery for LockFree {
         loop {
             // Acquire: pairs with the Release store of `stable` in
             // `set_timestamps`, made after every commit at or below it
-            // finished (invariant 8). Belt and braces: the SeqCst fence
-            // below also acts as an acquire fence for this load and the
-            // next (in C++ and in loom alike), so Relaxed would do, and the
-            // mutation check (issue 9) shows no model failing without it;
-            // kept so the pairing does not hang on the fence staying after
-            // the loads.
+            // finished (invariant 8). Needed with the asymmetric fence pair,
+            // whose light fence below is a compiler fence and so no acquire
+            // fence. With the symmetric pair the SeqCst fence also acts as
+            // an acquire fence for this load and the next, and loom, which
+            // models the light fence as that SeqCst fence, cannot fail a
+            // model without this Acquire (issue 9's mutation check shows
+            // none failing): kept by the asymmetric argument (DESIGN.md
+            // "The asymmetric fence").
             let stable = self.clocks.stable.load(Ordering::Acquire);
             // Acquire: pairs with the advancer's Release store; transactions
             // below the floor completed, and their status flips are visible.
-            // Belt and braces, as for `stable` above.
+            // Needed with the asymmetric pair, as for `stable` above (and
+            // no model can fail without it, for the same reason).
             let below = self.clocks.floor_xmin.load(Ordering::Acquire);
             let early = mutant_on(m::STABLE_VIEW_CHECKS_BEFORE_PINS);
             let (mut fx, mut ft) = (0, 0);
