@@ -139,6 +139,9 @@ mod membarrier {
     /// when the kernel supports them and the registration succeeded.
     pub(super) fn register() -> bool {
         let q = call(CMD_QUERY);
+        // `< 0`: the call failed (ENOSYS, EPERM under seccomp). Not an
+        // ordering; `<= 0` would be an equivalent mutant (a mask of 0 fails
+        // the bit tests below anyway), and loom never runs this code.
         if q < 0
             || q & libc::c_long::from(CMD_PRIVATE_EXPEDITED) == 0
             || q & libc::c_long::from(CMD_REGISTER_PRIVATE_EXPEDITED) == 0
