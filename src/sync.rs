@@ -231,8 +231,10 @@ impl Fences {
     /// is checked against. A compiler fence in the asymmetric mode (the
     /// compiler must not move the pin store below the floor load; the
     /// hardware may, and the heavy side's membarrier rules that out), a
-    /// SeqCst fence otherwise. The mode is a field read next to the slot it
-    /// guards, so the branch is predicted and costs a load.
+    /// SeqCst fence otherwise. The mode is a field of the engine that never
+    /// changes, so the branch is predicted and costs one load of a
+    /// read-mostly line.
+    ///
     /// Under loom the mode is always symmetric, so loom runs the same
     /// `fence(SeqCst)` the fallback runs (and the mutation check's fence
     /// mutants here reach both).

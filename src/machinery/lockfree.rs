@@ -15,10 +15,11 @@
 //! sides (loom models SeqCst accesses as AcqRel, but models fences
 //! correctly; STYLE "Loom facts"). Handshakes 2 and 3 use `fence(SeqCst)`;
 //! handshake 1 uses the pair in `sync::Fences`: the readers' light fence (a
-//! compiler fence where the process registered for
-//! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`, else `fence(SeqCst)`)
-//! and the advancer's heavy fence (`fence(SeqCst)`, then the membarrier
-//! where registered). DESIGN.md "The asymmetric fence" gives the argument.
+//! compiler fence when the engine asked for the asymmetric pair, off by
+//! default, and the process registered for
+//! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`; else `fence(SeqCst)`)
+//! and the advancer's heavy fence (`fence(SeqCst)`, then the membarrier in
+//! that mode). DESIGN.md "The asymmetric fence" gives the argument.
 //!
 //! 1. **Snapshot pin versus horizon** (invariants 1, 2). Reader: store
 //!    `slot.xmin`, light fence, load `floor_xmin`. Advancer: store
