@@ -1,6 +1,12 @@
 //! W1 pieces: setting a read timestamp after begin, with and without a
 //! commit in between (`read_ts/<engine>/...`), and taking a snapshot while
-//! another thread keeps committing (`snapshot/<engine>`).
+//! another thread keeps committing (`snapshot/<engine>`). `lock-free` runs
+//! with the default config (SeqCst fences on both sides of handshake 1),
+//! `lock-free-asymmetric` with `asymmetric_fences: true` (a compiler fence
+//! for readers, a membarrier per horizon advance, where the process could
+//! register), so one run compares the two. `advance_horizon/<pair>/<load>` times one horizon
+//! advance, the side that pays the membarrier, alone and with a reader
+//! thread running beside it (the membarrier interrupts it).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use snapshot_engine::{
@@ -10,8 +16,11 @@ use snapshot_engine::{
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-fn setup<P: Protocol>() -> Engine<P> {
-    let e = Engine::<P>::with_machinery(EngineConfig::default());
+fn setup<P: Protocol>(asymmetric_fences: bool) -> Engine<P> {
+    let e = Engine::<P>::with_machinery(EngineConfig {
+        asymmetric_fences,
+        ..EngineConfig::default()
+    });
     {
         let mut s = e.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
@@ -27,27 +36,40 @@ fn setup<P: Protocol>() -> Engine<P> {
     e
 }
 
-fn read_ts<P: Protocol>(c: &mut Criterion) {
+/// The engine's name in the bench ids: `lock-free-asymmetric` for the
+/// lock-free engine with the asymmetric fence switched on.
+fn name<P: Protocol>(asymmetric_fences: bool) -> String {
+    if asymmetric_fences {
+        format!("{}-asymmetric", P::NAME)
+    } else {
+        P::NAME.to_string()
+    }
+}
+
+fn read_ts<P: Protocol>(c: &mut Criterion, asym: bool) {
     let mut g = c.benchmark_group("read_ts");
-    let e = setup::<P>();
+    let e = setup::<P>(asym);
     let mut r = e.session().unwrap();
     let mut w = e.session().unwrap();
     let opts = TxnOptions::default();
     // begin; set_read_timestamp; roll back. No commit in between: the
     // session's cached snapshot is still current. (Since issue 14b the
     // snapshot is taken with the read timestamp, not at begin.)
-    g.bench_function(BenchmarkId::new(P::NAME, "no-commit-between"), |b| {
-        b.iter(|| {
-            let mut t = r.begin(&opts).unwrap();
-            t.set_read_timestamp(Timestamp::new(1)).unwrap();
-            t.rollback();
-        })
-    });
+    g.bench_function(
+        BenchmarkId::new(name::<P>(asym), "no-commit-between"),
+        |b| {
+            b.iter(|| {
+                let mut t = r.begin(&opts).unwrap();
+                t.set_read_timestamp(Timestamp::new(1)).unwrap();
+                t.rollback();
+            })
+        },
+    );
     // The same with a writer's commit between begin and set_read_timestamp;
     // only begin and set_read_timestamp + rollback are timed (two clock
     // reads per segment, the same for every engine), not the commit.
     let mut ts = 10u64;
-    g.bench_function(BenchmarkId::new(P::NAME, "commit-between"), |b| {
+    g.bench_function(BenchmarkId::new(name::<P>(asym), "commit-between"), |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
@@ -71,9 +93,9 @@ fn read_ts<P: Protocol>(c: &mut Criterion) {
 
 /// Snapshot acquisition (begin + get + rollback of a read-only transaction)
 /// while a second thread commits as fast as it can.
-fn snapshot<P: Protocol>(c: &mut Criterion) {
+fn snapshot<P: Protocol>(c: &mut Criterion, asym: bool) {
     let mut g = c.benchmark_group("snapshot");
-    let e = setup::<P>();
+    let e = setup::<P>(asym);
     let stop = AtomicBool::new(false);
     let commits = AtomicU64::new(0);
     std::thread::scope(|sc| {
@@ -99,7 +121,7 @@ fn snapshot<P: Protocol>(c: &mut Criterion) {
             commits.store(n, Ordering::Relaxed);
         });
         let mut r = e.session().unwrap();
-        g.bench_function(P::NAME, |b| {
+        g.bench_function(name::<P>(asym), |b| {
             b.iter(|| {
                 let mut t = r.begin(&TxnOptions::default()).unwrap();
                 t.get_with(b"k", |v| v.map(|v| v[0])).unwrap();
@@ -111,13 +133,51 @@ fn snapshot<P: Protocol>(c: &mut Criterion) {
     g.finish();
 }
 
+/// One horizon advance (`TxnManager::advance_horizon`: floors, heavy fence,
+/// slot scan) on the lock-free engine, alone and with a second thread
+/// running W1 reader transactions (begin, set_read_timestamp, one read,
+/// commit) beside it.
+fn advance(c: &mut Criterion, asym: bool) {
+    let mut g = c.benchmark_group("advance_horizon");
+    let pair = if asym { "asymmetric" } else { "symmetric" };
+    let e = setup::<LockFree>(asym);
+    if e.asymmetric_fences() != asym {
+        eprintln!("advance_horizon/{pair}: this process could not register for membarrier");
+        return;
+    }
+    g.bench_function(BenchmarkId::new(pair, "alone"), |b| {
+        b.iter(|| e.manager().advance_horizon())
+    });
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            let mut r = e.session().unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                let mut t = r.begin(&TxnOptions::default()).unwrap();
+                t.set_read_timestamp(Timestamp::new(1)).unwrap();
+                t.get_with(b"k", |v| v.map(|v| v[0])).unwrap();
+                t.commit(CommitOptions::default()).unwrap();
+            }
+        });
+        g.bench_function(BenchmarkId::new(pair, "reader-running"), |b| {
+            b.iter(|| e.manager().advance_horizon())
+        });
+        stop.store(true, Ordering::Relaxed);
+    });
+    g.finish();
+}
+
 fn benches_all(c: &mut Criterion) {
-    read_ts::<LockFree>(c);
-    read_ts::<RwLockBaseline>(c);
-    read_ts::<RwLockBaselineFixed>(c);
-    snapshot::<LockFree>(c);
-    snapshot::<RwLockBaseline>(c);
-    snapshot::<RwLockBaselineFixed>(c);
+    read_ts::<LockFree>(c, false);
+    read_ts::<LockFree>(c, true);
+    read_ts::<RwLockBaseline>(c, false);
+    read_ts::<RwLockBaselineFixed>(c, false);
+    snapshot::<LockFree>(c, false);
+    snapshot::<LockFree>(c, true);
+    snapshot::<RwLockBaseline>(c, false);
+    snapshot::<RwLockBaselineFixed>(c, false);
+    advance(c, false);
+    advance(c, true);
 }
 
 criterion_group!(benches, benches_all);

@@ -7,8 +7,11 @@
 
 A mutant ID is `file:line:kind[:n]`. Kinds:
 
-* fence-removed      a `fence(Ordering::SeqCst)` deleted
-* fence-weakened     a `fence(Ordering::SeqCst)` made `AcqRel`
+* fence-removed      a `fence(Ordering::SeqCst)` deleted, or a call of
+                     handshake 1's pair (`fences.light()`, `fences.heavy()`,
+                     `sync::Fences`; loom runs both as SeqCst fences)
+* fence-weakened     a `fence(Ordering::SeqCst)` or a pair call made
+                     `fence(Ordering::AcqRel)`
 * order-X-Y          one ordering stronger than Relaxed weakened one step,
                      to an ordering legal for the operation (load: SeqCst ->
                      Acquire -> Relaxed; store: SeqCst -> Release ->
@@ -30,7 +33,7 @@ import re
 import sys
 
 ORDER_RE = re.compile(r"Ordering::(SeqCst|AcqRel|Acquire|Release)\b")
-FENCE_RE = re.compile(r"\bfence\(Ordering::SeqCst\)")
+FENCE_RE = re.compile(r"\bfence\(Ordering::SeqCst\)|\bself\.fences\.(?:light|heavy)\(\)")
 CMP_RE = re.compile(r"(?<=[\w)\]]) (<=|>=|<|>) (?=[\w(&*!-])")
 RMW = {"swap", "fetch_add", "fetch_sub", "fetch_max", "fetch_min", "fetch_or",
        "fetch_and", "fetch_xor", "fetch_update", "compare_exchange",
@@ -171,9 +174,9 @@ def mutants(path, text):
 
     for m in FENCE_RE.finditer(code, 0, end):
         ln = line_of(text, m.start())
-        yield (mid(ln, "fence-removed"), "fence(SeqCst) removed",
+        yield (mid(ln, "fence-removed"), f"{m.group(0)} removed",
                text[:m.start()] + "/* mutant: fence removed */ ()" + text[m.end():])
-        yield (mid(ln, "fence-weakened"), "fence(SeqCst) -> fence(AcqRel)",
+        yield (mid(ln, "fence-weakened"), f"{m.group(0)} -> fence(AcqRel)",
                text[:m.start()] + "fence(Ordering::AcqRel)" + text[m.end():])
     for m in ORDER_RE.finditer(code, 0, end):
         if code.rfind("fence(", 0, m.start()) == m.start() - len("fence("):

@@ -39,6 +39,15 @@ fn reads_at_stable_repeat_across_transactions() {
     on_every_machinery!(repeat_on);
 }
 
+/// The same on the lock-free engine with handshake 1 on the asymmetric
+/// fence pair (`asymmetric_fences: true`: a compiler fence for readers, a
+/// membarrier per advance, where the process can register); the test above
+/// runs the default, SeqCst fences on both sides.
+#[test]
+fn reads_at_stable_repeat_on_the_asymmetric_fences() {
+    repeat_with::<LockFree>(true);
+}
+
 /// Reads every key at `r`; `None` if `r` fell below oldest meanwhile.
 fn read_all<P: Protocol>(s: &mut Session<'_, P>, r: u64) -> Option<Vec<u64>> {
     let mut t = match s.begin(&read_at(r)) {
@@ -57,9 +66,14 @@ fn read_all<P: Protocol>(s: &mut Session<'_, P>, r: u64) -> Option<Vec<u64>> {
 }
 
 fn repeat_on<P: Protocol>() {
+    repeat_with::<P>(false);
+}
+
+fn repeat_with<P: Protocol>(asymmetric_fences: bool) {
     let e = Engine::<P>::with_machinery(EngineConfig {
         max_sessions: 8,
         horizon_refresh_commits: 8,
+        asymmetric_fences,
         ..EngineConfig::default()
     });
     {

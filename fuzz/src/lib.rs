@@ -341,6 +341,7 @@ pub fn config() -> EngineConfig {
         max_key_len: MAX_KEY_LEN,
         max_value_len: MAX_VALUE_LEN,
         horizon_refresh_commits: HORIZON_REFRESH_COMMITS,
+        ..EngineConfig::default()
     }
 }
 

@@ -46,7 +46,7 @@ impl<P: Protocol> Engine<P> {
     /// If `config.max_sessions` is 0.
     pub fn with_machinery(config: EngineConfig) -> Engine<P> {
         Engine {
-            mgr: TxnManager::with_machinery(config.max_sessions),
+            mgr: TxnManager::with_config(&config),
             store: Store::new(),
             config,
         }
@@ -163,6 +163,15 @@ impl<P: Protocol> Engine<P> {
             .index
             .get(key, &guard)
             .map_or(0, |e| e.chain_len(&guard))
+    }
+
+    /// Whether handshake 1 (pin versus horizon) runs on the asymmetric
+    /// fence pair, a compiler fence for readers and a membarrier per horizon
+    /// advance: asked for with [`EngineConfig::asymmetric_fences`] (off by
+    /// default) or `SNAPSHOT_ENGINE_FENCES=asymmetric`, and granted where
+    /// the process could register for it.
+    pub fn asymmetric_fences(&self) -> bool {
+        self.mgr.asymmetric_fences()
     }
 
     /// The configuration the engine was built with.

@@ -11,16 +11,22 @@
 //!
 //! # Orderings
 //!
-//! Three store-fence-load handshakes, each written with `fence(SeqCst)` on
-//! both sides (loom models SeqCst accesses as AcqRel, but models fences
-//! correctly; STYLE "Loom facts"):
+//! Three store-fence-load handshakes, each written with a fence on both
+//! sides (loom models SeqCst accesses as AcqRel, but models fences
+//! correctly; STYLE "Loom facts"). Handshakes 2 and 3 use `fence(SeqCst)`;
+//! handshake 1 uses the pair in `sync::Fences`: the readers' light fence (a
+//! compiler fence when the engine asked for the asymmetric pair, off by
+//! default, and the process registered for
+//! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`; else `fence(SeqCst)`)
+//! and the advancer's heavy fence (`fence(SeqCst)`, then the membarrier in
+//! that mode). DESIGN.md "The asymmetric fence" gives the argument.
 //!
 //! 1. **Snapshot pin versus horizon** (invariants 1, 2). Reader: store
-//!    `slot.xmin`, fence, load `floor_xmin`. Advancer: store `floor_xmin`,
-//!    fence, load every `slot.xmin`. Either the advancer's scan sees the pin
-//!    (and the horizon stays at or below it) or the reader sees the new floor
-//!    (and retakes a newer snapshot, whose xmin is at least the floor);
-//!    never neither. The same handshake covers `slot.read_ts` against
+//!    `slot.xmin`, light fence, load `floor_xmin`. Advancer: store
+//!    `floor_xmin`, heavy fence, load every `slot.xmin`. Either the
+//!    advancer's scan sees the pin (and the horizon stays at or below it) or
+//!    the reader sees the new floor (and retakes a newer snapshot, whose
+//!    xmin is at least the floor); never neither. The same handshake covers `slot.read_ts` against
 //!    `floor_ts`.
 //! 2. **Commit timestamp versus stable** (invariant 8). Committer: store
 //!    `slot.claim`, fence, load `stable_bound`. Stable setter: store
@@ -44,7 +50,7 @@ use crate::config::{EngineConfig, TimestampKind, TimestampUpdate};
 use crate::error::{check_ts, Error, Result, TimestampRole};
 use crate::stats::Counters;
 use crate::sync::{
-    fence, mutant as m, mutant_on, spin_hint, AtomicBool, AtomicU64, Mutex, Ordering,
+    fence, mutant as m, mutant_on, spin_hint, AtomicBool, AtomicU64, Fences, Mutex, Ordering,
 };
 use crate::ts::Timestamp;
 use crossbeam_utils::CachePadded;
@@ -75,6 +81,9 @@ pub struct LockFree {
     /// and the one the application set. Written by committers.
     durable: CachePadded<AtomicU64>,
     advancing: AtomicBool,
+    /// Handshake 1's fence pair (`sync::Fences`): the readers' light fence
+    /// and the advancer's heavy one. Decided at construction, never changed.
+    fences: Fences,
     /// Serializes `set_timestamps` callers (the timekeeper); readers and
     /// writers never touch it.
     admin: Mutex<()>,
@@ -100,9 +109,11 @@ impl LockFree {
         loop {
             s.xmin.store(snap.xmin, Ordering::Relaxed);
             if !mutant_on(m::PIN_WITHOUT_FENCE) {
-                // SeqCst fence: pairs with the advancer's fence between its
-                // floor store and its scan (handshake 1, invariant 2).
-                fence(Ordering::SeqCst);
+                // Light fence (a SeqCst fence, or a compiler fence with the
+                // asymmetric pair): pairs with the advancer's heavy fence
+                // between its floor store and its scan (handshake 1,
+                // invariant 2).
+                self.fences.light();
             }
             // Relaxed: ordered after our pin store by the fence above.
             let floor = self.clocks.floor_xmin.load(Ordering::Relaxed);
@@ -146,6 +157,7 @@ impl Machinery for LockFree {
             }),
             durable: CachePadded::new(AtomicU64::new(0)),
             advancing: AtomicBool::new(false),
+            fences: Fences::new(config.asymmetric_fences),
             admin: Mutex::new(()),
             slots: SlotTable::new(config.max_sessions),
             retired: (0..config.max_sessions)
@@ -192,11 +204,12 @@ impl Machinery for LockFree {
             if !late {
                 s.xmin.store(snap.xmin, Ordering::Relaxed);
                 s.read_ts.store(r, Ordering::Relaxed);
-                // SeqCst fence: pairs with the advancer's fence between its
-                // floor stores and its scan (handshake 1 for `xmin` against
-                // `floor_xmin` and `read_ts` against `floor_ts`, invariant
-                // 2; loom models `pin_horizon/at_read_ts`, `read_ts_oldest`).
-                fence(Ordering::SeqCst);
+                // Light fence: pairs with the advancer's heavy fence between
+                // its floor stores and its scan (handshake 1 for `xmin`
+                // against `floor_xmin` and `read_ts` against `floor_ts`,
+                // invariant 2; loom models `pin_horizon/at_read_ts`,
+                // `read_ts_oldest`).
+                self.fences.light();
             }
             // Relaxed: ordered after both pins by the fence above. The
             // timestamp floor is a copy of an earlier oldest, so max() also
@@ -262,9 +275,10 @@ impl Machinery for LockFree {
             let late = mutant_on(m::READ_TS_PUBLISH_AFTER_CHECK);
             if !late {
                 s.read_ts.store(r, Ordering::Relaxed);
-                // SeqCst fence: handshake 1 for timestamps; pairs with the
-                // advancer's fence after it stores `floor_ts` (invariant 2).
-                fence(Ordering::SeqCst);
+                // Light fence: handshake 1 for timestamps; pairs with the
+                // advancer's heavy fence after it stores `floor_ts`
+                // (invariant 2).
+                self.fences.light();
             }
             // Relaxed: ordered after the pin by the fence. The floor is a
             // copy of an earlier oldest, so max() also covers a stale oldest.
@@ -298,16 +312,19 @@ impl Machinery for LockFree {
         loop {
             // Acquire: pairs with the Release store of `stable` in
             // `set_timestamps`, made after every commit at or below it
-            // finished (invariant 8). Belt and braces: the SeqCst fence
-            // below also acts as an acquire fence for this load and the
-            // next (in C++ and in loom alike), so Relaxed would do, and the
-            // mutation check (issue 9) shows no model failing without it;
-            // kept so the pairing does not hang on the fence staying after
-            // the loads.
+            // finished (invariant 8). Needed with the asymmetric fence pair,
+            // whose light fence below is a compiler fence and so no acquire
+            // fence. With the symmetric pair the SeqCst fence also acts as
+            // an acquire fence for this load and the next, and loom, which
+            // models the light fence as that SeqCst fence, cannot fail a
+            // model without this Acquire (issue 9's mutation check shows
+            // none failing): kept by the asymmetric argument (DESIGN.md
+            // "The asymmetric fence").
             let stable = self.clocks.stable.load(Ordering::Acquire);
             // Acquire: pairs with the advancer's Release store; transactions
             // below the floor completed, and their status flips are visible.
-            // Belt and braces, as for `stable` above.
+            // Needed with the asymmetric pair, as for `stable` above (and
+            // no model can fail without it, for the same reason).
             let below = self.clocks.floor_xmin.load(Ordering::Acquire);
             let early = mutant_on(m::STABLE_VIEW_CHECKS_BEFORE_PINS);
             let (mut fx, mut ft) = (0, 0);
@@ -317,9 +334,11 @@ impl Machinery for LockFree {
             }
             s.read_ts.store(stable, Ordering::Relaxed);
             s.xmin.store(below, Ordering::Relaxed);
-            // SeqCst fence: handshake 1, as in `publish_xmin` (loom model
-            // `stable_view`).
-            fence(Ordering::SeqCst);
+            // Light fence: handshake 1, as in `publish_xmin` (loom model
+            // `stable_view`). The loads above are Acquire themselves, so
+            // nothing here leans on this fence as an acquire fence (which
+            // the compiler fence of the asymmetric pair would not be).
+            self.fences.light();
             if !early {
                 // Relaxed: ordered after the pins by the fence above.
                 fx = self.clocks.floor_xmin.load(Ordering::Relaxed);
@@ -541,9 +560,11 @@ impl Machinery for LockFree {
         // fences order it), and no model fails with it Relaxed (issue 9c).
         c.floor_ts.store(ft, Ordering::Release);
         if !mutant_on(m::SCAN_WITHOUT_FENCE) {
-            // SeqCst fence: handshake 1; pairs with the readers' fences
-            // between publishing a pin and loading the floor (invariant 2).
-            fence(Ordering::SeqCst);
+            // Heavy fence (a SeqCst fence, plus a membarrier with the
+            // asymmetric pair): handshake 1; pairs with the readers' light
+            // fences between publishing a pin and loading the floor
+            // (invariant 2). The mutant drops the whole heavy side.
+            self.fences.heavy();
         }
         let (hx, ht) = lowest_pins(
             (fx, ft),
@@ -721,6 +742,10 @@ impl Machinery for LockFree {
         (0..self.slots.len())
             .filter(|&i| self.slots.in_use(i))
             .count()
+    }
+
+    fn asymmetric_fences(&self) -> bool {
+        self.fences.is_asymmetric()
     }
 
     fn pins(&self) -> Vec<(usize, u64, u64)> {

@@ -101,13 +101,22 @@ impl<P: Protocol> TxnManager<P> {
     /// # Panics
     /// If `max_sessions` is 0.
     pub fn with_machinery(max_sessions: usize) -> TxnManager<P> {
-        assert!(max_sessions > 0, "max_sessions must be at least 1");
-        let config = EngineConfig {
+        TxnManager::with_config(&EngineConfig {
             max_sessions,
             ..EngineConfig::default()
-        };
+        })
+    }
+
+    /// A manager on machinery `P` built from `config` (its `max_sessions`
+    /// and `asymmetric_fences`; the other fields are the store's).
+    ///
+    /// # Panics
+    /// If `max_sessions` is 0.
+    pub fn with_config(config: &EngineConfig) -> TxnManager<P> {
+        let max_sessions = config.max_sessions;
+        assert!(max_sessions > 0, "max_sessions must be at least 1");
         TxnManager {
-            proto: P::new(&config),
+            proto: P::new(config),
             counters: (0..=max_sessions)
                 .map(|_| CachePadded::new(Counters::default()))
                 .collect(),
@@ -209,6 +218,13 @@ impl<P: Protocol> TxnManager<P> {
     pub fn advance_horizon(&self) {
         self.proto
             .advance_horizon(&self.counters[self.max_sessions]);
+    }
+
+    /// Whether handshake 1 (pin versus horizon) runs on the asymmetric
+    /// fence pair: see [`EngineConfig::asymmetric_fences`]. Always false for
+    /// the lock baselines, which have no handshake.
+    pub fn asymmetric_fences(&self) -> bool {
+        self.proto.asymmetric_fences()
     }
 
     /// The pins every open session holds: which sessions hold history back,

@@ -124,6 +124,13 @@ pub trait Machinery: Send + Sync + Sized + 'static {
     fn sessions_open(&self) -> usize;
     /// The pins each open session holds: `(slot, snapshot xmin, read ts)`.
     fn pins(&self) -> Vec<(usize, u64, u64)>;
+    /// Whether handshake 1 uses the asymmetric fence pair (a compiler
+    /// fence on the readers' side, a membarrier on the advancer's;
+    /// `EngineConfig::asymmetric_fences`). False unless the machinery has
+    /// one.
+    fn asymmetric_fences(&self) -> bool {
+        false
+    }
     /// Adds counts the machinery keeps itself (work done in methods that get
     /// no `Counters`) for one slot, or for every slot with `None`.
     fn add_stats(&self, _slot: Option<usize>, _stats: &mut crate::stats::Stats) {}
