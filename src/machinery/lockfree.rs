@@ -64,20 +64,36 @@ struct Clocks {
     floor_ts: AtomicU64,
     horizon_xmin: AtomicU64,
     horizon_ts: AtomicU64,
+    /// How many times the application has set the global durable
+    /// timestamp. Written by `set_timestamps` (under `admin`), loaded by
+    /// every commit with a durable timestamp, which restarts its slot's
+    /// `durable` word when the count moved (issue 14w). Here because
+    /// committers already load `stable_bound` from this line.
+    durable_resets: AtomicU64,
 }
+
+/// Top two bits of a slot's `durable` word: its restart tag (timestamps
+/// use the low 62).
+const DURABLE_TAG: u64 = !Timestamp::MAX.get();
 
 /// The lock-free snapshot machinery: the default for [`Engine`](crate::Engine).
 pub struct LockFree {
     desc: CachePadded<DescriptorCell>,
     next_id: CachePadded<AtomicU64>,
     clocks: CachePadded<Clocks>,
-    /// The global durable timestamp: max of every commit's durable timestamp
-    /// and the one the application set. Written by committers.
+    /// The global durable timestamp the application set last. The reported
+    /// one (`all_durable`, before unfinished commits hold it down) is the
+    /// max of it and every commit's durable timestamp since: the commits'
+    /// part is folded from the slots' `durable` words at query time, so a
+    /// commit pays no shared read-modify-write for it (issue 14w).
+    /// Written by `set_timestamps` only.
     durable: CachePadded<AtomicU64>,
     advancing: AtomicBool,
-    /// Serializes `set_timestamps` callers (the timekeeper); readers and
-    /// writers never touch it.
-    admin: Mutex<()>,
+    /// Serializes `set_timestamps` callers (the timekeeper) and durable
+    /// reports; readers and writers never touch it. It holds, per slot, the
+    /// slot's `durable` word as the last durable set found it: a word
+    /// still equal to it has made nothing durable since that set.
+    admin: Mutex<Box<[u64]>>,
     slots: SlotTable,
     /// Per slot, descriptors its completions replaced, not yet handed to the
     /// collector. Only the slot's owner touches its entry.
@@ -143,10 +159,11 @@ impl Machinery for LockFree {
                 floor_ts: AtomicU64::new(0),
                 horizon_xmin: AtomicU64::new(1),
                 horizon_ts: AtomicU64::new(0),
+                durable_resets: AtomicU64::new(0),
             }),
             durable: CachePadded::new(AtomicU64::new(0)),
             advancing: AtomicBool::new(false),
-            admin: Mutex::new(()),
+            admin: Mutex::new(vec![0; config.max_sessions].into_boxed_slice()),
             slots: SlotTable::new(config.max_sessions),
             retired: (0..config.max_sessions)
                 .map(|_| CachePadded::new(UnsafeCell::new(retired())))
@@ -369,11 +386,11 @@ impl Machinery for LockFree {
         Ok(())
     }
 
-    fn complete(&self, slot: usize, id: u64, ctr: &Counters) {
+    fn complete(&self, slot: usize, id: u64, keep: Option<&mut Snapshot>, ctr: &Counters) {
         // SAFETY: only the owner of `slot` completes on it (see `unsafe impl
         // Sync`), so this is the only reference to its retire list.
         let retired = unsafe { &mut *self.retired[slot].get() };
-        let cost = self.desc.complete(&self.rc, id, retired);
+        let cost = self.desc.complete(&self.rc, id, retired, keep);
         // Belt and braces: not a safety bound. `>` would hand batches of
         // RETIRE_BATCH + 1 to the collector (the mutation check, issue 9b,
         // shows no model failing); a retired descriptor is unreachable
@@ -387,9 +404,40 @@ impl Machinery for LockFree {
 
     fn release_claim(&self, slot: usize, durable: Timestamp) {
         if !durable.is_none() {
-            // Relaxed: `durable` is a report (all_durable), not a guard for
-            // any data.
-            self.durable.fetch_max(durable.get(), Ordering::Relaxed);
+            // The commit's share of the global durable timestamp, in this
+            // slot's own word: loads and a plain store, no shared
+            // read-modify-write (issue 14w; it was a `fetch_max` on one word
+            // every committer wrote). `query_timestamp` folds the words.
+            // Relaxed throughout: `durable` is a report (all_durable), not a
+            // guard for any data, and only this session writes its slot's
+            // `durable` and `durable_seen`.
+            let s = self.slots.get(slot);
+            let d = durable.get();
+            let resets = self.clocks.durable_resets.load(Ordering::Relaxed);
+            let w = s.durable.load(Ordering::Relaxed);
+            let next = if s.durable_seen.load(Ordering::Relaxed) != resets {
+                // The application set the global durable timestamp since
+                // this word last restarted: what the slot made durable
+                // before counts no more (it may have been set backwards).
+                // A new tag makes the word differ from the one that set
+                // captured even when `d` equals its value.
+                s.durable_seen.store(resets, Ordering::Relaxed);
+                let tag = if mutant_on(m::DURABLE_RESTART_KEEPS_TAG) {
+                    w & DURABLE_TAG
+                } else {
+                    (w & DURABLE_TAG).wrapping_add(1 << 62)
+                };
+                tag | d
+            } else if d > w & !DURABLE_TAG {
+                // Equivalent mutant (`>=`: an equal value rebuilds the same
+                // word, and `next != w` skips the store).
+                (w & DURABLE_TAG) | d
+            } else {
+                w
+            };
+            if next != w {
+                s.durable.store(next, Ordering::Relaxed);
+            }
         }
         // Release: pairs with the setter's Acquire load while it waits; the
         // commit (status flips, descriptor install) happens-before the
@@ -587,7 +635,7 @@ impl Machinery for LockFree {
 
     fn set_timestamps(&self, u: &TimestampUpdate) -> Result<()> {
         let c = &self.clocks;
-        let guard = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.admin.lock().unwrap_or_else(|e| e.into_inner());
         let cur_oldest = c.oldest.load(Ordering::Relaxed);
         let cur_stable = c.stable.load(Ordering::Relaxed);
         let new_oldest = match u.oldest {
@@ -674,8 +722,20 @@ impl Machinery for LockFree {
         }
         if let Some(d) = u.durable {
             // The global durable timestamp may move backwards, as in
-            // WiredTiger (invariant 4's exception).
+            // WiredTiger (invariant 4's exception): commits made before this
+            // set stop counting. Capture every slot's word first, then
+            // store the value, then bump the reset count that makes later
+            // commits restart their words. A commit racing this set either
+            // leaves its word as captured (it counts as made before the
+            // set) or changes it (it counts as made after); both orders are
+            // allowed for a commit concurrent with the set. Relaxed: a
+            // report; the `admin` lock orders these against every other
+            // set and durable report.
+            for (base, s) in guard.iter_mut().zip(self.slots.iter()) {
+                *base = s.durable.load(Ordering::Relaxed);
+            }
             self.durable.store(d.get(), Ordering::Relaxed);
+            c.durable_resets.bump(1);
         }
         // Equivalent mutant (`>=`: an unchanged oldest is stored again and
         // the horizon advanced once more; both idempotent, issue 9c).
@@ -695,6 +755,24 @@ impl Machinery for LockFree {
 
     fn query_timestamp(&self, kind: TimestampKind) -> Option<Timestamp> {
         let c = &self.clocks;
+        let durable = if kind == TimestampKind::AllDurable {
+            // Under `admin`, so no durable set runs between reading the
+            // captured words and the set value. Relaxed: a report, and
+            // these words are written by their owners' commits only; a
+            // commit that returned before this query is ordered before it
+            // by whatever told the caller so (coherence does the rest).
+            let bases = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+            let mut v = self.durable.load(Ordering::Relaxed);
+            for (base, s) in bases.iter().zip(self.slots.iter()) {
+                let w = s.durable.load(Ordering::Relaxed);
+                if w != *base {
+                    v = v.max(w & !DURABLE_TAG);
+                }
+            }
+            v
+        } else {
+            0
+        };
         // Acquire loads: each pairs with the Release store that set the value
         // (set_timestamps, release_claim, announce); a report, not a guard.
         // Belt and braces: nothing is read through them, so Relaxed would
@@ -704,7 +782,7 @@ impl Machinery for LockFree {
             kind,
             c.oldest.load(Ordering::Acquire),
             c.stable.load(Ordering::Acquire),
-            self.durable.load(Ordering::Acquire),
+            durable,
             self.slots.iter().map(|s| SlotTimestamps {
                 read_ts: s.read_ts.load(Ordering::Acquire),
                 claim: s.claim.load(Ordering::Acquire),
