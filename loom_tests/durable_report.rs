@@ -16,8 +16,16 @@
 //! before it), and nothing else. A restart that keeps the word's tag
 //! (mutant DURABLE_RESTART_KEEPS_TAG) writes exactly the captured word
 //! back, and the report loses the commit.
+//!
+//! `model_racing_report`: after a commit at 120, the timekeeper sets the
+//! global durable timestamp to 50 while another thread reports. The report
+//! reads the set's record (value and the slots' words as found) without a
+//! lock, so it must read the record's fields after their writer (the
+//! record's causality witness; mutant RELAXED_DURABLE_SET_LOAD), and get
+//! 120 (the record before) or 50 (the new one), never a mix. (A third
+//! thread in the first model made it 200k executions; this pair is small.)
 
-use crate::common::{check, engine};
+use crate::common::{check, commit, engine};
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;
@@ -71,9 +79,52 @@ fn model() {
     );
 }
 
+fn model_racing_report() {
+    let e = engine(2);
+    commit(&e, &[(b"k", b"v1")], 120);
+    let timekeeper = {
+        let e = e.clone();
+        thread::spawn(move || {
+            e.set_timestamps(TimestampUpdate {
+                durable: Some(snapshot_engine::Timestamp::new(50)),
+                ..TimestampUpdate::default()
+            })
+            .unwrap()
+        })
+    };
+    let reporter = {
+        let e = e.clone();
+        thread::spawn(move || {
+            e.query_timestamp(TimestampKind::AllDurable)
+                .map(|t| t.get())
+        })
+    };
+    timekeeper.join().unwrap();
+    let got = reporter.join().unwrap();
+    assert!(
+        matches!(got, Some(50) | Some(120)),
+        "durable report {got:?} while the set ran: neither the record before nor the new one"
+    );
+}
+
 #[test]
 fn durable_report_folds_the_slots() {
     check("durable_report", mutant::NONE, model);
+}
+
+#[test]
+fn durable_report_races_the_set() {
+    check("durable_report/racing", mutant::NONE, model_racing_report);
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn mutant_relaxed_durable_set_load() {
+    check(
+        "durable_report/racing/RELAXED_DURABLE_SET_LOAD",
+        mutant::RELAXED_DURABLE_SET_LOAD,
+        model_racing_report,
+    );
 }
 
 #[test]

@@ -413,6 +413,10 @@ pub mod mutant {
     /// at the value the set captured looks unchanged and is not reported
     /// (`all_durable`; issue 14w).
     pub const DURABLE_RESTART_KEEPS_TAG: u32 = 41;
+    /// A durable report loads the last durable set's record with Relaxed
+    /// instead of Acquire, so it may read the record's fields before they
+    /// are visible (invariant 11; issue 14w).
+    pub const RELAXED_DURABLE_SET_LOAD: u32 = 42;
 
     #[cfg(loom)]
     static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

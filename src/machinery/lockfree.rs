@@ -36,6 +36,7 @@ use super::protocol::{
     StableView,
 };
 use super::raw::descriptor::{retired, DescriptorCell, Retired};
+use super::raw::durable::DurableCell;
 use super::raw::reclaim::{Reclaimer, RETIRE_BATCH};
 use super::raw::slots::SlotTable;
 use super::snapshot::Snapshot;
@@ -81,19 +82,18 @@ pub struct LockFree {
     desc: CachePadded<DescriptorCell>,
     next_id: CachePadded<AtomicU64>,
     clocks: CachePadded<Clocks>,
-    /// The global durable timestamp the application set last. The reported
-    /// one (`all_durable`, before unfinished commits hold it down) is the
-    /// max of it and every commit's durable timestamp since: the commits'
-    /// part is folded from the slots' `durable` words at query time, so a
-    /// commit pays no shared read-modify-write for it (issue 14w).
-    /// Written by `set_timestamps` only.
-    durable: CachePadded<AtomicU64>,
+    /// The global durable timestamp the application set last, with every
+    /// slot's `durable` word as that set found it (`raw/durable.rs`). The
+    /// reported one (`all_durable`, before unfinished commits hold it
+    /// down) is the max of the set value and every word changed since: a
+    /// commit raises only its own slot's word, so it pays no shared
+    /// read-modify-write for it (issue 14w). Replaced by `set_timestamps`
+    /// only.
+    durable: DurableCell,
     advancing: AtomicBool,
-    /// Serializes `set_timestamps` callers (the timekeeper) and durable
-    /// reports; readers and writers never touch it. It holds, per slot, the
-    /// slot's `durable` word as the last durable set found it: a word
-    /// still equal to it has made nothing durable since that set.
-    admin: Mutex<Box<[u64]>>,
+    /// Serializes `set_timestamps` callers (the timekeeper); readers and
+    /// writers never touch it.
+    admin: Mutex<()>,
     slots: SlotTable,
     /// Per slot, descriptors its completions replaced, not yet handed to the
     /// collector. Only the slot's owner touches its entry.
@@ -161,9 +161,9 @@ impl Machinery for LockFree {
                 horizon_ts: AtomicU64::new(0),
                 durable_resets: AtomicU64::new(0),
             }),
-            durable: CachePadded::new(AtomicU64::new(0)),
+            durable: DurableCell::new(config.max_sessions),
             advancing: AtomicBool::new(false),
-            admin: Mutex::new(vec![0; config.max_sessions].into_boxed_slice()),
+            admin: Mutex::new(()),
             slots: SlotTable::new(config.max_sessions),
             retired: (0..config.max_sessions)
                 .map(|_| CachePadded::new(UnsafeCell::new(retired())))
@@ -635,7 +635,7 @@ impl Machinery for LockFree {
 
     fn set_timestamps(&self, u: &TimestampUpdate) -> Result<()> {
         let c = &self.clocks;
-        let mut guard = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = self.admin.lock().unwrap_or_else(|e| e.into_inner());
         let cur_oldest = c.oldest.load(Ordering::Relaxed);
         let cur_stable = c.stable.load(Ordering::Relaxed);
         let new_oldest = match u.oldest {
@@ -723,18 +723,19 @@ impl Machinery for LockFree {
         if let Some(d) = u.durable {
             // The global durable timestamp may move backwards, as in
             // WiredTiger (invariant 4's exception): commits made before this
-            // set stop counting. Capture every slot's word first, then
-            // store the value, then bump the reset count that makes later
-            // commits restart their words. A commit racing this set either
-            // leaves its word as captured (it counts as made before the
-            // set) or changes it (it counts as made after); both orders are
-            // allowed for a commit concurrent with the set. Relaxed: a
-            // report; the `admin` lock orders these against every other
-            // set and durable report.
-            for (base, s) in guard.iter_mut().zip(self.slots.iter()) {
-                *base = s.durable.load(Ordering::Relaxed);
-            }
-            self.durable.store(d.get(), Ordering::Relaxed);
+            // set stop counting. Record the value with every slot's word as
+            // found now, then bump the reset count that makes later commits
+            // restart their words. A commit racing this set either leaves
+            // its word as recorded (it counts as made before the set) or
+            // changes it (made after); both orders are allowed for a commit
+            // concurrent with the set. Relaxed word loads: a report, each
+            // word written by its owner only; the `admin` lock serializes
+            // sets (`bump`: this is the count's only writer).
+            self.durable.set(
+                &self.rc,
+                d.get(),
+                self.slots.iter().map(|s| s.durable.load(Ordering::Relaxed)),
+            );
             c.durable_resets.bump(1);
         }
         // Equivalent mutant (`>=`: an unchanged oldest is stored again and
@@ -756,20 +757,16 @@ impl Machinery for LockFree {
     fn query_timestamp(&self, kind: TimestampKind) -> Option<Timestamp> {
         let c = &self.clocks;
         let durable = if kind == TimestampKind::AllDurable {
-            // Under `admin`, so no durable set runs between reading the
-            // captured words and the set value. Relaxed: a report, and
-            // these words are written by their owners' commits only; a
-            // commit that returned before this query is ordered before it
-            // by whatever told the caller so (coherence does the rest).
-            let bases = self.admin.lock().unwrap_or_else(|e| e.into_inner());
-            let mut v = self.durable.load(Ordering::Relaxed);
-            for (base, s) in bases.iter().zip(self.slots.iter()) {
-                let w = s.durable.load(Ordering::Relaxed);
-                if w != *base {
-                    v = v.max(w & !DURABLE_TAG);
-                }
-            }
-            v
+            // No lock: the set's value and words come as one record. Relaxed
+            // word loads: a report, each word written by its owner's commits
+            // only; a commit that returned before this query is ordered
+            // before it by whatever told the caller so (coherence does the
+            // rest).
+            self.durable.report(
+                &self.rc,
+                self.slots.iter().map(|s| s.durable.load(Ordering::Relaxed)),
+                DURABLE_TAG,
+            )
         } else {
             0
         };
