@@ -30,7 +30,18 @@
 //! flag and begins again, reusing the cached copy when the published
 //! generation allows: after A's commit returned, the new snapshot sees A.
 //!
-//! Both end by checking that no completion was lost: the descriptor lists
+//! `model_own_commit` (issue 14w): a commit leaves the descriptor it
+//! installed in its session's snapshot cache, under that descriptor's
+//! generation. Writer C commits `b = B` that way while writer A commits
+//! `a = A` and raises its "commit returned" flag; C then loads the flag
+//! and begins again, reusing the cached copy when the published generation
+//! still equals its label: it sees its own `B`, and, if A's commit had
+//! returned, `A` (invariants 5 and 7). Labelling the copy with the
+//! published generation loaded after the install (mutant
+//! COMMIT_CACHE_TAKES_PUBLISHED) lets A's newer generation mark C's older
+//! copy current, and C misses A.
+//!
+//! All end by checking that no completion was lost: the descriptor lists
 //! nothing running, xmax is past every id, and the generation rose once per
 //! exit.
 
@@ -81,6 +92,20 @@ fn write_txn(
     m.complete(slot, id);
     m.end(slot);
     (id, v)
+}
+
+/// As [`write_txn`], but the completion leaves the installed descriptor in
+/// `snap`, the session's snapshot cache, as a commit does (issue 14w).
+fn write_txn_keeping(w: &World, slot: usize, chain: &Chain, snap: &mut Snapshot, v: &[u8]) -> u64 {
+    let m = &w.m;
+    m.begin(slot, snap);
+    let id = m.allocate_id(slot);
+    let version = chain.put(id, snap, v).expect("no other writer on this key");
+    // SAFETY: our own unfinished version; nothing prunes it before we finish.
+    unsafe { chain.set_status(version, state::COMMITTED, 0) };
+    m.complete_keeping(slot, id, snap);
+    m.end(slot);
+    id
 }
 
 /// A's transaction, then the flag saying its commit returned.
@@ -218,6 +243,72 @@ pub(crate) fn model_real_time() {
     for s in slots {
         w.m.close_session(s);
     }
+}
+
+/// A commit that keeps its installed descriptor as the session's cached
+/// snapshot, racing another commit; the session's next snapshot reuses the
+/// cache only while it is current.
+pub(crate) fn model_own_commit() {
+    let w = world();
+    let slots: Vec<usize> = (0..2).map(|_| w.m.open_session().unwrap()).collect();
+    let ta = {
+        let w = w.clone();
+        let slot = slots[0];
+        thread::spawn(move || {
+            writer_a(&w, slot);
+        })
+    };
+    let tc = {
+        let w = w.clone();
+        let slot = slots[1];
+        thread::spawn(move || {
+            let m = &w.m;
+            let mut snap = Snapshot::default();
+            write_txn_keeping(&w, slot, &w.b, &mut snap, b"B");
+            let a_returned = w.a_returned.load(Ordering::Acquire);
+            m.begin(slot, &mut snap);
+            let a = w.a.read(0, &snap, 0, false);
+            let b = w.b.read(0, &snap, 0, false);
+            m.end(slot);
+            reclaim_now();
+            (a_returned, a, b)
+        })
+    };
+    ta.join().unwrap();
+    let (a_returned, a, b) = tc.join().unwrap();
+    assert_eq!(
+        b,
+        Read::Value(b"B".to_vec()),
+        "own commit missed: the next snapshot does not see the session's own commit"
+    );
+    if a_returned {
+        assert_eq!(
+            a,
+            Read::Value(b"A".to_vec()),
+            "real-time order violated: began after A's commit returned, missed A"
+        );
+    }
+    check_end_state(&w, 2);
+    for s in slots {
+        w.m.close_session(s);
+    }
+}
+
+#[test]
+fn commit_keeps_its_descriptor_as_the_cached_snapshot() {
+    check("descriptors/own_commit", mutant::NONE, model_own_commit);
+}
+
+/// Issue 14w: the cached copy labelled with the published generation, which
+/// a racing newer commit may already have raised past the copy.
+#[test]
+#[should_panic(expected = "real-time order violated")]
+fn mutant_commit_cache_takes_published() {
+    check(
+        "descriptors/own_commit/COMMIT_CACHE_TAKES_PUBLISHED",
+        mutant::COMMIT_CACHE_TAKES_PUBLISHED,
+        model_own_commit,
+    );
 }
 
 #[test]

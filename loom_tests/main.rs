@@ -22,6 +22,8 @@ mod chains;
 mod descriptors;
 #[cfg(loom)]
 mod dropped_prepared;
+#[cfg(loom)]
+mod durable_report;
 #[cfg(all(loom, crossbeam_loom))]
 mod epoch;
 #[cfg(loom)]

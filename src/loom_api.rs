@@ -126,7 +126,14 @@ impl Machine {
 
     /// Transaction `id` leaves the running set (descriptor install).
     pub fn complete(&self, slot: usize, id: u64) {
-        self.proto.complete(slot, id, &self.ctr[slot])
+        self.proto.complete(slot, id, None, &self.ctr[slot])
+    }
+
+    /// A commit's completion: as [`Machine::complete`], and the installed
+    /// descriptor is left in `snap`, the session's snapshot cache (issue
+    /// 14w).
+    pub fn complete_keeping(&self, slot: usize, id: u64, snap: &mut Snapshot) {
+        self.proto.complete(slot, id, Some(snap), &self.ctr[slot])
     }
 
     /// Recomputes the reclaim horizon.

@@ -586,6 +586,21 @@ pub mod mutant {
     /// session's cached one from an earlier transaction (the lazy snapshot
     /// skipped; invariant 7; issue 14b).
     pub const LAZY_VIEW_SKIPS_SNAPSHOT: u32 = 37;
+    /// A commit leaves its installed descriptor in the session's snapshot
+    /// cache labelled with the published generation it loads after its
+    /// `fetch_max`, not with the generation it installed, so a racing newer
+    /// commit's generation can mark the older copy current (invariants 5
+    /// and 7; issue 14w).
+    pub const COMMIT_CACHE_TAKES_PUBLISHED: u32 = 40;
+    /// A commit that restarts its slot's durable word after the application
+    /// set the global durable timestamp keeps the word's tag, so a restart
+    /// at the value the set captured looks unchanged and is not reported
+    /// (`all_durable`; issue 14w).
+    pub const DURABLE_RESTART_KEEPS_TAG: u32 = 41;
+    /// A durable report loads the last durable set's record with Relaxed
+    /// instead of Acquire, so it may read the record's fields before they
+    /// are visible (invariant 11; issue 14w).
+    pub const RELAXED_DURABLE_SET_LOAD: u32 = 42;
 
     #[cfg(loom)]
     static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

@@ -1411,6 +1411,58 @@ fn all_durable_accounts_for_unfinished_commits_on<P: Protocol>() {
             },
             Ok(Out::Stamp(Some(ts(50)))),
         ),
+        row(
+            "commits made before it moved backwards stop counting, later ones count",
+            "a commit at 120, global durable 50, then a commit at 70 on another session",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.put(b"k", b"v1").unwrap();
+                t.commit(CommitOptions::at(120)).unwrap();
+                e.set_timestamps(set(None, None, Some(50))).unwrap();
+                assert_eq!(e.query_timestamp(TimestampKind::AllDurable), Some(ts(50)));
+                let mut s2 = e.session().unwrap();
+                let mut t = s2.begin(&TxnOptions::default()).unwrap();
+                t.put(b"j", b"j1").unwrap();
+                t.commit(CommitOptions::at(70)).unwrap();
+                Ok(Out::Stamp(e.query_timestamp(TimestampKind::AllDurable)))
+            },
+            Ok(Out::Stamp(Some(ts(70)))),
+        ),
+        // Issue 14w: the lock-free engine keeps each session's share in its
+        // slot; a commit after the set restarts that word, and must count
+        // even when it restarts at the value the set found there (mutant
+        // DURABLE_RESTART_KEEPS_TAG reports 50 here).
+        row(
+            "a session's commit after it moved backwards counts at its old value too",
+            "a commit at 120, global durable 50, then a commit at 120 on the same session",
+            |e| {
+                let mut s = e.session().unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.put(b"k", b"v1").unwrap();
+                t.commit(CommitOptions::at(120)).unwrap();
+                e.set_timestamps(set(None, None, Some(50))).unwrap();
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.put(b"j", b"j1").unwrap();
+                t.commit(CommitOptions::at(120)).unwrap();
+                Ok(Out::Stamp(e.query_timestamp(TimestampKind::AllDurable)))
+            },
+            Ok(Out::Stamp(Some(ts(120)))),
+        ),
+        row(
+            "a closed session's commits still count",
+            "a commit at 130 on a session closed since",
+            |e| {
+                {
+                    let mut s = e.session().unwrap();
+                    let mut t = s.begin(&TxnOptions::default()).unwrap();
+                    t.put(b"k", b"v1").unwrap();
+                    t.commit(CommitOptions::at(130)).unwrap();
+                }
+                Ok(Out::Stamp(e.query_timestamp(TimestampKind::AllDurable)))
+            },
+            Ok(Out::Stamp(Some(ts(130)))),
+        ),
     ]);
 }
 

@@ -37,6 +37,9 @@ pub struct Round {
     pub lock_word_rmw_per_read_txn: Option<f64>,
     pub read_locks_per_read_txn: Option<f64>,
     pub snapshot_rebuilds_per_read_txn: Option<f64>,
+    /// Snapshot copies per write transaction (a writer whose previous
+    /// commit's descriptor is still current reuses it; issue 14w).
+    pub snapshot_rebuilds_per_write_txn: Option<f64>,
     pub lock_wait_ns_per_read_txn: Option<f64>,
     pub read_locks_per_write_txn: Option<f64>,
     pub write_locks_per_write_txn: Option<f64>,
@@ -95,6 +98,7 @@ impl Round {
             }),
             read_locks_per_read_txn: rs.and_then(|s| per(s.read_lock_acquisitions, rb)),
             snapshot_rebuilds_per_read_txn: rs.and_then(|s| per(s.snapshot_rebuilt, rb)),
+            snapshot_rebuilds_per_write_txn: ws.and_then(|s| per(s.snapshot_rebuilt, wb)),
             lock_wait_ns_per_read_txn: rs.and_then(|s| per(s.lock_wait_ns, rb)),
             read_locks_per_write_txn: ws.and_then(|s| per(s.read_lock_acquisitions, wb)),
             write_locks_per_write_txn: ws.and_then(|s| per(s.write_lock_acquisitions, wb)),

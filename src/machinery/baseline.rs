@@ -503,7 +503,9 @@ impl<const FIXED: bool> Machinery for RwLockMachinery<FIXED> {
         Ok(())
     }
 
-    fn complete(&self, slot: usize, _id: u64, ctr: &Counters) {
+    fn complete(&self, slot: usize, _id: u64, _keep: Option<&mut Snapshot>, ctr: &Counters) {
+        // `_keep` unused: the baselines rebuild under the lock as
+        // WiredTiger does (their lock counts are the comparison).
         let e = self.entry(slot);
         let mut g = self.write(Ctr::Session(ctr));
         e.id.store(0, Ordering::Relaxed);

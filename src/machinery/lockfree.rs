@@ -42,6 +42,7 @@ use super::protocol::{
     StableView,
 };
 use super::raw::descriptor::{retired, DescriptorCell, Retired};
+use super::raw::durable::DurableCell;
 use super::raw::reclaim::{Reclaimer, RETIRE_BATCH};
 use super::raw::slots::SlotTable;
 use super::snapshot::Snapshot;
@@ -70,16 +71,31 @@ struct Clocks {
     floor_ts: AtomicU64,
     horizon_xmin: AtomicU64,
     horizon_ts: AtomicU64,
+    /// How many times the application has set the global durable
+    /// timestamp. Written by `set_timestamps` (under `admin`), loaded by
+    /// every commit with a durable timestamp, which restarts its slot's
+    /// `durable` word when the count moved (issue 14w). Here because
+    /// committers already load `stable_bound` from this line.
+    durable_resets: AtomicU64,
 }
+
+/// Top two bits of a slot's `durable` word: its restart tag (timestamps
+/// use the low 62).
+const DURABLE_TAG: u64 = !Timestamp::MAX.get();
 
 /// The lock-free snapshot machinery: the default for [`Engine`](crate::Engine).
 pub struct LockFree {
     desc: CachePadded<DescriptorCell>,
     next_id: CachePadded<AtomicU64>,
     clocks: CachePadded<Clocks>,
-    /// The global durable timestamp: max of every commit's durable timestamp
-    /// and the one the application set. Written by committers.
-    durable: CachePadded<AtomicU64>,
+    /// The global durable timestamp the application set last, with every
+    /// slot's `durable` word as that set found it (`raw/durable.rs`). The
+    /// reported one (`all_durable`, before unfinished commits hold it
+    /// down) is the max of the set value and every word changed since: a
+    /// commit raises only its own slot's word, so it pays no shared
+    /// read-modify-write for it (issue 14w). Replaced by `set_timestamps`
+    /// only.
+    durable: DurableCell,
     advancing: AtomicBool,
     /// Handshake 1's fence pair (`sync::Fences`): the readers' light fence
     /// and the advancer's heavy one. Decided at construction, never changed.
@@ -154,8 +170,9 @@ impl Machinery for LockFree {
                 floor_ts: AtomicU64::new(0),
                 horizon_xmin: AtomicU64::new(1),
                 horizon_ts: AtomicU64::new(0),
+                durable_resets: AtomicU64::new(0),
             }),
-            durable: CachePadded::new(AtomicU64::new(0)),
+            durable: DurableCell::new(config.max_sessions),
             advancing: AtomicBool::new(false),
             fences: Fences::new(config.asymmetric_fences),
             admin: Mutex::new(()),
@@ -388,11 +405,11 @@ impl Machinery for LockFree {
         Ok(())
     }
 
-    fn complete(&self, slot: usize, id: u64, ctr: &Counters) {
+    fn complete(&self, slot: usize, id: u64, keep: Option<&mut Snapshot>, ctr: &Counters) {
         // SAFETY: only the owner of `slot` completes on it (see `unsafe impl
         // Sync`), so this is the only reference to its retire list.
         let retired = unsafe { &mut *self.retired[slot].get() };
-        let cost = self.desc.complete(&self.rc, id, retired);
+        let cost = self.desc.complete(&self.rc, id, retired, keep);
         // Belt and braces: not a safety bound. `>` would hand batches of
         // RETIRE_BATCH + 1 to the collector (the mutation check, issue 9b,
         // shows no model failing); a retired descriptor is unreachable
@@ -406,9 +423,40 @@ impl Machinery for LockFree {
 
     fn release_claim(&self, slot: usize, durable: Timestamp) {
         if !durable.is_none() {
-            // Relaxed: `durable` is a report (all_durable), not a guard for
-            // any data.
-            self.durable.fetch_max(durable.get(), Ordering::Relaxed);
+            // The commit's share of the global durable timestamp, in this
+            // slot's own word: loads and a plain store, no shared
+            // read-modify-write (issue 14w; it was a `fetch_max` on one word
+            // every committer wrote). `query_timestamp` folds the words.
+            // Relaxed throughout: `durable` is a report (all_durable), not a
+            // guard for any data, and only this session writes its slot's
+            // `durable` and `durable_seen`.
+            let s = self.slots.get(slot);
+            let d = durable.get();
+            let resets = self.clocks.durable_resets.load(Ordering::Relaxed);
+            let w = s.durable.load(Ordering::Relaxed);
+            let next = if s.durable_seen.load(Ordering::Relaxed) != resets {
+                // The application set the global durable timestamp since
+                // this word last restarted: what the slot made durable
+                // before counts no more (it may have been set backwards).
+                // A new tag makes the word differ from the one that set
+                // captured even when `d` equals its value.
+                s.durable_seen.store(resets, Ordering::Relaxed);
+                let tag = if mutant_on(m::DURABLE_RESTART_KEEPS_TAG) {
+                    w & DURABLE_TAG
+                } else {
+                    (w & DURABLE_TAG).wrapping_add(1 << 62)
+                };
+                tag | d
+            } else if d > w & !DURABLE_TAG {
+                // Equivalent mutant (`>=`: an equal value rebuilds the same
+                // word, and `next != w` skips the store).
+                (w & DURABLE_TAG) | d
+            } else {
+                w
+            };
+            if next != w {
+                s.durable.store(next, Ordering::Relaxed);
+            }
         }
         // Release: pairs with the setter's Acquire load while it waits; the
         // commit (status flips, descriptor install) happens-before the
@@ -695,8 +743,21 @@ impl Machinery for LockFree {
         }
         if let Some(d) = u.durable {
             // The global durable timestamp may move backwards, as in
-            // WiredTiger (invariant 4's exception).
-            self.durable.store(d.get(), Ordering::Relaxed);
+            // WiredTiger (invariant 4's exception): commits made before this
+            // set stop counting. Record the value with every slot's word as
+            // found now, then bump the reset count that makes later commits
+            // restart their words. A commit racing this set either leaves
+            // its word as recorded (it counts as made before the set) or
+            // changes it (made after); both orders are allowed for a commit
+            // concurrent with the set. Relaxed word loads: a report, each
+            // word written by its owner only; the `admin` lock serializes
+            // sets (`bump`: this is the count's only writer).
+            self.durable.set(
+                &self.rc,
+                d.get(),
+                self.slots.iter().map(|s| s.durable.load(Ordering::Relaxed)),
+            );
+            c.durable_resets.bump(1);
         }
         // Equivalent mutant (`>=`: an unchanged oldest is stored again and
         // the horizon advanced once more; both idempotent, issue 9c).
@@ -716,6 +777,20 @@ impl Machinery for LockFree {
 
     fn query_timestamp(&self, kind: TimestampKind) -> Option<Timestamp> {
         let c = &self.clocks;
+        let durable = if kind == TimestampKind::AllDurable {
+            // No lock: the set's value and words come as one record. Relaxed
+            // word loads: a report, each word written by its owner's commits
+            // only; a commit that returned before this query is ordered
+            // before it by whatever told the caller so (coherence does the
+            // rest).
+            self.durable.report(
+                &self.rc,
+                self.slots.iter().map(|s| s.durable.load(Ordering::Relaxed)),
+                DURABLE_TAG,
+            )
+        } else {
+            0
+        };
         // Acquire loads: each pairs with the Release store that set the value
         // (set_timestamps, release_claim, announce); a report, not a guard.
         // Belt and braces: nothing is read through them, so Relaxed would
@@ -725,7 +800,7 @@ impl Machinery for LockFree {
             kind,
             c.oldest.load(Ordering::Acquire),
             c.stable.load(Ordering::Acquire),
-            self.durable.load(Ordering::Acquire),
+            durable,
             self.slots.iter().map(|s| SlotTimestamps {
                 read_ts: s.read_ts.load(Ordering::Acquire),
                 claim: s.claim.load(Ordering::Acquire),

@@ -94,7 +94,14 @@ pub trait Machinery: Send + Sync + Sized + 'static {
     /// commit's durable timestamp).
     fn claim_commit(&self, slot: usize, ts: Timestamp, prepared: bool) -> Result<()>;
     /// Transaction `id` leaves the running set (commit, abort, prepare).
-    fn complete(&self, slot: usize, id: u64, ctr: &Counters);
+    ///
+    /// `keep` is the session's snapshot cache, given by a commit (the
+    /// transaction reads nothing afterwards): the machinery may leave in it
+    /// a copy of the descriptor its completion installed, under that
+    /// descriptor's generation, so the session's next snapshot reuses it
+    /// while no other completion has been published (issue 14w; invariants
+    /// 5 and 7). The lock baselines ignore it.
+    fn complete(&self, slot: usize, id: u64, keep: Option<&mut Snapshot>, ctr: &Counters);
     /// Ends the claim of `claim_commit`, recording `durable`.
     fn release_claim(&self, slot: usize, durable: Timestamp);
     /// Validates and publishes a prepare timestamp (after stable, not below

@@ -643,7 +643,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             // bumped (invariant 5; PostgreSQL's two-phase-commit bug).
             engine
                 .proto
-                .complete(self.sess.slot, self.sess.cur.id, self.sess.ctr());
+                .complete(self.sess.slot, self.sess.cur.id, None, self.sess.ctr());
         }
         if claim {
             engine.proto.release_claim(slot, Timestamp::NONE);
@@ -768,8 +768,14 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             }
             if self.sess.cur.id != 0 && !prepared {
                 // The status flips above happen-before the Release CAS that
-                // installs the next descriptor (invariant 9).
-                engine.proto.complete(slot, self.sess.cur.id, ctr);
+                // installs the next descriptor (invariant 9). The session's
+                // snapshot cache gets the installed descriptor: this
+                // transaction reads nothing more, and the next one reuses
+                // it if no other completion is published by then (issue
+                // 14w; invariants 5, 7).
+                engine
+                    .proto
+                    .complete(slot, self.sess.cur.id, Some(&mut self.sess.snap), ctr);
             }
             if !early {
                 // After the install: a stable setter waiting for this claim
@@ -955,7 +961,7 @@ fn roll_back<P: Protocol>(
         engine.prepared.clear(slot);
     }
     if id != 0 && !prepared {
-        engine.proto.complete(slot, id, ctr);
+        engine.proto.complete(slot, id, None, ctr);
     }
     if announced {
         engine.proto.release_prepare(slot);

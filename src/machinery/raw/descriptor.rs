@@ -246,8 +246,17 @@ impl DescriptorCell {
     /// and install it with a CAS (PROTOCOL rule 2). No scan, no lock.
     ///
     /// The replaced descriptor goes to `retired`, which the caller hands to
-    /// the collector ([`Batch::flush`]).
-    pub(crate) fn complete(&self, rc: &Reclaimer, id: u64, retired: &mut Retired) -> InstallCost {
+    /// the collector ([`Batch::flush`]). With `keep` (a commit), the
+    /// installed descriptor is copied into it under its own generation: the
+    /// session's next snapshot reuses it while the published generation is
+    /// still that one (invariant 5), and needs no pointer load or pin.
+    pub(crate) fn complete(
+        &self,
+        rc: &Reclaimer,
+        id: u64,
+        retired: &mut Retired,
+        keep: Option<&mut Snapshot>,
+    ) -> InstallCost {
         let mut cost = InstallCost::default();
         let _guard = rc.pin();
         // Acquire: pairs with the Release CAS of the previous completer; we
@@ -292,6 +301,30 @@ impl DescriptorCell {
                     // generation monotonic when two completers race here
                     // (invariant 4).
                     self.published.fetch_max(generation, Ordering::Release);
+                    if let Some(snap) = keep {
+                        // SAFETY: `next` is the descriptor we just installed;
+                        // it is immutable, and it is retired only after a
+                        // later completion replaces it, then freed only
+                        // after `_guard` drops (invariant 11).
+                        let d = unsafe { &*next };
+                        // The generation is the one we installed: generations
+                        // are unique (each CAS installs its predecessor's
+                        // + 1, in one total order), so a session that later
+                        // loads a published generation equal to it knows no
+                        // newer descriptor's commit has returned (they all
+                        // raise the published generation before returning),
+                        // and this copy is current for it (invariants 5, 7;
+                        // loom `descriptors/own_commit`). Labelling it with
+                        // the published generation read now instead would
+                        // claim a racing newer commit that this copy does
+                        // not contain (mutant COMMIT_CACHE_TAKES_PUBLISHED).
+                        let label = if mutant_on(m::COMMIT_CACHE_TAKES_PUBLISHED) {
+                            self.published.load(Ordering::Relaxed)
+                        } else {
+                            generation
+                        };
+                        snap.assign(label, d.xmin, d.xmax, &d.running);
+                    }
                     return cost;
                 }
                 Err(actual) => {
@@ -372,8 +405,8 @@ mod tests {
         cell.copy_into(&rc, &mut s);
         assert_eq!(s.generation, 1);
         let mut done = retired();
-        cell.complete(&rc, 1, &mut done);
-        cell.complete(&rc, 3, &mut done);
+        cell.complete(&rc, 1, &mut done, None);
+        cell.complete(&rc, 3, &mut done, None);
         assert_eq!(done.len(), 2);
         done.flush(&rc, &rc.pin(), |_| {});
         assert_eq!(cell.published_generation(), 3);
@@ -383,5 +416,21 @@ mod tests {
             (3, 2, 4, &[2][..])
         );
         assert!(s.sees(1) && !s.sees(2) && s.sees(3) && !s.sees(4));
+    }
+
+    #[test]
+    fn a_kept_completion_leaves_the_installed_descriptor_under_its_generation() {
+        let rc = Reclaimer::new();
+        let cell = DescriptorCell::new();
+        let mut done = retired();
+        cell.complete(&rc, 2, &mut done, None);
+        let mut kept = Snapshot::default();
+        cell.complete(&rc, 1, &mut done, Some(&mut kept));
+        let mut fresh = Snapshot::default();
+        cell.copy_into(&rc, &mut fresh);
+        assert_eq!(kept, fresh);
+        assert_eq!(kept.generation, cell.published_generation());
+        assert!(kept.sees(1) && kept.sees(2));
+        done.flush(&rc, &rc.pin(), |_| {});
     }
 }

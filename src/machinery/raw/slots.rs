@@ -39,6 +39,16 @@ pub(crate) struct Slot {
     /// of its commit: a commit timestamp set early, or a prepared
     /// transaction's durable timestamp. Counted by `all_durable`.
     pub(crate) announced: AtomicU64,
+    /// The largest durable timestamp this slot's commits made since the
+    /// slot last saw the application set the global durable timestamp
+    /// (low 62 bits), and a 2-bit tag in the top bits that the owner
+    /// advances at each restart (`LockFree::release_claim`; issue 14w).
+    /// Owner-written with plain stores; kept across sessions (a released
+    /// slot's commits still count).
+    pub(crate) durable: AtomicU64,
+    /// The reset count (`durable_resets`) this slot's `durable` word
+    /// restarted at. Only the owner touches it.
+    pub(crate) durable_seen: AtomicU64,
 }
 
 impl Slot {
@@ -50,6 +60,8 @@ impl Slot {
             claim: AtomicU64::new(0),
             prepared: AtomicU64::new(0),
             announced: AtomicU64::new(0),
+            durable: AtomicU64::new(0),
+            durable_seen: AtomicU64::new(0),
         }
     }
 

@@ -1,0 +1,138 @@
+//! Model — the reported global durable timestamp (issue 14w; `all_durable`,
+//! the durable exception to invariant 4).
+//!
+//! A commit no longer raises one shared durable word with a `fetch_max`:
+//! it raises its own slot's word, and `query_timestamp` folds the words.
+//! Setting the global durable timestamp (it may move backwards) captures
+//! every slot's word and bumps a reset count; a commit that sees the count
+//! moved restarts its word with a new tag, and a word still equal to its
+//! capture counts as "nothing made durable since the set".
+//!
+//! Writer W commits at 120 on one session, then at 120 again on the same
+//! session (another key), while the timekeeper T sets the global durable
+//! timestamp to 50 and raises a flag. If W saw the flag before its second
+//! commit, that commit came after the set and the report must be 120. It
+//! may be 50 otherwise (a commit concurrent with the set may be ordered
+//! before it), and nothing else. A restart that keeps the word's tag
+//! (mutant DURABLE_RESTART_KEEPS_TAG) writes exactly the captured word
+//! back, and the report loses the commit.
+//!
+//! `model_racing_report`: after a commit at 120, the timekeeper sets the
+//! global durable timestamp to 50 while another thread reports. The report
+//! reads the set's record (value and the slots' words as found) without a
+//! lock, so it must read the record's fields after their writer (the
+//! record's causality witness; mutant RELAXED_DURABLE_SET_LOAD), and get
+//! 120 (the record before) or 50 (the new one), never a mix. (A third
+//! thread in the first model made it 200k executions; this pair is small.)
+
+use crate::common::{check, commit, engine};
+use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+use snapshot_engine::{mutant, CommitOptions, TimestampKind, TimestampUpdate, TxnOptions};
+
+fn model() {
+    let e = engine(2);
+    let set_done = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (e, set_done) = (e.clone(), set_done.clone());
+        thread::spawn(move || {
+            let mut s = e.session().unwrap();
+            let mut t = s.begin(&TxnOptions::default()).unwrap();
+            t.put(b"k", b"v1").unwrap();
+            t.commit(CommitOptions::at(120)).unwrap();
+            // Acquire: pairs with T's Release; the set has returned.
+            let after_set = set_done.load(Ordering::Acquire);
+            let mut t = s.begin(&TxnOptions::default()).unwrap();
+            t.put(b"j", b"j1").unwrap();
+            t.commit(CommitOptions::at(120)).unwrap();
+            after_set
+        })
+    };
+    let timekeeper = {
+        let (e, set_done) = (e.clone(), set_done.clone());
+        thread::spawn(move || {
+            e.set_timestamps(TimestampUpdate {
+                durable: Some(snapshot_engine::Timestamp::new(50)),
+                ..TimestampUpdate::default()
+            })
+            .unwrap();
+            // Release: pairs with W's Acquire.
+            set_done.store(true, Ordering::Release);
+        })
+    };
+    let after_set = writer.join().unwrap();
+    timekeeper.join().unwrap();
+    let got = e
+        .query_timestamp(TimestampKind::AllDurable)
+        .map(|t| t.get());
+    if after_set {
+        assert_eq!(
+            got,
+            Some(120),
+            "durable report lost a commit made after the global durable timestamp was set"
+        );
+    }
+    assert!(
+        got == Some(50) || got == Some(120),
+        "durable report {got:?}: neither the set value nor the commits' 120"
+    );
+}
+
+fn model_racing_report() {
+    let e = engine(2);
+    commit(&e, &[(b"k", b"v1")], 120);
+    let timekeeper = {
+        let e = e.clone();
+        thread::spawn(move || {
+            e.set_timestamps(TimestampUpdate {
+                durable: Some(snapshot_engine::Timestamp::new(50)),
+                ..TimestampUpdate::default()
+            })
+            .unwrap()
+        })
+    };
+    let reporter = {
+        let e = e.clone();
+        thread::spawn(move || {
+            e.query_timestamp(TimestampKind::AllDurable)
+                .map(|t| t.get())
+        })
+    };
+    timekeeper.join().unwrap();
+    let got = reporter.join().unwrap();
+    assert!(
+        matches!(got, Some(50) | Some(120)),
+        "durable report {got:?} while the set ran: neither the record before nor the new one"
+    );
+}
+
+#[test]
+fn durable_report_folds_the_slots() {
+    check("durable_report", mutant::NONE, model);
+}
+
+#[test]
+fn durable_report_races_the_set() {
+    check("durable_report/racing", mutant::NONE, model_racing_report);
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn mutant_relaxed_durable_set_load() {
+    check(
+        "durable_report/racing/RELAXED_DURABLE_SET_LOAD",
+        mutant::RELAXED_DURABLE_SET_LOAD,
+        model_racing_report,
+    );
+}
+
+#[test]
+#[should_panic(expected = "durable report lost a commit")]
+fn mutant_durable_restart_keeps_tag() {
+    check(
+        "durable_report/DURABLE_RESTART_KEEPS_TAG",
+        mutant::DURABLE_RESTART_KEEPS_TAG,
+        model,
+    );
+}
