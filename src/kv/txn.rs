@@ -464,13 +464,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
                 max,
             });
         }
-        let store = &self.d.engine.store;
-        // Pinned before `new_version`, so the descriptor copy of its lazy
-        // snapshot (a pin of the same collector) nests in this guard
-        // instead of paying an outermost pin of its own (crossbeam-epoch's
-        // full barrier; issue 14w).
-        let guard = store.rc.pin();
         let (status, view) = self.t.new_version()?;
+        let store = &self.d.engine.store;
+        let guard = store.rc.pin();
         let entry = store.index.get_or_insert(key, &store.rc, &guard);
         let v = Version::alloc(status, value);
         match entry.prepend(v, &view, &guard) {
@@ -542,13 +538,6 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
 
     #[inline]
     fn commit_in_place(&mut self, opts: CommitOptions) -> Result<()> {
-        // One epoch pin for the whole commit (one operation, so invariant
-        // 11's "no guard outlives one operation" holds): the flips', the
-        // descriptor install's, its retire flush's and pruning's pins nest
-        // in it instead of each paying an outermost pin, whose full barrier
-        // and every-128th-pin collection crossbeam-epoch charges (issue
-        // 14w). Not for a read-only commit: it pins nothing.
-        let _pinned = (!self.d.writes.is_empty()).then(|| self.d.engine.store.rc.pin());
         let d = &*self.d;
         let (mut unlinked, mut examined) = (0, 0);
         let r = self.t.commit(opts, |done| {

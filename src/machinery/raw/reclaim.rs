@@ -4,11 +4,8 @@
 //! "Why crossbeam-epoch"). Memory retired with [`Reclaimer::defer`] is freed
 //! only after every thread that was pinned when it was retired has unpinned
 //! (invariant 11). Nobody holds a guard longer than one operation: a guard is
-//! taken per `get`, per write, per commit, per descriptor load, and dropped
-//! before the call returns, so a long transaction never stalls reclamation.
-//! Pins nest: the KV layer pins once per write and once per commit, so the
-//! descriptor copy, install and pruning inside them pin nested (a counter
-//! bump), not outermost (a full barrier; issue 14w).
+//! taken per `get`, per write, per descriptor load, and dropped before the
+//! call returns, so a long transaction never stalls reclamation.
 //!
 //! Under `--cfg loom` without `--cfg crossbeam_loom` loom cannot see
 //! crossbeam-epoch's atomics, so a loom-visible stand-in replaces it: guards
