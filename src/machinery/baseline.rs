@@ -62,8 +62,8 @@
 //!   WiredTiger's volatile global timestamps.
 
 use super::protocol::{
-    check_prepare_against_readers, lowest_pins, report_timestamp, Machinery, Protocol,
-    SlotTimestamps, StableView,
+    check_prepare_against_readers, lowest_pins, read_ts_rule, report_timestamp, Machinery,
+    Protocol, SlotTimestamps, StableView,
 };
 use super::snapshot::Snapshot;
 use super::version::Horizon;
@@ -291,16 +291,7 @@ impl<const FIXED: bool> RwLockMachinery<FIXED> {
         ts: Timestamp,
         roundup: bool,
     ) -> Result<Timestamp> {
-        let mut r = ts.get();
-        if r < g.oldest {
-            if !roundup {
-                return Err(Error::ReadTimestampTooOld {
-                    read: ts,
-                    oldest: Timestamp::new(g.oldest),
-                });
-            }
-            r = g.oldest;
-        }
+        let r = read_ts_rule(ts, ts.get(), g.oldest, roundup)?;
         // Relaxed: published under the read lock; the horizon scan runs
         // under the write lock.
         self.entry(slot).read_ts.store(r, Ordering::Relaxed);

@@ -38,8 +38,8 @@
 //!    same shape as 2, but the setter refuses instead of waiting.
 
 use super::protocol::{
-    check_prepare_against_readers, lowest_pins, report_timestamp, Machinery, SlotTimestamps,
-    StableView,
+    check_prepare_against_readers, lowest_pins, read_ts_rule, report_timestamp, Machinery,
+    SlotTimestamps, StableView,
 };
 use super::raw::descriptor::{retired, DescriptorCell, Retired};
 use super::raw::durable::DurableCell;
@@ -248,26 +248,17 @@ impl Machinery for LockFree {
                 ctr.snapshot_rebuilt.bump(1);
                 continue;
             }
-            let bound = oldest.max(ft);
-            // A timestamp rule, not an ordering: `<=` would refuse a read
-            // timestamp at exactly oldest and, with roundup, spin forever.
-            // No loom model fails on it (issue 14b's mutation check); the
-            // `tests/timestamp_rules.rs` rows "at exactly oldest" and
-            // "roundup_read rounds ..." do.
-            if r < bound {
-                if roundup {
-                    r = bound;
-                    continue;
+            match read_ts_rule(ts, r, oldest.max(ft), roundup) {
+                Ok(v) if v == r => return Ok(Timestamp::new(r)),
+                // Rounded up: publish the new timestamp and check again.
+                Ok(v) => r = v,
+                Err(e) => {
+                    // Nothing stays published: the transaction has no
+                    // snapshot yet and may set a valid read timestamp later.
+                    s.clear_pins();
+                    return Err(e);
                 }
-                // Nothing stays published: the transaction has no snapshot
-                // yet and may set a valid read timestamp later.
-                s.clear_pins();
-                return Err(Error::ReadTimestampTooOld {
-                    read: ts,
-                    oldest: Timestamp::new(bound),
-                });
             }
-            return Ok(Timestamp::new(r));
         }
     }
 
@@ -301,17 +292,17 @@ impl Machinery for LockFree {
             // copy of an earlier oldest, so max() also covers a stale oldest.
             let oldest = self.clocks.oldest.load(Ordering::Relaxed);
             let floor = self.clocks.floor_ts.load(Ordering::Relaxed);
-            let bound = oldest.max(floor);
-            if r < bound {
-                if roundup {
-                    r = bound;
+            match read_ts_rule(ts, r, oldest.max(floor), roundup) {
+                Ok(v) if v == r => {}
+                // Rounded up: publish the new timestamp and check again.
+                Ok(v) => {
+                    r = v;
                     continue;
                 }
-                s.read_ts.store(0, Ordering::Relaxed);
-                return Err(Error::ReadTimestampTooOld {
-                    read: ts,
-                    oldest: Timestamp::new(bound),
-                });
+                Err(e) => {
+                    s.read_ts.store(0, Ordering::Relaxed);
+                    return Err(e);
+                }
             }
             if late {
                 s.read_ts.store(r, Ordering::Relaxed);

@@ -5,7 +5,7 @@
 use super::snapshot::Snapshot;
 use super::version::Horizon;
 use crate::config::{EngineConfig, TimestampKind, TimestampUpdate};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::stats::Counters;
 use crate::ts::Timestamp;
 
@@ -174,6 +174,34 @@ pub(crate) fn lowest_pins(start: (u64, u64), pins: impl Iterator<Item = (u64, u6
         }
     }
     (hx, ht)
+}
+
+/// The read-timestamp rule (PROTOCOL rule 5, every machinery): read
+/// timestamp `r` (the caller asked for `asked`) stands when it is at least
+/// `bound`, the lowest timestamp still readable (oldest, or the horizon's
+/// timestamp floor when that is higher); below it, it is rounded up to
+/// `bound` with `roundup` and refused otherwise.
+///
+/// # Errors
+/// [`Error::ReadTimestampTooOld`] with the `asked` timestamp and `bound`,
+/// when `r` is below `bound` and `roundup` is off.
+pub(crate) fn read_ts_rule(asked: Timestamp, r: u64, bound: u64, roundup: bool) -> Result<u64> {
+    // A timestamp rule, not an ordering: a read timestamp at exactly the
+    // bound stands. Refusing it (`r > bound`) would refuse a read at exactly
+    // oldest and, with roundup, make the lock-free retry loops spin forever.
+    // No loom model fails on it (issue 14b's mutation check); the
+    // `tests/timestamp_rules.rs` rows "at exactly oldest" and "roundup_read
+    // rounds ..." do.
+    if r >= bound {
+        Ok(r)
+    } else if roundup {
+        Ok(bound)
+    } else {
+        Err(Error::ReadTimestampTooOld {
+            read: asked,
+            oldest: Timestamp::new(bound),
+        })
+    }
 }
 
 pub(crate) fn report_timestamp(
