@@ -6,7 +6,7 @@
 //! statuses stay `InProgress`, and the writer has left the running set).
 
 use snapshot_engine::machinery::{
-    TxnManager, TxnSession, VersionState, VersionStatus, Visibility, WriteCheck,
+    Transaction, TxnManager, TxnSession, VersionState, VersionStatus, Visibility, WriteCheck,
 };
 use snapshot_engine::{CommitOptions, Error, Timestamp, TimestampUpdate, TxnOptions};
 use std::sync::Mutex;
@@ -77,22 +77,33 @@ fn setup() -> (TxnManager, Key) {
 /// prepares it at 30; then drops it without rollback.
 fn drop_a_writer(mgr: &TxnManager, key: &Key, prepare: bool) {
     let mut s = mgr.session().unwrap();
-    let mut t = s.begin(&TxnOptions::default()).unwrap();
-    let (status, _) = t.new_version().unwrap();
-    key.lock().unwrap().insert(0, Version { status, value: 20 });
+    let mut t = write_twenty(&mut s, key);
     if prepare {
-        t.prepare(Timestamp::new(30), |done| {
-            for v in key.lock().unwrap().iter() {
-                done.flip(&v.status);
-            }
-        })
-        .unwrap();
+        prepare_at_30(&mut t, key);
         assert_eq!(
             key.lock().unwrap()[0].status.state(),
             VersionState::Prepared(Timestamp::new(30))
         );
     }
     drop(t);
+}
+
+/// Begins a transaction on `s` that writes 20 under the key.
+fn write_twenty<'s, 'm>(s: &'s mut TxnSession<'m>, key: &Key) -> Transaction<'s, 'm> {
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    let (status, _) = t.new_version().unwrap();
+    key.lock().unwrap().insert(0, Version { status, value: 20 });
+    t
+}
+
+/// Prepares `t` at 30, flipping every version under the key.
+fn prepare_at_30(t: &mut Transaction<'_, '_>, key: &Key) {
+    t.prepare(Timestamp::new(30), |done| {
+        for v in key.lock().unwrap().iter() {
+            done.flip(&v.status);
+        }
+    })
+    .unwrap();
 }
 
 #[test]
@@ -102,15 +113,8 @@ fn a_dropped_prepared_transaction_reads_as_rolled_back() {
     // While it is prepared, a reader at or above 30 meets a conflict.
     {
         let mut w = mgr.session().unwrap();
-        let mut t = w.begin(&TxnOptions::default()).unwrap();
-        let (status, _) = t.new_version().unwrap();
-        key.lock().unwrap().insert(0, Version { status, value: 20 });
-        t.prepare(Timestamp::new(30), |done| {
-            for v in key.lock().unwrap().iter() {
-                done.flip(&v.status);
-            }
-        })
-        .unwrap();
+        let mut t = write_twenty(&mut w, &key);
+        prepare_at_30(&mut t, &key);
         assert_eq!(
             read(&mut s, &key, &at(35)),
             Err(Visibility::PrepareConflict)
@@ -198,15 +202,8 @@ fn the_manager_reports_dropped_writers_versions_aborted_for_pruning() {
 fn a_live_prepared_transaction_is_still_a_conflict_for_readers_and_writers() {
     let (mgr, key) = setup();
     let mut w = mgr.session().unwrap();
-    let mut t = w.begin(&TxnOptions::default()).unwrap();
-    let (status, _) = t.new_version().unwrap();
-    key.lock().unwrap().insert(0, Version { status, value: 20 });
-    t.prepare(Timestamp::new(30), |done| {
-        for v in key.lock().unwrap().iter() {
-            done.flip(&v.status);
-        }
-    })
-    .unwrap();
+    let mut t = write_twenty(&mut w, &key);
+    prepare_at_30(&mut t, &key);
     let mut s = mgr.session().unwrap();
     assert_eq!(
         read(&mut s, &key, &at(35)),
