@@ -18,7 +18,7 @@
 use crate::common::{check, ts};
 use loom::sync::Arc;
 use loom::thread;
-use snapshot_engine::machinery::{TxnManager, VersionState, VersionStatus, Visibility};
+use snapshot_engine::machinery::{TxnManager, VersionState, VersionStatus, Visibility, WriteCheck};
 use snapshot_engine::{mutant, CommitOptions, TxnOptions};
 use std::sync::OnceLock;
 
@@ -66,6 +66,53 @@ fn model() {
     );
 }
 
+/// A writer's first-updater-wins check racing the prepare itself: the
+/// version is linked (in progress) before the writer starts; then the
+/// transaction prepares at 30 and commits at 30 while another transaction
+/// checks the version before writing the key. The check must meet the
+/// update as running or prepared (a conflict) or as committed in its
+/// snapshot (allowed); it never skips it as aborted, and the commit is
+/// never overwritten. If prepare listed the transaction in the prepared
+/// table after its flips instead of before, a check that met `Prepared` in
+/// between would find the writer unlisted, settle the status to aborted
+/// and write on top: a lost update.
+fn model_write_check() {
+    let w = Arc::new(World {
+        mgr: TxnManager::new(2),
+        version: OnceLock::new(),
+    });
+    let mut s = w.mgr.session().unwrap();
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    let (status, _) = t.new_version().unwrap();
+    assert!(w.version.set(status).is_ok());
+    let status = w.version.get().unwrap();
+    let writer = {
+        let w = w.clone();
+        thread::spawn(move || {
+            let mut s = w.mgr.session().unwrap();
+            let mut t = s.begin(&TxnOptions::default()).unwrap();
+            let (_mine, view) = t.new_version().unwrap();
+            view.write_check(w.version.get().unwrap())
+        })
+    };
+    t.prepare(ts(30), |done| assert!(done.flip(status)))
+        .unwrap();
+    t.commit(CommitOptions::at(30), |done| assert!(done.flip(status)))
+        .unwrap();
+    drop(t);
+    drop(s);
+    let got = writer.join().unwrap();
+    assert!(
+        got != WriteCheck::Skip,
+        "first updater wins broken: a writer's check took a prepared (not dropped) transaction's version for an aborted one"
+    );
+    assert_eq!(
+        status.state(),
+        VersionState::Committed(ts(30)),
+        "first updater wins broken: the prepared commit was overwritten"
+    );
+}
+
 #[test]
 fn settle_versus_prepared_commit() {
     check("dropped_prepared", mutant::NONE, model);
@@ -98,5 +145,24 @@ fn mutant_prepared_cleared_before_flip() {
         "dropped_prepared/PREPARED_CLEARED_BEFORE_FLIP",
         mutant::PREPARED_CLEARED_BEFORE_FLIP,
         model,
+    );
+}
+
+#[test]
+fn write_check_versus_prepare() {
+    check(
+        "dropped_prepared/write_check",
+        mutant::NONE,
+        model_write_check,
+    );
+}
+
+#[test]
+#[should_panic(expected = "first updater wins broken")]
+fn mutant_prepared_published_after_flip() {
+    check(
+        "dropped_prepared/write_check/PREPARED_PUBLISHED_AFTER_FLIP",
+        mutant::PREPARED_PUBLISHED_AFTER_FLIP,
+        model_write_check,
     );
 }

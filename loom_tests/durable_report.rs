@@ -79,6 +79,90 @@ fn model() {
     );
 }
 
+/// Two commits on one session after a durable set: the timekeeper T sets
+/// the global durable timestamp to 50 while writer W commits at 110, then
+/// at 120, on one session. The report must be 120 (the set came first, or
+/// between the commits) or 50 (it came after both); if W saw the set
+/// return before its first commit, 120. A commit that compares its
+/// timestamp with its slot's word with the word's restart tag left on
+/// (mutant DURABLE_COMPARE_KEEPS_TAG) never raises a restarted word again:
+/// 110.
+fn model_later_commits() {
+    let e = engine(2);
+    let set_done = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (e, set_done) = (e.clone(), set_done.clone());
+        thread::spawn(move || {
+            let mut s = e.session().unwrap();
+            // Acquire: pairs with T's Release; the set has returned.
+            let after_set = set_done.load(Ordering::Acquire);
+            for (key, at) in [(b"k", 110), (b"j", 120)] {
+                let mut t = s.begin(&TxnOptions::default()).unwrap();
+                t.put(key, b"v").unwrap();
+                t.commit(CommitOptions::at(at)).unwrap();
+            }
+            after_set
+        })
+    };
+    let timekeeper = {
+        let (e, set_done) = (e.clone(), set_done.clone());
+        thread::spawn(move || {
+            e.set_timestamps(TimestampUpdate {
+                durable: Some(snapshot_engine::Timestamp::new(50)),
+                ..TimestampUpdate::default()
+            })
+            .unwrap();
+            // Release: pairs with W's Acquire.
+            set_done.store(true, Ordering::Release);
+        })
+    };
+    let after_set = writer.join().unwrap();
+    timekeeper.join().unwrap();
+    let got = e
+        .query_timestamp(TimestampKind::AllDurable)
+        .map(|t| t.get());
+    if after_set {
+        assert_eq!(
+            got,
+            Some(120),
+            "durable report lost a session's later commit made after the global durable timestamp was set"
+        );
+    }
+    assert!(
+        got == Some(50) || got == Some(120),
+        "durable report {got:?}: neither the set value, 50, nor a session's later commit, 120"
+    );
+}
+
+/// Five durable sets, each followed by a commit on the one session (one
+/// thread, one execution): each report is the commit's timestamp. Each
+/// set makes the slot's word restart with the next 2-bit tag, so the
+/// fourth restart wraps the tag to 0 and the word is smaller than the one
+/// the set recorded; a report that counts a word only when it grew
+/// (mutant DURABLE_REPORT_COUNTS_GROWTH) ignores it.
+fn model_tag_wraps() {
+    let e = engine(1);
+    let mut s = e.session().unwrap();
+    for i in 1..=5u64 {
+        e.set_timestamps(TimestampUpdate {
+            durable: Some(snapshot_engine::Timestamp::new(i)),
+            ..TimestampUpdate::default()
+        })
+        .unwrap();
+        let mut t = s.begin(&TxnOptions::default()).unwrap();
+        t.put(b"k", b"v").unwrap();
+        t.commit(CommitOptions::at(100 * i)).unwrap();
+        let got = e
+            .query_timestamp(TimestampKind::AllDurable)
+            .map(|t| t.get());
+        assert_eq!(
+            got,
+            Some(100 * i),
+            "durable report ignored the commit after durable set {i} (the slot word's restart tag wraps at the fourth)"
+        );
+    }
+}
+
 fn model_racing_report() {
     let e = engine(2);
     commit(&e, &[(b"k", b"v1")], 120);
@@ -134,5 +218,39 @@ fn mutant_durable_restart_keeps_tag() {
         "durable_report/DURABLE_RESTART_KEEPS_TAG",
         mutant::DURABLE_RESTART_KEEPS_TAG,
         model,
+    );
+}
+
+#[test]
+fn durable_report_counts_later_commits() {
+    check(
+        "durable_report/later_commits",
+        mutant::NONE,
+        model_later_commits,
+    );
+}
+
+#[test]
+#[should_panic(expected = "a session's later commit")]
+fn mutant_durable_compare_keeps_tag() {
+    check(
+        "durable_report/later_commits/DURABLE_COMPARE_KEEPS_TAG",
+        mutant::DURABLE_COMPARE_KEEPS_TAG,
+        model_later_commits,
+    );
+}
+
+#[test]
+fn durable_report_survives_the_tag_wrap() {
+    check("durable_report/tag_wraps", mutant::NONE, model_tag_wraps);
+}
+
+#[test]
+#[should_panic(expected = "durable report ignored the commit after durable set 4")]
+fn mutant_durable_report_counts_growth() {
+    check(
+        "durable_report/tag_wraps/DURABLE_REPORT_COUNTS_GROWTH",
+        mutant::DURABLE_REPORT_COUNTS_GROWTH,
+        model_tag_wraps,
     );
 }

@@ -4,6 +4,10 @@
     mutants.py list FILE...          one line per mutant: ID<TAB>description
     mutants.py apply ID SRC DEST     write the mutated file of ID (read from
                                      the tree at SRC) into the tree at DEST
+    mutants.py report TSV SRC HOW    the markdown report of a run's results
+                                     (mutants.sh's results.tsv; SRC: the
+                                     tree the mutants were made from; HOW:
+                                     how it was run, for the heading)
 
 A mutant ID is `file:line:kind[:n]`. Kinds:
 
@@ -12,6 +16,10 @@ A mutant ID is `file:line:kind[:n]`. Kinds:
                      `sync::Fences`; loom runs both as SeqCst fences)
 * fence-weakened     a `fence(Ordering::SeqCst)` or a pair call made
                      `fence(Ordering::AcqRel)`
+* fence-swapped      a pair call swapped for the other side's
+                     (`fences.light()` <-> `fences.heavy()`); loom runs both
+                     as one SeqCst fence, so only the unit tests that count
+                     a call site's fences (`lockfree.rs`) can kill these
 * order-X-Y          one ordering stronger than Relaxed weakened one step,
                      to an ordering legal for the operation (load: SeqCst ->
                      Acquire -> Relaxed; store: SeqCst -> Release ->
@@ -20,7 +28,14 @@ A mutant ID is `file:line:kind[:n]`. Kinds:
                      failure ordering like a load)
 * cmp-A-B            a comparison `<`/`<=`/`>`/`>=` flipped (`<` <-> `<=`,
                      `>` <-> `>=`); rustfmt puts spaces around binary
-                     operators, which tells them from generics
+                     operators, which tells them from generics. In a
+                     function that handles a tag-carrying word (it names a
+                     tag mask: an identifier ending in `TAG`, or `tag`),
+                     also `!=` -> `>` ("changed" taken for "grew", which a
+                     wrapped tag breaks) and `>` -> `!=`
+* mask-dropped       a tag mask `& !..TAG` (or `& !tag`) removed, so a
+                     tag-carrying word is compared or reported with its tag
+                     bits on
 * store-after-fence  a one-line store just before a SeqCst fence moved after
                      it (store-fence-load handshakes)
 * load-before-fence  a one-line load just after a SeqCst fence moved before it
@@ -34,7 +49,10 @@ import sys
 
 ORDER_RE = re.compile(r"Ordering::(SeqCst|AcqRel|Acquire|Release)\b")
 FENCE_RE = re.compile(r"\bfence\(Ordering::SeqCst\)|\bself\.fences\.(?:light|heavy)\(\)")
-CMP_RE = re.compile(r"(?<=[\w)\]]) (<=|>=|<|>) (?=[\w(&*!-])")
+CMP_RE = re.compile(r"(?<=[\w)\]]) (<=|>=|<|>|!=) (?=[\w(&*!-])")
+TAG_RE = re.compile(r"\b\w*TAG\b|\btag\b")
+MASK_RE = re.compile(r" & !(\w*TAG|tag)\b")
+PAIR_RE = re.compile(r"\bself\.fences\.(light|heavy)\(\)")
 RMW = {"swap", "fetch_add", "fetch_sub", "fetch_max", "fetch_min", "fetch_or",
        "fetch_and", "fetch_xor", "fetch_update", "compare_exchange",
        "compare_exchange_weak"}
@@ -80,6 +98,35 @@ def enclosing_call(code, pos):
             commas += 1
         i -= 1
     return None, 0
+
+
+def fn_spans(code):
+    """(start, end) of every `fn` body in `code` (braces matched)."""
+    spans = []
+    for m in re.finditer(r"\bfn\s+\w+", code):
+        i = code.find("{", m.end())
+        semi = code.find(";", m.end())
+        if i < 0 or (0 <= semi < i):
+            continue  # a declaration without a body (trait method)
+        depth = 0
+        for j in range(i, len(code)):
+            if code[j] == "{":
+                depth += 1
+            elif code[j] == "}":
+                depth -= 1
+                if depth == 0:
+                    spans.append((m.start(), j + 1))
+                    break
+    return spans
+
+
+def in_tag_fn(code, spans, pos):
+    """Is `pos` inside a function that names a tag mask?"""
+    inner = [(a, b) for a, b in spans if a <= pos < b]
+    if not inner:
+        return False
+    a, b = max(inner)  # the innermost: the latest start
+    return bool(TAG_RE.search(code, a, b))
 
 
 def op_kind(code, pos):
@@ -131,7 +178,7 @@ def fence_unit(lines, i):
     return i, i
 
 
-SWITCHED = re.compile(r"^\s*(\} else )?if (mutant_on\(|early\b|late\b)")
+SWITCHED = re.compile(r"^\s*(\} else )?(let \w+ = )?if (mutant_on\(|early\b|late\b)")
 
 
 def in_switched_branch(code, pos):
@@ -172,12 +219,28 @@ def mutants(path, text):
         seen[key] = seen.get(key, 0) + 1
         return key if seen[key] == 1 else f"{key}:{seen[key]}"
 
+    spans = fn_spans(code)
     for m in FENCE_RE.finditer(code, 0, end):
+        if in_switched_branch(code, m.start()):
+            continue
         ln = line_of(text, m.start())
         yield (mid(ln, "fence-removed"), f"{m.group(0)} removed",
                text[:m.start()] + "/* mutant: fence removed */ ()" + text[m.end():])
         yield (mid(ln, "fence-weakened"), f"{m.group(0)} -> fence(AcqRel)",
                text[:m.start()] + "fence(Ordering::AcqRel)" + text[m.end():])
+        p = PAIR_RE.match(code, m.start())
+        if p:
+            other = {"light": "heavy", "heavy": "light"}[p.group(1)]
+            yield (mid(ln, f"fence-swapped-{p.group(1)}-{other}"),
+                   f"{m.group(0)} -> self.fences.{other}()",
+                   text[:m.start()] + f"self.fences.{other}()" + text[m.end():])
+    for m in MASK_RE.finditer(code, 0, end):
+        if in_switched_branch(code, m.start()):
+            continue
+        ln = line_of(text, m.start())
+        yield (mid(ln, "mask-dropped"),
+               f"`{m.group(0).strip()}` dropped: {text.splitlines()[ln - 1].strip()}",
+               text[:m.start()] + text[m.end():])
     for m in ORDER_RE.finditer(code, 0, end):
         if code.rfind("fence(", 0, m.start()) == m.start() - len("fence("):
             continue
@@ -191,17 +254,22 @@ def mutants(path, text):
             yield (mid(ln, f"order-{m.group(1)}-{weaker}"),
                    f"{kind}: Ordering::{m.group(1)} -> Ordering::{weaker}",
                    text[:m.start()] + f"Ordering::{weaker}" + text[m.end():])
-    flip = {"<": "<=", "<=": "<", ">": ">=", ">=": ">"}
+    flip = {"<": ["<="], "<=": ["<"], ">": [">="], ">=": [">"], "!=": []}
+    tagged = {">": ["!="], "!=": [">"]}
+    name = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "!=": "ne"}
     for m in CMP_RE.finditer(code, 0, end):
         op = m.group(1)
         s, e = m.start(1), m.end(1)
         if in_switched_branch(code, s):
             continue
         ln = line_of(text, s)
-        name = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
-        yield (mid(ln, f"cmp-{name[op]}-{name[flip[op]]}"),
-               f"`{op}` -> `{flip[op]}`: {text.splitlines()[ln - 1].strip()}",
-               text[:s] + flip[op] + text[e:])
+        to = list(flip[op])
+        if in_tag_fn(code, spans, s):
+            to += tagged.get(op, [])
+        for new_op in to:
+            yield (mid(ln, f"cmp-{name[op]}-{name[new_op]}"),
+                   f"`{op}` -> `{new_op}`: {text.splitlines()[ln - 1].strip()}",
+                   text[:s] + new_op + text[e:])
     lines = text.split("\n")
     code_lines = code.split("\n")
     last = line_of(text, end) - 1
@@ -231,7 +299,67 @@ def mutants(path, text):
                    f"load moved before the fence: {s}", "\n".join(new))
 
 
+def comment_above(lines, ln):
+    """The comment block right above 1-based line `ln` (or ending on it),
+    joined: where a survivor's reason stands."""
+    i = ln - 1
+    text = lines[i] if i < len(lines) else ""
+    own = text.split("//", 1)[1].strip() if "//" in text else ""
+    block = []
+    j = i - 1
+    while j >= 0 and lines[j].strip().startswith("//"):
+        block.insert(0, lines[j].strip().lstrip("/").strip())
+        j -= 1
+    if not block and j >= 0 and not lines[j].strip().endswith((";", "{", "}", ",")):
+        # The statement starts on an earlier line: its comment stands above
+        # that line.
+        k = j
+        while k >= 0 and not lines[k].strip().startswith("//") and not \
+                lines[k].strip().endswith((";", "{", "}")):
+            k -= 1
+        while k >= 0 and lines[k].strip().startswith("//"):
+            block.insert(0, lines[k].strip().lstrip("/").strip())
+            k -= 1
+    return " ".join(block + ([own] if own else []))
+
+
+def report(tsv, src, how):
+    """A markdown table of mutants.sh's results."""
+    rows = [l.rstrip("\n").split("\t") for l in open(tsv) if l.strip()]
+    texts = {}
+    out = ["# Mutation check report", "",
+           f"Written by `scripts/mutants.sh` ({how}). One row per mutant: what",
+           "killed it (the first loom model, or with `--tests` the first failing",
+           "test, to fail), or for a survivor the comment at its line, which",
+           "says why it survives (an ordering stronger than needed, an",
+           "equivalent mutant, or an ordering required for a reason no check",
+           "here can show).", ""]
+    counts = {}
+    for r in rows:
+        counts[r[1]] = counts.get(r[1], 0) + 1
+    out.append(", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + ".")
+    out.append("")
+    out.append("| mutant | change | outcome | killed by / reason at the line |")
+    out.append("|---|---|---|---|")
+    esc = lambda x: x.replace("|", "\\|").replace("\n", " ")
+    for r in rows:
+        mid, outcome, by, secs, desc = (r + [""] * 5)[:5]
+        path, line = mid.split(":")[0], int(mid.split(":")[1])
+        if outcome == "SURVIVED":
+            if path not in texts:
+                texts[path] = open(f"{src}/{path}").read().split("\n")
+            why = comment_above(texts[path], line)
+            by = why if why else "(no comment at the line)"
+        if len(by) > 300:
+            by = by[:297] + "..."
+        out.append(f"| `{mid}` | {esc(desc)} | {outcome} | {esc(by)} |")
+    return "\n".join(out) + "\n"
+
+
 def main():
+    if len(sys.argv) == 5 and sys.argv[1] == "report":
+        sys.stdout.write(report(*sys.argv[2:]))
+        return 0
     if len(sys.argv) >= 2 and sys.argv[1] == "list":
         for path in sys.argv[2:]:
             text = open(path).read()

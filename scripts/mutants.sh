@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # Mechanical mutation check of the protocol: generates mutants from src/
-# (scripts/mutants.py: every fence(SeqCst) removed or weakened, every
-# ordering stronger than Relaxed weakened one step, every `<`/`<=`/`>`/`>=`
-# flipped, every store-fence-load reordered where one line moves), runs the
-# tier-1 loom models on each and prints the survivors.
+# (scripts/mutants.py: every fence(SeqCst) removed or weakened, every call
+# of the fence pair swapped for the other side's, every ordering stronger
+# than Relaxed weakened one step, every `<`/`<=`/`>`/`>=` flipped, `!=` and
+# `>` swapped and tag masks dropped on tag-carrying words, every
+# store-fence-load reordered where one line moves), runs the tier-1 loom
+# models on each and prints the survivors.
 #
 #   scripts/mutants.sh --list              list the mutants (fast; CI)
 #   scripts/mutants.sh                     run every mutant (slow: hours)
-#   scripts/mutants.sh --tests             also run `cargo test --release`
-#                                          on the loom survivors
+#   scripts/mutants.sh --tests             also run the library's unit and
+#                                          integration tests (release) on
+#                                          the loom survivors
 #   scripts/mutants.sh --only REGEX        only mutants whose ID matches
+#   scripts/mutants.sh --report FILE       also write the report table to
+#                                          FILE (scripts/mutants-report.md
+#                                          keeps the last recorded run)
 #   scripts/mutants.sh [opts] FILE...      mutate these files (default: the
 #                                          protocol files below)
 #
@@ -19,19 +25,24 @@
 # rebuilds are incremental. The models (not their should_panic twins, which
 # expect a mutant switch) run one at a time in the order below, and a mutant
 # counts as killed at the first model that fails (or times out). Results
-# go to $MUTANTS_DIR/results.tsv as they come (ID, outcome, what killed it).
-# Every survivor is either caught by a model added for it or has a comment
-# "belt and braces: ..." at its line saying why the ordering is kept.
+# go to $MUTANTS_DIR/results.tsv as they come (ID, outcome, what killed it),
+# and at the end to the report, $MUTANTS_DIR/report.md: a table with one
+# row per mutant, the check that killed it or, for a survivor, the comment
+# at its line. Every survivor gets a check that kills it or a one-line
+# reason at its line ("stronger than needed: ...", "required: ...",
+# "equivalent: ..."); the results themselves live in the report, not in
+# comments.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-list=0 tests=0 only=""
+list=0 tests=0 only="" report=""
 files=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --list) list=1 ;;
     --tests) tests=1 ;;
     --only) only="$2"; shift ;;
+    --report) report="$2"; shift ;;
     -*) echo "mutants.sh: unknown option $1" >&2; exit 2 ;;
     *) files+=("$1") ;;
     esac
@@ -39,7 +50,7 @@ while [ $# -gt 0 ]; do
 done
 if [ ${#files[@]} -eq 0 ]; then
     files=(src/machinery/lockfree.rs src/machinery/raw/descriptor.rs
-        src/machinery/raw/slots.rs src/machinery/raw/reclaim.rs
+        src/machinery/raw/slots.rs src/machinery/raw/reclaim.rs src/machinery/raw/durable.rs
         src/machinery/version.rs src/machinery/txn.rs src/machinery/protocol.rs
         src/store/raw/chain.rs
         src/store/raw/hashindex.rs src/kv/txn.rs src/sync.rs)
@@ -81,6 +92,12 @@ fi
 if [ ! -d "$dir/target/loom" ] && [ -d target/loom ]; then
     cp -r target/loom "$dir/target/loom"
 fi
+# Warm the tests' target from this tree's release build (the dependencies
+# carry over; the crate itself rebuilds per mutant).
+if [ "$tests" -eq 1 ] && [ ! -d "$dir/target/tests/release" ] && [ -d target/release ]; then
+    mkdir -p "$dir/target/tests"
+    cp -r target/release "$dir/target/tests/release"
+fi
 : >"$results"
 
 flags="${RUSTFLAGS:-} --cfg loom -C debug-assertions=on"
@@ -88,7 +105,8 @@ export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 loom_cmd=(cargo test --release --no-default-features --test loom)
 # Fast models first: most mutants die in the first few.
 order=(slots:: descriptors:: pin_horizon:: read_ts_oldest:: read_ts_refresh::
-    prepared:: announce_stable:: stable_view:: rollback:: floor_source::
+    prepared:: durable_report:: dropped_prepared:: announce_stable::
+    stable_view:: rollback:: floor_source:: lazy_snapshot::
     finger:: prepare_stable:: chains:: stable::)
 
 survivors=()
@@ -124,12 +142,18 @@ while IFS=$'\t' read -r id desc; do
             fi
         done
         if [ -z "$outcome" ] && [ "$tests" -eq 1 ]; then
+            # The library's unit and integration tests (no doc tests, no
+            # driver): the fence-pair counts and the timestamp tables live
+            # there. `--no-fail-fast` off: the first failing binary decides.
             if (cd "$tree" && CARGO_TARGET_DIR="$dir/target/tests" \
-                timeout 1200 cargo test --release -q >"$dir/tests.log" 2>&1); then
+                timeout 1800 cargo test --release -q -p snapshot-engine --lib --tests \
+                >"$dir/tests.log" 2>&1); then
                 :
             else
                 outcome=killed
-                by="cargo test: $(grep -m1 -E '^test .* FAILED|panicked' "$dir/tests.log" | cut -c1-160 || true)"
+                by="cargo test: $(grep -m1 -E '^test .* FAILED|panicked|timed out' "$dir/tests.log" | cut -c1-160 || true)"
+                first="$(grep -m1 -A2 -E 'panicked at' "$dir/tests.log" | tail -n +2 | tr '\n' ' ' | cut -c1-200 || true)"
+                if [ -n "$first" ]; then by="$by: $first"; fi
             fi
         fi
         if [ -z "$outcome" ]; then outcome=SURVIVED; fi
@@ -140,8 +164,12 @@ while IFS=$'\t' read -r id desc; do
     if [ "$outcome" = SURVIVED ]; then survivors+=("$id	$desc"); fi
 done <<<"$all"
 
+python3 "$pristine/scripts/mutants.py" report "$results" "$pristine" \
+    "LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS, tests on loom survivors: $([ "$tests" -eq 1 ] && echo yes || echo no), base $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo ' + uncommitted src changes')" \
+    >"$dir/report.md"
+if [ -n "$report" ]; then cp "$dir/report.md" "$report"; fi
 echo "== $(grep -c $'\tkilled\t' "$results" || true) killed, ${#survivors[@]} survived," \
-    "$(grep -c $'\tbuild-failed\t' "$results" || true) did not build; results: $results"
+    "$(grep -c $'\tbuild-failed\t' "$results" || true) did not build; results: $results; report: $dir/report.md"
 if [ ${#survivors[@]} -gt 0 ]; then
     echo "== survivors:"
     printf '  %s\n' "${survivors[@]}"

@@ -240,6 +240,8 @@ impl Fences {
     /// mutants here reach both).
     #[inline(always)]
     pub(crate) fn light(&self) {
+        #[cfg(all(test, not(loom)))]
+        fence_count::bump(&fence_count::LIGHT);
         if self.asymmetric {
             std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
         } else {
@@ -255,11 +257,42 @@ impl Fences {
     /// next to it (a few ns against microseconds).
     #[inline]
     pub(crate) fn heavy(&self) {
+        #[cfg(all(test, not(loom)))]
+        fence_count::bump(&fence_count::HEAVY);
         fence(Ordering::SeqCst);
         #[cfg(all(target_os = "linux", not(loom)))]
         if self.asymmetric {
+            #[cfg(test)]
+            fence_count::bump(&fence_count::MEMBARRIER);
             membarrier::expedited();
         }
+    }
+}
+
+/// Unit tests only: how many light fences, heavy fences and membarriers
+/// this thread has issued through [`Fences`], so a test can check which
+/// side of the pair a call site runs (loom runs both sides as the same
+/// SeqCst fence and cannot tell them apart).
+#[cfg(all(test, not(loom)))]
+pub(crate) mod fence_count {
+    use std::cell::Cell;
+    std::thread_local! {
+        pub(crate) static LIGHT: Cell<u64> = const { Cell::new(0) };
+        pub(crate) static HEAVY: Cell<u64> = const { Cell::new(0) };
+        pub(crate) static MEMBARRIER: Cell<u64> = const { Cell::new(0) };
+    }
+
+    pub(super) fn bump(c: &'static std::thread::LocalKey<Cell<u64>>) {
+        c.with(|c| c.set(c.get() + 1));
+    }
+
+    /// `(light, heavy, membarrier)` issued by this thread so far.
+    pub(crate) fn now() -> (u64, u64, u64) {
+        (
+            LIGHT.with(Cell::get),
+            HEAVY.with(Cell::get),
+            MEMBARRIER.with(Cell::get),
+        )
     }
 }
 
@@ -601,6 +634,26 @@ pub mod mutant {
     /// instead of Acquire, so it may read the record's fields before they
     /// are visible (invariant 11; issue 14w).
     pub const RELAXED_DURABLE_SET_LOAD: u32 = 42;
+    /// A commit compares its durable timestamp with its slot's durable word
+    /// with the word's tag bits left on, so once a durable set has made the
+    /// word restart (tag non-zero) the session's later commits never raise
+    /// it (`all_durable`).
+    pub const DURABLE_COMPARE_KEEPS_TAG: u32 = 43;
+    /// A durable report counts a slot's word only when it grew since the
+    /// last durable set instead of when it changed, so a word whose 2-bit
+    /// restart tag wrapped (four restarts) is ignored (`all_durable`).
+    pub const DURABLE_REPORT_COUNTS_GROWTH: u32 = 44;
+    /// Prepare lists the transaction in the prepared table after it flips
+    /// its statuses to prepared instead of before, so a writer whose check
+    /// meets a prepared status in between takes the transaction for a
+    /// dropped one and settles the status to aborted (first updater wins).
+    pub const PREPARED_PUBLISHED_AFTER_FLIP: u32 = 45;
+    /// The horizon advancer issues the readers' light fence between its
+    /// floor stores and its scan instead of the heavy one (with the
+    /// asymmetric pair: no membarrier; handshake 1). Loom runs both sides
+    /// as one SeqCst fence, so this one is a unit-test mutant
+    /// (`lockfree.rs` tests, which count the fences a call site issues).
+    pub const ADVANCE_LIGHT_FENCE: u32 = 46;
 
     #[cfg(loom)]
     static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);
@@ -617,9 +670,29 @@ pub mod mutant {
     pub fn on(m: u32) -> bool {
         ACTIVE.load(std::sync::atomic::Ordering::Relaxed) == m
     }
+
+    // Unit tests run in parallel threads, so their switch is per thread:
+    // a should_panic twin turns a mutant on for its own thread only.
+    #[cfg(all(test, not(loom)))]
+    std::thread_local! {
+        static THREAD_ACTIVE: std::cell::Cell<u32> = const { std::cell::Cell::new(NONE) };
+    }
+
+    /// Turns mutant `m` on (or [`NONE`] off) for this thread (unit tests).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn set_for_thread(m: u32) {
+        THREAD_ACTIVE.with(|a| a.set(m));
+    }
+
+    /// Is mutant `m` on for this thread? (unit tests)
+    #[cfg(all(test, not(loom)))]
+    #[inline]
+    pub(crate) fn on_for_thread(m: u32) -> bool {
+        THREAD_ACTIVE.with(|a| a.get()) == m
+    }
 }
 
-/// Is mutant `m` on? Always false outside loom builds.
+/// Is mutant `m` on? Always false outside loom builds and unit tests.
 #[inline(always)]
 #[allow(unused_variables)]
 pub(crate) fn mutant_on(m: u32) -> bool {
@@ -627,7 +700,11 @@ pub(crate) fn mutant_on(m: u32) -> bool {
     {
         mutant::on(m)
     }
-    #[cfg(not(loom))]
+    #[cfg(all(test, not(loom)))]
+    {
+        mutant::on_for_thread(m)
+    }
+    #[cfg(not(any(loom, test)))]
     {
         false
     }

@@ -202,6 +202,42 @@ fn global_timestamp_rules_on<P: Protocol>() {
             Ok(Out::Stamp(Some(ts(50)))),
         ),
         row(
+            "every commit after a durable set raises all_durable, a session's later ones too",
+            "oldest 10, stable 20, global durable 30",
+            |e| {
+                e.set_timestamps(set(None, None, Some(30))).unwrap();
+                let mut s = e.session().unwrap();
+                for at in [40, 50] {
+                    let mut t = s.begin(&TxnOptions::default()).unwrap();
+                    t.put(b"k", b"v1").unwrap();
+                    t.commit(CommitOptions::at(at)).unwrap();
+                }
+                Ok(Out::Stamp(e.query_timestamp(TimestampKind::AllDurable)))
+            },
+            Ok(Out::Stamp(Some(ts(50)))),
+        ),
+        row(
+            "all_durable counts the commit after each of five durable sets",
+            "oldest 10, stable 20",
+            |e| {
+                // Each set restarts the session slot's durable word with
+                // its next 2-bit tag; the fourth wraps it to 0.
+                let mut s = e.session().unwrap();
+                let mut seen = Vec::new();
+                for i in 1..=5u64 {
+                    e.set_timestamps(set(None, None, Some(20 + i))).unwrap();
+                    let mut t = s.begin(&TxnOptions::default()).unwrap();
+                    t.put(b"k", b"v1").unwrap();
+                    t.commit(CommitOptions::at(100 * i)).unwrap();
+                    seen.push(e.query_timestamp(TimestampKind::AllDurable));
+                }
+                let want: Vec<_> = (1..=5).map(|i| Some(ts(100 * i))).collect();
+                assert_eq!(seen, want, "all_durable after each durable set and commit");
+                Ok(Out::Stamp(seen[4]))
+            },
+            Ok(Out::Stamp(Some(ts(500)))),
+        ),
+        row(
             "an empty update is a no-op",
             "oldest 10, stable 20",
             |e| {

@@ -425,6 +425,12 @@ impl Machinery for LockFree {
             let d = durable.get();
             let resets = self.clocks.durable_resets.load(Ordering::Relaxed);
             let w = s.durable.load(Ordering::Relaxed);
+            // The timestamp in the word, its restart tag masked off.
+            let made = if mutant_on(m::DURABLE_COMPARE_KEEPS_TAG) {
+                w
+            } else {
+                w & !DURABLE_TAG
+            };
             let next = if s.durable_seen.load(Ordering::Relaxed) != resets {
                 // The application set the global durable timestamp since
                 // this word last restarted: what the slot made durable
@@ -438,7 +444,7 @@ impl Machinery for LockFree {
                     (w & DURABLE_TAG).wrapping_add(1 << 62)
                 };
                 tag | d
-            } else if d > w & !DURABLE_TAG {
+            } else if d > made {
                 // Equivalent mutant (`>=`: an equal value rebuilds the same
                 // word, and `next != w` skips the store).
                 (w & DURABLE_TAG) | d
@@ -598,12 +604,15 @@ impl Machinery for LockFree {
         // readers only compare the floor (nothing is read through it; the
         // fences order it), and no model fails with it Relaxed (issue 9c).
         c.floor_ts.store(ft, Ordering::Release);
-        if !mutant_on(m::SCAN_WITHOUT_FENCE) {
+        if !mutant_on(m::SCAN_WITHOUT_FENCE) && !mutant_on(m::ADVANCE_LIGHT_FENCE) {
             // Heavy fence (a SeqCst fence, plus a membarrier with the
             // asymmetric pair): handshake 1; pairs with the readers' light
             // fences between publishing a pin and loading the floor
             // (invariant 2). The mutant drops the whole heavy side.
             self.fences.heavy();
+        }
+        if mutant_on(m::ADVANCE_LIGHT_FENCE) {
+            self.fences.light();
         }
         let (hx, ht) = lowest_pins(
             (fx, ft),
@@ -864,6 +873,109 @@ impl Drop for LockFree {
             // SAFETY: `&mut self`: the engine is being dropped, every session
             // (and so every guard taken through it) is gone.
             unsafe { r.get_mut().free_now() };
+        }
+    }
+}
+
+/// Which side of handshake 1's fence pair each call site issues. Loom runs
+/// the light and the heavy fence as the same SeqCst fence, so it cannot
+/// tell a call site that issues the wrong one; these count the fences (and
+/// membarriers) the calls issue on this thread (`sync::fence_count`).
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::sync::{fence_count, mutant};
+
+    fn machinery(asymmetric_fences: bool) -> LockFree {
+        LockFree::new(&EngineConfig {
+            max_sessions: 2,
+            asymmetric_fences,
+            ..EngineConfig::default()
+        })
+    }
+
+    /// `(light, heavy, membarrier)` issued by `f` on this thread.
+    fn fences_of(f: impl FnOnce()) -> (u64, u64, u64) {
+        let a = fence_count::now();
+        f();
+        let b = fence_count::now();
+        (b.0 - a.0, b.1 - a.1, b.2 - a.2)
+    }
+
+    /// Turns the thread's mutant off again, also when the twin unwinds.
+    struct Reset;
+
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            mutant::set_for_thread(mutant::NONE);
+        }
+    }
+
+    /// One advance issues exactly one heavy fence and no light one, on both
+    /// pairs; on the asymmetric pair the heavy fence is one membarrier.
+    fn check_advance() {
+        for asymmetric in [true, false] {
+            let lf = machinery(asymmetric);
+            let membarriers = u64::from(lf.fences.is_asymmetric());
+            let got = fences_of(|| lf.advance_horizon(&Counters::default()));
+            assert_eq!(
+                got,
+                (0, 1, membarriers),
+                "advance_horizon issued (light, heavy, membarrier) = {got:?}, not one heavy \
+                 fence (asymmetric pair: {})",
+                lf.fences.is_asymmetric()
+            );
+        }
+    }
+
+    #[test]
+    fn an_advance_issues_one_heavy_fence() {
+        check_advance();
+    }
+
+    #[test]
+    #[should_panic(expected = "advance_horizon issued (light, heavy, membarrier) = (1, 0, 0)")]
+    fn mutant_advance_light_fence() {
+        let _reset = Reset;
+        mutant::set_for_thread(mutant::ADVANCE_LIGHT_FENCE);
+        check_advance();
+    }
+
+    /// Every way a reader publishes a pin issues exactly one light fence
+    /// and no heavy one (a heavy fence there would be correct, but a
+    /// membarrier per snapshot on the asymmetric pair).
+    #[test]
+    fn a_pin_publication_issues_one_light_fence() {
+        for asymmetric in [true, false] {
+            let lf = machinery(asymmetric);
+            let ctr = Counters::default();
+            let slot = lf.open_session().unwrap();
+            let mut snap = Snapshot::default();
+            let ts = Timestamp::new;
+            type Call<'a> = &'a dyn Fn(&mut Snapshot);
+            let calls: [(&str, Call<'_>); 4] = [
+                ("begin", &|snap| lf.begin(slot, snap, &ctr)),
+                ("set_read_timestamp", &|snap| {
+                    lf.set_read_timestamp(slot, snap, ts(7), false, &ctr)
+                        .unwrap();
+                }),
+                ("begin_at_read_ts", &|snap| {
+                    lf.begin_at_read_ts(slot, snap, ts(7), false, &ctr).unwrap();
+                }),
+                ("begin_at_stable", &|_| {
+                    lf.begin_at_stable(slot, &ctr);
+                }),
+            ];
+            for (name, call) in calls {
+                let got = fences_of(|| call(&mut snap));
+                lf.end(slot);
+                assert_eq!(
+                    got,
+                    (1, 0, 0),
+                    "{name} issued (light, heavy, membarrier) = {got:?}, not one light fence"
+                );
+            }
+            lf.close_session(slot);
         }
     }
 }

@@ -628,15 +628,21 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
                 e => e,
             });
         }
-        if self.sess.cur.id != 0 {
-            // Before the flips: a reader that meets a prepared status finds
-            // its writer listed until it resolves (`version.rs`,
-            // "Orderings").
+        let publish_late =
+            crate::sync::mutant_on(crate::sync::mutant::PREPARED_PUBLISHED_AFTER_FLIP);
+        if self.sess.cur.id != 0 && !publish_late {
+            // Before the flips: a reader or writer that meets a prepared
+            // status finds its writer listed until it resolves
+            // (`version.rs`, "Orderings"; loom model
+            // `dropped_prepared/write_check`).
             engine.prepared.publish(slot, self.sess.cur.id);
         }
         let poisoned = PoisonOnUnwind(&mut self.sess.cur.state);
         flip(&Completion::new(self.sess.cur.id, PREPARED, p.get()));
         std::mem::forget(poisoned);
+        if self.sess.cur.id != 0 && publish_late {
+            engine.prepared.publish(slot, self.sess.cur.id);
+        }
         if self.sess.cur.id != 0 && !crate::sync::mutant_on(crate::sync::mutant::PREPARE_SKIPS_EXIT)
         {
             // Prepare is an exit from the running set: the generation is

@@ -21,7 +21,7 @@
 //!   after every guard that could have loaded it drops (invariant 11).
 
 use super::reclaim::{Reclaimer, SendPtr};
-use crate::sync::{mutant as m, ordering_or_mutant, AtomicPtr, Ordering, Witness};
+use crate::sync::{mutant as m, mutant_on, ordering_or_mutant, AtomicPtr, Ordering, Witness};
 
 /// One setting of the global durable timestamp.
 struct DurableSet {
@@ -100,7 +100,12 @@ impl DurableCell {
         set.witness.check();
         let mut v = set.value;
         for (then, now) in set.words.iter().zip(words) {
-            if now != *then {
+            let changed = if mutant_on(m::DURABLE_REPORT_COUNTS_GROWTH) {
+                now > *then
+            } else {
+                now != *then
+            };
+            if changed {
                 v = v.max(now & !tag);
             }
         }
