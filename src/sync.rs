@@ -601,6 +601,11 @@ pub mod mutant {
     /// instead of Acquire, so it may read the record's fields before they
     /// are visible (invariant 11; issue 14w).
     pub const RELAXED_DURABLE_SET_LOAD: u32 = 42;
+    /// A reader that finds the link below a version it skipped cut does not
+    /// judge that version again, so a reader that skipped a prepared update
+    /// which then committed and became the safe point reads nothing
+    /// (invariants 3 and 10).
+    pub const SKIPPED_NOT_REJUDGED: u32 = 43;
 
     #[cfg(loom)]
     static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);
