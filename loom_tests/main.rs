@@ -47,6 +47,8 @@ mod read_ts_refresh;
 #[cfg(loom)]
 mod rollback;
 #[cfg(loom)]
+mod skipped_prepared;
+#[cfg(loom)]
 mod slots;
 #[cfg(loom)]
 mod stable;

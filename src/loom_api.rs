@@ -332,6 +332,18 @@ impl Chain {
         self.read_view(&ReadView::loom_stable(
             stable,
             complete_below,
+            false,
+            &self.prepared,
+        ))
+    }
+
+    /// As [`Chain::read_stable`], skipping prepared updates
+    /// (`PrepareConflicts::Ignore`).
+    pub fn read_stable_ignoring(&self, stable: u64, complete_below: u64) -> Read {
+        self.read_view(&ReadView::loom_stable(
+            stable,
+            complete_below,
+            true,
             &self.prepared,
         ))
     }
@@ -342,6 +354,7 @@ impl Chain {
         self.read_view_counted(&ReadView::loom_stable(
             stable,
             complete_below,
+            false,
             &self.prepared,
         ))
     }

@@ -654,6 +654,11 @@ pub mod mutant {
     /// as one SeqCst fence, so this one is a unit-test mutant
     /// (`lockfree.rs` tests, which count the fences a call site issues).
     pub const ADVANCE_LIGHT_FENCE: u32 = 46;
+    /// A reader that finds the link below a version it skipped cut does not
+    /// judge that version again, so a reader that skipped a prepared update
+    /// which then committed and became the safe point reads nothing
+    /// (invariants 3 and 10).
+    pub const SKIPPED_NOT_REJUDGED: u32 = 47;
 
     #[cfg(loom)]
     static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

@@ -346,9 +346,10 @@ impl<'a> ReadView<'a> {
     pub(crate) fn loom_stable(
         stable: u64,
         complete_below: u64,
+        ignore: bool,
         prepared: &'a PreparedTable,
     ) -> Self {
-        ReadView::stable(0, stable, complete_below, false, prepared)
+        ReadView::stable(0, stable, complete_below, ignore, prepared)
     }
 
     /// The transaction this view belongs to ([`TxnId::NONE`] before its
@@ -500,9 +501,19 @@ impl<'a> ReadView<'a> {
 /// `0` or at most `ts`. From [`TxnManager::horizon`](super::TxnManager::horizon).
 ///
 /// The **safe point** of a key (invariant 3) is its newest version the
-/// horizon [`covers`](Horizon::covers): every reader stops there or above,
-/// so every older version may be unlinked and, once no epoch guard can reach
-/// it, freed ([`epoch`](super::epoch)).
+/// horizon [`covers`](Horizon::covers): every reader that judges it now
+/// stops there or above, so every older version may be unlinked and, once
+/// no epoch guard can reach it, freed ([`epoch`](super::epoch)).
+///
+/// One reader may already be past it: one that ignores prepared updates and
+/// judged the version while it was still prepared (and so skipped it), if
+/// its transaction then committed at a timestamp the horizon covers. A
+/// store that unlinks versions while readers walk them must let that reader
+/// find out: the bundled store unlinks with a Release store of the link,
+/// and a reader that finds the link below a version it skipped gone judges
+/// that version again (an Acquire load after its Acquire load of the
+/// link), which then sees the commit and finds it visible (the horizon
+/// that covered it never passes the reader's pins).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Horizon {
     pub(super) xmin: u64,
@@ -531,7 +542,9 @@ impl Horizon {
 
     /// Is this version committed and visible to every current and future
     /// reader? (One Acquire load.) Walking newest first, the first version
-    /// it covers is the key's safe point: keep it, cut everything older.
+    /// it covers is the key's safe point: keep it, cut everything older
+    /// (and see [`Horizon`] for the reader that skipped it while it was
+    /// prepared).
     #[inline]
     pub fn covers(&self, status: &VersionStatus) -> bool {
         let w = status.word();

@@ -33,7 +33,9 @@
 //!   the read timestamp's age. A point read does no read-modify-write.
 //! * Pruning climbs from the floor along `newer` links to the newest
 //!   version covered by the reclaim horizon (the safe point, invariant 3),
-//!   cuts the chain below it and retires the tail to the epoch collector;
+//!   cuts the chain below it and retires the tail to the epoch collector
+//!   (a reader that skipped the safe point while it was prepared and
+//!   finds the cut judges it again: it is visible to that reader now);
 //!   then it moves the finger up to the published stable timestamp. Each
 //!   version is stepped over once by each pointer, so the work per commit
 //!   is O(1) amortized. Pruning is logical; freeing is the collector's.
@@ -53,6 +55,11 @@
 //!   climbs; finger and floor stores (Release) pair with their Acquire
 //!   loads in readers. Both only ever point at versions already published
 //!   by a head CAS, so the pairing carries the version's contents.
+//! * The cut's swap of the link below the safe point is a Release store
+//!   (AcqRel) paired with the Acquire `next` loads: a reader that skipped
+//!   the safe point while it was still prepared and then finds that link
+//!   null judges the version again and sees the commit the cutter saw
+//!   (`skipped_into_cut`, invariants 3 and 10).
 //! * `stop` and the unordered flag are Relaxed: a reader acts on them only
 //!   after an Acquire status load of a committed version at or above the
 //!   version that wrote them, or an Acquire load of the head summary, which
@@ -167,12 +174,15 @@ impl Version {
 
     #[inline]
     fn next_ptr(&self) -> *mut Version {
-        // Acquire: pairs with the Release head CAS that published the next
-        // version's contents (it was the head once). Belt and braces: every
-        // walk starts at an Acquire-loaded head, floor or finger, and each
-        // prepender acquired the head it linked below its own Release CAS,
-        // so what lies below is already ordered (every model at bound 1 and
-        // the chain-level ones at bound 2 pass with it Relaxed, issue 9c).
+        // Acquire, required: pairs with the Release of the cut's swap in
+        // `cut`, so a reader that loads the null a cut left below a version
+        // it skipped sees that version's commit when it judges it again
+        // (`skipped_into_cut`; loom `skipped_prepared`). For a non-null link
+        // it also pairs with the Release head CAS that published the next
+        // version (it was the head once), which is stronger than needed
+        // there: every walk starts at an Acquire-loaded head, floor or
+        // finger, and each prepender acquired the head it linked below its
+        // own Release CAS, so what lies below is already ordered.
         self.next.load(Ordering::Acquire)
     }
 
@@ -320,9 +330,10 @@ impl KeyEntry {
         while !p.is_null() {
             // SAFETY: `p` was loaded from the head or a `next` link under
             // `_guard`; versions are retired only after being unlinked and
-            // freed only after every such guard drops (invariant 11). Which
-            // versions may have been unlinked is bounded by the horizon this
-            // reader pinned (invariants 1, 2, 3).
+            // freed only after every such guard drops (invariant 11), and a
+            // cut leaves the links inside the tail it retires as they were.
+            // Which versions may have been unlinked is bounded by the
+            // horizon this reader pinned (invariants 1, 2, 3, 10).
             let v = unsafe { &*p };
             *examined += 1;
             match view.visibility(&v.status) {
@@ -342,6 +353,9 @@ impl KeyEntry {
                 }
             }
             p = v.next_ptr();
+            if p.is_null() && !mutant_on(m::SKIPPED_NOT_REJUDGED) && skipped_into_cut(view, v) {
+                return found(v);
+            }
         }
         Found::Absent
     }
@@ -707,13 +721,18 @@ impl KeyEntry {
             // `pruning`'s Release/Acquire (no model fails, issue 9c, bound 2).
             self.floor.store(spp, Ordering::Release);
             // The safe point (invariant 3): `sp` is visible to every current
-            // and future reader, so every reader stops at `sp` or above, and
-            // nothing below it can be read again. Acquire: we free the
-            // tail, so we must see its contents. Belt and braces: we reached
-            // `sp` by Acquire loads from versions whose writers had acquired
-            // everything older, so the tail is already ordered (no model
-            // fails with it Relaxed, issue 9c, bound 2).
-            tail = sp.next.swap(ptr::null_mut(), Ordering::Acquire);
+            // and future reader, so every reader that judges it now stops at
+            // `sp` or above. One that judged it while it was still prepared
+            // and skipped it may be on its way below: it finds this null
+            // and judges `sp` again (`skipped_into_cut`, invariant 10).
+            // Release, required: pairs with the Acquire `next` load in
+            // `next_ptr`, and comes after our Acquire load of `sp`'s
+            // committed status in `covers`, so that reader sees the commit
+            // (loom `skipped_prepared`). Acquire: stronger than needed; we
+            // free the tail, but we reached `sp` by Acquire loads from
+            // versions whose writers had acquired everything older, so the
+            // tail is already ordered.
+            tail = sp.next.swap(ptr::null_mut(), Ordering::AcqRel);
         }
         // Relaxed: our own key's flag, written before status flips we saw.
         if !self.unordered.load(Ordering::Relaxed) {
@@ -834,6 +853,30 @@ unsafe fn climb<'g>(
             return found(v);
         }
     }
+}
+
+/// Did a cut take the link below `v`, a version `view` skipped, after it
+/// became visible to `view`? Called when the walk finds nothing below `v`
+/// (the chain's end, or a cut): judges `v` again, one more Acquire load,
+/// only on that path.
+///
+/// The reader that needs it is one that skipped a prepared update
+/// (ignoring prepared updates) whose transaction then committed at a
+/// timestamp the horizon covers: the update became the key's safe point and
+/// the cut below it took what the reader was about to read. Every other
+/// version a reader skips is one no horizon it holds can cover (its
+/// snapshot sees the writer running, or the commit is above its read
+/// timestamp), or one it saw final (committed or aborted), so the walk
+/// stops at the safe point or above, as invariant 3 says (invariant 10).
+/// A null written by the cut was read with the Acquire load in
+/// `next_ptr` from the cut's Release swap, which the cutter made after its
+/// Acquire load of `v`'s committed status in `Horizon::covers`: so this
+/// judgement sees the commit, and the horizon that covered `v` is one the
+/// reader's pins hold (invariant 1), so `v` is visible to `view`. A null
+/// that is the chain's real end leaves `v` skipped, and the read absent.
+#[inline]
+fn skipped_into_cut(view: &ReadView<'_>, v: &Version) -> bool {
+    view.visibility(&v.status) == Visibility::Visible
 }
 
 /// Is `status` committed above `view`'s timestamp bound (rejected for its
