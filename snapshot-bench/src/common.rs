@@ -55,7 +55,7 @@ impl Ctl {
     /// one.
     pub fn commit_at_next_ts<P: Protocol>(&self, mut t: Txn<'_, '_, P>) {
         loop {
-            match t.commit(CommitOptions::at(self.next_ts())) {
+            match t.try_commit(CommitOptions::at(self.next_ts())) {
                 Ok(()) => return,
                 Err(e) => match e.error() {
                     Error::CommitTimestampNotAfterStable { .. }

@@ -214,7 +214,8 @@ pub fn run<P: Protocol>(p: &Params, pb: &ProgressBar) -> Out {
     let e = Engine::<P>::with_machinery(EngineConfig {
         max_sessions: p.readers + p.writers + 8,
         ..EngineConfig::default()
-    });
+    })
+    .expect("the CLI bounds the threads (MAX_THREADS) well below EngineConfig::MAX_SESSIONS");
     load(&e, p.keys, p.value_size);
     let ctl = Ctl::new(1);
     let (rs, ws, secs, tk) = std::thread::scope(|sc| {

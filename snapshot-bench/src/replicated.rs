@@ -413,7 +413,8 @@ fn run_one(p: &Params, fast: bool, round: usize, pb: &ProgressBar) -> RoundOut {
     let e = Engine::new(EngineConfig {
         max_sessions: p.threads + 8,
         ..EngineConfig::default()
-    });
+    })
+    .expect("the CLI bounds the threads (MAX_THREADS) well below EngineConfig::MAX_SESSIONS");
     {
         let mut s = e.session().expect("session");
         for batch in initial_rows() {
@@ -477,7 +478,7 @@ fn run_one(p: &Params, fast: bool, round: usize, pb: &ProgressBar) -> RoundOut {
                     match new_order(&mut t, &mut rng) {
                         Ok(()) => loop {
                             let c = ts.fetch_add(1, Ordering::Relaxed) + 1;
-                            match t.commit(CommitOptions::at(c)) {
+                            match t.try_commit(CommitOptions::at(c)) {
                                 Ok(()) => break,
                                 // Refused for a timestamp: handed back open.
                                 Err(e)

@@ -181,7 +181,8 @@ pub fn run<P: Protocol>(p: &Params, round: usize, pb: &ProgressBar) -> RoundOut 
     let e = Engine::<P>::with_machinery(EngineConfig {
         max_sessions: p.threads + 8,
         ..EngineConfig::default()
-    });
+    })
+    .expect("the CLI bounds the threads (MAX_THREADS) well below EngineConfig::MAX_SESSIONS");
     load(&e, p.keys, p.value_size);
     let ctl = Ctl::new(1);
     let (outs, secs) = std::thread::scope(|sc| {
