@@ -216,7 +216,7 @@ pub fn run<P: Protocol>(p: &Params, pb: &ProgressBar) -> Out {
         ..EngineConfig::default()
     })
     .expect("the CLI bounds the threads (MAX_THREADS) well below EngineConfig::MAX_SESSIONS");
-    load(&e, p.keys, p.value_size);
+    load(&e, p.keys, p.value_size, pb);
     let ctl = Ctl::new(1);
     let (rs, ws, secs, tk) = std::thread::scope(|sc| {
         let (e, ctl) = (&e, &ctl);

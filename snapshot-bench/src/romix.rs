@@ -183,7 +183,7 @@ pub fn run<P: Protocol>(p: &Params, round: usize, pb: &ProgressBar) -> RoundOut 
         ..EngineConfig::default()
     })
     .expect("the CLI bounds the threads (MAX_THREADS) well below EngineConfig::MAX_SESSIONS");
-    load(&e, p.keys, p.value_size);
+    load(&e, p.keys, p.value_size, pb);
     let ctl = Ctl::new(1);
     let (outs, secs) = std::thread::scope(|sc| {
         let (e, ctl) = (&e, &ctl);
