@@ -95,6 +95,15 @@ struct Slot {
     node: AtomicPtr<Node>,
 }
 
+/// A node pointer found by [`HashIndex::candidate`], to resolve.
+#[derive(Clone, Copy)]
+pub(crate) struct Candidate(*const Node);
+
+impl Candidate {
+    /// No candidate yet.
+    pub(crate) const NONE: Candidate = Candidate(ptr::null());
+}
+
 struct Table {
     mask: usize,
     shift: u32,
@@ -262,6 +271,65 @@ impl HashIndex {
                 }
             }
             i = (i + 1) & t.mask;
+        }
+    }
+
+    /// Batched lookups, first step: starts loading the slot where `hash`'s
+    /// probe sequence begins. Loads only.
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, hash: u64, _guard: &Guard) {
+        // Acquire, required: as in `get` (the table's slots).
+        let t = self.table.load(Ordering::Acquire);
+        // SAFETY: as in `get`: loaded under `_guard`, freed only after it.
+        let t = unsafe { &*t };
+        super::prefetch(&t.slots[t.home(hash)]);
+    }
+
+    /// Batched lookups, second step: the node of the first slot in
+    /// `hash`'s probe sequence whose hash matches (null if an empty slot
+    /// comes first), and starts loading it. Touches slots only, never a
+    /// node, so a batch's node misses overlap.
+    #[inline]
+    pub(crate) fn candidate(&self, hash: u64, _guard: &Guard) -> Candidate {
+        // Acquire, required: as in `get`.
+        let t = self.table.load(Ordering::Acquire);
+        // SAFETY: as in `get`.
+        let t = unsafe { &*t };
+        let mut i = t.home(hash);
+        loop {
+            let slot = &t.slots[i];
+            // Acquire, required: as in `get` (the node's key and entry).
+            let p = slot.node.load(Ordering::Acquire);
+            // Relaxed: ordered after the Acquire load of `node` above.
+            if p.is_null() || slot.hash.load(Ordering::Relaxed) == hash {
+                super::prefetch(p);
+                return Candidate(p);
+            }
+            i = (i + 1) & t.mask;
+        }
+    }
+
+    /// Batched lookups, last step: the node for `key` given its
+    /// [`candidate`](Self::candidate), probing on (as [`get`](Self::get))
+    /// only when the candidate holds another key with the same hash.
+    #[inline]
+    pub(crate) fn resolve<'s>(
+        &'s self,
+        key: &[u8],
+        hash: u64,
+        c: Candidate,
+        guard: &Guard,
+    ) -> Option<&'s Node> {
+        if c.0.is_null() {
+            return None;
+        }
+        // SAFETY: a candidate is a node pointer found in a slot; nodes are
+        // freed only when the index drops, which the `'s` borrow rules out.
+        let n = unsafe { &*c.0 };
+        if n.key() == key {
+            Some(n)
+        } else {
+            self.get(key, hash, guard)
         }
     }
 
