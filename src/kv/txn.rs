@@ -208,6 +208,28 @@ fn unlink_then_abort<P: Protocol>(d: &SessionData<'_, P>, done: &Completion<'_>)
     unlinked
 }
 
+/// A durable commit whose log write failed: unlinks its versions, newest
+/// first, without flipping them. They are still in progress (or prepared),
+/// so no other writer prepended on top of one and each is its chain's head
+/// once ours above it are gone; a reader that loaded one before the unlink
+/// finds it unfinished and its writer gone, which reads as aborted.
+#[cold]
+fn unlink_unflipped<P: Protocol>(d: &SessionData<'_, P>) -> u64 {
+    let store = &d.engine.store;
+    let guard = store.rc.pin();
+    let mut unlinked = 0;
+    for w in d.writes.iter().rev() {
+        // SAFETY: key entries live until the store drops; our version is
+        // still linked (we have not unlinked it yet) and retired under
+        // `guard` when unlinked (invariant 11).
+        if unsafe { &*w.entry }.unlink_head(w.version, &store.rc, &guard) {
+            unlinked += 1;
+        }
+    }
+    drop(guard);
+    unlinked
+}
+
 impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     #[inline]
     pub(crate) fn begin(
@@ -216,6 +238,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         opts: &TxnOptions,
     ) -> Result<Self> {
         d.savepoints.clear();
+        d.dlog.reset();
         Ok(Txn {
             t: msess.begin(opts)?,
             d,
@@ -451,6 +474,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         }
         drop(guard);
         self.d.writes.truncate(writes);
+        self.d.dlog.truncate(writes);
         self.t.count(Count::VersionsPruned, unlinked);
         Ok(())
     }
@@ -476,6 +500,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
                     entry: entry as *const _,
                     version,
                 });
+                if self.d.engine.durable.is_some() {
+                    self.d.dlog.push_key(key);
+                }
                 Ok(())
             }
             Err(_) => {
@@ -501,7 +528,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// # Errors
     /// As [`Transaction::set_durable_timestamp`].
     pub fn set_durable_timestamp(&mut self, ts: Timestamp) -> Result<()> {
-        self.t.set_durable_timestamp(ts)
+        self.t.set_durable_timestamp(ts)?;
+        self.d.dlog.durable_ts = Some(ts);
+        Ok(())
     }
 
     /// Prepares the transaction (two-phase commit) at `ts`; see
@@ -511,9 +540,44 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// As [`Transaction::prepare`]; the transaction stays usable.
     pub fn prepare(&mut self, ts: Timestamp) -> Result<Timestamp> {
         let d = &*self.d;
-        self.t.prepare(ts, |done| {
+        let p = self.t.prepare(ts, |done| {
             flip_all(d, done);
-        })
+        })?;
+        self.d.dlog.prepared = true;
+        Ok(p)
+    }
+
+    /// Sets how this transaction's commit is made durable, in place of the
+    /// engine's [`DurabilityOptions::durability`](crate::DurabilityOptions)
+    /// (no effect on an in-memory engine).
+    pub fn set_durability(&mut self, durability: crate::Durability) {
+        self.d.dlog.mode = Some(crate::durable::CommitMode::Durability(durability));
+    }
+
+    /// Commits as [`Txn::commit`] does, but returns as soon as the log
+    /// record is written to the OS (the commit is visible at once), with a
+    /// [`CommitHandle`](crate::CommitHandle) that resolves when the record
+    /// is synced: block on [`CommitHandle::wait`](crate::CommitHandle::wait)
+    /// or `.await` it. On an in-memory engine, or for a commit with no
+    /// writes, the handle is ready at once.
+    ///
+    /// # Errors
+    /// As [`Txn::commit`].
+    pub fn commit_async(
+        mut self,
+        opts: CommitOptions,
+    ) -> Result<crate::CommitHandle, CommitError<'s, 'e, P>> {
+        self.d.dlog.mode = Some(crate::durable::CommitMode::Async);
+        match self.commit_logged(opts) {
+            Ok(lsn) => Ok(match &self.d.engine.durable {
+                Some(d) => d.handle(lsn),
+                None => crate::CommitHandle::ready(),
+            }),
+            Err(error) => {
+                let txn = self.t.is_open().then(|| Box::new(self));
+                Err(CommitError { error, txn })
+            }
+        }
     }
 
     /// Commits; see [`Transaction::commit`] for the timestamp rules. Then
@@ -538,6 +602,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
 
     #[inline]
     fn commit_in_place(&mut self, opts: CommitOptions) -> Result<()> {
+        if self.d.engine.durable.is_some() {
+            return self.commit_logged(opts).map(|_| ());
+        }
         let d = &*self.d;
         let (mut unlinked, mut examined) = (0, 0);
         let r = self.t.commit(opts, |done| {
@@ -548,6 +615,65 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
                 examined = flip_all(d, done);
             }
         });
+        self.after_commit(r, unlinked, examined)
+    }
+
+    /// A durable engine's commit: the log record is appended (and written,
+    /// and for `Sync` synced) inside the completion, after the timestamps
+    /// are validated and claimed and before any status flips, so a commit
+    /// is visible only once its record is where its durability asks
+    /// (invariant D1). If the log fails, nothing is flipped: the versions,
+    /// still in progress, are unlinked, and the commit returns the error.
+    /// Returns the record's lsn (`None`: nothing was logged).
+    #[cold]
+    #[inline(never)]
+    fn commit_logged(&mut self, opts: CommitOptions) -> Result<Option<u64>> {
+        let d = &*self.d;
+        let log = d.engine.durable.as_deref().expect("a durable engine");
+        if !d.writes.is_empty() {
+            if let Some(e) = log.refusal() {
+                return Err(e);
+            }
+        }
+        let (mut unlinked, mut examined) = (0, 0);
+        let mut logged: Result<Option<u64>> = Ok(None);
+        let r = self.t.commit(opts, |done| {
+            if done.outcome() == VersionState::Aborted {
+                unlinked = unlink_then_abort(d, done);
+                return;
+            }
+            if let VersionState::Committed(cts) = done.outcome() {
+                if !d.writes.is_empty() {
+                    let values = d.writes.iter().map(|w| {
+                        // SAFETY: our own versions stay linked and alive
+                        // until we finish (as in `flip_all`).
+                        unsafe { &*w.version }.value()
+                    });
+                    match log.log_commit(&d.dlog, values, cts.get(), opts.durable_ts) {
+                        Ok(lsn) => logged = Ok(Some(lsn)),
+                        Err(e) => {
+                            unlinked = unlink_unflipped(d);
+                            logged = Err(e);
+                            return;
+                        }
+                    }
+                }
+            }
+            examined = flip_all(d, done);
+        });
+        if let Err(e) = logged {
+            if r.is_ok() {
+                self.d.writes.clear();
+                self.t.count(Count::VersionsPruned, unlinked);
+            }
+            return Err(e);
+        }
+        self.after_commit(r, unlinked, examined)?;
+        logged
+    }
+
+    #[inline]
+    fn after_commit(&mut self, r: Result<()>, unlinked: u64, examined: u64) -> Result<()> {
         if !self.d.writes.is_empty() && !self.t.is_open() {
             if r.is_ok() {
                 self.t.count(Count::CommitVersionsExamined, examined);
