@@ -171,8 +171,7 @@ pub(crate) fn load(fs: &dyn Fs, path: &Path) -> Result<State> {
                 }
             }
             Some(record::KIND_COMMIT) if saw_meta => {
-                st.carried
-                    .push(record::decode_commit(p).ok_or_else(bad)?);
+                st.carried.push(record::decode_commit(p).ok_or_else(bad)?);
             }
             Some(record::KIND_END) if saw_meta => {
                 let mut r = Reader::new(&p[1..]);
@@ -186,7 +185,11 @@ pub(crate) fn load(fs: &dyn Fs, path: &Path) -> Result<State> {
         }
     }
     if !saw_end {
-        return Err(corrupt(path, buf.len() as u64, "checkpoint has no end record"));
+        return Err(corrupt(
+            path,
+            buf.len() as u64,
+            "checkpoint has no end record",
+        ));
     }
     Ok(st)
 }
@@ -324,11 +327,17 @@ mod tests {
             let mut b = bytes.clone();
             b[i] ^= 0x10;
             fs.put_file(&path, &b);
-            assert!(matches!(load(&fs, &path), Err(Error::Corrupt { .. })), "byte {i}");
+            assert!(
+                matches!(load(&fs, &path), Err(Error::Corrupt { .. })),
+                "byte {i}"
+            );
         }
         for cut in 0..bytes.len() {
             fs.put_file(&path, &bytes[..cut]);
-            assert!(matches!(load(&fs, &path), Err(Error::Corrupt { .. })), "cut {cut}");
+            assert!(
+                matches!(load(&fs, &path), Err(Error::Corrupt { .. })),
+                "cut {cut}"
+            );
         }
     }
 }

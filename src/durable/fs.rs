@@ -390,7 +390,10 @@ impl Fs for MemFs {
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
         let mut st = self.st.lock();
-        st.names.remove(path).map(drop).ok_or_else(|| not_found(path))
+        st.names
+            .remove(path)
+            .map(drop)
+            .ok_or_else(|| not_found(path))
     }
     fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
         let mut st = self.st.lock();

@@ -230,10 +230,21 @@ impl Log {
         Ok(end)
     }
 
+    /// A failed write or sync: stops the log with `e` and cuts the segment
+    /// back to `len`, before the batch that failed, so that no commit this
+    /// error fails comes back at recovery (best effort: if the cut fails
+    /// too, recovery sees a torn tail or the whole batch).
+    fn fail_batch(&self, out: &Out, len: u64, e: Error) -> Error {
+        let e = self.fail(e);
+        let _ = self.fs.truncate(&out.path, len);
+        e
+    }
+
     fn write_sync(&self, out: &mut Out, data: &[u8], end: u64, sync: bool) -> Result<()> {
+        let before = out.len;
         if !data.is_empty() {
             if let Err(e) = out.file.append(data) {
-                return Err(self.fail(io_error("write", &out.path, &e)));
+                return Err(self.fail_batch(out, before, io_error("write", &out.path, &e)));
             }
             out.len += data.len() as u64;
             self.counters.writes.fetch_add(1, Ordering::Relaxed);
@@ -245,7 +256,7 @@ impl Log {
         }
         if sync && self.synced.load(Ordering::Relaxed) < end {
             if let Err(e) = out.file.sync() {
-                return Err(self.fail(io_error("sync", &out.path, &e)));
+                return Err(self.fail_batch(out, before, io_error("sync", &out.path, &e)));
             }
             self.counters.syncs.fetch_add(1, Ordering::Relaxed);
             // Release: pairs with the Acquire in `is_done` (required).

@@ -128,7 +128,11 @@ impl DurabilityOptions {
         }
         if let Durability::Periodic(d) = self.durability {
             if d < Duration::from_millis(1) {
-                return bad("durability", format!("Periodic({d:?})"), "an interval of at least 1 ms");
+                return bad(
+                    "durability",
+                    format!("Periodic({d:?})"),
+                    "an interval of at least 1 ms",
+                );
             }
         }
         if let Some(d) = self.checkpoint_interval {
@@ -316,13 +320,21 @@ impl Durable {
             return Err(e.clone());
         }
         let durable_ts = if sl.prepared {
-            durable_opt.or(sl.durable_ts).map_or(commit_ts, Timestamp::get)
+            durable_opt
+                .or(sl.durable_ts)
+                .map_or(commit_ts, Timestamp::get)
         } else {
             commit_ts
         };
         let lsn = PAYLOAD.with(|p| {
             let mut p = p.borrow_mut();
-            record::begin_commit(&mut p, commit_ts, durable_ts, sl.prepared, values.len() as u32);
+            record::begin_commit(
+                &mut p,
+                commit_ts,
+                durable_ts,
+                sl.prepared,
+                values.len() as u32,
+            );
             for (i, v) in values.enumerate() {
                 record::push_write(&mut p, sl.key(i), v);
             }
@@ -373,8 +385,10 @@ impl Durable {
         let mut guard = self.ckpt.lock();
         let mut st = match guard.take() {
             Some(st) => st,
-            None => newest_checkpoint(&*self.fs, &self.dir)?
-                .map_or_else(|| Ok(State::empty()), |(_, p)| checkpoint::load(&*self.fs, &p))?,
+            None => newest_checkpoint(&*self.fs, &self.dir)?.map_or_else(
+                || Ok(State::empty()),
+                |(_, p)| checkpoint::load(&*self.fs, &p),
+            )?,
         };
         // Stable first, then the cut: every commit at or below this stable
         // finished (and so appended its record) before stable was published.
@@ -409,7 +423,11 @@ impl Durable {
         st.fold(records, stable, cut_seq, cut_lsn);
         let (path, bytes) = checkpoint::write(&*self.fs, &self.dir, &st)?;
         let mut removed = 0;
-        for name in self.fs.list(&self.dir).map_err(|e| io_error("list", &self.dir, &e))? {
+        for name in self
+            .fs
+            .list(&self.dir)
+            .map_err(|e| io_error("list", &self.dir, &e))?
+        {
             let old_seg = parse_segment(&name).is_some_and(|s| s < cut_seq);
             let old_ckpt = checkpoint::parse_checkpoint(&name).is_some_and(|s| s < cut_seq);
             if old_seg || old_ckpt {
@@ -569,7 +587,10 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
         let cut_at = match end {
             End::Clean => continue,
             End::Torn { offset } if last => {
-                let len = fs.read(&path).map_err(|e| io_error("read", &path, &e))?.len() as u64;
+                let len = fs
+                    .read(&path)
+                    .map_err(|e| io_error("read", &path, &e))?
+                    .len() as u64;
                 report.torn_tail = Some(Damage {
                     file: path.clone(),
                     offset,
@@ -579,7 +600,10 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
                 offset
             }
             End::Torn { offset } | End::Corrupt { offset, .. } if truncate_corrupt => {
-                let len = fs.read(&path).map_err(|e| io_error("read", &path, &e))?.len() as u64;
+                let len = fs
+                    .read(&path)
+                    .map_err(|e| io_error("read", &path, &e))?
+                    .len() as u64;
                 let later = &seqs[i + 1..];
                 for &s in later {
                     let p = dir.join(segment_name(s));
@@ -606,7 +630,8 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
         if cut_at < FILE_HEADER as u64 {
             // A segment whose header never reached the disk: no record can
             // be in it. Its number is reused, so none is missing.
-            fs.remove(&path).map_err(|e| io_error("remove", &path, &e))?;
+            fs.remove(&path)
+                .map_err(|e| io_error("remove", &path, &e))?;
             next_seq = seq;
         } else {
             fs.truncate(&path, cut_at)

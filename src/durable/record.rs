@@ -171,7 +171,13 @@ impl Commit {
 
 /// Starts a commit payload in `out` (cleared): the lsn is a placeholder
 /// (0) patched at [`LSN_AT`] when the log assigns one.
-pub(crate) fn begin_commit(out: &mut Vec<u8>, commit_ts: u64, durable_ts: u64, prepared: bool, n: u32) {
+pub(crate) fn begin_commit(
+    out: &mut Vec<u8>,
+    commit_ts: u64,
+    durable_ts: u64,
+    prepared: bool,
+    n: u32,
+) {
     out.clear();
     out.push(KIND_COMMIT);
     out.extend_from_slice(&0u64.to_le_bytes());
@@ -332,10 +338,21 @@ mod tests {
                 g[byte] ^= 1 << bit;
                 let (frames, end) = scan(&g, 0);
                 let in_first = byte < FRAME_HEADER + 5;
-                assert_eq!(frames.len(), usize::from(!in_first), "byte {byte} bit {bit}");
+                assert_eq!(
+                    frames.len(),
+                    usize::from(!in_first),
+                    "byte {byte} bit {bit}"
+                );
                 match end {
                     End::Corrupt { offset, .. } => {
-                        assert_eq!(offset, if in_first { 0 } else { (FRAME_HEADER + 5) as u64 })
+                        assert_eq!(
+                            offset,
+                            if in_first {
+                                0
+                            } else {
+                                (FRAME_HEADER + 5) as u64
+                            }
+                        )
                     }
                     // A flip in the second frame's length can push its end
                     // past the file, but then its header checksum fails.

@@ -143,10 +143,7 @@ impl<P: Protocol> Engine<P> {
     /// [`Error::Corrupt`] if a segment it folds in is damaged. The previous
     /// checkpoint stays in force.
     pub fn checkpoint(&self) -> Result<crate::durable::CheckpointReport> {
-        self.durable
-            .as_ref()
-            .ok_or(Error::NotDurable)?
-            .checkpoint()
+        self.durable.as_ref().ok_or(Error::NotDurable)?.checkpoint()
     }
 
     /// What recovery found and did when this engine was opened (`None`: in

@@ -568,7 +568,12 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         opts: CommitOptions,
     ) -> Result<crate::CommitHandle, CommitError<'s, 'e, P>> {
         self.d.dlog.mode = Some(crate::durable::CommitMode::Async);
-        match self.commit_logged(opts) {
+        let r = if self.d.engine.durable.is_some() {
+            self.commit_logged(opts)
+        } else {
+            self.commit_in_place(opts).map(|()| None)
+        };
+        match r {
             Ok(lsn) => Ok(match &self.d.engine.durable {
                 Some(d) => d.handle(lsn),
                 None => crate::CommitHandle::ready(),
