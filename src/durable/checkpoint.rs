@@ -84,7 +84,8 @@ impl State {
                 continue;
             }
             for w in r.writes {
-                let newer = self.base.get(&w.key).is_none_or(|e| e.lsn < r.lsn);
+                // `<=`: a later write of the same record wins.
+                let newer = self.base.get(&w.key).is_none_or(|e| e.lsn <= r.lsn);
                 if newer {
                     self.base.insert(
                         w.key,
