@@ -7,7 +7,7 @@ use super::engine::SessionData;
 use super::range::KeyRange;
 use crate::config::{CommitOptions, TxnOptions};
 use crate::error::{Error, Result};
-use crate::machinery::{Count, LockFree, Protocol, Transaction, TxnSession};
+use crate::machinery::{Count, LockFree, Protocol, Transaction, TxnSession, VersionState};
 use crate::store::Found;
 use crate::ts::{Timestamp, TxnId};
 use std::fmt;
@@ -136,6 +136,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         opts: &TxnOptions,
     ) -> Result<Self> {
         d.savepoints.clear();
+        d.dlog.reset();
         Ok(Txn {
             t: msess.begin(opts)?,
             d,
@@ -427,6 +428,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         let writes = self.d.savepoints[at].1;
         self.d.savepoints.truncate(at + 1);
         let unlinked = self.d.writes.rollback_to(writes);
+        self.d.dlog.truncate(writes);
         self.t.count(Count::VersionsPruned, unlinked);
         Ok(())
     }
@@ -444,6 +446,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         match self.d.writes.write(key, status, value, &view) {
             Ok(retries) => {
                 self.t.count(Count::ChainCasRetries, retries);
+                if self.d.engine.durable.is_some() {
+                    self.d.dlog.push_key(key);
+                }
                 Ok(())
             }
             Err(_) => {
@@ -469,7 +474,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// # Errors
     /// As [`Transaction::set_durable_timestamp`].
     pub fn set_durable_timestamp(&mut self, ts: Timestamp) -> Result<()> {
-        self.t.set_durable_timestamp(ts)
+        self.t.set_durable_timestamp(ts)?;
+        self.d.dlog.durable_ts = Some(ts);
+        Ok(())
     }
 
     /// Prepares the transaction (two-phase commit) at `ts`; see
@@ -479,9 +486,49 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// As [`Transaction::prepare`]; the transaction stays usable.
     pub fn prepare(&mut self, ts: Timestamp) -> Result<Timestamp> {
         let writes = &mut self.d.writes;
-        self.t.prepare(ts, |done| {
+        let p = self.t.prepare(ts, |done| {
             writes.complete(done);
-        })
+        })?;
+        self.d.dlog.prepared = true;
+        Ok(p)
+    }
+
+    /// Sets how this transaction's commit is made durable, in place of the
+    /// engine's [`DurabilityOptions::durability`](crate::DurabilityOptions)
+    /// (no effect on an in-memory engine).
+    pub fn set_durability(&mut self, durability: crate::Durability) {
+        self.d.dlog.mode = Some(crate::durable::CommitMode::Durability(durability));
+    }
+
+    /// Commits as [`Txn::commit`] does, but returns as soon as the log
+    /// record is written to the OS (the commit is visible at once), with a
+    /// [`CommitHandle`](crate::CommitHandle) that resolves when the record
+    /// is synced: block on [`CommitHandle::wait`](crate::CommitHandle::wait)
+    /// or `.await` it. On an in-memory engine, or for a commit with no
+    /// writes, the handle is ready at once.
+    ///
+    /// # Errors
+    /// As [`Txn::commit`].
+    pub fn commit_async(
+        mut self,
+        opts: CommitOptions,
+    ) -> Result<crate::CommitHandle, CommitError<'s, 'e, P>> {
+        self.d.dlog.mode = Some(crate::durable::CommitMode::Async);
+        let r = if self.d.engine.durable.is_some() {
+            self.commit_logged(opts)
+        } else {
+            self.commit_in_place(opts).map(|()| None)
+        };
+        match r {
+            Ok(lsn) => Ok(match &self.d.engine.durable {
+                Some(d) => d.handle(lsn),
+                None => crate::CommitHandle::ready(),
+            }),
+            Err(error) => {
+                let txn = self.t.is_open().then(|| Box::new(self));
+                Err(CommitError { error, txn })
+            }
+        }
     }
 
     /// Commits; see [`Transaction::commit`] for the timestamp rules. Then
@@ -506,6 +553,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
 
     #[inline]
     fn commit_in_place(&mut self, opts: CommitOptions) -> Result<()> {
+        if self.d.engine.durable.is_some() {
+            return self.commit_logged(opts).map(|_| ());
+        }
         let writes = &mut self.d.writes;
         let mut done_with = None;
         // A doomed transaction's completion is an abort (rolled back), a
@@ -523,6 +573,61 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             }
         }
         r
+    }
+
+    /// A durable engine's commit: the log record is appended (and written,
+    /// and for `Sync` synced) inside the completion, after the timestamps
+    /// are validated and claimed and before any status flips, so a commit
+    /// is visible only once its record is where its durability asks
+    /// (invariant D1). If the log fails, nothing is flipped: the versions,
+    /// still unfinished, are unlinked, and the commit returns the error.
+    /// Returns the record's lsn (`None`: nothing was logged).
+    #[cold]
+    #[inline(never)]
+    fn commit_logged(&mut self, opts: CommitOptions) -> Result<Option<u64>> {
+        let d = &mut *self.d;
+        let log = d.engine.durable.as_deref().expect("a durable engine");
+        if !d.writes.is_empty() {
+            if let Some(e) = log.refusal() {
+                return Err(e);
+            }
+        }
+        let (writes, dlog) = (&mut d.writes, &d.dlog);
+        let mut done_with = None;
+        let mut logged: Result<Option<u64>, (Error, u64)> = Ok(None);
+        let r = self.t.commit(opts, |done| {
+            if let VersionState::Committed(cts) = done.outcome() {
+                if !writes.is_empty() {
+                    let values = writes.values();
+                    match log.log_commit(dlog, values, cts.get(), opts.durable_ts) {
+                        Ok(lsn) => logged = Ok(Some(lsn)),
+                        Err(e) => {
+                            logged = Err((e, writes.abandon()));
+                            return;
+                        }
+                    }
+                }
+            }
+            done_with = Some(writes.complete(done));
+        });
+        let lsn = match logged {
+            Ok(lsn) => lsn,
+            Err((e, unlinked)) => {
+                self.d.writes.clear();
+                self.t.count(Count::VersionsPruned, unlinked);
+                return Err(e);
+            }
+        };
+        if let Some(c) = done_with {
+            if r.is_err() {
+                self.d.writes.clear();
+                self.t.count(Count::VersionsPruned, c.unlinked);
+            } else if !self.d.writes.is_empty() {
+                self.t.count(Count::CommitVersionsExamined, c.examined);
+                self.prune_written();
+            }
+        }
+        r.map(|()| lsn)
     }
 
     /// Prunes the chains this transaction wrote, and refreshes the horizon
