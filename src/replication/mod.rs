@@ -4,13 +4,16 @@
 //! A [`Replica`] is one node: an [`Engine`](crate::Engine), an openraft
 //! [`Raft`](openraft::Raft) handle, an in-memory log store and a state
 //! machine that applies the log to the engine. The leader runs read-write
-//! transactions ([`Replica::write`]); every commit becomes a log entry
-//! ([`Command::Commit`]: commit timestamp, durable timestamp, the writes) that
-//! is replicated before the commit returns. The leader also appends
-//! [`Command::Watermark`] entries; a node that applies a watermark `W` sets its
-//! stable timestamp to `W`, so read-only transactions at stable
-//! ([`Reader::begin`]) see exactly the commits at or below `W`, and never one
-//! with a hole below it.
+//! transactions ([`Replica::write`], or pipelined: [`Replica::submit`]);
+//! every commit becomes a [`CommitRecord`] (commit timestamp, durable
+//! timestamp, the writes) that is replicated before the write is
+//! acknowledged. The leader's batcher puts every commit queued meanwhile into
+//! one [`Command::Batch`] entry (group commit, at most
+//! [`ReplicaConfig::max_batches_in_flight`] entries out at a time), with the
+//! watermark after them; a node that applies a watermark `W` sets its stable
+//! timestamp to `W`, so read-only transactions at stable ([`Reader::begin`])
+//! see exactly the commits at or below `W`, and never one with a hole below
+//! it.
 //!
 //! ```
 //! use snapshot_engine::replication::{LocalCluster, ReplicaConfig};
@@ -31,12 +34,13 @@
 //! # The watermark rule (no holes)
 //!
 //! Commit timestamps are allocated by the leader at commit time and
-//! registered as *in flight* until the commit's log entry has been appended
-//! (openraft's `client_write` returned). The leader's watermark is
-//! `W = min(in-flight) - 1`, or the newest allocated (or logged) timestamp
-//! when none is in flight, and a `Watermark(W)` entry is appended after it is
-//! computed. So every commit at or below `W` is in the log before `W`, and
-//! every commit after `W` in the log has a timestamp above `W`. A node applies
+//! registered as *in flight* until the commit's log entry is in the leader's
+//! own log (its log store appended it). For an entry that carries the
+//! commits `B`, the leader's watermark is `W = min(in-flight \ B) - 1`, or
+//! the newest allocated (or logged) timestamp when none is in flight, and the
+//! entry carries `W` after `B`. So every commit at or below `W` is in the log
+//! at or before `W`, and every commit after `W` in the log has a timestamp
+//! above `W`. A node applies
 //! the log in order and sets stable to the last applied `W`: everything at or
 //! below its stable has been applied, so its reads have no holes. DESIGN.md,
 //! "Replication", gives the full argument, failover included.
@@ -64,7 +68,7 @@ use crate::{Error, Timestamp};
 pub use cluster::LocalCluster;
 pub use log_store::LogStore;
 pub use network::{LocalNetwork, LocalNetworkFactory, Router};
-pub use node::{Reader, Replica, ReplicaStats, WriteOptions, WriteTxn};
+pub use node::{PendingWrite, Reader, Replica, ReplicaStats, WriteOptions, WriteTxn};
 pub use state_machine::StateMachine;
 
 /// A node's id in the cluster.
@@ -126,6 +130,17 @@ pub enum Command {
         /// The watermark.
         ts: Timestamp,
     },
+    /// Many committed leader transactions in one entry (group commit), then
+    /// optionally a watermark: every commit at or below it is in this entry
+    /// or in an entry before it. A node applies the commits in order, then
+    /// the watermark.
+    Batch {
+        /// The commits, in the order their transactions committed on the
+        /// leader (so two commits of one key are in timestamp order).
+        commits: Vec<CommitRecord>,
+        /// The watermark carried after them, if it moved.
+        watermark: Option<Timestamp>,
+    },
 }
 
 /// What applying one log entry reports back to the proposer.
@@ -150,6 +165,12 @@ pub struct ReplicaConfig {
     /// Keep a history of (watermark, time applied) pairs on every node, for
     /// staleness measurements ([`Replica::watermark_history`]).
     pub record_watermarks: bool,
+    /// The most commits the leader puts in one log entry.
+    pub max_batch_commits: usize,
+    /// The most log entries of commits the leader has proposed and not yet
+    /// seen committed; while that many are out, new commits queue up and
+    /// go out together in the next entry (group commit).
+    pub max_batches_in_flight: usize,
     /// openraft's own settings (heartbeat, elections, snapshots).
     pub raft: openraft::Config,
     /// The engine settings of every node.
@@ -166,6 +187,8 @@ impl Default for ReplicaConfig {
         ReplicaConfig {
             tick: Duration::from_millis(1),
             oldest_lag: 1_000,
+            max_batch_commits: 4_096,
+            max_batches_in_flight: 2,
             write_timeout: Duration::from_secs(5),
             record_watermarks: false,
             raft: openraft::Config {
@@ -234,6 +257,11 @@ pub enum ReplicaError {
         /// What was wrong.
         what: String,
     },
+    /// A setting is out of its range.
+    BadConfig {
+        /// Which setting and what was wrong with it, with its bound.
+        what: String,
+    },
     /// Waited longer than the bound for a cluster event.
     Timeout {
         /// What was waited for.
@@ -274,6 +302,7 @@ impl fmt::Display for ReplicaError {
             }
             ReplicaError::Raft { message } => write!(f, "openraft: {message}"),
             ReplicaError::BadSnapshot { what } => write!(f, "bad snapshot: {what}"),
+            ReplicaError::BadConfig { what } => write!(f, "bad configuration: {what}"),
             ReplicaError::Timeout { what, waited } => {
                 write!(f, "timed out after {waited:?} waiting for {what}")
             }
