@@ -47,15 +47,17 @@
 //!
 //! # What a user supplies
 //!
-//! A transport ([`openraft::RaftNetworkFactory`], as [`LocalNetwork`] does in
-//! process) and, for crash durability, a durable log store in place of the
-//! in-memory one.
+//! A transport: [`TcpNetworkFactory`] (nodes in separate processes, one
+//! [`TcpNode`] each, started from a [`NodeConfig`]), [`LocalNetwork`] (in
+//! process, for tests), or its own [`openraft::RaftNetworkFactory`]; and,
+//! for crash durability, a durable log store in place of the in-memory one.
 
 mod cluster;
 mod log_store;
 mod network;
 mod node;
 mod state_machine;
+mod tcp;
 
 use std::fmt;
 use std::io::Cursor;
@@ -70,6 +72,10 @@ pub use log_store::LogStore;
 pub use network::{LocalNetwork, LocalNetworkFactory, Router};
 pub use node::{PendingWrite, Reader, Replica, ReplicaStats, WriteOptions, WriteTxn};
 pub use state_machine::StateMachine;
+pub use tcp::{
+    ClientError, ClientRequest, ClientResponse, NodeConfig, Op, Request, Response, TcpClient,
+    TcpConfig, TcpNetwork, TcpNetworkFactory, TcpNode, TransportError, MAX_FRAME_BOUND,
+};
 
 /// A node's id in the cluster.
 pub type NodeId = u64;
@@ -84,7 +90,7 @@ openraft::declare_raft_types!(
 );
 
 /// One write of a replicated commit.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Write {
     /// The key.
     pub key: Vec<u8>,
@@ -95,7 +101,7 @@ pub struct Write {
 /// Which leader transaction a commit entry came from: the proposing node and
 /// its own sequence number. The proposing node skips applying its own
 /// entries (its transaction commits them locally).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Origin {
     /// The node that proposed the entry.
     pub node: NodeId,
@@ -104,13 +110,15 @@ pub struct Origin {
 }
 
 /// A committed leader transaction, as carried in the log.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CommitRecord {
     /// The commit timestamp the leader committed at.
+    #[serde(with = "ts_serde")]
     pub commit_ts: Timestamp,
     /// The durable timestamp. Leader transactions commit unprepared, so it
     /// equals `commit_ts`; it is carried so that a node can advance its
     /// global durable timestamp when the entry is applied.
+    #[serde(with = "ts_serde")]
     pub durable_ts: Timestamp,
     /// Where it came from.
     pub origin: Origin,
@@ -119,7 +127,7 @@ pub struct CommitRecord {
 }
 
 /// The application data of a log entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Command {
     /// A committed leader transaction.
     Commit(CommitRecord),
@@ -128,6 +136,7 @@ pub enum Command {
     /// timestamp to it.
     Watermark {
         /// The watermark.
+        #[serde(with = "ts_serde")]
         ts: Timestamp,
     },
     /// Many committed leader transactions in one entry (group commit), then
@@ -139,14 +148,16 @@ pub enum Command {
         /// leader (so two commits of one key are in timestamp order).
         commits: Vec<CommitRecord>,
         /// The watermark carried after them, if it moved.
+        #[serde(with = "opt_ts_serde")]
         watermark: Option<Timestamp>,
     },
 }
 
 /// What applying one log entry reports back to the proposer.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Applied {
     /// The node's stable timestamp after the entry was applied.
+    #[serde(with = "opt_ts_serde")]
     pub stable: Option<Timestamp>,
 }
 
@@ -193,9 +204,11 @@ impl Default for ReplicaConfig {
             record_watermarks: false,
             raft: openraft::Config {
                 cluster_name: "snapshot-engine".to_string(),
-                // Generous for nodes that share a loaded machine: a spurious
-                // election fences a leader with writes in flight.
-                heartbeat_interval: 100,
+                // Elections generous for nodes that share a loaded machine (a
+                // spurious one fences a leader with writes in flight);
+                // heartbeats frequent, as a follower that missed the push of
+                // a commit index learns it from the next one.
+                heartbeat_interval: 20,
                 election_timeout_min: 600,
                 election_timeout_max: 1200,
                 // Snapshots are taken on demand (`LocalCluster::snapshot`) or
@@ -329,6 +342,53 @@ impl<P: crate::Protocol> From<crate::CommitError<'_, '_, P>> for ReplicaError {
 fn raft_err(e: impl fmt::Display) -> ReplicaError {
     ReplicaError::Raft {
         message: e.to_string(),
+    }
+}
+
+/// Timestamps on the wire: the raw value, checked against
+/// [`Timestamp::MAX`] when read.
+mod ts_serde {
+    use crate::Timestamp;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(ts: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(ts.get())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
+        let v = u64::deserialize(d)?;
+        if v > Timestamp::MAX.get() {
+            return Err(serde::de::Error::custom(format!(
+                "timestamp {v} above the maximum {}",
+                Timestamp::MAX.get()
+            )));
+        }
+        Ok(Timestamp::new(v))
+    }
+}
+
+/// Optional timestamps on the wire.
+mod opt_ts_serde {
+    use crate::Timestamp;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(
+        ts: &Option<Timestamp>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        ts.map(Timestamp::get).serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Timestamp>, D::Error> {
+        match Option::<u64>::deserialize(d)? {
+            Some(v) if v > Timestamp::MAX.get() => Err(serde::de::Error::custom(format!(
+                "timestamp {v} above the maximum {}",
+                Timestamp::MAX.get()
+            ))),
+            v => Ok(v.map(Timestamp::new)),
+        }
     }
 }
 

@@ -260,6 +260,7 @@ impl Replica {
     /// nodes. Call from outside the runtime.
     ///
     /// # Errors
+    /// [`ReplicaError::BadConfig`] if a batching bound is 0;
     /// [`ReplicaError::Raft`] if openraft rejects the configuration.
     pub fn new<N>(
         id: NodeId,
@@ -270,6 +271,14 @@ impl Replica {
     where
         N: RaftNetworkFactory<TypeConfig>,
     {
+        if config.max_batch_commits == 0 || config.max_batches_in_flight == 0 {
+            return Err(ReplicaError::BadConfig {
+                what: format!(
+                    "max_batch_commits {} and max_batches_in_flight {} must be at least 1",
+                    config.max_batch_commits, config.max_batches_in_flight
+                ),
+            });
+        }
         let raft_config = Arc::new(config.raft.clone().validate().map_err(raft_err)?);
         let shared = Arc::new(Shared {
             id,
