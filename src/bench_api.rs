@@ -5,7 +5,6 @@
 
 use crate::machinery::epoch::Collector as Reclaimer;
 use crate::store::raw::hashindex::HashIndex;
-use crate::sync::Mutex;
 
 /// The hash index with the collector and insert mutex that the store pairs
 /// it with. Every key maps to its own node (key bytes and an empty version
@@ -13,7 +12,6 @@ use crate::sync::Mutex;
 pub struct HashIndexHook {
     ix: HashIndex,
     rc: Reclaimer,
-    inserting: Mutex<()>,
 }
 
 impl Default for HashIndexHook {
@@ -28,7 +26,6 @@ impl HashIndexHook {
         HashIndexHook {
             ix: HashIndex::new(),
             rc: Reclaimer::new(),
-            inserting: Mutex::new(()),
         }
     }
 
@@ -46,20 +43,6 @@ impl HashIndexHook {
     /// is left out). Returns whether the key was new.
     pub fn insert(&self, key: &[u8]) -> bool {
         let guard = self.rc.pin();
-        let h = self.ix.hash(key);
-        if self.ix.get(key, h, &guard).is_some() {
-            return false;
-        }
-        let _g = self.inserting.lock().unwrap_or_else(|e| e.into_inner());
-        if self.ix.get(key, h, &guard).is_some() {
-            return false;
-        }
-        // SAFETY: we hold `inserting` (one inserter at a time).
-        let node = unsafe { self.ix.new_node(key) };
-        // SAFETY: we hold `inserting` (one inserter at a time), `node` is
-        // fresh from `new_node`, and the re-check above under the mutex found
-        // no node for `key` (as in `store::Index::get_or_insert`).
-        unsafe { self.ix.insert_locked(node, &self.rc, &guard) };
-        true
+        self.ix.get_or_insert(key, &self.rc, &guard, |_| {}).1
     }
 }

@@ -8,7 +8,7 @@
 //!
 //! Keys are never removed (DESIGN.md, "Boundaries"), so a slot goes from
 //! null to a node pointer once and never changes, and the table never holds
-//! tombstones. Inserting a new key happens under the store's insert mutex
+//! tombstones. Inserting a new key happens under the index's insert mutex
 //! (writers creating keys only; readers never take it). When the table is
 //! half full the inserter builds a table twice the size holding every node,
 //! installs it with a Release store and retires the old one to the epoch
@@ -69,7 +69,7 @@ const INLINE: usize = 22;
 impl KeyBytes {
     fn new(key: &[u8]) -> KeyBytes {
         // Equivalent mutant (`<`: a key of exactly INLINE bytes goes to the
-        // heap; same bytes, issue 9c's mutation check).
+        // heap; same bytes).
         if key.len() <= INLINE {
             let mut b = [0; INLINE];
             b[..key.len()].copy_from_slice(key);
@@ -88,11 +88,42 @@ impl KeyBytes {
     }
 }
 
-/// A table slot: the node pointer and its hash, so a probe that meets
-/// another key's node rejects it without touching the node.
-struct Slot {
-    hash: AtomicU64,
-    node: AtomicPtr<Node>,
+/// A table slot, one word: the node pointer in the low [`ADDR_BITS`] bits
+/// and the top bits of its key's hash (the *tag*) above them, so a probe
+/// that meets another key's node rejects it without touching the node,
+/// in 8 bytes a slot. 0: empty (a node pointer is never null).
+struct Slot(AtomicU64);
+
+/// Bits of a node address: user-space addresses on the 64-bit targets this
+/// builds for fit in 48 (checked for every node in `new_node`).
+const ADDR_BITS: u32 = 48;
+const ADDR_MASK: u64 = (1 << ADDR_BITS) - 1;
+
+/// The tag of `hash`, in place above the address bits.
+#[inline]
+fn tag(hash: u64) -> u64 {
+    hash & !ADDR_MASK
+}
+
+/// The slot word for `node` with `hash`'s tag.
+#[inline]
+fn pack(node: *mut Node, hash: u64) -> u64 {
+    node.expose_provenance() as u64 | tag(hash)
+}
+
+/// The node pointer of a non-empty slot word.
+#[inline]
+fn node_of(w: u64) -> *mut Node {
+    ptr::with_exposed_provenance_mut((w & ADDR_MASK) as usize)
+}
+
+/// A node pointer found by [`HashIndex::candidate`], to resolve.
+#[derive(Clone, Copy)]
+pub(crate) struct Candidate(*const Node);
+
+impl Candidate {
+    /// No candidate yet.
+    pub(crate) const NONE: Candidate = Candidate(ptr::null());
 }
 
 struct Table {
@@ -114,33 +145,24 @@ impl Table {
         Box::new(Table {
             mask: cap - 1,
             shift: 64 - cap.trailing_zeros(),
-            slots: (0..cap)
-                .map(|_| Slot {
-                    hash: AtomicU64::new(0),
-                    node: AtomicPtr::new(ptr::null_mut()),
-                })
-                .collect(),
+            slots: (0..cap).map(|_| Slot(AtomicU64::new(0))).collect(),
         })
     }
 
     /// Stores `node` in the first empty slot of its probe sequence. Only the
-    /// inserter (holding the insert mutex) calls this.
+    /// inserter (holding `inserting`) calls this.
     fn place(&self, node: *mut Node, hash: u64) {
         let mut i = self.home(hash);
         loop {
             let s = &self.slots[i];
             // Relaxed: only the inserter writes slots, under the mutex.
-            if s.node.load(Ordering::Relaxed).is_null() {
-                // Relaxed: published by the Release store of `node` below.
-                s.hash.store(hash, Ordering::Relaxed);
-                // Release: pairs with the Acquire slot loads in `get`, so a
-                // reader that finds the node sees it fully built, and the
-                // hash beside it. Belt and braces as far as the checks go:
-                // this file never runs under loom (a mutex map stands in)
-                // and x86 compiles Relaxed and Release alike, so no check
-                // fails without it (issue 9c); kept by the argument, as are
-                // the table's Release store and both Acquire loads in `get`.
-                s.node.store(node, Ordering::Release);
+            if s.0.load(Ordering::Relaxed) == 0 {
+                // Release, required: pairs with the Acquire slot load in
+                // `get`, so a reader that finds the node sees it fully
+                // built. Not checked by loom (this
+                // file does not run under it) nor by x86 (which compiles
+                // Relaxed and Release alike); required by the argument.
+                s.0.store(pack(node, hash), Ordering::Release);
                 return;
             }
             i = (i + 1) & self.mask;
@@ -172,10 +194,12 @@ pub(crate) struct HashIndex {
     /// Only the inserter (under the mutex) touches it, and the drop.
     arena: UnsafeCell<Arena>,
     hasher: foldhash::fast::RandomState,
+    /// Held by whoever creates a key (writers only; readers never take it).
+    inserting: crate::sync::Mutex<()>,
 }
 
 // SAFETY: `len` and `arena` are touched only by `insert_locked` and
-// `new_node`, whose callers hold the store's insert mutex (see their
+// `new_node`, whose callers hold the index's insert mutex (see their
 // # Safety), and by the drop (`&mut self`); every other field is atomic or
 // immutable after construction. Nodes are Send + Sync (KeyEntry is built
 // from atomics and owned bytes).
@@ -193,7 +217,39 @@ impl HashIndex {
                 used: CHUNK,
             }),
             hasher: foldhash::fast::RandomState::default(),
+            inserting: crate::sync::Mutex::new(()),
         }
+    }
+
+    /// The node for `key`, inserting a new one if the key is absent. A new
+    /// node is handed to `on_new` (under the insert mutex, before readers
+    /// of this table can find it) and the second value is true. Nodes live
+    /// until the index drops, hence the `'s` borrow.
+    pub(crate) fn get_or_insert<'s>(
+        &'s self,
+        key: &[u8],
+        rc: &Reclaimer,
+        guard: &Guard,
+        on_new: impl FnOnce(&'s Node),
+    ) -> (&'s Node, bool) {
+        let h = self.hash(key);
+        if let Some(n) = self.get(key, h, guard) {
+            return (n, false);
+        }
+        let _g = self.inserting.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = self.get(key, h, guard) {
+            return (n, false);
+        }
+        // SAFETY: we hold `inserting`.
+        let node = unsafe { self.new_node(key) };
+        // SAFETY: nodes live until the index drops, which the `'s` borrow of
+        // `self` rules out; `new_node` wrote it in full.
+        let n: &'s Node = unsafe { &*node };
+        on_new(n);
+        // SAFETY: we hold `inserting`, `node` is fresh from `new_node`, and
+        // the re-check above under the mutex found no node for `key`.
+        unsafe { self.insert_locked(node, rc, guard) };
+        (n, true)
     }
 
     #[inline]
@@ -203,9 +259,9 @@ impl HashIndex {
 
     /// The node for `key`, if inserted. Loads only.
     #[inline]
-    pub(crate) fn get<'g>(&'g self, key: &[u8], hash: u64, _guard: &'g Guard) -> Option<&'g Node> {
-        // Acquire: pairs with the Release table store in `insert_locked`
-        // (not loom-checked: see `Table::place`).
+    pub(crate) fn get<'s>(&'s self, key: &[u8], hash: u64, _guard: &Guard) -> Option<&'s Node> {
+        // Acquire, required: pairs with the Release table store in
+        // `insert_locked` (the new table's slots).
         let t = self.table.load(Ordering::Acquire);
         // SAFETY: loaded under `_guard`; a replaced table is retired to the
         // epoch collector and freed only after every guard that could have
@@ -214,16 +270,16 @@ impl HashIndex {
         let mut i = t.home(hash);
         loop {
             let slot = &t.slots[i];
-            // Acquire: pairs with the Release slot store in `Table::place`
-            // (not loom-checked: see there).
-            let p = slot.node.load(Ordering::Acquire);
-            if p.is_null() {
+            // Acquire, required: pairs with the Release slot store in
+            // `Table::place` (the node's key and entry).
+            let w = slot.0.load(Ordering::Acquire);
+            if w == 0 {
                 return None;
             }
-            // Relaxed: ordered after the Acquire load of `node` above.
-            if slot.hash.load(Ordering::Relaxed) == hash {
-                // SAFETY: nodes are freed only when the store drops, which
-                // needs `&mut`; the `'g` borrow of `self` rules that out.
+            if w & !ADDR_MASK == tag(hash) {
+                let p = node_of(w);
+                // SAFETY: nodes are freed only when the index drops, which
+                // needs `&mut`; the `'s` borrow of `self` rules that out.
                 let n = unsafe { &*p };
                 if n.key() == key {
                     return Some(n);
@@ -233,12 +289,74 @@ impl HashIndex {
         }
     }
 
+    /// Batched lookups, first step: starts loading the slot where `hash`'s
+    /// probe sequence begins. Loads only.
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, hash: u64, _guard: &Guard) {
+        // Acquire, required: as in `get` (the table's slots).
+        let t = self.table.load(Ordering::Acquire);
+        // SAFETY: as in `get`: loaded under `_guard`, freed only after it.
+        let t = unsafe { &*t };
+        super::prefetch(&t.slots[t.home(hash)]);
+    }
+
+    /// Batched lookups, second step: the node of the first slot in
+    /// `hash`'s probe sequence whose hash matches (null if an empty slot
+    /// comes first), and starts loading it. Touches slots only, never a
+    /// node, so a batch's node misses overlap.
+    #[inline]
+    pub(crate) fn candidate(&self, hash: u64, _guard: &Guard) -> Candidate {
+        // Acquire, required: as in `get`.
+        let t = self.table.load(Ordering::Acquire);
+        // SAFETY: as in `get`.
+        let t = unsafe { &*t };
+        let mut i = t.home(hash);
+        loop {
+            let slot = &t.slots[i];
+            // Acquire, required: as in `get` (the node's key and entry).
+            let w = slot.0.load(Ordering::Acquire);
+            if w == 0 {
+                return Candidate::NONE;
+            }
+            if w & !ADDR_MASK == tag(hash) {
+                let p = node_of(w);
+                super::prefetch(p);
+                return Candidate(p);
+            }
+            i = (i + 1) & t.mask;
+        }
+    }
+
+    /// Batched lookups, last step: the node for `key` given its
+    /// [`candidate`](Self::candidate), probing on (as [`get`](Self::get))
+    /// only when the candidate holds another key with the same hash.
+    #[inline]
+    pub(crate) fn resolve<'s>(
+        &'s self,
+        key: &[u8],
+        hash: u64,
+        c: Candidate,
+        guard: &Guard,
+    ) -> Option<&'s Node> {
+        if c.0.is_null() {
+            return None;
+        }
+        // SAFETY: a candidate is a node pointer found in a slot; nodes are
+        // freed only when the index drops, which the `'s` borrow rules out.
+        let n = unsafe { &*c.0 };
+        if n.key() == key {
+            Some(n)
+        } else {
+            self.get(key, hash, guard)
+        }
+    }
+
     /// Builds a node for `key` (not yet inserted) in the arena. It lives
     /// until the index drops, inserted or not.
     ///
     /// # Safety
-    /// The caller holds the store's insert mutex (one inserter at a time).
-    pub(crate) unsafe fn new_node(&self, key: &[u8]) -> *mut Node {
+    /// The caller holds the index's insert mutex (one inserter at a time).
+    unsafe fn new_node(&self, key: &[u8]) -> *mut Node {
         // SAFETY: the caller holds the insert mutex, so no other thread
         // touches the arena now.
         let a = unsafe { &mut *self.arena.get() };
@@ -264,16 +382,20 @@ impl HashIndex {
             })
         };
         a.used += 1;
+        assert!(
+            n.expose_provenance() as u64 & !ADDR_MASK == 0,
+            "a node address above {ADDR_BITS} bits cannot be tagged in a slot word"
+        );
         n
     }
 
     /// Inserts `node` (a key not present), growing the table when half full.
     ///
     /// # Safety
-    /// The caller holds the store's insert mutex (one inserter at a time),
+    /// The caller holds the index's insert mutex (one inserter at a time),
     /// `node` came from [`HashIndex::new_node`] and its key is not in the
     /// index.
-    pub(crate) unsafe fn insert_locked(&self, node: *mut Node, rc: &Reclaimer, guard: &Guard) {
+    unsafe fn insert_locked(&self, node: *mut Node, rc: &Reclaimer, guard: &Guard) {
         // Relaxed: only inserters replace the table, and we are the only one.
         let cur = self.table.load(Ordering::Relaxed);
         // SAFETY: the current table is never freed while it is current.
@@ -282,20 +404,24 @@ impl HashIndex {
         // SAFETY: `node` is valid (caller contract).
         let hash = self.hash(unsafe { (*node).key() });
         // Equivalent mutant (`>=`: the table grows one insert earlier; a
-        // load factor, not a bound, issue 9c's mutation check).
+        // load factor, not a bound).
         if len * 2 > t.slots.len() {
             let bigger = Table::with_capacity(t.slots.len() * 2);
             for s in t.slots.iter() {
-                let p = s.node.load(Ordering::Relaxed);
-                if !p.is_null() {
-                    // Relaxed: only the inserter (us) writes slots.
-                    bigger.place(p, s.hash.load(Ordering::Relaxed));
+                // Relaxed: only the inserter (us) writes slots.
+                let w = s.0.load(Ordering::Relaxed);
+                if w != 0 {
+                    let p = node_of(w);
+                    // SAFETY: a node in the table lives until the index
+                    // drops; its key is immutable. The slot keeps only the
+                    // hash's tag, so the home slot is recomputed.
+                    let h = self.hash(unsafe { (*p).key() });
+                    bigger.place(p, h);
                 }
             }
             bigger.place(node, hash);
-            // Release: pairs with the Acquire table load in `get`; the new
-            // table's slots are visible to whoever loads it (not
-            // loom-checked: see `Table::place`).
+            // Release, required: pairs with the Acquire table load in
+            // `get`; the new table's slots are visible to whoever loads it.
             self.table.store(Box::into_raw(bigger), Ordering::Release);
             let old = SendPtr(cur);
             rc.defer(guard, move || {
@@ -339,14 +465,9 @@ mod tests {
 
     fn insert(ix: &HashIndex, rc: &Reclaimer, key: &[u8]) {
         let g = rc.pin();
-        let h = ix.hash(key);
-        assert!(ix.get(key, h, &g).is_none());
-        // SAFETY: single-threaded test: we are the only inserter, the node is
-        // fresh and its key absent (checked above).
-        unsafe {
-            let n = ix.new_node(key);
-            ix.insert_locked(n, rc, &g)
-        };
+        let (n, new) = ix.get_or_insert(key, rc, &g, |_| {});
+        assert!(new, "a fresh key");
+        assert_eq!(n.key(), key);
     }
 
     #[test]
@@ -357,6 +478,22 @@ mod tests {
         assert_eq!(std::mem::size_of::<KeyBytes>(), 24);
         assert_eq!(std::mem::size_of::<Node>(), 64);
         assert_eq!(std::mem::align_of::<Node>(), 64);
+        // A slot is one word: the node address and the hash's tag.
+        assert_eq!(std::mem::size_of::<Slot>(), 8);
+    }
+
+    #[test]
+    fn a_slot_word_gives_back_its_node_and_keeps_only_the_tag() {
+        let rc = Reclaimer::new();
+        let ix = HashIndex::new();
+        let g = rc.pin();
+        let (n, _) = ix.get_or_insert(b"k", &rc, &g, |_| {});
+        let p = n as *const Node as *mut Node;
+        let h = 0xabcd_0000_0000_1234;
+        let w = pack(p, h);
+        assert_eq!(node_of(w), p);
+        assert_eq!(w & !ADDR_MASK, 0xabcd_0000_0000_0000);
+        assert_eq!(tag(h ^ 0xffff), tag(h), "low bits are not in the tag");
     }
 
     #[test]

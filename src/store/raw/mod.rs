@@ -1,10 +1,24 @@
-//! The store's unsafe corner: version chains and the hash index. Every
-//! `unsafe` block of the store layer outside `kv/txn.rs`'s write-set
-//! dereferences lives here.
+//! The store's unsafe corner: every `unsafe` block of the store lives in
+//! this folder, each with its `// SAFETY:` argument.
+//!
+//! The boundary: outside `raw/`, the store is used through safe APIs only.
+//! [`Store`](crate::store::Store)'s methods read and collect, and pin the
+//! guard themselves; [`index::Index`] hands out `&KeyEntry` borrows that
+//! live as long as the index (keys are never removed); the chains' safe
+//! methods (`read_counted`, `prepend`, `cut`, `prune`) take a guard of the
+//! store's collector (there is one: crossbeam-epoch's default); and
+//! [`writes::WriteSet`] is the only thing outside the chains that holds
+//! pointers to versions, which it dereferences only while they are its
+//! open transaction's own (its module docs). The unsafe functions left
+//! (`KeyEntry::commit_version`, `unlink_head`) are called from
+//! `writes.rs` and from the loom hooks (`loom_api.rs`), whose unsafe
+//! functions pass their contract on to the models.
 
 pub(crate) mod chain;
 #[cfg(not(loom))]
 pub(crate) mod hashindex;
+pub(crate) mod index;
+pub(crate) mod writes;
 
 /// A raw pointer that may cross into a deferred destructor.
 pub(crate) struct SendPtr<T>(pub(crate) *mut T);
@@ -14,3 +28,17 @@ pub(crate) struct SendPtr<T>(pub(crate) *mut T);
 // no other thread can reach it through the SendPtr. The pointee types
 // (Version, hash-table arrays) are themselves Send.
 unsafe impl<T: Send> Send for SendPtr<T> {}
+
+/// Asks the CPU to start loading the cache line holding `p`. A hint: it
+/// never faults and reads nothing, whatever `p` points at (null included).
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    // SAFETY: a prefetch reads no memory and never faults, whatever the
+    // address; SSE is part of every x86_64 target.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
