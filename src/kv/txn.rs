@@ -537,28 +537,21 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// writes, the handle is ready at once.
     ///
     /// # Errors
-    /// As [`Txn::try_commit`]: a transaction refused for a timestamp comes
-    /// back in the [`CommitError`].
-    pub fn commit_async(
-        mut self,
-        opts: CommitOptions,
-    ) -> Result<crate::CommitHandle, CommitError<'s, 'e, P>> {
+    /// As [`Txn::commit`].
+    pub fn commit_async(mut self, opts: CommitOptions) -> Result<crate::CommitHandle> {
         self.d.dlog.mode = Some(crate::durable::CommitMode::Async);
-        let r = if self.d.engine.durable.is_some() {
-            self.commit_logged(opts)
+        // On an error `self` drops here, which rolls it back, as `commit`
+        // does.
+        let lsn = if self.d.engine.durable.is_some() {
+            self.commit_logged(opts)?
         } else {
-            self.commit_in_place(opts).map(|()| None)
+            self.commit_in_place(opts)?;
+            None
         };
-        match r {
-            Ok(lsn) => Ok(match &self.d.engine.durable {
-                Some(d) => d.handle(lsn),
-                None => crate::CommitHandle::ready(),
-            }),
-            Err(error) => {
-                let txn = self.t.is_open().then(|| Box::new(self));
-                Err(CommitError { error, txn })
-            }
-        }
+        Ok(match &self.d.engine.durable {
+            Some(d) => d.handle(lsn),
+            None => crate::CommitHandle::ready(),
+        })
     }
 
     /// Commits; see [`Transaction::commit`] for the timestamp rules. Then
