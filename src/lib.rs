@@ -12,12 +12,12 @@
 //! use snapshot_engine::{CommitOptions, Engine, EngineConfig, TxnOptions};
 //!
 //! fn main() -> Result<(), Box<dyn std::error::Error>> {
-//!     let engine = Engine::new(EngineConfig::default());
+//!     let engine = Engine::new(EngineConfig::default())?;
 //!     let mut session = engine.session()?;
 //!
 //!     let mut txn = session.begin(&TxnOptions::default())?;
 //!     txn.put("apple", "red")?;
-//!     txn.commit(CommitOptions::at(10)).map_err(|e| e.into_error())?;
+//!     txn.commit(CommitOptions::at(10))?;
 //!
 //!     let mut txn = session.begin(&TxnOptions::at(15))?; // read at timestamp 15
 //!     assert_eq!(txn.get("apple")?.as_deref(), Some(&b"red"[..]));
@@ -85,6 +85,7 @@
 #[doc(hidden)]
 pub mod bench_api;
 mod config;
+pub mod durable;
 mod error;
 mod kv;
 #[cfg(loom)]
@@ -102,6 +103,7 @@ pub use config::{
     CommitOptions, EngineConfig, Isolation, PrepareConflicts, TimestampKind, TimestampUpdate,
     TxnOptions,
 };
+pub use durable::{CommitHandle, Durability, DurabilityOptions, RecoveryReport};
 pub use error::{Error, Result, TimestampRole};
 pub use kv::{CommitError, Cursor, Engine, KeyRange, OwnedSession, Savepoint, Session, Txn};
 pub use machinery::{LockFree, Protocol, SessionPin};
