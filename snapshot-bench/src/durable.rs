@@ -53,15 +53,16 @@ impl Peer {
 }
 
 fn peers() -> Vec<Peer> {
-    let mut v = vec![
+    vec![
         Peer::Durable(Durability::Sync),
         Peer::Durable(Durability::Periodic(Duration::from_millis(10))),
         Peer::Durable(Durability::None),
         Peer::Mem,
-    ];
-    #[cfg(feature = "peers")]
-    v.extend([Peer::LmdbSync, Peer::RedbImmediate]);
-    v
+        #[cfg(feature = "peers")]
+        Peer::LmdbSync,
+        #[cfg(feature = "peers")]
+        Peer::RedbImmediate,
+    ]
 }
 
 fn base_dir() -> PathBuf {
