@@ -131,7 +131,11 @@ fn snapshot_writes(engine: &Engine, writers: usize, p: &Params) -> f64 {
 
 fn run_peer(peer: Peer, writers: usize, p: &Params) -> f64 {
     match peer {
-        Peer::Mem => snapshot_writes(&Engine::new(EngineConfig::default()), writers, p),
+        Peer::Mem => snapshot_writes(
+            &Engine::new(EngineConfig::default()).expect("default config"),
+            writers,
+            p,
+        ),
         Peer::Durable(mode) => {
             let dir = fresh_dir("log");
             let e = Engine::open(

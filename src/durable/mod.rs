@@ -760,6 +760,7 @@ impl Engine<LockFree> {
         config: EngineConfig,
         options: DurabilityOptions,
     ) -> Result<Engine> {
+        config.validate()?;
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
         let fs = options.fs.clone();
@@ -774,7 +775,7 @@ impl Engine<LockFree> {
         if options.rollback_to_stable && rec.state.stable != 0 {
             rec.report.rolled_back = roll_back_files(&*fs, &dir, &mut rec)?;
         }
-        let mut engine = Engine::with_machinery(config);
+        let mut engine = Engine::with_machinery(config)?;
         let replayed = replay(&engine, &rec.state, &rec.tail)?;
         let stable = Timestamp::new(rec.state.stable);
         if !stable.is_none() {
