@@ -16,12 +16,13 @@
 //! inside the model, and loom checks that no free races with a reader's
 //! load of the freed version's link.
 
-use crate::common::{check, reclaim_now, ts};
+use super::api::{Chain, Read};
+use super::common::{check, reclaim_now, ts};
+use crate::machinery::TxnManager;
+use crate::sync::mutant;
+use crate::{CommitOptions, TimestampUpdate, TxnOptions};
 use loom::sync::Arc;
 use loom::thread;
-use snapshot_engine::loom_api::{Chain, Read};
-use snapshot_engine::machinery::TxnManager;
-use snapshot_engine::{mutant, CommitOptions, TimestampUpdate, TxnOptions};
 
 struct World {
     mgr: TxnManager,

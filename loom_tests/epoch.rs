@@ -19,8 +19,8 @@
 //! the tier-2 flags, `cargo test --release --no-default-features --test loom
 //! -- --exact descriptors::completion_real_time_order`.
 
-use crate::common::check;
-use snapshot_engine::mutant;
+use super::common::check;
+use crate::sync::mutant;
 
 #[test]
 fn chains_with_real_collector() {

@@ -12,11 +12,12 @@
 //! `SessionTableFull`); whoever gets the slot finds it clean; after both
 //! release it the slot is free exactly once and nothing is pinned.
 
-use crate::common::check;
+use super::api::{Machine, Snapshot};
+use super::common::check;
+use crate::sync::mutant;
+use crate::Error;
 use loom::sync::Arc;
 use loom::thread;
-use snapshot_engine::loom_api::{Machine, Snapshot};
-use snapshot_engine::{mutant, Error};
 
 fn model() {
     let m = Arc::new(Machine::new(1));

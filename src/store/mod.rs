@@ -16,7 +16,7 @@
 
 pub(crate) mod raw;
 
-use crate::machinery::epoch::{Collector as Reclaimer, Guard};
+use crate::machinery::epoch::{Collector, Guard};
 use raw::chain::KeyEntry;
 #[cfg(not(loom))]
 use raw::hashindex::{HashIndex, Node};
@@ -107,7 +107,7 @@ impl Index {
     pub(crate) fn get_or_insert<'g>(
         &'g self,
         key: &[u8],
-        rc: &Reclaimer,
+        rc: &Collector,
         guard: &'g Guard,
     ) -> &'g KeyEntry {
         let h = self.hash.hash(key);
@@ -198,7 +198,7 @@ impl Index {
     pub(crate) fn get_or_insert<'g>(
         &'g self,
         key: &[u8],
-        _rc: &Reclaimer,
+        _rc: &Collector,
         _guard: &'g Guard,
     ) -> &'g KeyEntry {
         let mut m = self.map.lock().unwrap();
@@ -270,7 +270,7 @@ impl Index {
 /// The key-value store: index, collector, and freed-version count.
 pub(crate) struct Store {
     pub(crate) index: Index,
-    pub(crate) rc: Reclaimer,
+    pub(crate) rc: Collector,
     pub(crate) freed: std::sync::Arc<crate::sync::AtomicU64>,
 }
 
@@ -278,7 +278,7 @@ impl Store {
     pub(crate) fn new() -> Store {
         Store {
             index: Index::new(),
-            rc: Reclaimer::new(),
+            rc: Collector::new(),
             freed: std::sync::Arc::new(crate::sync::AtomicU64::new(0)),
         }
     }

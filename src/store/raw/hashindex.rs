@@ -26,7 +26,7 @@
 
 use super::chain::KeyEntry;
 use super::SendPtr;
-use crate::machinery::epoch::{Collector as Reclaimer, Guard};
+use crate::machinery::epoch::{Collector, Guard};
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
 use std::alloc::{self, Layout};
 use std::cell::UnsafeCell;
@@ -273,7 +273,7 @@ impl HashIndex {
     /// The caller holds the store's insert mutex (one inserter at a time),
     /// `node` came from [`HashIndex::new_node`] and its key is not in the
     /// index.
-    pub(crate) unsafe fn insert_locked(&self, node: *mut Node, rc: &Reclaimer, guard: &Guard) {
+    pub(crate) unsafe fn insert_locked(&self, node: *mut Node, rc: &Collector, guard: &Guard) {
         // Relaxed: only inserters replace the table, and we are the only one.
         let cur = self.table.load(Ordering::Relaxed);
         // SAFETY: the current table is never freed while it is current.
@@ -337,7 +337,7 @@ impl Drop for HashIndex {
 mod tests {
     use super::*;
 
-    fn insert(ix: &HashIndex, rc: &Reclaimer, key: &[u8]) {
+    fn insert(ix: &HashIndex, rc: &Collector, key: &[u8]) {
         let g = rc.pin();
         let h = ix.hash(key);
         assert!(ix.get(key, h, &g).is_none());
@@ -361,7 +361,7 @@ mod tests {
 
     #[test]
     fn every_inserted_key_is_found_across_growth_and_absent_keys_are_not() {
-        let rc = Reclaimer::new();
+        let rc = Collector::new();
         let ix = HashIndex::new();
         let long = vec![7u8; 100];
         insert(&ix, &rc, &long);
@@ -384,7 +384,7 @@ mod tests {
     #[test]
     fn readers_find_every_key_inserted_before_they_looked_while_the_table_grows() {
         use std::sync::atomic::{AtomicU32, Ordering as O};
-        let rc = Reclaimer::new();
+        let rc = Collector::new();
         let ix = HashIndex::new();
         let done = AtomicU32::new(0);
         std::thread::scope(|s| {

@@ -2,6 +2,8 @@
 //! `unsafe` block of the store layer outside `kv/txn.rs`'s write-set
 //! dereferences lives here.
 
+#[cfg(all(feature = "bench-hooks", not(loom)))]
+pub(crate) mod bench;
 pub(crate) mod chain;
 #[cfg(not(loom))]
 pub(crate) mod hashindex;

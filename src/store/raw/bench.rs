@@ -1,9 +1,10 @@
-//! Hooks for `benches/index.rs`: the store's point-lookup hash index
-//! (`store/raw/hashindex.rs`) on its own, used the way `store/mod.rs` uses it, so it
+//! Hooks for `benches/index.rs` (feature `bench-hooks`, re-exported as the
+//! hidden `snapshot_engine::bench_api`): the store's point-lookup hash index
+//! (`hashindex.rs`) on its own, used the way `store/mod.rs` uses it, so it
 //! can be measured beside other concurrent maps. Not part of the API: no
 //! stability promise, hidden from the docs.
 
-use crate::machinery::epoch::Collector as Reclaimer;
+use crate::machinery::epoch::Collector;
 use crate::store::raw::hashindex::HashIndex;
 use crate::sync::Mutex;
 
@@ -12,7 +13,7 @@ use crate::sync::Mutex;
 /// chain), allocated on insert and freed when the index drops.
 pub struct HashIndexHook {
     ix: HashIndex,
-    rc: Reclaimer,
+    rc: Collector,
     inserting: Mutex<()>,
 }
 
@@ -27,7 +28,7 @@ impl HashIndexHook {
     pub fn new() -> HashIndexHook {
         HashIndexHook {
             ix: HashIndex::new(),
-            rc: Reclaimer::new(),
+            rc: Collector::new(),
             inserting: Mutex::new(()),
         }
     }
