@@ -13,7 +13,7 @@
 
 use crate::machinery::epoch::Collector;
 use crate::machinery::loom_support::{
-    horizon, new_status, set_status, snapshot_view, stable_view, PreparedTable,
+    horizon as make_horizon, new_status, set_status, snapshot_view, stable_view, PreparedTable,
 };
 use crate::machinery::{Completion, Horizon, ReadView, VersionStatus};
 use crate::store::raw::chain::{Found, KeyEntry, Version};
@@ -219,7 +219,7 @@ impl Chain {
     /// `stable`; returns versions retired.
     pub(crate) fn prune(&self, horizon: (u64, u64), stable: u64) -> u64 {
         let guard = self.rc.pin();
-        let h = horizon(horizon.0, horizon.1);
+        let h = make_horizon(horizon.0, horizon.1);
         self.entry.prune(h, stable, &self.rc, &guard, || |_| {}).cut
     }
 
@@ -234,10 +234,5 @@ impl Chain {
     pub(crate) fn len(&self) -> usize {
         let guard = self.rc.pin();
         self.entry.chain_len(&guard)
-    }
-
-    /// Is the chain empty?
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }

@@ -12,6 +12,11 @@
 #   scripts/mutants.sh --tests             also run the library's unit and
 #                                          integration tests (release) on
 #                                          the loom survivors
+#   scripts/mutants.sh --tests-first       run those tests before loom (a
+#                                          mutant they kill skips loom): for
+#                                          kinds loom cannot see, such as the
+#                                          fence-pair swaps and the timestamp
+#                                          rules' comparisons
 #   scripts/mutants.sh --only REGEX        only mutants whose ID matches
 #   scripts/mutants.sh --report FILE       also write the report table to
 #                                          FILE (scripts/mutants-report.md
@@ -35,12 +40,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-list=0 tests=0 only="" report=""
+list=0 tests=0 tests_first=0 only="" report=""
 files=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --list) list=1 ;;
     --tests) tests=1 ;;
+    --tests-first) tests=1 tests_first=1 ;;
     --only) only="$2"; shift ;;
     --report) report="$2"; shift ;;
     -*) echo "mutants.sh: unknown option $1" >&2; exit 2 ;;
@@ -110,6 +116,50 @@ order=(slots:: descriptors:: pin_horizon:: read_ts_oldest:: read_ts_refresh::
     finger:: prepare_stable:: chains:: stable::)
 order=("${order[@]/#/loom_tests::}")
 
+# Sets outcome/by when the loom models kill the mutant in $tree (or it
+# does not build).
+run_loom() {
+    if ! (cd "$tree" && RUSTFLAGS="$flags" CARGO_TARGET_DIR="$dir/target/loom" \
+        "${loom_cmd[@]}" --no-run -q >"$dir/build.log" 2>&1); then
+        outcome=build-failed
+        by="$(grep -m1 '^error' "$dir/build.log" || true)"
+        return
+    fi
+    models="$(cd "$tree" && RUSTFLAGS="$flags" CARGO_TARGET_DIR="$dir/target/loom" \
+        "${loom_cmd[@]}" -q -- --list 2>/dev/null | sed -n 's/: test$//p' |
+        grep '^loom_tests::' | grep -v '::mutant_' | grep -v '^loom_tests::epoch::')"
+    ordered="$(for p in "${order[@]}"; do grep "^$p" <<<"$models" || true; done
+        grep -v -E "^($(IFS='|'; echo "${order[*]}"))" <<<"$models" || true)"
+    for model in $ordered; do
+        rc=0
+        (cd "$tree" && RUSTFLAGS="$flags" CARGO_TARGET_DIR="$dir/target/loom" \
+            timeout 600 "${loom_cmd[@]}" -q -- --exact "$model" --test-threads=1 \
+            >"$dir/model.log" 2>&1) || rc=$?
+        if [ "$rc" -ne 0 ]; then
+            outcome=killed
+            by="loom $model"
+            if [ "$rc" -eq 124 ]; then by="$by (timeout)"; fi
+            by="$by: $(grep -m1 -E "panicked|assertion|violated" "$dir/model.log" | cut -c1-160 || true)"
+            return
+        fi
+    done
+}
+
+# Sets outcome/by when the library's unit and integration tests (no doc
+# tests, no driver; the fence-pair counts and the timestamp tables live
+# there) kill the mutant in $tree. The first failing binary decides.
+run_tests() {
+    if (cd "$tree" && CARGO_TARGET_DIR="$dir/target/tests" \
+        timeout 1800 cargo test --release -q -p snapshot-engine --lib --tests \
+        >"$dir/tests.log" 2>&1); then
+        return
+    fi
+    outcome=killed
+    by="cargo test: $(grep -m1 -E '^test .* FAILED|panicked|timed out' "$dir/tests.log" | cut -c1-160 || true)"
+    first="$(grep -m1 -A2 -E 'panicked at' "$dir/tests.log" | tail -n +2 | tr '\n' ' ' | cut -c1-200 || true)"
+    if [ -n "$first" ]; then by="$by: $first"; fi
+}
+
 survivors=()
 n=0 total=$(wc -l <<<"$all")
 while IFS=$'\t' read -r id desc; do
@@ -119,46 +169,10 @@ while IFS=$'\t' read -r id desc; do
     python3 "$pristine/scripts/mutants.py" apply "$id" "$pristine" "$tree"
     start=$(date +%s)
     outcome="" by=""
-    if ! (cd "$tree" && RUSTFLAGS="$flags" CARGO_TARGET_DIR="$dir/target/loom" \
-        "${loom_cmd[@]}" --no-run -q >"$dir/build.log" 2>&1); then
-        outcome=build-failed
-        by="$(grep -m1 '^error' "$dir/build.log" || true)"
-    else
-        models="$(cd "$tree" && RUSTFLAGS="$flags" CARGO_TARGET_DIR="$dir/target/loom" \
-            "${loom_cmd[@]}" -q -- --list 2>/dev/null | sed -n 's/: test$//p' |
-            grep '^loom_tests::' | grep -v '::mutant_' | grep -v '^loom_tests::epoch::')"
-        ordered="$(for p in "${order[@]}"; do grep "^$p" <<<"$models" || true; done
-            grep -v -E "^($(IFS='|'; echo "${order[*]}"))" <<<"$models" || true)"
-        for model in $ordered; do
-            rc=0
-            (cd "$tree" && RUSTFLAGS="$flags" CARGO_TARGET_DIR="$dir/target/loom" \
-                timeout 600 "${loom_cmd[@]}" -q -- --exact "$model" --test-threads=1 \
-                >"$dir/model.log" 2>&1) || rc=$?
-            if [ "$rc" -ne 0 ]; then
-                outcome=killed
-                by="loom $model"
-                if [ "$rc" -eq 124 ]; then by="$by (timeout)"; fi
-                by="$by: $(grep -m1 -E "panicked|assertion|violated" "$dir/model.log" | cut -c1-160 || true)"
-                break
-            fi
-        done
-        if [ -z "$outcome" ] && [ "$tests" -eq 1 ]; then
-            # The library's unit and integration tests (no doc tests, no
-            # driver): the fence-pair counts and the timestamp tables live
-            # there. `--no-fail-fast` off: the first failing binary decides.
-            if (cd "$tree" && CARGO_TARGET_DIR="$dir/target/tests" \
-                timeout 1800 cargo test --release -q -p snapshot-engine --lib --tests \
-                >"$dir/tests.log" 2>&1); then
-                :
-            else
-                outcome=killed
-                by="cargo test: $(grep -m1 -E '^test .* FAILED|panicked|timed out' "$dir/tests.log" | cut -c1-160 || true)"
-                first="$(grep -m1 -A2 -E 'panicked at' "$dir/tests.log" | tail -n +2 | tr '\n' ' ' | cut -c1-200 || true)"
-                if [ -n "$first" ]; then by="$by: $first"; fi
-            fi
-        fi
-        if [ -z "$outcome" ]; then outcome=SURVIVED; fi
-    fi
+    if [ "$tests_first" -eq 1 ]; then run_tests; fi
+    if [ -z "$outcome" ]; then run_loom; fi
+    if [ -z "$outcome" ] && [ "$tests" -eq 1 ] && [ "$tests_first" -eq 0 ]; then run_tests; fi
+    if [ -z "$outcome" ]; then outcome=SURVIVED; fi
     cp "$pristine/$f" "$tree/$f"
     printf '%s\t%s\t%s\t%s s\t%s\n' "$id" "$outcome" "$by" "$(($(date +%s) - start))" "$desc" >>"$results"
     echo "[$n/$total] $id: $outcome ${by:+($by)}"
@@ -166,7 +180,7 @@ while IFS=$'\t' read -r id desc; do
 done <<<"$all"
 
 python3 "$pristine/scripts/mutants.py" report "$results" "$pristine" \
-    "LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS, tests on loom survivors: $([ "$tests" -eq 1 ] && echo yes || echo no), base $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo ' + uncommitted src changes')" \
+    "LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS, tests: $([ "$tests_first" -eq 1 ] && echo "first" || { [ "$tests" -eq 1 ] && echo "on loom survivors" || echo no; }), base $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo ' + uncommitted src changes')" \
     >"$dir/report.md"
 if [ -n "$report" ]; then cp "$dir/report.md" "$report"; fi
 echo "== $(grep -c $'\tkilled\t' "$results" || true) killed, ${#survivors[@]} survived," \

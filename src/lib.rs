@@ -1,4 +1,29 @@
-#![doc = include_str!("../README.md")]
+//! Lock-free transaction snapshots, WiredTiger-style timestamps and an MVCC
+//! key-value store, for storage engines to embed.
+//!
+//! [`Engine`] is the key-value store: [`Session`]s run [`Txn`]s with
+//! snapshot isolation, read, commit, prepare and durable timestamps, and
+//! ordered [`Cursor`]s. [`machinery`] is the snapshot and timestamp layer
+//! under it, public for storage that keeps its own versions. With the
+//! `replication` feature, `replication` runs follower replicas on openraft.
+//! The repository's DESIGN.md explains the protocol and its invariants.
+//!
+//! ```
+//! use snapshot_engine::{CommitOptions, Engine, EngineConfig, TxnOptions};
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let engine = Engine::new(EngineConfig::default());
+//!     let mut session = engine.session()?;
+//!
+//!     let mut txn = session.begin(&TxnOptions::default())?;
+//!     txn.put("apple", "red")?;
+//!     txn.commit(CommitOptions::at(10)).map_err(|e| e.into_error())?;
+//!
+//!     let mut txn = session.begin(&TxnOptions::at(15))?; // read at timestamp 15
+//!     assert_eq!(txn.get("apple")?.as_deref(), Some(&b"red"[..]));
+//!     Ok(())
+//! }
+//! ```
 //!
 //! # Consistency
 //!
@@ -60,9 +85,7 @@
 /// of the API.
 #[cfg(all(feature = "bench-hooks", not(loom)))]
 #[doc(hidden)]
-pub mod bench_api {
-    pub use crate::store::raw::bench::HashIndexHook;
-}
+pub mod bench_api;
 mod config;
 mod error;
 mod kv;

@@ -217,6 +217,20 @@ fn global_timestamp_rules_on<P: Protocol>() {
             Ok(Out::Stamp(Some(ts(50)))),
         ),
         row(
+            "a session's later commit at a lower timestamp leaves all_durable at its highest",
+            "oldest 10, stable 20",
+            |e| {
+                let mut s = e.session().unwrap();
+                for at in [50, 40] {
+                    let mut t = s.begin(&TxnOptions::default()).unwrap();
+                    t.put(b"k", b"v1").unwrap();
+                    t.commit(CommitOptions::at(at)).unwrap();
+                }
+                Ok(Out::Stamp(e.query_timestamp(TimestampKind::AllDurable)))
+            },
+            Ok(Out::Stamp(Some(ts(50)))),
+        ),
+        row(
             "all_durable counts the commit after each of five durable sets",
             "oldest 10, stable 20",
             |e| {

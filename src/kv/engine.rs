@@ -6,8 +6,7 @@ use crate::config::{CommitOptions, EngineConfig, TimestampKind, TimestampUpdate,
 use crate::error::{Error, Result};
 use crate::machinery::{Count, LockFree, Protocol, SessionPin, TxnManager, TxnSession};
 use crate::stats::Stats;
-use crate::store::raw::chain::{tails, KeyEntry, Tails, Version};
-use crate::store::Store;
+use crate::store::{Store, WriteSet};
 use crate::sync::Ordering;
 use crate::ts::Timestamp;
 use std::sync::Arc;
@@ -133,20 +132,9 @@ impl<P: Protocol> Engine<P> {
         self.mgr.advance_horizon();
         let h = self.mgr.horizon();
         let stable = self.mgr.stable_timestamp();
-        let guard = self.store.rc.pin();
-        let (mut pruned, mut examined) = (0, 0);
-        self.store.index.for_each(&guard, |e| {
-            let n = e.prune(h, stable.get(), &self.store.rc, &guard, || {
-                self.store.on_free()
-            });
-            pruned += n.cut;
-            examined += n.examined;
-        });
-        // What was just retired sits in this thread's deferred bag until it
-        // fills; hand it on so it is freed without later writes here.
-        self.store.rc.flush(&guard);
-        self.mgr.count(Count::VersionsPruned, pruned);
-        self.mgr.count(Count::CommitVersionsExamined, examined);
+        let n = self.store.collect(h, stable.get());
+        self.mgr.count(Count::VersionsPruned, n.cut);
+        self.mgr.count(Count::CommitVersionsExamined, n.examined);
     }
 
     /// The pins every open session holds: which sessions hold history back,
@@ -158,11 +146,7 @@ impl<P: Protocol> Engine<P> {
     /// The versions in `key`'s chain (pruned ones excluded), for tests and
     /// diagnostics; 0 if the key was never written.
     pub fn chain_len(&self, key: &[u8]) -> usize {
-        let guard = self.store.rc.pin();
-        self.store
-            .index
-            .get(key, &guard)
-            .map_or(0, |e| e.chain_len(&guard))
+        self.store.chain_len(key)
     }
 
     /// Whether handshake 1 (pin versus horizon) runs on the asymmetric
@@ -183,12 +167,6 @@ impl<P: Protocol> Engine<P> {
     pub fn manager(&self) -> &TxnManager<P> {
         &self.mgr
     }
-}
-
-/// A write recorded for commit or rollback.
-pub(crate) struct WriteRec {
-    pub(crate) entry: *const KeyEntry,
-    pub(crate) version: *mut Version,
 }
 
 /// A session: one slot in the session table. Begin transactions on it, one
@@ -228,8 +206,9 @@ pub type OwnedSession<P = LockFree> = Session<'static, P>;
 /// The store's half of a session, borrowed by its open [`Txn`].
 pub(crate) struct SessionData<'e, P: Protocol> {
     pub(crate) engine: &'e Engine<P>,
-    /// The open transaction's writes (buffer reused across transactions).
-    pub(crate) writes: Vec<WriteRec>,
+    /// The open transaction's writes and the pruned tails not yet handed
+    /// to the collector.
+    pub(crate) writes: WriteSet<'e>,
     /// Commits since the last horizon refresh.
     pub(crate) commits: u32,
     /// The open transaction's live savepoints, oldest first: (id, writes
@@ -241,23 +220,7 @@ pub(crate) struct SessionData<'e, P: Protocol> {
     /// This session's process-wide unique token, carried by its savepoints
     /// (so another session's, or an earlier session's, is refused).
     pub(crate) token: u64,
-    /// Pruned chain tails not yet handed to the collector.
-    pub(crate) tails: Tails,
 }
-
-// SAFETY: the raw pointers in `writes` point into the engine's store, which
-// is Sync and outlives the session ('e); they are only dereferenced by the
-// session's own open transaction, which the borrow checker confines to the
-// thread holding `&mut Session`. Moving the session moves that exclusive
-// access with it. Everything else in a Session is Send.
-unsafe impl<P: Protocol> Send for SessionData<'_, P> {}
-// SAFETY: a shared `&SessionData` only reads: the write set's pointers into
-// the store (which is Sync) and plain counters; every mutation and every
-// dereference goes through `&mut Session` or the transaction borrowing it.
-// The session itself stays !Sync (its `_not_sync` marker), so this only
-// keeps the raw pointers out of the compiler's error for `Session: Sync`,
-// which then names `Session` and its marker alone.
-unsafe impl<P: Protocol> Sync for SessionData<'_, P> {}
 
 impl<'e, P: Protocol> Session<'e, P> {
     fn open(engine: &'e Engine<P>, owner: Option<Arc<Engine<P>>>) -> Result<Self> {
@@ -265,12 +228,11 @@ impl<'e, P: Protocol> Session<'e, P> {
             msess: engine.mgr.session()?,
             data: SessionData {
                 engine,
-                writes: Vec::new(),
+                writes: WriteSet::new(&engine.store),
                 commits: 0,
                 savepoints: Vec::new(),
                 savepoint_ids: 0,
                 token: crate::sync::unique_id(),
-                tails: tails(),
             },
             owner,
             _not_sync: std::marker::PhantomData,
@@ -377,9 +339,6 @@ impl<P: Protocol> Drop for Session<'_, P> {
         if self.msess.has_leaked() {
             txn::recover_leaked(&mut self.msess, &mut self.data);
         }
-        let store = &self.data.engine.store;
-        let guard = store.rc.pin();
-        self.data.tails.flush(&store.rc, &guard, store.on_free());
-        drop(guard);
+        self.data.writes.flush_tails();
     }
 }

@@ -3,15 +3,12 @@
 //! (timestamps, prepare, commit, rollback).
 
 use super::cursor::Cursor;
-use super::engine::{SessionData, WriteRec};
+use super::engine::SessionData;
 use super::range::KeyRange;
 use crate::config::{CommitOptions, TxnOptions};
 use crate::error::{Error, Result};
-use crate::machinery::epoch::RETIRE_BATCH;
-use crate::machinery::{
-    Completion, Count, LockFree, Protocol, Transaction, TxnSession, VersionState,
-};
-use crate::store::raw::chain::{Found, Version};
+use crate::machinery::{Count, LockFree, Protocol, Transaction, TxnSession};
+use crate::store::Found;
 use crate::ts::{Timestamp, TxnId};
 use std::fmt;
 
@@ -131,83 +128,6 @@ impl<P: Protocol> PartialEq<Error> for CommitError<'_, '_, P> {
     }
 }
 
-/// Flips the status of every version in `writes` with `done` (commit,
-/// prepare). A commit first links each key's previous committed version to
-/// ours (`newer`/`stop`, invariant 13: the link precedes the Release flip
-/// that publishes it). Returns the versions the links examined.
-#[inline]
-fn flip_all<P: Protocol>(d: &SessionData<'_, P>, done: &Completion<'_>) -> u64 {
-    let VersionState::Committed(cts) = done.outcome() else {
-        for w in &d.writes {
-            // SAFETY: our own versions stay linked until we finish (pruning
-            // cuts only below committed versions; only we unlink ours), and
-            // the store outlives the session.
-            done.flip(&unsafe { &*w.version }.status);
-        }
-        return 0;
-    };
-    let guard = d.engine.store.rc.pin();
-    let mut examined = 0;
-    for w in &d.writes {
-        // SAFETY: as above: our versions are linked, alive and unfinished,
-        // written by us; key entries live until the store drops; we hold
-        // `guard`.
-        examined += unsafe {
-            (*w.entry).commit_version(w.version, cts.get(), |st| {
-                done.flip(st);
-            })
-        };
-    }
-    drop(guard);
-    examined
-}
-
-/// Rollback's completion for the store: unlinks its versions, newest
-/// first, then flips them to aborted; returns how many it unlinked.
-///
-/// Unlinking comes first, while the versions are still in progress (or
-/// prepared): no other writer can prepend on top of one (its conflict check
-/// refuses), so each is its chain's head once our own newer versions above
-/// it are gone, and the unlink always succeeds. Flipped to aborted first, a
-/// concurrent writer of the key could skip it and prepend on top; the unlink
-/// then failed and the aborted version stayed in the chain above the safe
-/// point for as long as a reader held the horizon (issue 16).
-fn unlink_then_abort<P: Protocol>(d: &SessionData<'_, P>, done: &Completion<'_>) -> u64 {
-    if d.writes.is_empty() {
-        // Nothing to unlink or flip: skip the epoch pin (most of a
-        // read-only rollback's cost; issue 14b).
-        return 0;
-    }
-    let store = &d.engine.store;
-    let guard = store.rc.pin();
-    let flip = || {
-        for w in &d.writes {
-            // SAFETY: our versions were linked and alive when `guard` was
-            // pinned; those unlinked are retired under it, so none is freed
-            // before it drops (invariant 11). Readers that loaded one before
-            // the unlink see it aborted (or still in progress: invisible).
-            done.flip(&unsafe { &*w.version }.status);
-        }
-    };
-    let flip_first = crate::sync::mutant_on(crate::sync::mutant::ROLLBACK_FLIPS_BEFORE_UNLINK);
-    if flip_first {
-        flip();
-    }
-    let mut unlinked = 0;
-    for w in d.writes.iter().rev() {
-        // SAFETY: key entries live until the store drops; our version is
-        // still linked (we have not unlinked it yet).
-        if unsafe { &*w.entry }.unlink_head(w.version, &store.rc, &guard) {
-            unlinked += 1;
-        }
-    }
-    if !flip_first {
-        flip();
-    }
-    drop(guard);
-    unlinked
-}
-
 impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     #[inline]
     pub(crate) fn begin(
@@ -273,19 +193,19 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     ) -> Result<R> {
         let key = key.as_ref();
         let view = self.t.read_view()?;
-        let store = &self.d.engine.store;
-        let guard = store.rc.pin();
-        let mut examined = 0;
-        let found = match store.index.get(key, &guard) {
-            Some(e) => e.read_counted(&view, &guard, &mut examined),
-            None => Found::Absent,
-        };
+        let (r, examined) = self.d.engine.store.read(key, &view, |found, n| {
+            let r = match found {
+                Found::Value(v) => Some(f(Some(v))),
+                Found::Deleted | Found::Absent => Some(f(None)),
+                Found::PrepareConflict => None,
+            };
+            (r, n)
+        });
         self.t.count(Count::Reads, 1);
         self.t.count(Count::VersionsRead, examined);
-        match found {
-            Found::Value(v) => Ok(f(Some(v))),
-            Found::Deleted | Found::Absent => Ok(f(None)),
-            Found::PrepareConflict => {
+        match r {
+            Some(r) => Ok(r),
+            None => {
                 self.t.count(Count::PrepareConflicts, 1);
                 Err(Error::PrepareConflict { key: key.to_vec() })
             }
@@ -437,20 +357,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         };
         let writes = self.d.savepoints[at].1;
         self.d.savepoints.truncate(at + 1);
-        let store = &self.d.engine.store;
-        let guard = store.rc.pin();
-        let mut unlinked = 0;
-        for w in self.d.writes[writes..].iter().rev() {
-            // SAFETY: invariant 15: our versions are in progress, so no
-            // other writer prepends above them (its conflict check refuses),
-            // and we unlink newest first, so each is its chain's head here;
-            // the key entry lives until the store drops.
-            let ok = unsafe { &*w.entry }.unlink_head(w.version, &store.rc, &guard);
-            debug_assert!(ok, "an in-progress own version is its chain's head");
-            unlinked += u64::from(ok);
-        }
-        drop(guard);
-        self.d.writes.truncate(writes);
+        let unlinked = self.d.writes.rollback_to(writes);
         self.t.count(Count::VersionsPruned, unlinked);
         Ok(())
     }
@@ -465,17 +372,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             });
         }
         let (status, view) = self.t.new_version()?;
-        let store = &self.d.engine.store;
-        let guard = store.rc.pin();
-        let entry = store.index.get_or_insert(key, &store.rc, &guard);
-        let v = Version::alloc(status, value);
-        match entry.prepend(v, &view, &guard) {
-            Ok((version, retries)) => {
+        match self.d.writes.write(key, status, value, &view) {
+            Ok(retries) => {
                 self.t.count(Count::ChainCasRetries, retries);
-                self.d.writes.push(WriteRec {
-                    entry: entry as *const _,
-                    version,
-                });
                 Ok(())
             }
             Err(_) => {
@@ -510,9 +409,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// # Errors
     /// As [`Transaction::prepare`]; the transaction stays usable.
     pub fn prepare(&mut self, ts: Timestamp) -> Result<Timestamp> {
-        let d = &*self.d;
+        let writes = &mut self.d.writes;
         self.t.prepare(ts, |done| {
-            flip_all(d, done);
+            writes.complete(done);
         })
     }
 
@@ -538,23 +437,20 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
 
     #[inline]
     fn commit_in_place(&mut self, opts: CommitOptions) -> Result<()> {
-        let d = &*self.d;
-        let (mut unlinked, mut examined) = (0, 0);
-        let r = self.t.commit(opts, |done| {
-            if done.outcome() == VersionState::Aborted {
-                // Doomed by a write conflict: rolled back.
-                unlinked = unlink_then_abort(d, done);
-            } else {
-                examined = flip_all(d, done);
-            }
-        });
-        if !self.d.writes.is_empty() && !self.t.is_open() {
-            if r.is_ok() {
-                self.t.count(Count::CommitVersionsExamined, examined);
-                self.prune_written();
-            } else {
+        let writes = &mut self.d.writes;
+        let mut done_with = None;
+        // A doomed transaction's completion is an abort (rolled back), a
+        // committed one's links and flips.
+        let r = self
+            .t
+            .commit(opts, |done| done_with = Some(writes.complete(done)));
+        if let Some(c) = done_with {
+            if r.is_err() {
                 self.d.writes.clear();
-                self.t.count(Count::VersionsPruned, unlinked);
+                self.t.count(Count::VersionsPruned, c.unlinked);
+            } else if !self.d.writes.is_empty() {
+                self.t.count(Count::CommitVersionsExamined, c.examined);
+                self.prune_written();
             }
         }
         r
@@ -566,33 +462,17 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         let d = &mut *self.d;
         let engine = d.engine;
         d.commits += 1;
-        // Not a safety bound: `>` refreshes the horizon one commit later
-        // (issue 9b's mutation check: no test or model fails, as none
-        // should).
+        // Not a safety bound: `>` refreshes the horizon one commit later,
+        // an equivalent mutant.
         if d.commits >= engine.config.horizon_refresh_commits {
             d.commits = 0;
             self.t.session().advance_horizon();
         }
         let h = engine.mgr.horizon();
         let stable = engine.mgr.stable_timestamp().get();
-        let store = &engine.store;
-        let guard = store.rc.pin();
-        let (mut pruned, mut examined) = (0, 0);
-        for w in &d.writes {
-            // SAFETY: key entries live until the store drops (keys are never
-            // removed), and the store outlives the session.
-            let n = unsafe { &*w.entry }.cut(h, stable, &mut d.tails, &guard);
-            pruned += n.cut;
-            examined += n.examined;
-        }
-        // Equivalent mutant (`>`: one tail more per flush; a batch size,
-        // not a safety bound: issue 9c's mutation check).
-        if d.tails.len() >= RETIRE_BATCH {
-            d.tails.flush(&store.rc, &guard, store.on_free());
-        }
-        d.writes.clear();
-        self.t.count(Count::VersionsPruned, pruned);
-        self.t.count(Count::CommitVersionsExamined, examined);
+        let n = d.writes.prune_committed(h, stable);
+        self.t.count(Count::VersionsPruned, n.cut);
+        self.t.count(Count::CommitVersionsExamined, n.examined);
     }
 
     /// Rolls back: the transaction's writes are never seen by anyone. The
@@ -602,13 +482,13 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     }
 
     fn rollback_in_place(&mut self) {
-        let d = &*self.d;
+        let writes = &mut self.d.writes;
         let mut unlinked = 0;
         // Only an open transaction (the one thing a `Txn` can be outside
         // `commit`) is rolled back; a finished one has nothing to undo.
         if self
             .t
-            .rollback(|done| unlinked = unlink_then_abort(d, done))
+            .rollback(|done| unlinked = writes.complete(done).unlinked)
             .is_ok()
         {
             self.t.count(Count::VersionsPruned, unlinked);
@@ -650,7 +530,8 @@ pub(crate) fn recover_leaked<P: Protocol>(
     d: &mut SessionData<'_, P>,
 ) {
     let mut unlinked = 0;
-    msess.recover_leaked(|done| unlinked = unlink_then_abort(d, done));
+    let writes = &mut d.writes;
+    msess.recover_leaked(|done| unlinked = writes.complete(done).unlinked);
     d.writes.clear();
     msess.count(Count::VersionsPruned, unlinked);
 }

@@ -432,8 +432,11 @@ impl ProtocolImpl for LockFree {
                 };
                 tag | d
             } else if d > made {
-                // Equivalent: `>=` (an equal value rebuilds the same word,
-                // and `next != w` skips the store).
+                // Only a higher durable timestamp raises the word (a lower
+                // one would lower what AllDurable reports: timestamp_rules
+                // "a session's later commit at a lower timestamp"). `>=` is
+                // equivalent: an equal value rebuilds the same word, and
+                // `next != w` skips the store.
                 (w & DURABLE_TAG) | d
             } else {
                 w

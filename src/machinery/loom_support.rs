@@ -18,14 +18,10 @@ pub(crate) use super::version::PreparedTable;
 
 /// Version states, as stored in a version's status word.
 pub(crate) mod state {
-    /// Written, not finished.
-    pub(crate) const IN_PROGRESS: u64 = crate::machinery::version::IN_PROGRESS;
     /// Prepared (timestamp: the prepare timestamp).
     pub(crate) const PREPARED: u64 = crate::machinery::version::PREPARED;
     /// Committed (timestamp: the commit timestamp, 0 for none).
     pub(crate) const COMMITTED: u64 = crate::machinery::version::COMMITTED;
-    /// Rolled back.
-    pub(crate) const ABORTED: u64 = crate::machinery::version::ABORTED;
 }
 
 /// `(generation, xmin, xmax, running)` of a snapshot copy.

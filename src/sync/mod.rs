@@ -30,7 +30,9 @@ mod fences;
 pub(crate) mod mutant;
 
 pub use atomic::thread_rmw_count;
-pub(crate) use atomic::{count_rmw, AtomicBool, AtomicPtr, AtomicU64};
+#[cfg(not(loom))]
+pub(crate) use atomic::count_rmw;
+pub(crate) use atomic::{AtomicBool, AtomicPtr, AtomicU64};
 #[cfg(all(test, not(loom)))]
 pub(crate) use fences::fence_count;
 pub(crate) use fences::Fences;

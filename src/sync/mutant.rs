@@ -155,7 +155,7 @@ pub const SKIPPED_NOT_REJUDGED: u32 = 47;
 static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);
 
 /// Turns mutant `m` on (or [`NONE`] off) for the models that follow.
-#[cfg(loom)]
+#[cfg(all(loom, test))]
 pub(crate) fn set(m: u32) {
     // SeqCst: stronger than needed; the models set the switch before they
     // start their loom threads, which orders it anyway.

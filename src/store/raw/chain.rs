@@ -188,7 +188,8 @@ impl Version {
 
     #[inline]
     fn newer_ptr(&self) -> *mut Version {
-        // Acquire: pairs with the Release store in `commit_version`.
+        // Acquire, required: pairs with the Release `newer` store in
+        // `link_committed` (the newer version's contents; loom `prune_race`).
         self.newer.load(Ordering::Acquire)
     }
 }
@@ -288,8 +289,8 @@ impl KeyEntry {
 
     #[inline]
     fn head_ptr(&self) -> *mut Version {
-        // Acquire: pairs with the Release head CAS in `prepend` and
-        // `unlink_head`.
+        // Acquire, required: pairs with the Release head CAS in `prepend`
+        // (the new version's fields) and in `unlink_head`.
         self.head.load(Ordering::Acquire)
     }
 
@@ -304,7 +305,8 @@ impl KeyEntry {
     ) -> Found<'g> {
         let mut tried_finger = false;
         if let Some(t) = view.timestamp_bound() {
-            // Acquire: pairs with the Release store in `commit_version`, so
+            // Acquire, required: pairs with the Release summary store in
+            // `commit_version`, so
             // we see what the head's committer (and every committer before
             // it) linked below the head, as the head's Acquire status load
             // would have shown us: the `stop` of the finger among them, which
@@ -389,13 +391,12 @@ impl KeyEntry {
         let t = view.timestamp_bound()?.get();
         let mut last = ptr::null_mut();
         for start in [&self.finger, &self.floor] {
-            // Acquire: pairs with the Release finger/floor stores in `cut`
-            // and `commit_version` (the target's contents). Belt and braces
-            // here: a reader comes only after an Acquire load of the head,
-            // above the target, so its contents are already ordered (every
-            // model passes with it Relaxed, issue 9c); `cut`'s
-            // floor load, which has no head load before it, is the one
-            // `prune_race` needs.
+            // Acquire, stronger than needed: pairs with the Release
+            // finger/floor stores in `cut` and `commit_version` (the
+            // target's contents), but a reader comes only after an Acquire
+            // load of the head, above the target, so its contents are
+            // already ordered; `cut`'s floor load, which has no head load
+            // before it, is the one that needs it (loom `prune_race`).
             let p = start.load(Ordering::Acquire);
             if p.is_null() || p == last {
                 continue;
@@ -456,9 +457,10 @@ impl KeyEntry {
                 // (invariant 16).
                 self.summary.store(0, Ordering::Relaxed);
             }
-            // Release: publishes the new version (and its `next`) to readers
-            // that Acquire-load the head. Acquire on failure: the failed CAS
-            // is our load of the newer head, which we check next.
+            // Release, required: pairs with the Acquire head loads, so
+            // readers see the new version and its `next`. Acquire on
+            // failure, required: the failed CAS is our load of the newer
+            // head, whose version we check next.
             match self.head.compare_exchange(
                 head,
                 v.0.as_ptr(),
@@ -509,8 +511,8 @@ impl KeyEntry {
         if !summary_late {
             // Before the flip: a writer can prepend on top only after it
             // has seen our flip, so its clearing store comes after this one
-            // (invariant 16). Release: pairs with the Acquire summary load
-            // in `read_counted` (our `newer`/`stop` links, the links below
+            // (invariant 16). Release, required: pairs with the Acquire
+            // summary load in `read_counted` (our `newer`/`stop` links, the links below
             // them and the flags; loom `summary/publish`, mutant
             // `RELAXED_SUMMARY_STORE`).
             self.summary.store(
@@ -520,9 +522,9 @@ impl KeyEntry {
         }
         flip(&me.status);
         if summary_late {
-            // Release: as above. Belt and braces: this branch runs only
-            // with mutant SUMMARY_AFTER_FLIP on (the broken variant), so its
-            // ordering is never in force; it matches the real store's.
+            // Release, as above (pairs with the Acquire summary load); this
+            // branch runs only in the SUMMARY_AFTER_FLIP mutant, and keeps
+            // the real store's ordering so only the placement differs.
             self.summary.store(summary, Ordering::Release);
         }
         if late {
@@ -558,7 +560,7 @@ impl KeyEntry {
             };
             // Equivalent mutant (`<=`: an equal-timestamp commit would mark
             // the key unordered, which only sends readers to the head walk;
-            // same answers, issue 9c's mutation check).
+            // same answers).
             if ucts != 0 && (cts == 0 || cts < ucts) {
                 // Relaxed: published by our Release status flip (invariant
                 // 13).
@@ -567,7 +569,8 @@ impl KeyEntry {
             // Relaxed: readers act on `stop` only after an Acquire load of
             // a status at or above ours (invariant 13).
             u.stop.store(cts, Ordering::Relaxed);
-            // Release: pairs with the Acquire loads in the climbs. A reader
+            // Release, required: pairs with the Acquire `newer` loads in
+            // the climbs and in `cut`. A reader
             // also gets our version's contents through the status it loaded
             // above, but `collect()`'s prune reaches versions through the
             // floor and `newer` alone.
@@ -580,25 +583,34 @@ impl KeyEntry {
         }
         // The key's first committed version: it is the floor. No one prunes
         // a key with no committed version, so no one else writes `floor`
-        // now. Release: pairs with the Acquire floor loads.
+        // now. Release, required: pairs with the Acquire floor load in
+        // `cut` (loom `prune_race`) and in readers.
         self.floor.store(v, Ordering::Release);
         examined
     }
 
     /// Unlinks `v` if it is still the head (a rolled-back version nobody
-    /// wrote on top of) and retires it. Returns whether it did.
-    pub(crate) fn unlink_head(&self, v: *mut Version, rc: &Collector, guard: &Guard) -> bool {
+    /// wrote on top of) and retires it to `rc`. Returns whether it did.
+    ///
+    /// # Safety
+    /// `v` came from [`prepend`](Self::prepend) on this key by the calling
+    /// transaction, which has not finished and has not unlinked it; `guard`
+    /// and `rc` are the store's collector's.
+    pub(crate) unsafe fn unlink_head(
+        &self,
+        v: *mut Version,
+        rc: &Collector,
+        guard: &Guard,
+    ) -> bool {
         // SAFETY: `v` is a version of the calling transaction, still linked
         // (only this transaction unlinks its own versions, and pruning never
-        // cuts at an aborted version), read under `guard`.
+        // cuts at an unfinished version), read under `guard`.
         let next = unsafe { &*v }.next_ptr();
-        // Release: pairs with the Acquire head loads; readers that load the
-        // new head see `next`'s contents (they were published before).
-        // Belt and braces: this CAS is a read-modify-write, so it continues
-        // the release sequence of the head CAS that installed `v`, whose
-        // writer acquired `next` first; a reader that acquires the new head
-        // is ordered after `next` even with Relaxed here (no model fails,
-        // `rollback` included, issue 9c at bound 2).
+        // Release, stronger than needed: pairs with the Acquire head loads,
+        // but this CAS is a read-modify-write, so it continues the release
+        // sequence of the head CAS that installed `v`, whose writer acquired
+        // `next` first; a reader that acquires the new head is ordered after
+        // `next` even with Relaxed here.
         if self
             .head
             .compare_exchange(v, next, Ordering::Release, Ordering::Relaxed)
@@ -648,13 +660,12 @@ impl KeyEntry {
         _guard: &Guard,
     ) -> Pruned {
         let mut out = Pruned::default();
-        // Acquire: pairs with the Release store below by the previous pruner
-        // of this key, so cuts are serialized per key. Belt and braces as far
-        // as loom goes: without it a pruner need not see the previous one's
+        // Acquire, required: pairs with the Release store of `pruning` at
+        // the end by the previous pruner of this key, so cuts are serialized
+        // per key: without it a pruner need not see the previous one's
         // finger (loaded Relaxed below) and could climb from one below the
-        // floor, already retired; no model runs two pruners of one key in
-        // different threads, so none fails with it Relaxed (issue 9c, bound
-        // 2). Kept by that argument.
+        // floor, already retired. No model runs two pruners of one key in
+        // different threads, so the argument, not a check, holds it.
         if self
             .pruning
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -662,13 +673,12 @@ impl KeyEntry {
         {
             return out;
         }
-        // Acquire: pairs with the first commit's Release floor store (later
-        // stores are ours, under `pruning`).
+        // Acquire, required: pairs with the first commit's Release floor
+        // store (later stores are ours, under `pruning`; loom `prune_race`).
         let fl = self.floor.load(Ordering::Acquire);
         if fl.is_null() {
-            // Release: pairs with the Acquire CAS above. Belt and braces on
-            // this path: nothing was written under the flag (no model
-            // fails with it Relaxed, issue 9c).
+            // Release, stronger than needed: pairs with the Acquire CAS
+            // above, but nothing was written under the flag on this path.
             self.pruning.store(false, Ordering::Release);
             return out;
         }
@@ -709,16 +719,15 @@ impl KeyEntry {
                 } else {
                     ptr::null_mut()
                 };
-                // Release: pairs with the Acquire finger load in readers.
-                // Belt and braces, as that load is (readers come through the
-                // head; the next pruner, through `pruning`): no model fails
-                // with it Relaxed (issue 9c, bound 2); same below.
+                // Release, stronger than needed: pairs with the Acquire
+                // finger load in readers, who come through the head (the
+                // next pruner, through `pruning`).
                 self.finger.store(finger, Ordering::Release);
             }
-            // Release: pairs with the Acquire floor loads. Belt and braces
-            // here (the first commit's store is the one `prune_race` needs):
-            // readers come through the head, and the next pruner through
-            // `pruning`'s Release/Acquire (no model fails, issue 9c, bound 2).
+            // Release, stronger than needed: pairs with the Acquire floor
+            // loads, but readers come through the head and the next pruner
+            // through `pruning` (the first commit's store is the one loom
+            // `prune_race` needs).
             self.floor.store(spp, Ordering::Release);
             // The safe point (invariant 3): `sp` is visible to every current
             // and future reader, so every reader that judges it now stops at
@@ -749,7 +758,7 @@ impl KeyEntry {
                 match nv.status.state() {
                     // Equivalent mutant (`<`: the finger stops one version
                     // lower, a read from it climbs one more; same answers,
-                    // issue 9c's mutation check against loom and the tests).
+                    // under loom and the tests).
                     VersionState::Committed(ts) if ts.get() <= stable => {}
                     _ => break,
                 }
@@ -758,15 +767,15 @@ impl KeyEntry {
             // SAFETY: as above.
             let fts = ts_get(unsafe { &*f }.status.state());
             // Equivalent mutant (`<`: the finger is not moved onto a version
-            // exactly at stable; reads climb one more; issue 9c, loom and tests).
+            // exactly at stable; reads climb one more, same answers).
             if f != finger && fts != 0 && fts <= stable {
-                // Release: pairs with the Acquire finger load in readers.
+                // Release, stronger than needed: pairs with the Acquire
+                // finger load in readers, who come through the head.
                 self.finger.store(f, Ordering::Release);
             }
         }
-        // Release: pairs with the Acquire CAS above. Kept by the same
-        // argument as that CAS (the next pruner must see our finger), which
-        // no model exercises (issue 9c: no model fails with it Relaxed).
+        // Release, required: pairs with the Acquire CAS above by the next
+        // pruner of this key, which must see our finger and floor.
         self.pruning.store(false, Ordering::Release);
         let mut p = tail;
         while !p.is_null() {
@@ -785,10 +794,10 @@ impl KeyEntry {
 
     /// Is the finger null or a version linked from the head (at or above
     /// the floor)? For tests and the loom models (invariant 13).
-    #[cfg_attr(not(any(test, loom)), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn finger_linked(&self, _guard: &Guard) -> bool {
-        // Acquire: as in `read_from_finger` (belt and braces there too;
-        // only tests and models call this).
+        // Acquire, stronger than needed: as in `read_from_finger`; only
+        // tests and models call this.
         let f = self.finger.load(Ordering::Acquire);
         let mut p = self.head_ptr();
         while !p.is_null() {
@@ -884,7 +893,7 @@ fn skipped_into_cut(view: &ReadView<'_>, v: &Version) -> bool {
 #[inline]
 fn rejected_for_timestamp(view: &ReadView<'_>, status: &VersionStatus) -> bool {
     match (view.timestamp_bound(), status.state()) {
-        // `>=` survives loom and the tests (issue 9c): it would also try the
+        // `>=` survives loom and the tests: it would also try the
         // finger jump below a version at exactly `t` skipped for another
         // reason; the climb stops below that version (visibility is
         // downward closed, invariant 13), so the answer is the same.

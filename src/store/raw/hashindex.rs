@@ -8,7 +8,7 @@
 //!
 //! Keys are never removed (DESIGN.md, "Boundaries"), so a slot goes from
 //! null to a node pointer once and never changes, and the table never holds
-//! tombstones. Inserting a new key happens under the store's insert mutex
+//! tombstones. Inserting a new key happens under the index's insert mutex
 //! (writers creating keys only; readers never take it). When the table is
 //! half full the inserter builds a table twice the size holding every node,
 //! installs it with a Release store and retires the old one to the epoch
@@ -69,7 +69,7 @@ const INLINE: usize = 22;
 impl KeyBytes {
     fn new(key: &[u8]) -> KeyBytes {
         // Equivalent mutant (`<`: a key of exactly INLINE bytes goes to the
-        // heap; same bytes, issue 9c's mutation check).
+        // heap; same bytes).
         if key.len() <= INLINE {
             let mut b = [0; INLINE];
             b[..key.len()].copy_from_slice(key);
@@ -124,7 +124,7 @@ impl Table {
     }
 
     /// Stores `node` in the first empty slot of its probe sequence. Only the
-    /// inserter (holding the insert mutex) calls this.
+    /// inserter (holding `inserting`) calls this.
     fn place(&self, node: *mut Node, hash: u64) {
         let mut i = self.home(hash);
         loop {
@@ -133,13 +133,11 @@ impl Table {
             if s.node.load(Ordering::Relaxed).is_null() {
                 // Relaxed: published by the Release store of `node` below.
                 s.hash.store(hash, Ordering::Relaxed);
-                // Release: pairs with the Acquire slot loads in `get`, so a
-                // reader that finds the node sees it fully built, and the
-                // hash beside it. Belt and braces as far as the checks go:
-                // this file never runs under loom (a mutex map stands in)
-                // and x86 compiles Relaxed and Release alike, so no check
-                // fails without it (issue 9c); kept by the argument, as are
-                // the table's Release store and both Acquire loads in `get`.
+                // Release, required: pairs with the Acquire slot load in
+                // `get`, so a reader that finds the node sees it fully
+                // built, and the hash beside it. Not checked by loom (this
+                // file does not run under it) nor by x86 (which compiles
+                // Relaxed and Release alike); required by the argument.
                 s.node.store(node, Ordering::Release);
                 return;
             }
@@ -172,10 +170,12 @@ pub(crate) struct HashIndex {
     /// Only the inserter (under the mutex) touches it, and the drop.
     arena: UnsafeCell<Arena>,
     hasher: foldhash::fast::RandomState,
+    /// Held by whoever creates a key (writers only; readers never take it).
+    inserting: crate::sync::Mutex<()>,
 }
 
 // SAFETY: `len` and `arena` are touched only by `insert_locked` and
-// `new_node`, whose callers hold the store's insert mutex (see their
+// `new_node`, whose callers hold the index's insert mutex (see their
 // # Safety), and by the drop (`&mut self`); every other field is atomic or
 // immutable after construction. Nodes are Send + Sync (KeyEntry is built
 // from atomics and owned bytes).
@@ -193,7 +193,39 @@ impl HashIndex {
                 used: CHUNK,
             }),
             hasher: foldhash::fast::RandomState::default(),
+            inserting: crate::sync::Mutex::new(()),
         }
+    }
+
+    /// The node for `key`, inserting a new one if the key is absent. A new
+    /// node is handed to `on_new` (under the insert mutex, before readers
+    /// of this table can find it) and the second value is true. Nodes live
+    /// until the index drops, hence the `'s` borrow.
+    pub(crate) fn get_or_insert<'s>(
+        &'s self,
+        key: &[u8],
+        rc: &Collector,
+        guard: &Guard,
+        on_new: impl FnOnce(&'s Node),
+    ) -> (&'s Node, bool) {
+        let h = self.hash(key);
+        if let Some(n) = self.get(key, h, guard) {
+            return (n, false);
+        }
+        let _g = self.inserting.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = self.get(key, h, guard) {
+            return (n, false);
+        }
+        // SAFETY: we hold `inserting`.
+        let node = unsafe { self.new_node(key) };
+        // SAFETY: nodes live until the index drops, which the `'s` borrow of
+        // `self` rules out; `new_node` wrote it in full.
+        let n: &'s Node = unsafe { &*node };
+        on_new(n);
+        // SAFETY: we hold `inserting`, `node` is fresh from `new_node`, and
+        // the re-check above under the mutex found no node for `key`.
+        unsafe { self.insert_locked(node, rc, guard) };
+        (n, true)
     }
 
     #[inline]
@@ -203,9 +235,9 @@ impl HashIndex {
 
     /// The node for `key`, if inserted. Loads only.
     #[inline]
-    pub(crate) fn get<'g>(&'g self, key: &[u8], hash: u64, _guard: &'g Guard) -> Option<&'g Node> {
-        // Acquire: pairs with the Release table store in `insert_locked`
-        // (not loom-checked: see `Table::place`).
+    pub(crate) fn get<'s>(&'s self, key: &[u8], hash: u64, _guard: &Guard) -> Option<&'s Node> {
+        // Acquire, required: pairs with the Release table store in
+        // `insert_locked` (the new table's slots).
         let t = self.table.load(Ordering::Acquire);
         // SAFETY: loaded under `_guard`; a replaced table is retired to the
         // epoch collector and freed only after every guard that could have
@@ -214,16 +246,16 @@ impl HashIndex {
         let mut i = t.home(hash);
         loop {
             let slot = &t.slots[i];
-            // Acquire: pairs with the Release slot store in `Table::place`
-            // (not loom-checked: see there).
+            // Acquire, required: pairs with the Release slot store in
+            // `Table::place` (the node's key and entry).
             let p = slot.node.load(Ordering::Acquire);
             if p.is_null() {
                 return None;
             }
             // Relaxed: ordered after the Acquire load of `node` above.
             if slot.hash.load(Ordering::Relaxed) == hash {
-                // SAFETY: nodes are freed only when the store drops, which
-                // needs `&mut`; the `'g` borrow of `self` rules that out.
+                // SAFETY: nodes are freed only when the index drops, which
+                // needs `&mut`; the `'s` borrow of `self` rules that out.
                 let n = unsafe { &*p };
                 if n.key() == key {
                     return Some(n);
@@ -237,8 +269,8 @@ impl HashIndex {
     /// until the index drops, inserted or not.
     ///
     /// # Safety
-    /// The caller holds the store's insert mutex (one inserter at a time).
-    pub(crate) unsafe fn new_node(&self, key: &[u8]) -> *mut Node {
+    /// The caller holds the index's insert mutex (one inserter at a time).
+    unsafe fn new_node(&self, key: &[u8]) -> *mut Node {
         // SAFETY: the caller holds the insert mutex, so no other thread
         // touches the arena now.
         let a = unsafe { &mut *self.arena.get() };
@@ -270,10 +302,10 @@ impl HashIndex {
     /// Inserts `node` (a key not present), growing the table when half full.
     ///
     /// # Safety
-    /// The caller holds the store's insert mutex (one inserter at a time),
+    /// The caller holds the index's insert mutex (one inserter at a time),
     /// `node` came from [`HashIndex::new_node`] and its key is not in the
     /// index.
-    pub(crate) unsafe fn insert_locked(&self, node: *mut Node, rc: &Collector, guard: &Guard) {
+    unsafe fn insert_locked(&self, node: *mut Node, rc: &Collector, guard: &Guard) {
         // Relaxed: only inserters replace the table, and we are the only one.
         let cur = self.table.load(Ordering::Relaxed);
         // SAFETY: the current table is never freed while it is current.
@@ -282,7 +314,7 @@ impl HashIndex {
         // SAFETY: `node` is valid (caller contract).
         let hash = self.hash(unsafe { (*node).key() });
         // Equivalent mutant (`>=`: the table grows one insert earlier; a
-        // load factor, not a bound, issue 9c's mutation check).
+        // load factor, not a bound).
         if len * 2 > t.slots.len() {
             let bigger = Table::with_capacity(t.slots.len() * 2);
             for s in t.slots.iter() {
@@ -293,9 +325,8 @@ impl HashIndex {
                 }
             }
             bigger.place(node, hash);
-            // Release: pairs with the Acquire table load in `get`; the new
-            // table's slots are visible to whoever loads it (not
-            // loom-checked: see `Table::place`).
+            // Release, required: pairs with the Acquire table load in
+            // `get`; the new table's slots are visible to whoever loads it.
             self.table.store(Box::into_raw(bigger), Ordering::Release);
             let old = SendPtr(cur);
             rc.defer(guard, move || {
@@ -339,14 +370,9 @@ mod tests {
 
     fn insert(ix: &HashIndex, rc: &Collector, key: &[u8]) {
         let g = rc.pin();
-        let h = ix.hash(key);
-        assert!(ix.get(key, h, &g).is_none());
-        // SAFETY: single-threaded test: we are the only inserter, the node is
-        // fresh and its key absent (checked above).
-        unsafe {
-            let n = ix.new_node(key);
-            ix.insert_locked(n, rc, &g)
-        };
+        let (n, new) = ix.get_or_insert(key, rc, &g, |_| {});
+        assert!(new, "a fresh key");
+        assert_eq!(n.key(), key);
     }
 
     #[test]

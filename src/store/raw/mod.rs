@@ -1,12 +1,24 @@
-//! The store's unsafe corner: version chains and the hash index. Every
-//! `unsafe` block of the store layer outside `kv/txn.rs`'s write-set
-//! dereferences lives here.
+//! The store's unsafe corner: every `unsafe` block of the store lives in
+//! this folder, each with its `// SAFETY:` argument.
+//!
+//! The boundary: outside `raw/`, the store is used through safe APIs only.
+//! [`Store`](crate::store::Store)'s methods read and collect, and pin the
+//! guard themselves; [`index::Index`] hands out `&KeyEntry` borrows that
+//! live as long as the index (keys are never removed); the chains' safe
+//! methods (`read_counted`, `prepend`, `cut`, `prune`) take a guard of the
+//! store's collector (there is one: crossbeam-epoch's default); and
+//! [`writes::WriteSet`] is the only thing outside the chains that holds
+//! pointers to versions, which it dereferences only while they are its
+//! open transaction's own (its module docs). The unsafe functions left
+//! (`KeyEntry::commit_version`, `unlink_head`) are called from
+//! `writes.rs` and from the loom models' hooks (`loom_tests/api.rs`), whose unsafe
+//! functions pass their contract on to the models.
 
-#[cfg(all(feature = "bench-hooks", not(loom)))]
-pub(crate) mod bench;
 pub(crate) mod chain;
 #[cfg(not(loom))]
 pub(crate) mod hashindex;
+pub(crate) mod index;
+pub(crate) mod writes;
 
 /// A raw pointer that may cross into a deferred destructor.
 pub(crate) struct SendPtr<T>(pub(crate) *mut T);

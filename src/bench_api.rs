@@ -1,12 +1,10 @@
-//! Hooks for `benches/index.rs` (feature `bench-hooks`, re-exported as the
-//! hidden `snapshot_engine::bench_api`): the store's point-lookup hash index
-//! (`hashindex.rs`) on its own, used the way `store/mod.rs` uses it, so it
-//! can be measured beside other concurrent maps. Not part of the API: no
-//! stability promise, hidden from the docs.
+//! Hooks for `benches/index.rs` (feature `bench-hooks`): the store's
+//! point-lookup hash index (`store/raw/hashindex.rs`) on its own, used the
+//! way the store uses it, so it can be measured beside other concurrent
+//! maps. Not part of the API: no stability promise, hidden from the docs.
 
 use crate::machinery::epoch::Collector;
 use crate::store::raw::hashindex::HashIndex;
-use crate::sync::Mutex;
 
 /// The hash index with the collector and insert mutex that the store pairs
 /// it with. Every key maps to its own node (key bytes and an empty version
@@ -14,7 +12,6 @@ use crate::sync::Mutex;
 pub struct HashIndexHook {
     ix: HashIndex,
     rc: Collector,
-    inserting: Mutex<()>,
 }
 
 impl Default for HashIndexHook {
@@ -29,7 +26,6 @@ impl HashIndexHook {
         HashIndexHook {
             ix: HashIndex::new(),
             rc: Collector::new(),
-            inserting: Mutex::new(()),
         }
     }
 
@@ -47,20 +43,6 @@ impl HashIndexHook {
     /// is left out). Returns whether the key was new.
     pub fn insert(&self, key: &[u8]) -> bool {
         let guard = self.rc.pin();
-        let h = self.ix.hash(key);
-        if self.ix.get(key, h, &guard).is_some() {
-            return false;
-        }
-        let _g = self.inserting.lock().unwrap_or_else(|e| e.into_inner());
-        if self.ix.get(key, h, &guard).is_some() {
-            return false;
-        }
-        // SAFETY: we hold `inserting` (one inserter at a time).
-        let node = unsafe { self.ix.new_node(key) };
-        // SAFETY: we hold `inserting` (one inserter at a time), `node` is
-        // fresh from `new_node`, and the re-check above under the mutex found
-        // no node for `key` (as in `store::Index::get_or_insert`).
-        unsafe { self.ix.insert_locked(node, &self.rc, &guard) };
-        true
+        self.ix.get_or_insert(key, &self.rc, &guard, |_| {}).1
     }
 }

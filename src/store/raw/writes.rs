@@ -1,0 +1,273 @@
+//! A transaction's write set: the versions it prepended and the keys they
+//! belong to, with the safe operations that finish them (commit, prepare,
+//! abort, rollback to a savepoint) and prune their keys afterwards.
+//!
+//! The set holds raw pointers to its versions; it is the only holder that
+//! dereferences them outside the chains, and it does so only while they
+//! are still the open transaction's own (the *ownership invariant*): every
+//! version in `recs` was prepended on its key by this session's open
+//! transaction through [`WriteSet::write`], is still linked, and is neither
+//! committed nor aborted. Such a version is freed by nobody else: pruning
+//! cuts only below a committed version the horizon covers (invariant 3),
+//! and only its writer unlinks an unfinished version (invariant 15).
+//!
+//! The invariant is kept by construction: a version enters only through
+//! [`WriteSet::write`]; [`WriteSet::complete`] is the one place a version
+//! stops being the transaction's own (a commit marks the set `released`
+//! before its first flip, so from then on only the key entries are used;
+//! an abort takes the records out before its first unlink); and
+//! [`WriteSet::rollback_to`] drops the records of what it unlinks. Key
+//! entries are plain references: they live until the store drops, which
+//! the `'s` borrow of the store rules out.
+
+use super::chain::{tails, Conflict, KeyEntry, Pruned, Tails, Version};
+use crate::machinery::epoch::RETIRE_BATCH;
+use crate::machinery::{Completion, Horizon, ReadView, VersionState, VersionStatus};
+use crate::store::Store;
+use std::ptr::NonNull;
+
+struct Rec<'s> {
+    entry: &'s KeyEntry,
+    version: NonNull<Version>,
+}
+
+/// What [`WriteSet::complete`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Completed {
+    /// Versions a commit's links examined.
+    pub(crate) examined: u64,
+    /// Versions an abort unlinked.
+    pub(crate) unlinked: u64,
+}
+
+/// The store's half of a session: the open transaction's writes (buffer
+/// reused across transactions) and the pruned chain tails waiting for the
+/// collector.
+pub(crate) struct WriteSet<'s> {
+    store: &'s Store,
+    recs: Vec<Rec<'s>>,
+    /// A commit began flipping: the versions are shared now (other writers
+    /// may prune them), so only the key entries of `recs` are used.
+    released: bool,
+    tails: Tails,
+}
+
+// SAFETY: the version pointers are dereferenced only through `&mut self`
+// (by the thread holding the session, which the borrow checker makes the
+// only one), and only under the ownership invariant (module docs); the key
+// entries and the store are Sync. Moving the set moves that exclusive
+// access; `Tails` is Send.
+unsafe impl Send for WriteSet<'_> {}
+// SAFETY: through `&WriteSet` nothing is dereferenced or changed: only
+// `len` and `is_empty` take `&self`, and they read the vector's length.
+unsafe impl Sync for WriteSet<'_> {}
+
+impl<'s> WriteSet<'s> {
+    /// An empty write set on `store`.
+    pub(crate) fn new(store: &'s Store) -> WriteSet<'s> {
+        WriteSet {
+            store,
+            recs: Vec::new(),
+            released: false,
+            tails: tails(),
+        }
+    }
+
+    /// Writes recorded.
+    pub(crate) fn len(&self) -> usize {
+        self.recs.len()
+    }
+
+    /// No writes recorded?
+    pub(crate) fn is_empty(&self) -> bool {
+        self.recs.is_empty()
+    }
+
+    /// Prepends a version of `key` holding `value` (`None`: a tombstone)
+    /// with `status` (fresh from the open transaction's `new_version`,
+    /// whose `view` it is checked against: first updater wins) and records
+    /// it. Returns the head CAS retries.
+    ///
+    /// # Errors
+    /// [`Conflict::Write`]: another transaction's update is in progress,
+    /// prepared, or committed after the view's snapshot; nothing recorded.
+    pub(crate) fn write(
+        &mut self,
+        key: &[u8],
+        status: VersionStatus,
+        value: Option<&[u8]>,
+        view: &ReadView<'_>,
+    ) -> Result<u64, Conflict> {
+        debug_assert!(!self.released, "a write after commit began");
+        let store = self.store;
+        let guard = store.rc.pin();
+        let entry = store.index.get_or_insert(key, &store.rc, &guard);
+        match entry.prepend(Version::alloc(status, value), view, &guard) {
+            Ok((v, retries)) => {
+                let version = NonNull::new(v).expect("prepend returns the linked version");
+                self.recs.push(Rec { entry, version });
+                Ok(retries)
+            }
+            Err((_, c)) => Err(c),
+        }
+    }
+
+    /// Finishes every recorded version with `done`, by its outcome:
+    ///
+    /// * committed: links each key's previous committed version to ours
+    ///   (`newer`/`stop`; the link precedes the Release flip that publishes
+    ///   it, invariant 13), then flips; the set keeps the keys for
+    ///   [`WriteSet::prune_committed`];
+    /// * prepared: flips (the versions stay the transaction's own);
+    /// * aborted: unlinks every version, newest first, while it is still in
+    ///   progress or prepared, then flips them to aborted, and forgets them.
+    ///
+    /// Unlinking comes first because no other writer can prepend on top of
+    /// an unfinished version (its conflict check refuses), so each is its
+    /// chain's head once our newer versions above it are gone, and the
+    /// unlink always succeeds. Flipped to aborted first, a concurrent writer
+    /// of the key could skip it and prepend on top; the unlink then failed
+    /// and the aborted version stayed in the chain above the safe point for
+    /// as long as a reader held the horizon.
+    pub(crate) fn complete(&mut self, done: &Completion<'_>) -> Completed {
+        let mut out = Completed::default();
+        if self.recs.is_empty() || self.released {
+            // Nothing to finish (and no epoch pin: most of a read-only
+            // rollback's cost).
+            return out;
+        }
+        let store = self.store;
+        match done.outcome() {
+            VersionState::Committed(cts) => {
+                // Released before the first flip: from it on, our versions
+                // may be pruned by other writers.
+                self.released = true;
+                let guard = store.rc.pin();
+                for w in &self.recs {
+                    // SAFETY: ownership invariant (module docs): `released`
+                    // was false, so every version is ours, linked and
+                    // unfinished; we hold `guard`.
+                    out.examined += unsafe {
+                        w.entry.commit_version(w.version.as_ptr(), cts.get(), |st| {
+                            done.flip(st);
+                        })
+                    };
+                }
+                drop(guard);
+            }
+            VersionState::Prepared(_) => {
+                for w in &self.recs {
+                    // SAFETY: ownership invariant; a prepared version is
+                    // still unfinished, so it stays ours.
+                    done.flip(&unsafe { w.version.as_ref() }.status);
+                }
+            }
+            _ => {
+                // Taken out first: whatever happens below, no record of an
+                // unlinked version stays behind.
+                let mut recs = std::mem::take(&mut self.recs);
+                let guard = store.rc.pin();
+                let flip = |recs: &[Rec<'_>]| {
+                    for w in recs {
+                        // SAFETY: our versions were ours and linked when
+                        // `guard` was pinned; those unlinked are retired
+                        // under it, so none is freed before it drops
+                        // (invariant 11). Readers that loaded one before
+                        // the unlink see it aborted (or still in progress:
+                        // invisible).
+                        done.flip(&unsafe { w.version.as_ref() }.status);
+                    }
+                };
+                let flip_first =
+                    crate::sync::mutant_on(crate::sync::mutant::ROLLBACK_FLIPS_BEFORE_UNLINK);
+                if flip_first {
+                    flip(&recs);
+                }
+                for w in recs.iter().rev() {
+                    // SAFETY: ownership invariant: ours, linked, unfinished
+                    // (newest first, so each is its chain's head); retired
+                    // to the store's collector, which `guard` pins.
+                    if unsafe { w.entry.unlink_head(w.version.as_ptr(), &store.rc, &guard) } {
+                        out.unlinked += 1;
+                    }
+                }
+                if !flip_first {
+                    flip(&recs);
+                }
+                drop(guard);
+                recs.clear();
+                self.recs = recs;
+            }
+        }
+        out
+    }
+
+    /// Undoes the writes after the first `keep`: unlinks them newest first
+    /// and forgets them. Returns how many it unlinked.
+    pub(crate) fn rollback_to(&mut self, keep: usize) -> u64 {
+        if self.released || keep >= self.recs.len() {
+            return 0;
+        }
+        let store = self.store;
+        let guard = store.rc.pin();
+        let mut unlinked = 0;
+        for w in self.recs.drain(keep..).rev() {
+            // SAFETY: ownership invariant: our versions are in progress, so
+            // no other writer prepends above them (its conflict check
+            // refuses), and we unlink newest first, so each is its chain's
+            // head here (invariant 15); retired to the store's collector,
+            // which `guard` pins.
+            let ok = unsafe { w.entry.unlink_head(w.version.as_ptr(), &store.rc, &guard) };
+            debug_assert!(ok, "an in-progress own version is its chain's head");
+            unlinked += u64::from(ok);
+        }
+        unlinked
+    }
+
+    /// After a commit: prunes the chains written to `horizon`, moves their
+    /// fingers up to `stable`, hands full batches of cut tails to the
+    /// collector, and empties the set for the next transaction. Returns the
+    /// work done (nothing if no commit completed).
+    pub(crate) fn prune_committed(&mut self, horizon: Horizon, stable: u64) -> Pruned {
+        let mut out = Pruned::default();
+        if !self.released {
+            debug_assert!(self.recs.is_empty(), "prune before commit");
+            return out;
+        }
+        let store = self.store;
+        let guard = store.rc.pin();
+        for w in &self.recs {
+            let n = w.entry.cut(horizon, stable, &mut self.tails, &guard);
+            out.cut += n.cut;
+            out.examined += n.examined;
+        }
+        // Equivalent mutant (`>`: one tail more per flush; a batch size,
+        // not a safety bound).
+        if self.tails.len() >= RETIRE_BATCH {
+            self.tails.flush(&store.rc, &guard, store.on_free());
+        }
+        drop(guard);
+        self.clear();
+        out
+    }
+
+    /// Forgets every record (the versions stay where they are): after a
+    /// commit that did not prune, or one whose flips unwound.
+    pub(crate) fn clear(&mut self) {
+        self.recs.clear();
+        self.released = false;
+    }
+
+    /// Hands the pruned tails still held to the collector.
+    pub(crate) fn flush_tails(&mut self) {
+        let store = self.store;
+        let guard = store.rc.pin();
+        self.tails.flush(&store.rc, &guard, store.on_free());
+    }
+}
+
+impl Drop for WriteSet<'_> {
+    fn drop(&mut self) {
+        self.flush_tails();
+    }
+}
