@@ -46,7 +46,7 @@ unsafe impl Send for VersionRef {}
 /// One key's version chain (`store/raw/chain.rs`) with its collector.
 pub(crate) struct Chain {
     entry: KeyEntry,
-    rc: Collector,
+    collector: Collector,
     /// Lists the writers this model prepared (by `set_status`), as the
     /// manager does for a prepared transaction, so readers treat them as
     /// still prepared.
@@ -64,7 +64,7 @@ impl Chain {
     pub(crate) fn new() -> Chain {
         Chain {
             entry: KeyEntry::new(),
-            rc: Collector::new(),
+            collector: Collector::new(),
             prepared: PreparedTable::new(1),
         }
     }
@@ -72,7 +72,7 @@ impl Chain {
     /// Prepends `value` by transaction `own` reading with `snap` (conflict
     /// check included). `None` on a write conflict.
     pub(crate) fn put(&self, own: u64, snap: &Snapshot, value: &[u8]) -> Option<VersionRef> {
-        let guard = self.rc.pin();
+        let guard = self.collector.pin();
         let view = snapshot_view(own, snap, 0, false, &self.prepared);
         let status = new_status(own);
         self.entry
@@ -106,7 +106,7 @@ impl Chain {
     /// # Safety
     /// As for [`Chain::set_status`].
     pub(crate) unsafe fn commit(&self, v: VersionRef, ts: u64) {
-        let _guard = self.rc.pin();
+        let _guard = self.collector.pin();
         // SAFETY: as for `set_status`; we hold a guard.
         unsafe {
             self.entry
@@ -124,7 +124,7 @@ impl Chain {
         view: &ReadView<'_>,
         value: &[u8],
     ) -> Option<VersionRef> {
-        let guard = self.rc.pin();
+        let guard = self.collector.pin();
         self.entry
             .prepend(Version::alloc(status, Some(value)), view, &guard)
             .ok()
@@ -139,7 +139,7 @@ impl Chain {
     /// # Safety
     /// As for [`Chain::set_status`].
     pub(crate) unsafe fn commit_with(&self, v: VersionRef, ts: u64, done: &Completion<'_>) {
-        let _guard = self.rc.pin();
+        let _guard = self.collector.pin();
         // SAFETY: as for `set_status`; we hold a guard.
         unsafe {
             self.entry.commit_version(v.0, ts, |st| {
@@ -158,9 +158,9 @@ impl Chain {
     /// ([`TxnManager::horizon`](crate::machinery::TxnManager::horizon)) and
     /// moves the finger up to `stable`; returns versions retired.
     pub(crate) fn prune_to(&self, horizon: Horizon, stable: u64) -> u64 {
-        let guard = self.rc.pin();
+        let guard = self.collector.pin();
         self.entry
-            .prune(horizon, stable, &self.rc, &guard, || |_| {})
+            .prune(horizon, stable, &self.collector, &guard, || |_| {})
             .cut
     }
 
@@ -170,7 +170,7 @@ impl Chain {
 
     /// Reads with `view`; also returns the versions the read examined.
     fn read_view_counted(&self, view: &ReadView<'_>) -> (Read, u64) {
-        let guard = self.rc.pin();
+        let guard = self.collector.pin();
         let mut n = 0;
         let got = match self.entry.read_counted(view, &guard, &mut n) {
             Found::Value(v) => Read::Value(v.to_vec()),
@@ -218,21 +218,23 @@ impl Chain {
     /// Prunes to the horizon `(xmin, ts)` and moves the finger up to
     /// `stable`; returns versions retired.
     pub(crate) fn prune(&self, horizon: (u64, u64), stable: u64) -> u64 {
-        let guard = self.rc.pin();
+        let guard = self.collector.pin();
         let h = make_horizon(horizon.0, horizon.1);
-        self.entry.prune(h, stable, &self.rc, &guard, || |_| {}).cut
+        self.entry
+            .prune(h, stable, &self.collector, &guard, || |_| {})
+            .cut
     }
 
     /// Is the key's finger (if set) still linked, at or above its floor?
     /// (Invariant 13; checked at the end of the models.)
     pub(crate) fn finger_linked(&self) -> bool {
-        let guard = self.rc.pin();
+        let guard = self.collector.pin();
         self.entry.finger_linked(&guard)
     }
 
     /// Versions still linked.
     pub(crate) fn len(&self) -> usize {
-        let guard = self.rc.pin();
+        let guard = self.collector.pin();
         self.entry.chain_len(&guard)
     }
 }

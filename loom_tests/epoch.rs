@@ -24,5 +24,5 @@ use crate::sync::mutant;
 
 #[test]
 fn chains_with_real_collector() {
-    check("epoch/chains", mutant::NONE, crate::chains::model);
+    check("epoch/chains", mutant::NONE, super::chains::model);
 }

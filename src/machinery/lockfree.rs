@@ -103,7 +103,7 @@ pub struct LockFree {
     /// writers never touch it.
     admin: Mutex<()>,
     slots: SlotTable,
-    rc: Collector,
+    collector: Collector,
 }
 
 impl LockFree {
@@ -129,14 +129,16 @@ impl LockFree {
             // The advancer may have passed our snapshot without seeing our
             // pin: take the current descriptor, whose xmin is at least the
             // floor (xmin never goes backwards), and publish again.
-            self.desc.copy_into(&self.rc, snap);
+            self.desc.copy_into(&self.collector, snap);
             ctr.snapshot_rebuilt.bump(1);
         }
     }
 
     /// Hands a session's replaced descriptors to the collector.
     pub(super) fn flush_retired(&self, retired: &mut SessionRetired) {
-        retired.batch().flush(&self.rc, &self.rc.pin(), |_| {});
+        retired
+            .batch()
+            .flush(&self.collector, &self.collector.pin(), |_| {});
     }
 
     /// Takes the current snapshot into `snap`, reusing the cached copy when
@@ -146,7 +148,7 @@ impl LockFree {
         if self.desc.published_generation() == snap.generation {
             ctr.snapshot_reused.bump(1);
         } else {
-            self.desc.copy_into(&self.rc, snap);
+            self.desc.copy_into(&self.collector, snap);
             ctr.snapshot_rebuilt.bump(1);
         }
     }
@@ -172,7 +174,7 @@ impl ProtocolImpl for LockFree {
             fences: Fences::new(config.asymmetric_fences),
             admin: Mutex::new(()),
             slots: SlotTable::new(config.max_sessions),
-            rc: Collector::new(),
+            collector: Collector::new(),
         }
     }
 
@@ -235,7 +237,7 @@ impl ProtocolImpl for LockFree {
                 // The advancer may have passed our snapshot without seeing
                 // our pin: retake it (its xmin is at least the floor) and
                 // publish both pins again.
-                self.desc.copy_into(&self.rc, snap);
+                self.desc.copy_into(&self.collector, snap);
                 ctr.snapshot_rebuilt.bump(1);
                 continue;
             }
@@ -389,12 +391,12 @@ impl ProtocolImpl for LockFree {
         ctr: &Counters,
     ) {
         let retired = retired.batch();
-        let cost = self.desc.complete(&self.rc, id, retired, keep);
+        let cost = self.desc.complete(&self.collector, id, retired, keep);
         // Not a safety bound: a retired descriptor is unreachable whatever
         // the batch size, so `>` (batches of RETIRE_BATCH + 1) only changes
         // when it is freed.
         if retired.len() >= RETIRE_BATCH {
-            retired.flush(&self.rc, &self.rc.pin(), |_| {});
+            retired.flush(&self.collector, &self.collector.pin(), |_| {});
         }
         ctr.descriptor_installs.bump(1);
         ctr.descriptor_cas_retries.bump(cost.cas_retries);
@@ -558,7 +560,7 @@ impl ProtocolImpl for LockFree {
         let c = &self.clocks;
         let fx = self
             .desc
-            .xmin(&self.rc)
+            .xmin(&self.collector)
             .max(c.floor_xmin.load(Ordering::Relaxed));
         // Acquire: pairs with the Release store of oldest in
         // `set_timestamps`. With no oldest set, no timestamped version may
@@ -727,7 +729,7 @@ impl ProtocolImpl for LockFree {
             // word written by its owner only; the `admin` lock serializes
             // sets (`bump`: this is the count's only writer).
             self.durable.set(
-                &self.rc,
+                &self.collector,
                 d.get(),
                 self.slots.iter().map(|s| s.durable.load(Ordering::Relaxed)),
             );
@@ -757,7 +759,7 @@ impl ProtocolImpl for LockFree {
             // before it by whatever told the caller so (coherence does the
             // rest).
             self.durable.report(
-                &self.rc,
+                &self.collector,
                 self.slots.iter().map(|s| s.durable.load(Ordering::Relaxed)),
                 DURABLE_TAG,
             )
@@ -781,7 +783,7 @@ impl ProtocolImpl for LockFree {
     }
 
     fn current_xmin(&self) -> u64 {
-        self.desc.xmin(&self.rc)
+        self.desc.xmin(&self.collector)
     }
 
     fn sessions_open(&self) -> usize {

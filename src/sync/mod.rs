@@ -29,9 +29,9 @@ mod atomic;
 mod fences;
 pub(crate) mod mutant;
 
-pub use atomic::thread_rmw_count;
 #[cfg(not(loom))]
 pub(crate) use atomic::count_rmw;
+pub use atomic::thread_rmw_count;
 pub(crate) use atomic::{AtomicBool, AtomicPtr, AtomicU64};
 #[cfg(all(test, not(loom)))]
 pub(crate) use fences::fence_count;

@@ -201,8 +201,8 @@ impl DescriptorCell {
 
     /// Copies the current descriptor into `snap` (one Acquire load of the
     /// pointer, under a guard).
-    pub(crate) fn copy_into(&self, rc: &Collector, snap: &mut Snapshot) {
-        let guard = rc.pin();
+    pub(crate) fn copy_into(&self, collector: &Collector, snap: &mut Snapshot) {
+        let guard = collector.pin();
         // Debug builds check that the published generation never leads the
         // pointer (invariant 5): a generation loaded before the pointer is at
         // most the loaded descriptor's (Acquire: pairs with the Release
@@ -234,8 +234,8 @@ impl DescriptorCell {
     }
 
     /// The current descriptor's xmin: every id below it has completed.
-    pub(crate) fn xmin(&self, rc: &Collector) -> u64 {
-        let guard = rc.pin();
+    pub(crate) fn xmin(&self, collector: &Collector) -> u64 {
+        let guard = collector.pin();
         // Acquire: pairs with the Release CAS in `complete`; the advancer
         // then publishes this xmin with Release as the floor, so whoever
         // acquires the floor sees the completed transactions' flips (the
@@ -271,13 +271,13 @@ impl DescriptorCell {
     /// still that one (invariant 5), and needs no pointer load or pin.
     pub(crate) fn complete(
         &self,
-        rc: &Collector,
+        collector: &Collector,
         id: u64,
         retired: &mut Retired,
         keep: Option<&mut Snapshot>,
     ) -> InstallCost {
         let mut cost = InstallCost::default();
-        let _guard = rc.pin();
+        let _guard = collector.pin();
         // Acquire: pairs with the Release CAS of the previous completer; we
         // read the descriptor's contents to derive the next one.
         let mut cur = self.ptr.load(Ordering::Acquire);
@@ -418,18 +418,18 @@ mod tests {
 
     #[test]
     fn every_completion_bumps_the_generation_and_publishes_it() {
-        let rc = Collector::new();
+        let collector = Collector::new();
         let cell = DescriptorCell::new();
         let mut s = Snapshot::default();
-        cell.copy_into(&rc, &mut s);
+        cell.copy_into(&collector, &mut s);
         assert_eq!(s.generation, 1);
         let mut done = retired();
-        cell.complete(&rc, 1, &mut done, None);
-        cell.complete(&rc, 3, &mut done, None);
+        cell.complete(&collector, 1, &mut done, None);
+        cell.complete(&collector, 3, &mut done, None);
         assert_eq!(done.len(), 2);
-        done.flush(&rc, &rc.pin(), |_| {});
+        done.flush(&collector, &collector.pin(), |_| {});
         assert_eq!(cell.published_generation(), 3);
-        cell.copy_into(&rc, &mut s);
+        cell.copy_into(&collector, &mut s);
         assert_eq!(
             (s.generation, s.xmin, s.xmax, &s.running[..]),
             (3, 2, 4, &[2][..])
@@ -439,17 +439,17 @@ mod tests {
 
     #[test]
     fn a_kept_completion_leaves_the_installed_descriptor_under_its_generation() {
-        let rc = Collector::new();
+        let collector = Collector::new();
         let cell = DescriptorCell::new();
         let mut done = retired();
-        cell.complete(&rc, 2, &mut done, None);
+        cell.complete(&collector, 2, &mut done, None);
         let mut kept = Snapshot::default();
-        cell.complete(&rc, 1, &mut done, Some(&mut kept));
+        cell.complete(&collector, 1, &mut done, Some(&mut kept));
         let mut fresh = Snapshot::default();
-        cell.copy_into(&rc, &mut fresh);
+        cell.copy_into(&collector, &mut fresh);
         assert_eq!(kept, fresh);
         assert_eq!(kept.generation, cell.published_generation());
         assert!(kept.sees(1) && kept.sees(2));
-        done.flush(&rc, &rc.pin(), |_| {});
+        done.flush(&collector, &collector.pin(), |_| {});
     }
 }

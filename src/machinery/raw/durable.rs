@@ -56,7 +56,7 @@ impl DurableCell {
     ///
     /// Callers are serialized (the timestamp lock): only one thread replaces
     /// the record at a time.
-    pub(crate) fn set(&self, rc: &Collector, value: u64, words: impl Iterator<Item = u64>) {
+    pub(crate) fn set(&self, collector: &Collector, value: u64, words: impl Iterator<Item = u64>) {
         let new = Box::into_raw(Box::new(DurableSet {
             value,
             words: words.collect(),
@@ -68,9 +68,9 @@ impl DurableCell {
         // Release: publishes the new record's fields; pairs with the Acquire
         // load in `report`.
         self.ptr.store(new, Ordering::Release);
-        let guard = rc.pin();
+        let guard = collector.pin();
         let old = SendPtr(old);
-        rc.defer(&guard, move || {
+        collector.defer(&guard, move || {
             let old = old;
             // SAFETY: `old` came from Box::into_raw, is unlinked by the
             // store above (no new report can load it), is retired once, and
@@ -84,8 +84,13 @@ impl DurableCell {
     /// it down: the last set value, raised by every slot word `words` yields
     /// that differs from the word the set recorded for that slot (`tag` masks
     /// the words' tag bits off the value).
-    pub(crate) fn report(&self, rc: &Collector, words: impl Iterator<Item = u64>, tag: u64) -> u64 {
-        let guard = rc.pin();
+    pub(crate) fn report(
+        &self,
+        collector: &Collector,
+        words: impl Iterator<Item = u64>,
+        tag: u64,
+    ) -> u64 {
+        let guard = collector.pin();
         // Acquire: pairs with the Release store in `set`, so the record's
         // fields are visible (invariant 11).
         let p = self.ptr.load(ordering_or_mutant(

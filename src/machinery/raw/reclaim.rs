@@ -165,7 +165,7 @@ impl<T: Send + 'static> RetireBatch<T> {
     /// objects freed once they are.
     pub fn flush(
         &mut self,
-        rc: &Collector,
+        collector: &Collector,
         guard: &Guard,
         done: impl FnOnce(u64) + Send + 'static,
     ) {
@@ -174,7 +174,7 @@ impl<T: Send + 'static> RetireBatch<T> {
         }
         let items = std::mem::take(&mut self.items);
         let free = self.free;
-        rc.defer(guard, move || {
+        collector.defer(guard, move || {
             let mut n = 0;
             for p in items {
                 // SAFETY: `push`'s contract: unlinked and pushed once; the

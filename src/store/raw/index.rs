@@ -107,10 +107,10 @@ impl Index {
     pub(crate) fn get_or_insert<'s>(
         &'s self,
         key: &[u8],
-        rc: &Collector,
+        collector: &Collector,
         guard: &Guard,
     ) -> &'s KeyEntry {
-        let (n, _) = self.hash.get_or_insert(key, rc, guard, |n| {
+        let (n, _) = self.hash.get_or_insert(key, collector, guard, |n| {
             self.list
                 .insert(NodeKey(n as *const Node), (), guard)
                 .release(guard);
@@ -188,7 +188,7 @@ impl Index {
     pub(crate) fn get_or_insert<'s>(
         &'s self,
         key: &[u8],
-        _rc: &Collector,
+        _collector: &Collector,
         _guard: &Guard,
     ) -> &'s KeyEntry {
         let mut m = self.map.lock().unwrap();
