@@ -4,7 +4,7 @@
 //! The transactions, the read timestamp, oldest and the horizon come from
 //! the public machinery layer (`TxnManager`, `Transaction`); the chain is
 //! the bundled store's real `KeyEntry`, driven directly through
-//! `loom_api::Chain` (the engine's loom index stand-in would add a mutex,
+//! `api::Chain` (the engine's loom index stand-in would add a mutex,
 //! see `descriptors.rs`). `k` has versions at 5 and 10, and oldest is 15. A
 //! writer prepends and commits `k = v20` at 20, then advances the horizon
 //! and prunes the chain (as a committing session does); a reader begins at

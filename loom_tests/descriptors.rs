@@ -3,7 +3,7 @@
 //! 7 real-time order, 11 reclamation of superseded descriptors).
 //!
 //! Runs below the engine, on the lock-free machinery and two version chains
-//! through `crate::loom_api`, because the engine's loom stand-in
+//! through `loom_tests/api.rs`, because the engine's loom stand-in
 //! index takes a mutex on every lookup, and that mutex orders a reader after
 //! a writer in exactly the interleavings where a Relaxed descriptor load
 //! would otherwise show. It stays below the public machinery layer too (issue

@@ -1,7 +1,7 @@
 //! Model 6 — claiming and releasing session slots (invariant 12, slot
 //! lifecycle).
 //!
-//! Runs below the engine (`loom_api::Machine`): the engine's `Session` ends
+//! Runs below the engine (`api::Machine`): the engine's `Session` ends
 //! any transaction still open (even one leaked with `mem::forget`, see
 //! `tests/leaked_transaction.rs`) before it releases its slot, which would
 //! hide a slot table that forgets to clear pins. Here the slot table itself

@@ -575,3 +575,73 @@ fn a_read_above_the_watermark_waits_within_its_bound_or_gets_a_typed_error() {
         Err(ReplicaError::WrongEngine)
     ));
 }
+
+/// Pipelined writes: while no entry can commit (both followers cut off),
+/// writes keep committing on the leader and queue; when the followers come
+/// back, the queued commits go out together, in one entry or few, and every
+/// write is acknowledged. Each write reads the counter the one before it
+/// wrote (speculatively, before that one was acknowledged), so every
+/// follower must hold the counter's versions in timestamp order.
+#[test]
+fn pipelined_writes_share_log_entries_and_keep_each_keys_order() {
+    const N: u64 = 60;
+    let c = LocalCluster::start(3, config()).unwrap();
+    let l = leader(&c);
+    let fs = followers(&c);
+    let (_, seed) = l.write(|t| t.put(b"ctr", &0u64.to_le_bytes())).unwrap();
+    let before = l.stats();
+    for &f in &fs {
+        c.router().set_cut(f, true);
+    }
+    let mut pending = Vec::new();
+    for i in 1..=N {
+        let w = l
+            .submit(|t| {
+                let v = balance(t.get(b"ctr")?);
+                assert_eq!(v, i - 1, "write {i} reads the previous write's counter");
+                t.put(b"ctr", &i.to_le_bytes())?;
+                t.put(format!("p/{i:03}").as_bytes(), b"v")
+            })
+            .expect("commits on the leader while the followers are cut off");
+        pending.push(w);
+    }
+    // Nothing is acknowledged while no majority has the entries, and the
+    // leader's own watermark has not passed them either.
+    assert!(
+        pending.iter().all(|w| !w.is_done()),
+        "acknowledged without a majority"
+    );
+    assert!(l.watermark().unwrap_or(Timestamp::NONE) <= seed);
+    for &f in &fs {
+        c.router().set_cut(f, false);
+    }
+    let acked: Vec<Timestamp> = pending
+        .into_iter()
+        .map(|w| {
+            w.wait()
+                .expect("acknowledged once the followers are back")
+                .1
+        })
+        .collect();
+    assert!(acked.windows(2).all(|p| p[0] < p[1]));
+    let after = l.stats();
+    let commits = after.commits_proposed - before.commits_proposed;
+    let entries = after.batches_proposed - before.batches_proposed;
+    assert_eq!(commits, N);
+    assert!(
+        entries < N / 2,
+        "{N} queued commits went out in {entries} entries (group commit)"
+    );
+    for &f in &fs {
+        let node = c.node(f).unwrap();
+        for (i, &ts) in acked.iter().enumerate() {
+            c.wait_watermark(f, ts, LONG).unwrap();
+            let got: BTreeMap<_, _> = contents_at(node, ts).into_iter().collect();
+            assert_eq!(
+                got.get(&b"ctr"[..]).map(|v| v.as_slice()),
+                Some(&(i as u64 + 1).to_le_bytes()[..]),
+                "node {f} at {ts:?}"
+            );
+        }
+    }
+}

@@ -14,7 +14,7 @@ use openraft::{Entry, EntryPayload, LogId, OptionalSend, StorageError, Vote};
 use parking_lot::Mutex;
 
 use super::node::Shared;
-use super::{Command, NodeId, TypeConfig};
+use super::{Command, CommitRecord, NodeId, TypeConfig};
 
 #[derive(Default)]
 struct Inner {
@@ -48,6 +48,29 @@ impl LogStore {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+impl LogStore {
+    /// Bookkeeping for a commit entering this log: its timestamp bounds what
+    /// a new leader allocates, and an own commit is no longer in flight (a
+    /// watermark computed from now on may cover it: its entry is in the log
+    /// before any entry that carries that watermark).
+    fn saw_commit(&self, c: &CommitRecord) {
+        self.shared.saw_ts(c.commit_ts);
+        if c.origin.node == self.shared.id {
+            self.shared.release(c.commit_ts.get());
+        }
+    }
+}
+
+/// The commits an entry carries.
+fn commits_of(e: &Entry<TypeConfig>) -> impl Iterator<Item = &CommitRecord> {
+    let s: &[CommitRecord] = match &e.payload {
+        EntryPayload::Normal(Command::Commit(c)) => std::slice::from_ref(c),
+        EntryPayload::Normal(Command::Batch { commits, .. }) => commits,
+        _ => &[],
+    };
+    s.iter()
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
@@ -118,8 +141,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             // failover), including entries of older leaders that may still
             // commit.
             match &e.payload {
-                EntryPayload::Normal(Command::Commit(c)) => self.shared.saw_ts(c.commit_ts),
+                EntryPayload::Normal(Command::Commit(c)) => self.saw_commit(c),
                 EntryPayload::Normal(Command::Watermark { ts }) => self.shared.saw_ts(*ts),
+                EntryPayload::Normal(Command::Batch { commits, watermark }) => {
+                    commits.iter().for_each(|c| self.saw_commit(c));
+                    if let Some(w) = watermark {
+                        self.shared.saw_ts(*w);
+                    }
+                }
                 _ => {}
             }
             inner.log.insert(e.log_id.index, e);
@@ -132,7 +161,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
         let mut inner = self.inner.lock();
-        let _ = inner.log.split_off(&log_id.index);
+        let gone = inner.log.split_off(&log_id.index);
+        drop(inner);
+        // An own commit still open here is in this engine but now in no
+        // log this node will commit: fence before anything else runs on it.
+        let id = self.shared.id;
+        let own_open = gone.values().any(|e| {
+            commits_of(e).any(|c| c.origin.node == id && self.shared.is_pending(c.origin.seq))
+        });
+        if own_open {
+            self.shared.fence();
+        }
         Ok(())
     }
 

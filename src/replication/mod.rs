@@ -4,13 +4,16 @@
 //! A [`Replica`] is one node: an [`Engine`](crate::Engine), an openraft
 //! [`Raft`](openraft::Raft) handle, an in-memory log store and a state
 //! machine that applies the log to the engine. The leader runs read-write
-//! transactions ([`Replica::write`]); every commit becomes a log entry
-//! ([`Command::Commit`]: commit timestamp, durable timestamp, the writes) that
-//! is replicated before the commit returns. The leader also appends
-//! [`Command::Watermark`] entries; a node that applies a watermark `W` sets its
-//! stable timestamp to `W`, so read-only transactions at stable
-//! ([`Reader::begin`]) see exactly the commits at or below `W`, and never one
-//! with a hole below it.
+//! transactions ([`Replica::write`], or pipelined: [`Replica::submit`]);
+//! every commit becomes a [`CommitRecord`] (commit timestamp, durable
+//! timestamp, the writes) that is replicated before the write is
+//! acknowledged. The leader's batcher puts every commit queued meanwhile into
+//! one [`Command::Batch`] entry (group commit, at most
+//! [`ReplicaConfig::max_batches_in_flight`] entries out at a time), with the
+//! watermark after them; a node that applies a watermark `W` sets its stable
+//! timestamp to `W`, so read-only transactions at stable ([`Reader::begin`])
+//! see exactly the commits at or below `W`, and never one with a hole below
+//! it.
 //!
 //! ```
 //! use snapshot_engine::replication::{LocalCluster, ReplicaConfig};
@@ -31,27 +34,30 @@
 //! # The watermark rule (no holes)
 //!
 //! Commit timestamps are allocated by the leader at commit time and
-//! registered as *in flight* until the commit's log entry has been appended
-//! (openraft's `client_write` returned). The leader's watermark is
-//! `W = min(in-flight) - 1`, or the newest allocated (or logged) timestamp
-//! when none is in flight, and a `Watermark(W)` entry is appended after it is
-//! computed. So every commit at or below `W` is in the log before `W`, and
-//! every commit after `W` in the log has a timestamp above `W`. A node applies
+//! registered as *in flight* until the commit's log entry is in the leader's
+//! own log (its log store appended it). For an entry that carries the
+//! commits `B`, the leader's watermark is `W = min(in-flight \ B) - 1`, or
+//! the newest allocated (or logged) timestamp when none is in flight, and the
+//! entry carries `W` after `B`. So every commit at or below `W` is in the log
+//! at or before `W`, and every commit after `W` in the log has a timestamp
+//! above `W`. A node applies
 //! the log in order and sets stable to the last applied `W`: everything at or
 //! below its stable has been applied, so its reads have no holes. DESIGN.md,
 //! "Replication", gives the full argument, failover included.
 //!
 //! # What a user supplies
 //!
-//! A transport ([`openraft::RaftNetworkFactory`], as [`LocalNetwork`] does in
-//! process) and, for crash durability, a durable log store in place of the
-//! in-memory one.
+//! A transport: [`TcpNetworkFactory`] (nodes in separate processes, one
+//! [`TcpNode`] each, started from a [`NodeConfig`]), [`LocalNetwork`] (in
+//! process, for tests), or its own [`openraft::RaftNetworkFactory`]; and,
+//! for crash durability, a durable log store in place of the in-memory one.
 
 mod cluster;
 mod log_store;
 mod network;
 mod node;
 mod state_machine;
+mod tcp;
 
 use std::fmt;
 use std::io::Cursor;
@@ -64,8 +70,12 @@ use crate::{Error, Timestamp};
 pub use cluster::LocalCluster;
 pub use log_store::LogStore;
 pub use network::{LocalNetwork, LocalNetworkFactory, Router};
-pub use node::{Reader, Replica, ReplicaStats, WriteOptions, WriteTxn};
+pub use node::{PendingWrite, Reader, Replica, ReplicaStats, WriteOptions, WriteTxn};
 pub use state_machine::StateMachine;
+pub use tcp::{
+    ClientError, ClientRequest, ClientResponse, NodeConfig, Op, Request, Response, TcpClient,
+    TcpConfig, TcpNetwork, TcpNetworkFactory, TcpNode, TransportError, MAX_FRAME_BOUND,
+};
 
 /// A node's id in the cluster.
 pub type NodeId = u64;
@@ -80,7 +90,7 @@ openraft::declare_raft_types!(
 );
 
 /// One write of a replicated commit.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Write {
     /// The key.
     pub key: Vec<u8>,
@@ -91,7 +101,7 @@ pub struct Write {
 /// Which leader transaction a commit entry came from: the proposing node and
 /// its own sequence number. The proposing node skips applying its own
 /// entries (its transaction commits them locally).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Origin {
     /// The node that proposed the entry.
     pub node: NodeId,
@@ -100,13 +110,15 @@ pub struct Origin {
 }
 
 /// A committed leader transaction, as carried in the log.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CommitRecord {
     /// The commit timestamp the leader committed at.
+    #[serde(with = "ts_serde")]
     pub commit_ts: Timestamp,
     /// The durable timestamp. Leader transactions commit unprepared, so it
     /// equals `commit_ts`; it is carried so that a node can advance its
     /// global durable timestamp when the entry is applied.
+    #[serde(with = "ts_serde")]
     pub durable_ts: Timestamp,
     /// Where it came from.
     pub origin: Origin,
@@ -115,7 +127,7 @@ pub struct CommitRecord {
 }
 
 /// The application data of a log entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Command {
     /// A committed leader transaction.
     Commit(CommitRecord),
@@ -124,14 +136,28 @@ pub enum Command {
     /// timestamp to it.
     Watermark {
         /// The watermark.
+        #[serde(with = "ts_serde")]
         ts: Timestamp,
+    },
+    /// Many committed leader transactions in one entry (group commit), then
+    /// optionally a watermark: every commit at or below it is in this entry
+    /// or in an entry before it. A node applies the commits in order, then
+    /// the watermark.
+    Batch {
+        /// The commits, in the order their transactions committed on the
+        /// leader (so two commits of one key are in timestamp order).
+        commits: Vec<CommitRecord>,
+        /// The watermark carried after them, if it moved.
+        #[serde(with = "opt_ts_serde")]
+        watermark: Option<Timestamp>,
     },
 }
 
 /// What applying one log entry reports back to the proposer.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Applied {
     /// The node's stable timestamp after the entry was applied.
+    #[serde(with = "opt_ts_serde")]
     pub stable: Option<Timestamp>,
 }
 
@@ -150,6 +176,12 @@ pub struct ReplicaConfig {
     /// Keep a history of (watermark, time applied) pairs on every node, for
     /// staleness measurements ([`Replica::watermark_history`]).
     pub record_watermarks: bool,
+    /// The most commits the leader puts in one log entry.
+    pub max_batch_commits: usize,
+    /// The most log entries of commits the leader has proposed and not yet
+    /// seen committed; while that many are out, new commits queue up and
+    /// go out together in the next entry (group commit).
+    pub max_batches_in_flight: usize,
     /// openraft's own settings (heartbeat, elections, snapshots).
     pub raft: openraft::Config,
     /// The engine settings of every node.
@@ -166,13 +198,17 @@ impl Default for ReplicaConfig {
         ReplicaConfig {
             tick: Duration::from_millis(1),
             oldest_lag: 1_000,
+            max_batch_commits: 4_096,
+            max_batches_in_flight: 2,
             write_timeout: Duration::from_secs(5),
             record_watermarks: false,
             raft: openraft::Config {
                 cluster_name: "snapshot-engine".to_string(),
-                // Generous for nodes that share a loaded machine: a spurious
-                // election fences a leader with writes in flight.
-                heartbeat_interval: 100,
+                // Elections generous for nodes that share a loaded machine (a
+                // spurious one fences a leader with writes in flight);
+                // heartbeats frequent, as a follower that missed the push of
+                // a commit index learns it from the next one.
+                heartbeat_interval: 20,
                 election_timeout_min: 600,
                 election_timeout_max: 1200,
                 // Snapshots are taken on demand (`LocalCluster::snapshot`) or
@@ -234,6 +270,11 @@ pub enum ReplicaError {
         /// What was wrong.
         what: String,
     },
+    /// A setting is out of its range.
+    BadConfig {
+        /// Which setting and what was wrong with it, with its bound.
+        what: String,
+    },
     /// Waited longer than the bound for a cluster event.
     Timeout {
         /// What was waited for.
@@ -274,6 +315,7 @@ impl fmt::Display for ReplicaError {
             }
             ReplicaError::Raft { message } => write!(f, "openraft: {message}"),
             ReplicaError::BadSnapshot { what } => write!(f, "bad snapshot: {what}"),
+            ReplicaError::BadConfig { what } => write!(f, "bad configuration: {what}"),
             ReplicaError::Timeout { what, waited } => {
                 write!(f, "timed out after {waited:?} waiting for {what}")
             }
@@ -300,6 +342,53 @@ impl<P: crate::Protocol> From<crate::CommitError<'_, '_, P>> for ReplicaError {
 fn raft_err(e: impl fmt::Display) -> ReplicaError {
     ReplicaError::Raft {
         message: e.to_string(),
+    }
+}
+
+/// Timestamps on the wire: the raw value, checked against
+/// [`Timestamp::MAX`] when read.
+mod ts_serde {
+    use crate::Timestamp;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(ts: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(ts.get())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
+        let v = u64::deserialize(d)?;
+        if v > Timestamp::MAX.get() {
+            return Err(serde::de::Error::custom(format!(
+                "timestamp {v} above the maximum {}",
+                Timestamp::MAX.get()
+            )));
+        }
+        Ok(Timestamp::new(v))
+    }
+}
+
+/// Optional timestamps on the wire.
+mod opt_ts_serde {
+    use crate::Timestamp;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(
+        ts: &Option<Timestamp>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        ts.map(Timestamp::get).serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Timestamp>, D::Error> {
+        match Option::<u64>::deserialize(d)? {
+            Some(v) if v > Timestamp::MAX.get() => Err(serde::de::Error::custom(format!(
+                "timestamp {v} above the maximum {}",
+                Timestamp::MAX.get()
+            ))),
+            v => Ok(v.map(Timestamp::new)),
+        }
     }
 }
 

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
-use openraft::error::RaftError;
 use openraft::{Raft, RaftNetworkFactory, ServerState};
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -41,6 +40,8 @@ pub(crate) struct Counters {
     pub(crate) apply_retries: AtomicU64,
     pub(crate) snapshots_built: AtomicU64,
     pub(crate) snapshots_installed: AtomicU64,
+    pub(crate) batches: AtomicU64,
+    pub(crate) batched_commits: AtomicU64,
 }
 
 /// What the node's parts (write path, state machine, log store, readers)
@@ -64,6 +65,9 @@ pub(crate) struct Shared {
     /// sequence number, with their commit timestamps: the state machine
     /// skips their entries (the transaction commits the versions itself).
     pub(crate) pending: Mutex<HashMap<u64, u64>>,
+    /// Commits waiting for the batcher.
+    queue: Mutex<Queue>,
+    queue_notify: tokio::sync::Notify,
     wm_lock: Mutex<()>,
     wm_cv: Condvar,
     pub(crate) ctr: Counters,
@@ -110,16 +114,30 @@ impl Shared {
         self.log_max_ts.load(Ordering::Relaxed).max(stable)
     }
 
-    /// The leader's watermark: every commit at or below it has its entry in
-    /// the log (DESIGN.md, "Replication", the watermark rule).
-    fn low_water(&self, engine: &Engine) -> u64 {
+    /// The leader's watermark for an entry that carries the commits at
+    /// timestamps `own` (sorted): every other commit at or below it has its
+    /// entry in this node's log already (DESIGN.md, "Replication", the
+    /// watermark rule).
+    fn low_water_with(&self, engine: &Engine, own: &[u64]) -> u64 {
         let floor = self.floor(engine);
         let t = self.tracker.lock();
         let newest = t.last.max(floor);
-        match t.in_flight.first() {
+        match t.in_flight.iter().find(|ts| own.binary_search(ts).is_err()) {
             Some(&m) => (m - 1).min(newest),
             None => newest,
         }
+    }
+
+    /// A commit timestamp is no longer in flight: its entry is in this
+    /// node's log, or its write failed (and fenced the node).
+    pub(crate) fn release(&self, ts: u64) {
+        self.tracker.lock().in_flight.remove(&ts);
+    }
+
+    /// Whether own proposal `seq` is still open (committed here, entry not
+    /// yet known to be committed).
+    pub(crate) fn is_pending(&self, seq: u64) -> bool {
+        self.pending.lock().contains_key(&seq)
     }
 
     /// Sets the fence (DESIGN.md, "Replication", R4).
@@ -216,6 +234,10 @@ pub struct ReplicaStats {
     pub snapshots_built: u64,
     /// Snapshots installed.
     pub snapshots_installed: u64,
+    /// Log entries of commits and watermarks this node proposed as leader.
+    pub batches_proposed: u64,
+    /// Commits those entries carried.
+    pub commits_proposed: u64,
     /// The current watermark (stable timestamp).
     pub watermark: Option<Timestamp>,
     /// Whether the node is fenced.
@@ -236,6 +258,7 @@ impl Replica {
     /// nodes. Call from outside the runtime.
     ///
     /// # Errors
+    /// [`ReplicaError::BadConfig`] if a batching bound is 0;
     /// [`ReplicaError::Raft`] if openraft rejects the configuration.
     pub fn new<N>(
         id: NodeId,
@@ -246,6 +269,14 @@ impl Replica {
     where
         N: RaftNetworkFactory<TypeConfig>,
     {
+        if config.max_batch_commits == 0 || config.max_batches_in_flight == 0 {
+            return Err(ReplicaError::BadConfig {
+                what: format!(
+                    "max_batch_commits {} and max_batches_in_flight {} must be at least 1",
+                    config.max_batch_commits, config.max_batches_in_flight
+                ),
+            });
+        }
         let raft_config = Arc::new(config.raft.clone().validate().map_err(raft_err)?);
         let shared = Arc::new(Shared {
             id,
@@ -257,6 +288,8 @@ impl Replica {
             log_max_ts: AtomicU64::new(0),
             tracker: Mutex::default(),
             pending: Mutex::default(),
+            queue: Mutex::default(),
+            queue_notify: tokio::sync::Notify::new(),
             wm_lock: Mutex::new(()),
             wm_cv: Condvar::new(),
             ctr: Counters::default(),
@@ -267,7 +300,7 @@ impl Replica {
         let raft = rt
             .block_on(Raft::new(id, raft_config, network, log.clone(), sm))
             .map_err(raft_err)?;
-        rt.spawn(ticker(shared.clone(), raft.clone()));
+        rt.spawn(batcher(shared.clone(), raft.clone()));
         Ok(Replica {
             shared,
             raft,
@@ -330,6 +363,8 @@ impl Replica {
             apply_conflict_retries: c.apply_retries.load(Ordering::Relaxed),
             snapshots_built: c.snapshots_built.load(Ordering::Relaxed),
             snapshots_installed: c.snapshots_installed.load(Ordering::Relaxed),
+            batches_proposed: c.batches.load(Ordering::Relaxed),
+            commits_proposed: c.batched_commits.load(Ordering::Relaxed),
             watermark: self.watermark(),
             fenced: self.is_fenced(),
         }
@@ -377,6 +412,40 @@ impl Replica {
         opts: &WriteOptions,
         f: impl FnOnce(&mut WriteTxn<'_, '_, '_>) -> Result<R>,
     ) -> std::result::Result<(R, Timestamp), ReplicaError> {
+        self.submit_with(opts, f)?.wait()
+    }
+
+    /// Runs `f` in a read-write transaction on the leader, commits it here
+    /// at once and queues its log entry, without waiting for replication:
+    /// the write is acknowledged when [`PendingWrite::wait`] returns `Ok`,
+    /// which is when its entry is in the log of a majority. A caller keeps
+    /// several writes in flight this way (pipelining); the leader puts the
+    /// commits queued meanwhile into one log entry (group commit).
+    ///
+    /// Until then the commit is speculative: later read-write transactions
+    /// on this node see it (and their own entries follow it in the log),
+    /// but no read at a watermark sees it, on this node or any other, before
+    /// its entry is committed. If its entry fails, this node fences itself.
+    ///
+    /// # Errors
+    /// As [`Replica::write`], except the replication outcome, which
+    /// [`PendingWrite::wait`] reports.
+    pub fn submit<R>(
+        &self,
+        f: impl FnOnce(&mut WriteTxn<'_, '_, '_>) -> Result<R>,
+    ) -> std::result::Result<PendingWrite<R>, ReplicaError> {
+        self.submit_with(&WriteOptions::default(), f)
+    }
+
+    /// [`Replica::submit`] with options.
+    ///
+    /// # Errors
+    /// As [`Replica::submit`].
+    pub fn submit_with<R>(
+        &self,
+        opts: &WriteOptions,
+        f: impl FnOnce(&mut WriteTxn<'_, '_, '_>) -> Result<R>,
+    ) -> std::result::Result<PendingWrite<R>, ReplicaError> {
         let id = self.shared.id;
         if self.is_fenced() {
             return Err(ReplicaError::Fenced { node: id });
@@ -393,7 +462,13 @@ impl Replica {
         })?;
         if writes.is_empty() {
             txn.commit(CommitOptions::default())?;
-            return Ok((value, Timestamp::NONE));
+            return Ok(PendingWrite {
+                value,
+                ts: Timestamp::NONE,
+                slot: None,
+                node: id,
+                bound: Duration::ZERO,
+            });
         }
         // Allocate above every timestamp this node has seen in its log or
         // engine (failover: above every replicated one), and register it as
@@ -407,16 +482,13 @@ impl Replica {
             t.seq += 1;
             (ts, t.seq)
         };
-        let release = |shared: &Shared| {
-            shared.tracker.lock().in_flight.remove(&ts);
-        };
         let commit_ts = Timestamp::new(ts);
         // Validated against this node's stable, which moves only when a
         // watermark is applied: this node's own watermarks stay below every
         // in-flight timestamp, and another leader's that reaches `ts`
         // fences this node (DESIGN.md, "Replication", R4).
         if let Err(e) = txn.set_commit_timestamp(commit_ts) {
-            release(&self.shared);
+            self.shared.release(ts);
             return Err(e.into());
         }
         self.shared.pending.lock().insert(seq, ts);
@@ -429,61 +501,57 @@ impl Replica {
                 .map(|(key, value)| Write { key, value })
                 .collect(),
         };
-        let raft = &self.raft;
-        let timeout = self.shared.config.write_timeout;
-        let delay = opts.delay_before_append;
-        let res = self.rt.block_on(async move {
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
-            }
-            tokio::time::timeout(timeout, raft.client_write(Command::Commit(rec))).await
-        });
-        match res {
-            Ok(Ok(_)) => {
-                // The entry is committed (and this node's state machine
-                // skipped it): install the versions locally.
-                let done = txn.commit(CommitOptions::default());
-                self.shared.pending.lock().remove(&seq);
-                release(&self.shared);
-                match done {
-                    Ok(()) => Ok((value, commit_ts)),
-                    Err(e) => {
-                        // Cannot happen while the claim holds stable below
-                        // `ts`; if it does, this engine lacks a committed
-                        // entry.
-                        self.fence_and_leave();
-                        Err(e.into())
+        if !opts.delay_before_append.is_zero() {
+            std::thread::sleep(opts.delay_before_append);
+        }
+        // The speculative local commit, then the queue, both under the
+        // queue's lock: a later transaction on the same keys commits after
+        // this one, so it queues after it, and the log carries the two in
+        // timestamp order; and every queued commit is already in this engine,
+        // so a watermark that covers it (applied here when its entry commits)
+        // never passes a commit still to come.
+        let slot = Arc::new(Slot::default());
+        let committed = {
+            let mut q = self.shared.queue.lock();
+            if q.closed {
+                // The batcher has stopped (fenced or dropped): the
+                // transaction rolls back as it drops; nothing is in any log.
+                drop(txn);
+                Err(ReplicaError::Fenced { node: id })
+            } else {
+                match txn.commit(CommitOptions::default()) {
+                    Ok(()) => {
+                        q.items.push(Queued {
+                            rec,
+                            seq,
+                            slot: slot.clone(),
+                        });
+                        Ok(())
                     }
+                    Err(e) => Err(e.into()),
                 }
             }
-            Ok(Err(e)) => {
-                self.fence_and_leave();
-                drop(txn);
-                self.shared.pending.lock().remove(&seq);
-                release(&self.shared);
-                Err(match e {
-                    RaftError::APIError(openraft::error::ClientWriteError::ForwardToLeader(f)) => {
-                        ReplicaError::NotLeader {
-                            node: id,
-                            leader: f.leader_id,
-                        }
-                    }
-                    _ => ReplicaError::Fenced { node: id },
-                })
-            }
-            Err(_elapsed) => {
-                self.fence_and_leave();
-                drop(txn);
-                self.shared.pending.lock().remove(&seq);
-                release(&self.shared);
-                Err(ReplicaError::Fenced { node: id })
-            }
+        };
+        if let Err(e) = committed {
+            // Cannot happen while this node's stable stays below `ts`; if
+            // it does, fence: the write is in no log.
+            self.fence_and_leave();
+            self.shared.pending.lock().remove(&seq);
+            self.shared.release(ts);
+            return Err(e);
         }
+        self.shared.queue_notify.notify_one();
+        Ok(PendingWrite {
+            value,
+            ts: commit_ts,
+            slot: Some(slot),
+            node: id,
+            bound: self.shared.config.write_timeout * 3 + self.shared.config.tick,
+        })
     }
 
-    /// Fences this node (before its transaction rolls back, so a reader that
-    /// sees a stable timestamp set after the rollback also sees the fence)
-    /// and stops its raft, so that the others elect a leader without it.
+    /// Fences this node and stops its raft, so that the others elect a
+    /// leader without it.
     fn fence_and_leave(&self) {
         self.shared.fence();
         let raft = self.raft.clone();
@@ -494,11 +562,12 @@ impl Replica {
 }
 
 impl Drop for Replica {
-    /// Ends the watermark ticker; the raft handle itself stops when
-    /// [`Raft::shutdown`] is called or its runtime ends.
+    /// Ends the batcher (queued writes fail); the raft handle itself stops
+    /// when [`Raft::shutdown`] is called or its runtime ends.
     fn drop(&mut self) {
-        // Relaxed: only ends the ticker's loop; nothing is published with it.
+        // Relaxed: only ends the batcher's loop; nothing is published with it.
         self.shared.stopped.store(true, Ordering::Relaxed);
+        self.shared.queue_notify.notify_one();
     }
 }
 
@@ -515,41 +584,260 @@ fn leader_ready(raft: &Raft<TypeConfig>, id: NodeId) -> std::result::Result<(), 
     }
 }
 
-/// The leader's watermark ticker: every `tick`, append `Watermark(W)` when W
-/// moved.
-async fn ticker(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
-    let mut last = 0;
+/// A commit waiting for its log entry, and where its outcome goes.
+pub(crate) struct Queued {
+    rec: CommitRecord,
+    seq: u64,
+    slot: Arc<Slot>,
+}
+
+/// Commits queued for the next log entry.
+#[derive(Default)]
+pub(crate) struct Queue {
+    items: Vec<Queued>,
+    /// The batcher has stopped: nothing more is taken.
+    closed: bool,
+}
+
+/// The outcome of one queued commit, and when it became known.
+#[derive(Default)]
+pub(crate) struct Slot {
+    outcome: Mutex<Option<(std::result::Result<(), ReplicaError>, Instant)>>,
+    cv: Condvar,
+}
+
+impl Slot {
+    fn set(&self, r: std::result::Result<(), ReplicaError>) {
+        *self.outcome.lock() = Some((r, Instant::now()));
+        self.cv.notify_all();
+    }
+}
+
+/// A write committed on the leader whose replication is under way, from
+/// [`Replica::submit`].
+#[must_use = "a write is acknowledged only when `wait` returns Ok"]
+pub struct PendingWrite<R> {
+    value: R,
+    ts: Timestamp,
+    slot: Option<Arc<Slot>>,
+    node: NodeId,
+    bound: Duration,
+}
+
+impl<R> PendingWrite<R> {
+    /// The commit timestamp (`Timestamp::NONE` if the transaction wrote
+    /// nothing).
+    pub fn commit_ts(&self) -> Timestamp {
+        self.ts
+    }
+
+    /// Whether the outcome is known ([`PendingWrite::wait`] will not block).
+    pub fn is_done(&self) -> bool {
+        self.slot
+            .as_ref()
+            .is_none_or(|s| s.outcome.lock().is_some())
+    }
+
+    /// When the outcome became known, if it is.
+    pub fn done_at(&self) -> Option<Instant> {
+        self.slot
+            .as_ref()
+            .and_then(|s| s.outcome.lock().as_ref().map(|o| o.1))
+    }
+
+    /// Waits for the outcome: `Ok` when the write's log entry is committed
+    /// (in the log of a majority).
+    ///
+    /// # Errors
+    /// [`ReplicaError::Fenced`] when the entry failed or timed out (the
+    /// outcome is unknown; the node fenced itself and left the cluster);
+    /// [`ReplicaError::NotLeader`] when the node lost leadership before the
+    /// entry was appended (the node fenced itself too: its engine holds the
+    /// commit); [`ReplicaError::Timeout`] if no outcome came within three
+    /// write timeouts.
+    pub fn wait(self) -> std::result::Result<(R, Timestamp), ReplicaError> {
+        self.wait_timed().map(|(r, ts, _)| (r, ts))
+    }
+
+    /// [`PendingWrite::wait`], also returning when the outcome became known.
+    ///
+    /// # Errors
+    /// As [`PendingWrite::wait`].
+    pub fn wait_timed(self) -> std::result::Result<(R, Timestamp, Instant), ReplicaError> {
+        let Some(slot) = self.slot else {
+            return Ok((self.value, self.ts, Instant::now()));
+        };
+        let deadline = Instant::now() + self.bound;
+        let mut g = slot.outcome.lock();
+        loop {
+            if let Some((r, at)) = g.take() {
+                return r.map(|()| (self.value, self.ts, at));
+            }
+            if slot.cv.wait_until(&mut g, deadline).timed_out() && g.is_none() {
+                return Err(ReplicaError::Timeout {
+                    what: "a write's log entry to commit",
+                    waited: self.bound,
+                });
+            }
+        }
+    }
+
+    /// The node the write ran on.
+    pub fn node(&self) -> NodeId {
+        self.node
+    }
+}
+
+/// Fences this node and stops its raft, from inside its runtime.
+fn leave(shared: &Shared, raft: &Raft<TypeConfig>) {
+    shared.fence();
+    let raft = raft.clone();
+    tokio::spawn(async move {
+        let _ = raft.shutdown().await;
+    });
+}
+
+/// Hands `outcome` to every write of one entry. A failure fences the node
+/// first: its engine holds those commits, and their entry may or may not
+/// commit.
+fn resolve(
+    shared: &Shared,
+    raft: &Raft<TypeConfig>,
+    items: Vec<(u64, u64, Arc<Slot>)>,
+    outcome: std::result::Result<(), ReplicaError>,
+) {
+    if outcome.is_err() && !items.is_empty() {
+        leave(shared, raft);
+    }
+    for (seq, ts, slot) in items {
+        shared.pending.lock().remove(&seq);
+        shared.release(ts);
+        slot.set(outcome.clone());
+    }
+}
+
+/// The leader's batcher (group commit and the watermark): whenever commits
+/// are queued and fewer than `max_batches_in_flight` entries are out, or
+/// every `tick`, appends one `Batch` entry with every queued commit and the
+/// watermark, if it moved.
+async fn batcher(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(
+        shared.config.max_batches_in_flight,
+    ));
+    let id = shared.id;
+    // The newest watermark proposed in this leadership.
+    let mut sent = 0;
     loop {
-        tokio::time::sleep(shared.config.tick).await;
+        let _ = tokio::time::timeout(shared.config.tick, shared.queue_notify.notified()).await;
         // Acquire: pairs with the Release store in `fence`; `stopped` is a
         // plain flag (Relaxed: nothing is published with it).
         if shared.fenced.load(Ordering::Acquire) || shared.stopped.load(Ordering::Relaxed) {
-            return;
+            break;
         }
-        if leader_ready(&raft, shared.id).is_err() {
+        if let Err(leader) = leader_ready(&raft, id) {
+            sent = 0;
+            // Queued just before leadership went: in no log, but committed
+            // in this engine.
+            let items = std::mem::take(&mut shared.queue.lock().items);
+            if !items.is_empty() {
+                let items = items
+                    .into_iter()
+                    .map(|q| (q.seq, q.rec.commit_ts.get(), q.slot))
+                    .collect();
+                resolve(
+                    &shared,
+                    &raft,
+                    items,
+                    Err(ReplicaError::NotLeader { node: id, leader }),
+                );
+            }
             continue;
         }
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            break;
+        };
+        let taken: Vec<Queued> = {
+            let mut q = shared.queue.lock();
+            let n = q.items.len().min(shared.config.max_batch_commits);
+            let taken: Vec<Queued> = q.items.drain(..n).collect();
+            if !q.items.is_empty() {
+                shared.queue_notify.notify_one();
+            }
+            taken
+        };
         let engine = shared.engine();
-        let w = shared.low_water(&engine);
+        let mut own: Vec<u64> = taken.iter().map(|q| q.rec.commit_ts.get()).collect();
+        own.sort_unstable();
+        let w = shared.low_water_with(&engine, &own);
         let stable = engine
             .query_timestamp(TimestampKind::Stable)
             .map_or(0, Timestamp::get);
         drop(engine);
-        if w <= last || w <= stable {
+        let watermark = (w > stable && w > sent).then(|| Timestamp::new(w));
+        if taken.is_empty() && watermark.is_none() {
             continue;
         }
-        let cmd = Command::Watermark {
-            ts: Timestamp::new(w),
-        };
-        match tokio::time::timeout(shared.config.write_timeout, raft.client_write(cmd)).await {
-            Ok(Ok(_)) => last = w,
-            Ok(Err(RaftError::Fatal(_))) => return,
-            // Lost leadership or slow: a later tick tries again (a watermark
-            // entry that still commits later is correct: every commit at or
-            // below it was in the log before it).
-            _ => {}
+        let mut commits = Vec::with_capacity(taken.len());
+        let mut items = Vec::with_capacity(taken.len());
+        for q in taken {
+            items.push((q.seq, q.rec.commit_ts.get(), q.slot));
+            commits.push(q.rec);
+        }
+        let n = commits.len() as u64;
+        let cmd = Command::Batch { commits, watermark };
+        // `client_write_ff` hands the entry to RaftCore's channel before it
+        // returns, so entries reach the log in the order they are made here.
+        match raft.client_write_ff(cmd).await {
+            Ok(rx) => {
+                shared.ctr.batches.fetch_add(1, Ordering::Relaxed);
+                shared.ctr.batched_commits.fetch_add(n, Ordering::Relaxed);
+                if let Some(w) = watermark {
+                    sent = w.get();
+                }
+                let (shared, raft) = (shared.clone(), raft.clone());
+                tokio::spawn(async move {
+                    let timeout = shared.config.write_timeout;
+                    let outcome = match tokio::time::timeout(timeout, rx).await {
+                        Ok(Ok(Ok(_))) => Ok(()),
+                        Ok(Ok(Err(openraft::error::ClientWriteError::ForwardToLeader(f)))) => {
+                            Err(ReplicaError::NotLeader {
+                                node: id,
+                                leader: f.leader_id,
+                            })
+                        }
+                        _ => Err(ReplicaError::Fenced { node: id }),
+                    };
+                    resolve(&shared, &raft, items, outcome);
+                    drop(permit);
+                });
+            }
+            Err(_) => {
+                resolve(
+                    &shared,
+                    &raft,
+                    items,
+                    Err(ReplicaError::Fenced { node: id }),
+                );
+                break;
+            }
         }
     }
+    // Stopped: fail what is queued, and refuse more.
+    let items = {
+        let mut q = shared.queue.lock();
+        q.closed = true;
+        std::mem::take(&mut q.items)
+    };
+    let items = items
+        .into_iter()
+        .map(|q| (q.seq, q.rec.commit_ts.get(), q.slot))
+        .collect();
+    resolve(
+        &shared,
+        &raft,
+        items,
+        Err(ReplicaError::Fenced { node: id }),
+    );
 }
 
 /// The read path of one node at its replicated watermark. Cheap to make;

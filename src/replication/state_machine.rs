@@ -7,6 +7,8 @@
 //! * `Watermark(W)` sets the engine's stable timestamp to `W` (and oldest to
 //!   `W - oldest_lag`); raising stable waits for local commits at or below
 //!   `W` still in flight.
+//! * `Batch` entries (what the leader proposes) are their commits one after
+//!   another, then their watermark, if any.
 //! * A snapshot is the engine's contents at its watermark `W` (read at
 //!   timestamp `W`) plus every applied commit entry above `W` (the *tail*,
 //!   at most a few ticks of commits). Installing one builds a new engine:
@@ -147,50 +149,75 @@ impl StateMachine {
             EntryPayload::Membership(m) => {
                 self.membership = StoredMembership::new(Some(entry.log_id), m.clone());
             }
-            EntryPayload::Normal(Command::Commit(rec)) => {
-                self.max_ts = self.max_ts.max(rec.commit_ts.get());
-                let own = rec.origin.node == self.shared.id
-                    && self.shared.pending.lock().contains_key(&rec.origin.seq);
-                if own {
-                    self.shared.ctr.skipped_own.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    install(
-                        &self.shared,
-                        &engine,
-                        rec,
-                        self.shared.config.write_timeout * 2,
-                    )?;
-                    if self.shared.config.mutant_stable_follows_newest_commit
-                        && advance(&self.shared, &engine, rec.commit_ts)?
-                    {
-                        self.shared.record_watermark(rec.commit_ts);
-                    }
-                }
-                if rec.commit_ts.get() > stable_of(&engine) {
-                    self.tail.push(rec.clone());
-                }
-            }
+            EntryPayload::Normal(Command::Commit(rec)) => self.apply_commit(&engine, rec)?,
             EntryPayload::Normal(Command::Watermark { ts }) => {
-                self.max_ts = self.max_ts.max(ts.get());
-                // Another leader's watermark reached a transaction this node
-                // still has open (it lost leadership mid-write): that write's
-                // outcome is unknown here, so fence before stable passes it
-                // (DESIGN.md, "Replication", R4). This node's own watermarks
-                // are below every open transaction of its own.
-                if entry.log_id.leader_id.node_id != self.shared.id
-                    && self.shared.pending.lock().values().any(|&p| p <= ts.get())
-                {
-                    self.shared.fence();
+                self.apply_watermark(&engine, entry, *ts)?;
+            }
+            EntryPayload::Normal(Command::Batch { commits, watermark }) => {
+                for rec in commits {
+                    self.apply_commit(&engine, rec)?;
                 }
-                if advance(&self.shared, &engine, *ts)? {
-                    self.tail.retain(|r| r.commit_ts > *ts);
-                    self.shared.record_watermark(*ts);
+                if let Some(ts) = watermark {
+                    self.apply_watermark(&engine, entry, *ts)?;
                 }
             }
         }
         Ok(Applied {
             stable: engine.query_timestamp(TimestampKind::Stable),
         })
+    }
+
+    /// Installs one commit (skipped on the node whose open transaction
+    /// made it: that transaction commits the versions itself).
+    fn apply_commit(&mut self, engine: &Engine, rec: &CommitRecord) -> Result<(), ReplicaError> {
+        self.max_ts = self.max_ts.max(rec.commit_ts.get());
+        let own = rec.origin.node == self.shared.id && self.shared.is_pending(rec.origin.seq);
+        if own {
+            self.shared.ctr.skipped_own.fetch_add(1, Ordering::Relaxed);
+        } else {
+            install(
+                &self.shared,
+                engine,
+                rec,
+                self.shared.config.write_timeout * 2,
+            )?;
+            if self.shared.config.mutant_stable_follows_newest_commit
+                && advance(&self.shared, engine, rec.commit_ts)?
+            {
+                self.shared.record_watermark(rec.commit_ts);
+            }
+        }
+        if rec.commit_ts.get() > stable_of(engine) {
+            self.tail.push(rec.clone());
+        }
+        Ok(())
+    }
+
+    /// Sets stable to watermark `ts` carried by `entry`.
+    fn apply_watermark(
+        &mut self,
+        engine: &Engine,
+        entry: &Entry<TypeConfig>,
+        ts: Timestamp,
+    ) -> Result<(), ReplicaError> {
+        self.max_ts = self.max_ts.max(ts.get());
+        // Another leader's watermark reached a transaction this node
+        // committed speculatively and whose entry is not known committed
+        // (it lost leadership mid-write): that write's outcome is unknown
+        // here, so fence before stable passes it (DESIGN.md, "Replication",
+        // R4). This node's own watermarks pass an open transaction of its
+        // own only once that transaction's entry is in the log at or before
+        // them, so applying them means that entry is committed.
+        if entry.log_id.leader_id.node_id != self.shared.id
+            && self.shared.pending.lock().values().any(|&p| p <= ts.get())
+        {
+            self.shared.fence();
+        }
+        if advance(&self.shared, engine, ts)? {
+            self.tail.retain(|r| r.commit_ts > ts);
+            self.shared.record_watermark(ts);
+        }
+        Ok(())
     }
 
     fn build(&mut self) -> Result<Snapshot<TypeConfig>, ReplicaError> {

@@ -1,0 +1,355 @@
+//! Three `replica_node` processes on 127.0.0.1, talking over TCP: bank
+//! transfers through the leader; readers on both followers see the total at
+//! every read; the leader is SIGKILLed mid-write: a new leader is elected,
+//! every acknowledged write is on both survivors, and a write whose outcome
+//! the client never learned is on both or on neither. Bounded: every wait
+//! has a deadline, and the processes are killed when the test ends.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use snapshot_engine::replication::{
+    ClientError, ClientRequest, ClientResponse, NodeConfig, Op, TcpClient, TcpConfig,
+    TransportError,
+};
+
+const ACCOUNTS: u64 = 8;
+const START: i64 = 1_000;
+const LONG: Duration = Duration::from_secs(30);
+
+struct Node {
+    id: u64,
+    addr: SocketAddr,
+    child: Child,
+    _stdin: ChildStdin,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_addr() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+fn dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("replica-processes-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn start(id: u64, addrs: &BTreeMap<u64, SocketAddr>, init: bool) -> Node {
+    let mut cfg = format!(
+        "id = {id}\naddr = {}\ndata_dir = {}\ninit = {init}\n",
+        addrs[&id],
+        dir().join(format!("n{id}")).display()
+    );
+    for (&p, a) in addrs {
+        if p != id {
+            cfg.push_str(&format!("peer = {p}@{a}\n"));
+        }
+    }
+    let path = dir().join(format!("n{id}.conf"));
+    std::fs::write(&path, cfg).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_replica_node"))
+        .arg(&path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start replica_node");
+    let stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(line.starts_with("ready "), "node {id} says {line:?}");
+    Node {
+        id,
+        addr: addrs[&id],
+        child,
+        _stdin: stdin,
+    }
+}
+
+fn client(addr: SocketAddr) -> TcpClient {
+    TcpClient::new(addr, TcpConfig::default()).unwrap()
+}
+
+fn status(addr: SocketAddr) -> Option<(u64, Option<u64>, bool)> {
+    match client(addr).call(ClientRequest::Status) {
+        Ok(ClientResponse::Status {
+            id,
+            leader,
+            leader_ready,
+            ..
+        }) => Some((id, leader, leader_ready)),
+        _ => None,
+    }
+}
+
+fn wait_leader(nodes: &[&Node]) -> u64 {
+    let t = Instant::now();
+    loop {
+        for n in nodes {
+            if let Some((id, _, true)) = status(n.addr) {
+                return id;
+            }
+        }
+        assert!(t.elapsed() < LONG, "no leader within {LONG:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn account(i: u64) -> Vec<u8> {
+    format!("acct/{i}").into_bytes()
+}
+
+/// Reads every account (and `extra` keys) at the node's watermark, at least
+/// `at_least`.
+fn read(c: &mut TcpClient, at_least: u64, extra: &[Vec<u8>]) -> (u64, i64, Vec<bool>) {
+    let mut keys: Vec<Vec<u8>> = (0..ACCOUNTS).map(account).collect();
+    keys.extend(extra.iter().cloned());
+    match c.call(ClientRequest::Read {
+        keys,
+        at_least,
+        wait_ms: 10_000,
+    }) {
+        Ok(ClientResponse::Read { ts, values }) => {
+            let sum = values[..ACCOUNTS as usize]
+                .iter()
+                .map(|v| i64::from_le_bytes(v.as_deref().unwrap().try_into().unwrap()))
+                .sum();
+            let present = values[ACCOUNTS as usize..]
+                .iter()
+                .map(Option::is_some)
+                .collect();
+            (ts, sum, present)
+        }
+        other => panic!("read: {other:?}"),
+    }
+}
+
+#[test]
+fn three_processes_on_loopback_keep_every_acknowledged_write_across_a_leader_kill() {
+    let addrs: BTreeMap<u64, SocketAddr> = (1..=3).map(|id| (id, free_addr())).collect();
+    let mut nodes: Vec<Node> = (1..=3).map(|id| start(id, &addrs, id == 1)).collect();
+    let leader = wait_leader(&nodes.iter().collect::<Vec<_>>());
+    let laddr = addrs[&leader];
+    let mut lc = client(laddr);
+    let ops = (0..ACCOUNTS)
+        .map(|i| Op::Put {
+            key: account(i),
+            value: START.to_le_bytes().to_vec(),
+        })
+        .collect();
+    let loaded = match lc.call(ClientRequest::Write { ops }).unwrap() {
+        ClientResponse::Written { ts } => ts,
+        other => panic!("load: {other:?}"),
+    };
+    let total = START * ACCOUNTS as i64;
+
+    // (commit ts, key) of every acknowledged write; keys of writes whose
+    // outcome is unknown (the connection broke or the node fenced).
+    let acked: Mutex<Vec<(u64, Vec<u8>)>> = Mutex::default();
+    let unknown: Mutex<Vec<Vec<u8>>> = Mutex::default();
+    let stop = AtomicBool::new(false);
+    let reads = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        let (acked, unknown, stop, reads) = (&acked, &unknown, &stop, &reads);
+        let writer = s.spawn(move || {
+            let mut c = client(laddr);
+            for i in 0u64.. {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let key = format!("w/{i:06}").into_bytes();
+                let (a, b) = (i % ACCOUNTS, (i * 3 + 1) % ACCOUNTS);
+                let ops = vec![
+                    Op::Add {
+                        key: account(a),
+                        delta: -3,
+                    },
+                    Op::Add {
+                        key: account(b),
+                        delta: 3,
+                    },
+                    Op::Put {
+                        key: key.clone(),
+                        value: b"v".to_vec(),
+                    },
+                ];
+                match c.call(ClientRequest::Write { ops }) {
+                    Ok(ClientResponse::Written { ts }) => acked.lock().unwrap().push((ts, key)),
+                    Ok(ClientResponse::Failed(ClientError::Conflict)) => {}
+                    Ok(other) => {
+                        unknown.lock().unwrap().push(key);
+                        eprintln!("writer: {other:?}");
+                        break;
+                    }
+                    Err(e) => {
+                        unknown.lock().unwrap().push(key);
+                        eprintln!("writer: {e}");
+                        break;
+                    }
+                }
+            }
+        });
+        for f in addrs.keys().copied().filter(|&id| id != leader) {
+            let a = addrs[&f];
+            s.spawn(move || {
+                let mut c = client(a);
+                while !stop.load(Ordering::Relaxed) {
+                    match c.call(ClientRequest::Read {
+                        keys: (0..ACCOUNTS).map(account).collect(),
+                        at_least: loaded,
+                        wait_ms: 10_000,
+                    }) {
+                        Ok(ClientResponse::Read { ts, values }) => {
+                            let sum: i64 = values
+                                .iter()
+                                .map(|v| {
+                                    i64::from_le_bytes(v.as_deref().unwrap().try_into().unwrap())
+                                })
+                                .sum();
+                            assert_eq!(sum, total, "node {f} at {ts}: the bank's total");
+                            reads.fetch_add(1, Ordering::Relaxed);
+                        }
+                        other => panic!("node {f} read: {other:?}"),
+                    }
+                }
+            });
+        }
+        // Writes flow; then the leader dies mid-write.
+        let t = Instant::now();
+        while acked.lock().unwrap().len() < 100 {
+            assert!(t.elapsed() < LONG, "the leader acknowledges writes");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let idx = nodes.iter().position(|n| n.id == leader).unwrap();
+        nodes[idx].child.kill().unwrap();
+        let _ = nodes[idx].child.wait();
+        writer.join().unwrap();
+        // The followers' readers keep reading through the election.
+        let survivors: Vec<&Node> = nodes.iter().filter(|n| n.id != leader).collect();
+        let new = wait_leader(&survivors);
+        assert_ne!(new, leader);
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(
+        reads.load(Ordering::Relaxed) > 0,
+        "the followers served reads"
+    );
+
+    // The new leader takes writes; both survivors then hold every
+    // acknowledged write, and each unknown one on both or neither.
+    let new = wait_leader(&nodes.iter().filter(|n| n.id != leader).collect::<Vec<_>>());
+    let mut nc = client(addrs[&new]);
+    let last = loop {
+        match nc.call(ClientRequest::Write {
+            ops: vec![Op::Put {
+                key: b"after".to_vec(),
+                value: b"1".to_vec(),
+            }],
+        }) {
+            Ok(ClientResponse::Written { ts }) => break ts,
+            Ok(ClientResponse::Failed(ClientError::Conflict)) => continue,
+            other => panic!("write on the new leader: {other:?}"),
+        }
+    };
+    let acked = acked.into_inner().unwrap();
+    let unknown = unknown.into_inner().unwrap();
+    assert!(acked.iter().all(|&(ts, _)| ts < last));
+    let keys: Vec<Vec<u8>> = acked
+        .iter()
+        .map(|(_, k)| k.clone())
+        .chain(unknown.iter().cloned())
+        .collect();
+    let mut seen = Vec::new();
+    for n in nodes.iter().filter(|n| n.id != leader) {
+        let (ts, sum, present) = read(&mut client(n.addr), last, &keys);
+        assert!(ts >= last);
+        assert_eq!(sum, total, "node {}: the bank's total", n.id);
+        for (i, (ts, k)) in acked.iter().enumerate() {
+            assert!(
+                present[i],
+                "node {} lost acknowledged write {} at {ts}",
+                n.id,
+                String::from_utf8_lossy(k)
+            );
+        }
+        seen.push(present[acked.len()..].to_vec());
+    }
+    assert_eq!(
+        seen[0], seen[1],
+        "a write of unknown outcome is on both survivors or on neither"
+    );
+    eprintln!(
+        "processes: {} acknowledged, {} unknown, leader {leader} -> {new}",
+        acked.len(),
+        unknown.len()
+    );
+}
+
+#[test]
+fn bad_configs_and_unreachable_peers_are_typed_errors() {
+    for (text, want) in [
+        ("addr = 127.0.0.1:1\ndata_dir = /tmp/x\n", "missing `id"),
+        ("id = 0\n", "want 1 to"),
+        ("id = 1\naddr = nowhere\n", "address `nowhere`"),
+        (
+            "id = 1\npeer = 1@127.0.0.1:2\naddr = 127.0.0.1:1\ndata_dir = /tmp/x",
+            "own id",
+        ),
+        ("id = 1\ncolour = blue\n", "unknown key `colour`"),
+        (
+            "id = 1\npeer = 2@127.0.0.1:2\npeer = 2@127.0.0.1:3\n",
+            "listed twice",
+        ),
+    ] {
+        match NodeConfig::parse(text) {
+            Err(e) => assert!(e.to_string().contains(want), "{text:?}: {e}"),
+            Ok(c) => panic!("{text:?} parsed: {c:?}"),
+        }
+    }
+    let bad = TcpConfig {
+        max_frame_bytes: 10,
+        ..TcpConfig::default()
+    };
+    let e = TcpClient::new(free_addr(), bad).err().expect("refused");
+    assert!(e.to_string().contains("max_frame_bytes 10"), "{e}");
+
+    // Nobody listens there: a typed error, at once.
+    let mut c = client(free_addr());
+    match c.call(ClientRequest::Status) {
+        Err(TransportError::Unreachable { .. }) => {}
+        other => panic!("expected Unreachable, got {other:?}"),
+    }
+    // A message above the frame bound is refused before it is sent, with
+    // its size and the bound.
+    let small = TcpConfig {
+        max_frame_bytes: 4096,
+        ..TcpConfig::default()
+    };
+    let mut c = TcpClient::new(free_addr(), small).unwrap();
+    match c.call(ClientRequest::Write {
+        ops: vec![Op::Put {
+            key: b"k".to_vec(),
+            value: vec![0; 10_000],
+        }],
+    }) {
+        Err(TransportError::FrameTooLarge { size, bound }) => {
+            assert_eq!(bound, 4096);
+            assert!(size > 10_000);
+        }
+        other => panic!("expected FrameTooLarge, got {other:?}"),
+    }
+}
