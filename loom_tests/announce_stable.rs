@@ -22,7 +22,7 @@ use loom::sync::Arc;
 use loom::thread;
 
 fn model() {
-    let mgr = Arc::new(TxnManager::new(1));
+    let mgr = Arc::new(TxnManager::new(1).unwrap());
     mgr.set_timestamps(stable(5)).unwrap();
     let timekeeper = {
         let mgr = mgr.clone();

@@ -32,7 +32,7 @@ struct World {
 
 fn model() {
     let w = Arc::new(World {
-        mgr: TxnManager::new(2),
+        mgr: TxnManager::new(2).unwrap(),
         version: OnceLock::new(),
     });
     let mut s = w.mgr.session().unwrap();
@@ -79,7 +79,7 @@ fn model() {
 /// and write on top: a lost update.
 fn model_write_check() {
     let w = Arc::new(World {
-        mgr: TxnManager::new(2),
+        mgr: TxnManager::new(2).unwrap(),
         version: OnceLock::new(),
     });
     let mut s = w.mgr.session().unwrap();

@@ -14,10 +14,10 @@
 //! the process aborts instead of unwinding. The mutants are shown in tier 1;
 //! a failure here still fails the run (the abort is a non-zero exit).
 //!
-//! One model only, to keep CI short: `descriptors::model_real_time` with the
-//! real collector also passes (193,069 executions, 51 s at bound 1): under
-//! the tier-2 flags, `cargo test --release --no-default-features --test loom
-//! -- --exact descriptors::completion_real_time_order`.
+//! One model only, to keep CI short. Another can be run with the real
+//! collector under the tier-2 flags, e.g. `cargo test --release
+//! --no-default-features --lib -- --exact
+//! loom_tests::descriptors::completion_real_time_order`.
 
 use super::common::check;
 use crate::sync::mutant;

@@ -373,10 +373,11 @@ fn phases(
     let sleep = |secs: f64| {
         let end = Instant::now() + Duration::from_secs_f64(secs);
         let mut last = Instant::now();
+        let mut bar = crate::common::Budget::new(pb, secs);
         while Instant::now() < end {
             std::thread::sleep(Duration::from_millis(50).min(end - Instant::now()));
             let now = Instant::now();
-            pb.inc((now - last).as_millis() as u64);
+            bar.advance(now - last);
             last = now;
         }
     };
@@ -436,7 +437,8 @@ fn run_one(p: &Params, fast: bool, round: usize, pb: &ProgressBar) -> RoundOut {
     let e = Engine::new(EngineConfig {
         max_sessions: p.threads + 8,
         ..EngineConfig::default()
-    });
+    })
+    .expect("the CLI bounds the threads (MAX_THREADS) well below EngineConfig::MAX_SESSIONS");
     {
         let mut s = e.session().expect("session");
         for batch in initial_rows() {
@@ -500,7 +502,7 @@ fn run_one(p: &Params, fast: bool, round: usize, pb: &ProgressBar) -> RoundOut {
                     match new_order(&mut t, &mut rng) {
                         Ok(()) => loop {
                             let c = ts.fetch_add(1, Ordering::Relaxed) + 1;
-                            match t.commit(CommitOptions::at(c)) {
+                            match t.try_commit(CommitOptions::at(c)) {
                                 Ok(()) => break,
                                 // Refused for a timestamp: handed back open.
                                 Err(e)
@@ -773,7 +775,7 @@ pub fn main(p: &Params, rounds: usize, json: bool, progress: bool) {
             "warmup": p.warmup,
             "rounds": res,
         });
-        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        crate::print_json(&v);
         return;
     }
     print_table(p, rounds, &res);
@@ -789,18 +791,27 @@ fn med_range(v: &[f64]) -> String {
     )
 }
 
+/// Nanoseconds as microseconds: every latency and staleness of this report
+/// is in one unit, µs (the table's header and the followers' line say so).
+fn us(ns: f64) -> String {
+    format!("{:.1}", ns / 1e3)
+}
+
 fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
-    use crate::common::{fmt_int, fmt_ns};
+    use crate::common::{fmt_int, plural};
     use crate::stats::median;
     println!(
-        "replicated (W3, Mako): TPC-C-shaped mix over the KV store, 10% NewOrder / 90% OrderStatus; {} worker threads per node; {} s after {} s warm-up; {rounds} rounds, mode order alternating; medians (min-max) over rounds",
-        p.threads, p.seconds, p.warmup
+        "replicated (W3, Mako): TPC-C-shaped mix over the KV store, 10% NewOrder / 90% OrderStatus; {} per node; {} s after {} s warm-up; {}, mode order alternating; medians (min-max) over rounds; latencies in microseconds",
+        plural(p.threads as u64, "worker thread"),
+        p.seconds,
+        p.warmup,
+        plural(rounds as u64, "round")
     );
     println!(
         "NOTE: the three nodes (workers and raft runtimes) share this machine's 2 cores with each other and with other users, so per-node throughput here cannot add up the way it does on three machines; ops per CPU-second is the number to judge scaling by."
     );
     println!(
-        "{:<21} {:<10} {:>28} {:>11} {:>13} {:>7} {:>13} {:>9} {:>8} {:>8} {:>9}",
+        "{:<21} {:<10} {:>28} {:>11} {:>13} {:>7} {:>13} {:>12} {:>11} {:>11} {:>11}",
         "mode",
         "node",
         "ops/s med (min-max)",
@@ -808,10 +819,10 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
         "OrderStatus/s",
         "CPU/s",
         "ops/CPU-s",
-        "lat mean",
-        "lat p50",
-        "lat p99",
-        "NO p50"
+        "lat mean us",
+        "lat p50 us",
+        "lat p99 us",
+        "NO p50 us"
     );
     for m in Mode::ALL {
         let runs: Vec<&RoundOut> = res.iter().filter(|r| r.mode == m).collect();
@@ -824,7 +835,7 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
                 (r, _) => r.to_string(),
             };
             println!(
-                "{:<21} {:<10} {:>28} {:>11} {:>13} {:>7.2} {:>13} {:>9} {:>8} {:>8} {:>9}",
+                "{:<21} {:<10} {:>28} {:>11} {:>13} {:>7.2} {:>13} {:>12} {:>11} {:>11} {:>11}",
                 if i == 0 { m.name() } else { "" },
                 label,
                 med_range(&col(|n| n.ops_per_s)),
@@ -832,11 +843,11 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
                 fmt_int(median(&col(|n| n.order_status_per_s))),
                 median(&col(|n| n.cpu_per_s)),
                 fmt_int(median(&col(|n| n.ops_per_cpu_s))),
-                fmt_ns(median(&col(|n| n.latency_mean_ns)) as u64),
-                fmt_ns(median(&col(|n| n.latency_ns.p50 as f64)) as u64),
-                fmt_ns(median(&col(|n| n.latency_ns.p99 as f64)) as u64),
+                us(median(&col(|n| n.latency_mean_ns))),
+                us(median(&col(|n| n.latency_ns.p50 as f64))),
+                us(median(&col(|n| n.latency_ns.p99 as f64))),
                 if ns[0].new_order_per_s > 0.0 {
-                    fmt_ns(median(&col(|n| n.new_order_latency_ns.p50 as f64)) as u64)
+                    us(median(&col(|n| n.new_order_latency_ns.p50 as f64)))
                 } else {
                     "-".to_string()
                 },
@@ -849,7 +860,7 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
     }
     let cluster: Vec<&RoundOut> = res.iter().filter(|r| r.mode == Mode::Cluster).collect();
     if let Some(first) = cluster.first() {
-        println!("followers: staleness = leader's NewOrder commit returned -> the follower's watermark covers it; apply = commit entries (and their writes) installed per second");
+        println!("followers: staleness (us) = leader's NewOrder commit returned -> the follower's watermark covers it; apply = commit entries (and their writes) installed per second");
         for i in 1..first.nodes.len() {
             let ns: Vec<&NodeOut> = cluster.iter().map(|r| &r.nodes[i]).collect();
             let st = |f: fn(&Pct) -> u64| {
@@ -857,13 +868,13 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
                     &ns.iter()
                         .map(|n| n.staleness_ns.map_or(0, |s| f(&s)) as f64)
                         .collect::<Vec<_>>(),
-                ) as u64
+                )
             };
             println!(
-                "  follower {i}: staleness p50 {} p99 {} max {}; apply {} commits/s, {} writes/s",
-                fmt_ns(st(|s| s.p50)),
-                fmt_ns(st(|s| s.p99)),
-                fmt_ns(st(|s| s.max)),
+                "  follower {i}: staleness p50 {} us, p99 {} us, max {} us; apply {} commits/s, {} writes/s",
+                us(st(|s| s.p50)),
+                us(st(|s| s.p99)),
+                us(st(|s| s.max)),
                 fmt_int(median(
                     &ns.iter()
                         .map(|n| n.apply_commits_per_s.unwrap_or(0.0))
@@ -884,6 +895,7 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
             .collect()
     };
     let normal = total(Mode::OneNormal);
+    let mut cmps = Vec::new();
     for (m, what) in [
         (Mode::OneFast, "1 node fast path vs 1 node normal path"),
         (
@@ -891,16 +903,26 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
             "leader + 2 followers (total) vs 1 node normal path",
         ),
     ] {
-        let a = total(m);
+        let c = crate::report::compare_values(
+            "total ops/s",
+            m.name(),
+            Mode::OneNormal.name(),
+            &total(m),
+            &normal,
+        );
         println!(
             "  {what}, total ops/s: {} -> {} ({:+.1}%, exact Mann-Whitney p = {:.3}, higher in {}/{} rounds)",
-            fmt_int(median(&normal)),
-            fmt_int(median(&a)),
-            (median(&a) / median(&normal) - 1.0) * 100.0,
-            crate::stats::mann_whitney_p(&a, &normal),
-            crate::stats::rounds_won(&a, &normal),
-            a.len()
+            fmt_int(c.b_median),
+            fmt_int(c.a_median),
+            c.difference * 100.0,
+            c.p_value,
+            c.a_higher_rounds,
+            c.rounds
         );
+        cmps.push(c);
+    }
+    for c in &cmps {
+        println!("verdict: {}", crate::report::verdict(c));
     }
     println!();
 }

@@ -1056,7 +1056,11 @@ mod tests {
 
     #[test]
     fn readers_see_the_newest_version_their_view_accepts() {
-        let (mgr, collector, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mgr, collector, e) = (
+            TxnManager::new(4).unwrap(),
+            Collector::new(),
+            KeyEntry::new(),
+        );
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
         put(&e, &collector, &mut w, b"a", 10);
         put(&e, &collector, &mut w, b"b", 20);
@@ -1067,7 +1071,11 @@ mod tests {
 
     #[test]
     fn a_second_writer_conflicts_until_the_first_is_visible() {
-        let (mgr, collector, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mgr, collector, e) = (
+            TxnManager::new(4).unwrap(),
+            Collector::new(),
+            KeyEntry::new(),
+        );
         let (mut s1, mut s2) = (mgr.session().unwrap(), mgr.session().unwrap());
         let g = collector.pin();
         let mut t1 = s1.begin(&TxnOptions::default()).unwrap();
@@ -1096,7 +1104,11 @@ mod tests {
 
     #[test]
     fn pruning_keeps_the_newest_version_at_or_below_the_horizon() {
-        let (mgr, collector, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mgr, collector, e) = (
+            TxnManager::new(4).unwrap(),
+            Collector::new(),
+            KeyEntry::new(),
+        );
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
         for (v, ts) in [(1u8, 10u64), (2, 20), (3, 30)] {
             put(&e, &collector, &mut w, &[v], ts);
@@ -1115,7 +1127,11 @@ mod tests {
 
     #[test]
     fn an_old_read_timestamp_costs_one_version_from_the_finger() {
-        let (mgr, collector, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mgr, collector, e) = (
+            TxnManager::new(4).unwrap(),
+            Collector::new(),
+            KeyEntry::new(),
+        );
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
         put(&e, &collector, &mut w, &[1], 10);
         put(&e, &collector, &mut w, &[2], 20);
@@ -1145,7 +1161,11 @@ mod tests {
 
     #[test]
     fn pruning_climbs_from_the_floor_without_walking_the_chain() {
-        let (mgr, collector, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mgr, collector, e) = (
+            TxnManager::new(4).unwrap(),
+            Collector::new(),
+            KeyEntry::new(),
+        );
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
         let mut examined = 0;
         for i in 1..=1000u64 {
@@ -1170,7 +1190,11 @@ mod tests {
 
     #[test]
     fn an_out_of_order_commit_sends_readers_back_to_the_head_walk() {
-        let (mgr, collector, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mgr, collector, e) = (
+            TxnManager::new(4).unwrap(),
+            Collector::new(),
+            KeyEntry::new(),
+        );
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
         // 10, 50, then 30 (below 50: the key becomes unordered), then 70.
         for (v, ts) in [(1u8, 10u64), (2, 50), (3, 30), (4, 70)] {
@@ -1185,7 +1209,11 @@ mod tests {
 
     #[test]
     fn an_untimestamped_commit_over_timestamped_ones_is_read_from_the_head() {
-        let (mgr, collector, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mgr, collector, e) = (
+            TxnManager::new(4).unwrap(),
+            Collector::new(),
+            KeyEntry::new(),
+        );
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
         for (v, ts) in [(1u8, 10u64), (2, 50), (3, 0), (4, 70)] {
             put(&e, &collector, &mut w, &[v], ts);
@@ -1208,7 +1236,7 @@ mod tests {
 
     #[test]
     fn a_value_lives_in_its_version_allocation() {
-        let mgr = TxnManager::new(2);
+        let mgr = TxnManager::new(2).unwrap();
         let mut s = mgr.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
         let mut status = || t.new_version().unwrap().0;
