@@ -250,7 +250,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     ///
     /// ```
     /// # use snapshot_engine::{CommitOptions, Engine, EngineConfig, TxnOptions};
-    /// let engine = Engine::new(EngineConfig::default());
+    /// let engine = Engine::new(EngineConfig::default())?;
     /// let mut session = engine.session()?;
     /// let mut txn = session.begin(&TxnOptions::default())?;
     /// txn.put("a", "1")?;
