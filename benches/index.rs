@@ -1,9 +1,9 @@
 //! `index/<impl>/...`: the store's hand-rolled point-lookup hash index
-//! (`src/raw/hashindex.rs`, reached through the hidden
-//! `snapshot_engine::bench_api` hook, used as `store.rs` uses it) beside
-//! kept concurrent maps: papaya, scc's `HashIndex`, and dashmap (sharded
-//! read-write locks, the locking reference). Issue 13: "the index is not our
-//! core: measure the kept crates".
+//! (`src/store/raw/hashindex.rs`, reached through the hidden
+//! `snapshot_engine::bench_api` hook of feature `bench-hooks`, used as
+//! `store/mod.rs` uses it) beside kept concurrent maps: papaya, scc's
+//! `HashIndex`, and dashmap (sharded read-write locks, the locking
+//! reference), since the index is not the crate's core.
 //!
 //! Keys are W1's: a `u64` as 8 big-endian bytes, held as bytes (the store's
 //! keys are byte strings, so a map standing in for the index is keyed by

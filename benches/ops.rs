@@ -3,9 +3,9 @@
 //! across machineries except for what the machinery adds.
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use snapshot_engine::machinery::{RwLockBaseline, RwLockBaselinePatched};
 use snapshot_engine::{
-    CommitOptions, Engine, EngineConfig, LockFree, Protocol, RwLockBaseline, RwLockBaselineFixed,
-    Timestamp, TimestampUpdate, TxnOptions,
+    CommitOptions, Engine, EngineConfig, LockFree, Protocol, Timestamp, TimestampUpdate, TxnOptions,
 };
 
 const KEYS: u64 = 100_000;
@@ -83,7 +83,7 @@ fn ops<P: Protocol>(c: &mut Criterion) {
 fn benches_all(c: &mut Criterion) {
     ops::<LockFree>(c);
     ops::<RwLockBaseline>(c);
-    ops::<RwLockBaselineFixed>(c);
+    ops::<RwLockBaselinePatched>(c);
 }
 
 criterion_group!(benches, benches_all);

@@ -1,4 +1,4 @@
-//! Model 9 (issue 9) — a prepared transaction announcing its durable
+//! Model 9 — a prepared transaction announcing its durable
 //! timestamp versus the stable setter (invariant 10; handshake 3 in
 //! `lockfree.rs`), on the public machinery layer.
 //!
@@ -14,11 +14,12 @@
 //! threads, and the prepared transaction stays unresolved until both are
 //! done.
 
-use crate::common::{check, stable, ts};
+use super::common::{check, stable, ts};
+use crate::machinery::TxnManager;
+use crate::sync::mutant;
+use crate::{Error, TxnOptions};
 use loom::sync::Arc;
 use loom::thread;
-use snapshot_engine::machinery::TxnManager;
-use snapshot_engine::{mutant, Error, TxnOptions};
 
 fn model() {
     let mgr = Arc::new(TxnManager::new(1).unwrap());

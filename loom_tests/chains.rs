@@ -4,7 +4,7 @@
 //! The transactions, the read timestamp, oldest and the horizon come from
 //! the public machinery layer (`TxnManager`, `Transaction`); the chain is
 //! the bundled store's real `KeyEntry`, driven directly through
-//! `loom_api::Chain` (the engine's loom index stand-in would add a mutex,
+//! `api::Chain` (the engine's loom index stand-in would add a mutex,
 //! see `descriptors.rs`). `k` has versions at 5 and 10, and oldest is 15. A
 //! writer prepends and commits `k = v20` at 20, then advances the horizon
 //! and prunes the chain (as a committing session does); a reader begins at
@@ -16,12 +16,13 @@
 //! inside the model, and loom checks that no free races with a reader's
 //! load of the freed version's link.
 
-use crate::common::{check, reclaim_now, ts};
+use super::api::{Chain, Read};
+use super::common::{check, reclaim_now, ts};
+use crate::machinery::TxnManager;
+use crate::sync::mutant;
+use crate::{CommitOptions, TimestampUpdate, TxnOptions};
 use loom::sync::Arc;
 use loom::thread;
-use snapshot_engine::loom_api::{Chain, Read};
-use snapshot_engine::machinery::TxnManager;
-use snapshot_engine::{mutant, CommitOptions, TimestampUpdate, TxnOptions};
 
 struct World {
     mgr: TxnManager,

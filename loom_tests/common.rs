@@ -1,10 +1,9 @@
 //! Shared model plumbing: serialization (the mutant switch is one
 //! process-wide static), execution counting and engine set-up helpers.
 
+use crate::sync::mutant;
+use crate::{CommitOptions, Engine, EngineConfig, Timestamp, TimestampUpdate, TxnOptions};
 use loom::model::Builder;
-use snapshot_engine::{
-    mutant, CommitOptions, Engine, EngineConfig, Timestamp, TimestampUpdate, TxnOptions,
-};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;

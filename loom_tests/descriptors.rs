@@ -1,9 +1,9 @@
-//! Model 3 — concurrent completions installing descriptors (PROTOCOL rules
-//! 1 and 2; invariants 4 monotonicity, 5 cache validity, 6 consistent cut,
+//! Model 3 — concurrent completions installing descriptors (a snapshot is
+//! one Acquire load and a copy, a completion one CAS; invariants 4 monotonicity, 5 cache validity, 6 consistent cut,
 //! 7 real-time order, 11 reclamation of superseded descriptors).
 //!
 //! Runs below the engine, on the lock-free machinery and two version chains
-//! through `snapshot_engine::loom_api`, because the engine's loom stand-in
+//! through `loom_tests/api.rs`, because the engine's loom stand-in
 //! index takes a mutex on every lookup, and that mutex orders a reader after
 //! a writer in exactly the interleavings where a Relaxed descriptor load
 //! would otherwise show. It stays below the public machinery layer too (issue
@@ -30,7 +30,7 @@
 //! flag and begins again, reusing the cached copy when the published
 //! generation allows: after A's commit returned, the new snapshot sees A.
 //!
-//! `model_own_commit` (issue 14w): a commit leaves the descriptor it
+//! `model_own_commit`: a commit leaves the descriptor it
 //! installed in its session's snapshot cache, under that descriptor's
 //! generation. Writer C commits `b = B` that way while writer A commits
 //! `a = A` and raises its "commit returned" flag; C then loads the flag
@@ -45,14 +45,12 @@
 //! nothing running, xmax is past every id, and the generation rose once per
 //! exit.
 
-use crate::common::{check, reclaim_now};
+use super::api::{snapshot_parts, snapshot_sees, state, Chain, Machine, Read, Snapshot};
+use super::common::{check, reclaim_now};
+use crate::sync::mutant;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use snapshot_engine::loom_api::{
-    snapshot_parts, snapshot_sees, state, Chain, Machine, Read, Snapshot,
-};
-use snapshot_engine::mutant;
 
 struct World {
     m: Machine,
@@ -95,7 +93,7 @@ fn write_txn(
 }
 
 /// As [`write_txn`], but the completion leaves the installed descriptor in
-/// `snap`, the session's snapshot cache, as a commit does (issue 14w).
+/// `snap`, the session's snapshot cache, as a commit does.
 fn write_txn_keeping(w: &World, slot: usize, chain: &Chain, snap: &mut Snapshot, v: &[u8]) -> u64 {
     let m = &w.m;
     m.begin(slot, snap);
@@ -299,7 +297,7 @@ fn commit_keeps_its_descriptor_as_the_cached_snapshot() {
     check("descriptors/own_commit", mutant::NONE, model_own_commit);
 }
 
-/// Issue 14w: the cached copy labelled with the published generation, which
+/// The cached copy labelled with the published generation, which
 /// a racing newer commit may already have raised past the copy.
 #[test]
 #[should_panic(expected = "real-time order violated")]
@@ -335,7 +333,7 @@ fn mutant_skip_generation_bump() {
 /// with no happens-before edge to the completer that wrote them: the
 /// descriptor's causality witness (`sync::Witness`, checked in `copy_into`)
 /// reports it as a loom "Causality violation" on the first such read. Before
-/// the witness (issue 9c) this twin failed later, on the model's own
+/// the witness this twin failed later, on the model's own
 /// "visibility does not follow the snapshot" (the stale status it then read).
 #[test]
 #[should_panic(expected = "Causality violation")]
@@ -347,7 +345,7 @@ fn mutant_relaxed_descriptor_load() {
     );
 }
 
-/// Issue 9: the published generation "never leads" the pointer is asserted
+/// The published generation "never leads" the pointer is asserted
 /// in debug builds (`DescriptorCell::copy_into`, tier 1 runs with debug
 /// assertions on); raising it before the CAS breaks it.
 #[test]

@@ -1,4 +1,4 @@
-//! Model 17 (issue 11b) — a reader settling a prepared status versus the
+//! Model 17 — a reader settling a prepared status versus the
 //! prepared transaction's commit (the prepared table, `machinery/version.rs`
 //! "Orderings"; on the public machinery layer, with the user's version in
 //! storage of its own).
@@ -15,11 +15,12 @@
 //! and the word still prepared, take the transaction for a dropped one and
 //! skip (and abort) a committed version.
 
-use crate::common::{check, ts};
+use super::common::{check, ts};
+use crate::machinery::{TxnManager, VersionState, VersionStatus, Visibility, WriteCheck};
+use crate::sync::mutant;
+use crate::{CommitOptions, TxnOptions};
 use loom::sync::Arc;
 use loom::thread;
-use snapshot_engine::machinery::{TxnManager, VersionState, VersionStatus, Visibility, WriteCheck};
-use snapshot_engine::{mutant, CommitOptions, TxnOptions};
 use std::sync::OnceLock;
 
 /// The user's storage: one version, linked before the reader starts (the

@@ -1,4 +1,4 @@
-//! Model — the reported global durable timestamp (issue 14w; `all_durable`,
+//! Model — the reported global durable timestamp (`all_durable`,
 //! the durable exception to invariant 4).
 //!
 //! A commit no longer raises one shared durable word with a `fetch_max`:
@@ -25,11 +25,12 @@
 //! 120 (the record before) or 50 (the new one), never a mix. (A third
 //! thread in the first model made it 200k executions; this pair is small.)
 
-use crate::common::{check, commit, engine};
+use super::common::{check, commit, engine};
+use crate::sync::mutant;
+use crate::{CommitOptions, TimestampKind, TimestampUpdate, TxnOptions};
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use snapshot_engine::{mutant, CommitOptions, TimestampKind, TimestampUpdate, TxnOptions};
 
 fn model() {
     let e = engine(2);
@@ -53,7 +54,7 @@ fn model() {
         let (e, set_done) = (e.clone(), set_done.clone());
         thread::spawn(move || {
             e.set_timestamps(TimestampUpdate {
-                durable: Some(snapshot_engine::Timestamp::new(50)),
+                durable: Some(crate::Timestamp::new(50)),
                 ..TimestampUpdate::default()
             })
             .unwrap();
@@ -108,7 +109,7 @@ fn model_later_commits() {
         let (e, set_done) = (e.clone(), set_done.clone());
         thread::spawn(move || {
             e.set_timestamps(TimestampUpdate {
-                durable: Some(snapshot_engine::Timestamp::new(50)),
+                durable: Some(crate::Timestamp::new(50)),
                 ..TimestampUpdate::default()
             })
             .unwrap();
@@ -145,7 +146,7 @@ fn model_tag_wraps() {
     let mut s = e.session().unwrap();
     for i in 1..=5u64 {
         e.set_timestamps(TimestampUpdate {
-            durable: Some(snapshot_engine::Timestamp::new(i)),
+            durable: Some(crate::Timestamp::new(i)),
             ..TimestampUpdate::default()
         })
         .unwrap();
@@ -170,7 +171,7 @@ fn model_racing_report() {
         let e = e.clone();
         thread::spawn(move || {
             e.set_timestamps(TimestampUpdate {
-                durable: Some(snapshot_engine::Timestamp::new(50)),
+                durable: Some(crate::Timestamp::new(50)),
                 ..TimestampUpdate::default()
             })
             .unwrap()

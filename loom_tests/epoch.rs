@@ -14,15 +14,15 @@
 //! the process aborts instead of unwinding. The mutants are shown in tier 1;
 //! a failure here still fails the run (the abort is a non-zero exit).
 //!
-//! One model only, to keep CI short: `descriptors::model_real_time` with the
-//! real collector also passes (193,069 executions, 51 s at bound 1): under
-//! the tier-2 flags, `cargo test --release --no-default-features --test loom
-//! -- --exact descriptors::completion_real_time_order`.
+//! One model only, to keep CI short. Another can be run with the real
+//! collector under the tier-2 flags, e.g. `cargo test --release
+//! --no-default-features --lib -- --exact
+//! loom_tests::descriptors::completion_real_time_order`.
 
-use crate::common::check;
-use snapshot_engine::mutant;
+use super::common::check;
+use crate::sync::mutant;
 
 #[test]
 fn chains_with_real_collector() {
-    check("epoch/chains", mutant::NONE, crate::chains::model);
+    check("epoch/chains", mutant::NONE, super::chains::model);
 }

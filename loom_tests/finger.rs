@@ -1,4 +1,4 @@
-//! Model 13 (issue 13) — the finger read path against a concurrent commit
+//! Model 13 — the finger read path against a concurrent commit
 //! flip, a prepare and a prune (invariants 3 safe point, 10 prepared state,
 //! 11 reclamation, 13 chain order and the finger).
 //!
@@ -29,7 +29,7 @@
 //!   and the model checks the finger's position at the end instead (the
 //!   next prune's climb repairs it, so no mutant of it is observable here).
 //!
-//! Two more (issue 13b) cover the key's head summary (invariant 16): a
+//! Two more cover the key's head summary (invariant 16): a
 //! reader whose timestamp is below the summary skips the head and starts at
 //! the finger, so the summary must never claim a committed head while an
 //! unfinished one is on top. Both put a prepared version at 12 over `v20`
@@ -54,12 +54,12 @@
 //!   store (`RELAXED_SUMMARY_STORE`) lets it see 30 but not `v10`'s `stop`,
 //!   and the climb stops at `v10`.
 
-use crate::common::check;
+use super::api::{snapshot_below, state, Chain, Read};
+use super::common::check;
+use crate::sync::mutant;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use snapshot_engine::loom_api::{snapshot_below, state, Chain, Read};
-use snapshot_engine::mutant;
 
 /// Every writer's id is below this; every committed version is visible to
 /// the fixed snapshots and covered by the horizon's xmin.
@@ -104,7 +104,7 @@ fn flip_model() {
             // gives up). The writer looks first: its fixed snapshot treats
             // writer 2 as completed from the start, and a write check skips
             // an in-progress version of a completed writer as rolled back
-            // (issue 11b); a real snapshot sees a writer completed only
+            //; a real snapshot sees a writer completed only
             // after its flips (invariant 9).
             if k.read_stable(100, ALL) == val(b"v20") {
                 if let Some(v) = k.put(3, &snapshot_below(ALL), b"v30") {
@@ -282,7 +282,7 @@ fn summary_handoff_model() {
             // As in the flip model: the writer looks for v20 committed
             // first, because its fixed snapshot treats writer 2 as completed
             // from the start and a write check skips an in-progress version
-            // of a completed writer as rolled back (issue 11b); a real
+            // of a completed writer as rolled back; a real
             // snapshot sees a writer completed only after its flips
             // (invariant 9).
             if k.read_stable(100, ALL) == val(b"v20") && prepare_on_top(&k) {

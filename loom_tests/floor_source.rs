@@ -1,9 +1,9 @@
-//! Model 13 (issue 9's bug 2) — the xmin floor the read-only fast path
+//! Model 13 — the xmin floor the read-only fast path
 //! decides untimestamped versions by, and where the horizon advancer takes
 //! it from (invariants 7 and 11; `DescriptorCell::xmin`, `advance_horizon`,
 //! `begin_at_stable`).
 //!
-//! Below the public machinery layer by design (issue 11b): the expected
+//! Below the public machinery layer by design: the expected
 //! value depends on the fast path's `complete_below`, which no public API
 //! reports, and the race is the bare handshake with nothing else in between
 //! (a `read_at_stable` `Transaction` needs a stable timestamp set, and the
@@ -27,10 +27,8 @@
 //! Loom sees that through the descriptor's causality witness
 //! (`sync::Witness`, checked in `DescriptorCell::xmin` at the read, before
 //! any fence): the twin `mutant_relaxed_floor_source` (RELAXED_FLOOR_SOURCE)
-//! fails with loom's "Causality violation" (issue 9c). The stale-status half
-//! alone loom 0.7 would not show (the model passed with the load Relaxed
-//! before the witness: 18,327 executions at preemption bound 2, issue 9b):
-//! its acquire fence (`fence_acq`, loom-0.7.3/src/rt/atomic.rs:177-192)
+//! fails with loom's "Causality violation". The stale-status half
+//! alone loom 0.7 would not show: its acquire fence (`fence_acq`, loom-0.7.3/src/rt/atomic.rs:177-192)
 //! synchronizes with every store that `FirstSeen::is_seen_by_current`
 //! (:878-888) reports, i.e. any store read by *any* thread in the fencing
 //! thread's causality, so the reader's SeqCst fence in `begin_at_stable`
@@ -43,11 +41,11 @@
 //! floor 2 and writer 2's flip visible, the reader reads `new` where `old`
 //! is due.
 
-use crate::common::check;
+use super::api::{state, Chain, Machine, Read};
+use super::common::check;
+use crate::sync::mutant;
 use loom::sync::Arc;
 use loom::thread;
-use snapshot_engine::loom_api::{state, Chain, Machine, Read};
-use snapshot_engine::mutant;
 
 fn model() {
     let m = Arc::new(Machine::new(2));

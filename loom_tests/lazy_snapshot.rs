@@ -1,4 +1,4 @@
-//! Model — the lazy snapshot (issue 14b; invariant 7, real-time order).
+//! Model — the lazy snapshot (invariant 7, real-time order).
 //!
 //! A transaction takes its snapshot at its first read, not at begin, so its
 //! point in time is that read. A session runs one transaction that reads
@@ -10,9 +10,10 @@
 //! (mutant LAZY_VIEW_SKIPS_SNAPSHOT) reads `v1`; so would a snapshot taken
 //! at begin that raced the commit.
 
-use crate::common::{check, commit, engine};
+use super::common::{check, commit, engine};
+use crate::sync::mutant;
+use crate::{CommitOptions, TxnOptions};
 use loom::thread;
-use snapshot_engine::{mutant, CommitOptions, TxnOptions};
 
 fn model() {
     let e = engine(2);

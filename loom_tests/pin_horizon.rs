@@ -10,9 +10,10 @@
 //! reader misses the advancer's new floor, the horizon passes the reader's
 //! snapshot, the collector cuts v1 below v2, and the reader finds nothing.
 
-use crate::common::{check, commit, engine};
+use super::common::{check, commit, engine};
+use crate::sync::mutant;
+use crate::TxnOptions;
 use loom::thread;
-use snapshot_engine::{mutant, TxnOptions};
 
 fn model() {
     let e = engine(2);
@@ -40,7 +41,7 @@ fn model() {
     );
 }
 
-/// Issue 9: the same race with two advances (two `collect()`s) against the
+/// The same race with two advances (two `collect()`s) against the
 /// one pin. The first advance can move the horizon past the reader's
 /// snapshot before the reader stores its pin; the second then sees that
 /// pin, stored but not yet validated (the reader will fail validation and
@@ -75,7 +76,7 @@ fn model_two_advances() {
     );
 }
 
-/// Issue 14b: the same race for a reader that begins with a read timestamp,
+/// The same race for a reader that begins with a read timestamp,
 /// so its lazy snapshot and both pins are taken in one handshake
 /// (`begin_at_read_ts`). Oldest is unset, so the timestamp horizon stays at
 /// 0 and untimestamped versions are pruned by id alone: only the xmin pin,

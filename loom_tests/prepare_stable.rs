@@ -13,9 +13,10 @@
 //! in progress (old) and the other committed at 10 (new). Found by
 //! `tests/own_storage.rs` before the claim existed.
 
-use crate::common::{check, commit, engine, stable, ts};
+use super::common::{check, commit, engine, stable, ts};
+use crate::sync::mutant;
+use crate::{CommitOptions, Error, TxnOptions};
 use loom::thread;
-use snapshot_engine::{mutant, CommitOptions, Error, TxnOptions};
 
 fn model() {
     let e = engine(2);

@@ -1,4 +1,4 @@
-//! Model 8 (issue 5) — a reader meeting an update while it is prepared and
+//! Model 8 — a reader meeting an update while it is prepared and
 //! resolved (invariants 9 no aborted writes and 10 prepared state; prepare
 //! is an exit from the running set, invariant 5).
 //!
@@ -13,11 +13,12 @@
 //! update), and one that saw the resolution on `k2` also sees it on `k1`
 //! (the writer resolved `k1` first).
 
-use crate::common::{check, commit, engine, ts};
+use super::common::{check, commit, engine, ts};
+use crate::sync::mutant;
+use crate::{CommitOptions, Error, TxnOptions};
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use snapshot_engine::{mutant, CommitOptions, Error, TxnOptions};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Saw {
@@ -26,7 +27,7 @@ enum Saw {
     Conflict,
 }
 
-fn saw(r: snapshot_engine::Result<Option<Vec<u8>>>) -> Saw {
+fn saw(r: crate::Result<Option<Vec<u8>>>) -> Saw {
     match r {
         Ok(Some(v)) if v == b"old" => Saw::Old,
         Ok(Some(v)) if v == b"new" => Saw::New,

@@ -1,4 +1,4 @@
-//! Model 14 (issue 9c) — a pruner racing a key's commits, in another
+//! Model 14 — a pruner racing a key's commits, in another
 //! thread (invariants 3 safe point, 11 reclamation, 13 chain order).
 //!
 //! Chain level, like `finger.rs`. `k` is empty. A committer commits `v10`
@@ -12,16 +12,16 @@
 //! every later load must happen-after, so a pruner that loads a status word
 //! it has no edge to fails the model with "Causality violation". In the other
 //! models the pruner is the committer itself, so no such race exists there
-//! (issue 9c's mutation run: the `newer` and floor orderings survived them).
+//! and they cannot check the `newer` and floor orderings.
 //! The end state must be a chain that still reads `v20` at 25 with the
 //! finger linked. Twin: the `newer` link stored Relaxed
 //! (RELAXED_NEWER_STORE).
 
-use crate::common::check;
+use super::api::{snapshot_below, Chain, Read};
+use super::common::check;
+use crate::sync::mutant;
 use loom::sync::Arc;
 use loom::thread;
-use snapshot_engine::loom_api::{snapshot_below, Chain, Read};
-use snapshot_engine::mutant;
 
 /// Every writer's id is below this.
 const ALL: u64 = 100;

@@ -8,16 +8,17 @@
 //! `ReadTimestampTooOld`, or it reads the version at 10: the collector must
 //! not cut it below the version at 20 while a reader at 15 is admitted.
 //!
-//! Since issue 14b a transaction takes its snapshot lazily, so the reader
+//! A transaction takes its snapshot lazily, so the reader
 //! that sets its read timestamp right after begin takes snapshot and read
 //! timestamp in one handshake (`begin_at_read_ts`, mutant
 //! LAZY_PINS_AFTER_CHECK); `after_read` reads first, so its snapshot is
 //! already taken and `set_read_timestamp` runs the read-timestamp
 //! handshake alone (mutant READ_TS_PUBLISH_AFTER_CHECK).
 
-use crate::common::{check, commit, engine, ts};
+use super::common::{check, commit, engine, ts};
+use crate::sync::mutant;
+use crate::{Error, TimestampUpdate, TxnOptions};
 use loom::thread;
-use snapshot_engine::{mutant, Error, TimestampUpdate, TxnOptions};
 
 fn model() {
     model_reading_first(false);

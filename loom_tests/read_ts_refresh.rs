@@ -1,5 +1,5 @@
 //! Model 4 — setting a read timestamp after begin while a commit lands
-//! (PROTOCOL rule 5; invariants 5 cache validity and 7 real-time order).
+//! (invariants 5 cache validity and 7 real-time order).
 //!
 //! `k = v10` is committed at 10. A writer commits `k` at `cts` and then
 //! raises a flag. A reader begins, loads the flag, sets read timestamp 25
@@ -9,17 +9,18 @@
 //! it must be seen (cts <= 25), it is never seen above 25, and the two reads
 //! agree (the snapshot is fixed at the refresh).
 //!
-//! The reader takes its snapshot right after begin (`take_snapshot`; since
-//! issue 14b it would otherwise be taken with the read timestamp), so
+//! The reader takes its snapshot right after begin (`take_snapshot`;
+//! otherwise it would be taken with the read timestamp), so
 //! `set_read_timestamp` refreshes a snapshot it already has: the path where
 //! a skipped generation bump hands it back stale. The lazy first take from
 //! a warm session's cache is `lazy_snapshot`.
 
-use crate::common::{check, commit, engine, ts};
+use super::common::{check, commit, engine, ts};
+use crate::sync::mutant;
+use crate::TxnOptions;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use snapshot_engine::{mutant, TxnOptions};
 
 fn model(cts: u64) {
     let e = engine(2);

@@ -1,4 +1,4 @@
-//! Model 10 (issue 16) — a rolled-back version never stays in its chain
+//! Model 10 — a rolled-back version never stays in its chain
 //! (invariant 3's count: what a long reader keeps is what it can see).
 //!
 //! `k = old` at 5 and no oldest timestamp, so pruning keeps every
@@ -10,9 +10,10 @@
 //! to aborted, then unlink): B can write on top of the aborted version in
 //! between, A's unlink fails, and the chain holds three versions.
 
-use crate::common::{check, commit, engine};
+use super::common::{check, commit, engine};
+use crate::sync::mutant;
+use crate::{CommitOptions, Error, TxnOptions};
 use loom::thread;
-use snapshot_engine::{mutant, CommitOptions, Error, TxnOptions};
 
 fn model() {
     let e = engine(3);

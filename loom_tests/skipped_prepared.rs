@@ -25,11 +25,12 @@
 //!   reader's read-timestamp pin is what holds the horizon at 30.
 //!   `SKIPPED_NOT_REJUDGED` fails it the same way.
 
-use crate::common::{check, commit, engine, ts};
+use super::api::{snapshot_below, state, Chain, Read};
+use super::common::{check, commit, engine, ts};
+use crate::sync::mutant;
+use crate::{CommitOptions, PrepareConflicts, TimestampUpdate, TxnOptions};
 use loom::sync::Arc;
 use loom::thread;
-use snapshot_engine::loom_api::{snapshot_below, state, Chain, Read};
-use snapshot_engine::{mutant, CommitOptions, PrepareConflicts, TimestampUpdate, TxnOptions};
 
 /// Every writer's id is below this.
 const ALL: u64 = 100;

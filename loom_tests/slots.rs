@@ -1,7 +1,7 @@
 //! Model 6 — claiming and releasing session slots (invariant 12, slot
 //! lifecycle).
 //!
-//! Runs below the engine (`loom_api::Machine`): the engine's `Session` ends
+//! Runs below the engine (`api::Machine`): the engine's `Session` ends
 //! any transaction still open (even one leaked with `mem::forget`, see
 //! `tests/leaked_transaction.rs`) before it releases its slot, which would
 //! hide a slot table that forgets to clear pins. Here the slot table itself
@@ -12,11 +12,12 @@
 //! `SessionTableFull`); whoever gets the slot finds it clean; after both
 //! release it the slot is free exactly once and nothing is pinned.
 
-use crate::common::check;
+use super::api::{Machine, Snapshot};
+use super::common::check;
+use crate::sync::mutant;
+use crate::Error;
 use loom::sync::Arc;
 use loom::thread;
-use snapshot_engine::loom_api::{Machine, Snapshot};
-use snapshot_engine::{mutant, Error};
 
 fn model() {
     let m = Arc::new(Machine::new(1));

@@ -13,9 +13,10 @@
 //! repeatable. (Two sessions besides set-up, so the timekeeper's scans stay
 //! short: the model is the suite's largest.)
 
-use crate::common::{check, commit, engine, stable, ts};
+use super::common::{check, commit, engine, stable, ts};
+use crate::sync::mutant;
+use crate::{CommitOptions, Error, TimestampKind, TxnOptions};
 use loom::thread;
-use snapshot_engine::{mutant, CommitOptions, Error, TimestampKind, TxnOptions};
 
 fn model() {
     let e = engine(2);
@@ -94,7 +95,7 @@ fn mutant_stable_before_wait() {
     );
 }
 
-/// Issue 9: the same race seen by a *snapshot* reader at read timestamp =
+/// The same race seen by a *snapshot* reader at read timestamp =
 /// stable, which decides by its snapshot (the descriptor), not by status
 /// words as the fast path does. `k = old` at 5, stable 5; a writer commits
 /// `k = new` at 10 while the timekeeper raises stable to 10. A reader that

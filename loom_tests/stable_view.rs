@@ -1,4 +1,4 @@
-//! Model 11 (issue 9) — the read-only fast path publishing its pins versus
+//! Model 11 — the read-only fast path publishing its pins versus
 //! oldest moving and a collect (invariants 1 GC safety and 2 publish window;
 //! handshake 1 in `begin_at_stable`).
 //!
@@ -12,9 +12,10 @@
 //! 10, and the reader at 15 finds nothing. Sequentially `floor_ts <= oldest
 //! <= stable`, so only an interleaving shows it (the fuzzer cannot).
 
-use crate::common::{check, commit, engine, ts};
+use super::common::{check, commit, engine, ts};
+use crate::sync::mutant;
+use crate::{TimestampUpdate, TxnOptions};
 use loom::thread;
-use snapshot_engine::{mutant, TimestampUpdate, TxnOptions};
 
 fn model() {
     let e = engine(1);

@@ -59,7 +59,7 @@ if [ ${#files[@]} -eq 0 ]; then
         src/machinery/raw/slots.rs src/machinery/raw/reclaim.rs src/machinery/raw/durable.rs
         src/machinery/version.rs src/machinery/txn.rs src/machinery/protocol.rs
         src/store/raw/chain.rs
-        src/store/raw/hashindex.rs src/kv/txn.rs src/sync.rs)
+        src/store/raw/hashindex.rs src/kv/txn.rs src/sync/mod.rs src/sync/fences.rs)
 fi
 
 if [ "$list" -eq 1 ]; then
@@ -108,12 +108,13 @@ fi
 
 flags="${RUSTFLAGS:-} --cfg loom -C debug-assertions=on"
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
-loom_cmd=(cargo test --release --no-default-features --test loom)
+loom_cmd=(cargo test --release --no-default-features --lib)
 # Fast models first: most mutants die in the first few.
 order=(slots:: descriptors:: pin_horizon:: read_ts_oldest:: read_ts_refresh::
     prepared:: durable_report:: dropped_prepared:: announce_stable::
     stable_view:: rollback:: floor_source:: lazy_snapshot::
     finger:: prepare_stable:: chains:: stable::)
+order=("${order[@]/#/loom_tests::}")
 
 # Sets outcome/by when the loom models kill the mutant in $tree (or it
 # does not build).
@@ -126,7 +127,7 @@ run_loom() {
     fi
     models="$(cd "$tree" && RUSTFLAGS="$flags" CARGO_TARGET_DIR="$dir/target/loom" \
         "${loom_cmd[@]}" -q -- --list 2>/dev/null | sed -n 's/: test$//p' |
-        grep -v '::mutant_' | grep -v '^epoch::')"
+        grep '^loom_tests::' | grep -v '::mutant_' | grep -v '^loom_tests::epoch::')"
     ordered="$(for p in "${order[@]}"; do grep "^$p" <<<"$models" || true; done
         grep -v -E "^($(IFS='|'; echo "${order[*]}"))" <<<"$models" || true)"
     for model in $ordered; do

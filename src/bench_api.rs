@@ -1,9 +1,9 @@
-//! Hooks for `benches/index.rs`: the store's point-lookup hash index
-//! (`store/raw/hashindex.rs`) on its own, used the way `store/mod.rs` uses it, so it
-//! can be measured beside other concurrent maps. Not part of the API: no
-//! stability promise, hidden from the docs.
+//! Hooks for `benches/index.rs` (feature `bench-hooks`): the store's
+//! point-lookup hash index (`store/raw/hashindex.rs`) on its own, used the
+//! way the store uses it, so it can be measured beside other concurrent
+//! maps. Not part of the API: no stability promise, hidden from the docs.
 
-use crate::machinery::epoch::Collector as Reclaimer;
+use crate::machinery::epoch::Collector;
 use crate::store::raw::hashindex::HashIndex;
 
 /// The hash index with the collector and insert mutex that the store pairs
@@ -11,7 +11,7 @@ use crate::store::raw::hashindex::HashIndex;
 /// chain), allocated on insert and freed when the index drops.
 pub struct HashIndexHook {
     ix: HashIndex,
-    rc: Reclaimer,
+    collector: Collector,
 }
 
 impl Default for HashIndexHook {
@@ -25,7 +25,7 @@ impl HashIndexHook {
     pub fn new() -> HashIndexHook {
         HashIndexHook {
             ix: HashIndex::new(),
-            rc: Reclaimer::new(),
+            collector: Collector::new(),
         }
     }
 
@@ -33,7 +33,7 @@ impl HashIndexHook {
     /// the key's node address (a pointer-sized payload), if inserted.
     #[inline]
     pub fn get(&self, key: &[u8]) -> Option<usize> {
-        let guard = self.rc.pin();
+        let guard = self.collector.pin();
         let h = self.ix.hash(key);
         self.ix.get(key, h, &guard).map(|n| n as *const _ as usize)
     }
@@ -42,7 +42,9 @@ impl HashIndexHook {
     /// then the insert mutex, a re-check and the insert; the skiplist side
     /// is left out). Returns whether the key was new.
     pub fn insert(&self, key: &[u8]) -> bool {
-        let guard = self.rc.pin();
-        self.ix.get_or_insert(key, &self.rc, &guard, |_| {}).1
+        let guard = self.collector.pin();
+        self.ix
+            .get_or_insert(key, &self.collector, &guard, |_| {})
+            .1
     }
 }

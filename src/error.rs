@@ -482,7 +482,7 @@ pub(crate) fn check_ts(role: TimestampRole, ts: Timestamp) -> Result<Timestamp> 
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 

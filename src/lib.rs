@@ -78,19 +78,18 @@
 //! gives the memory back once it ends. Without an oldest timestamp
 //! ([`Engine::set_timestamps`]) timestamped history is never discarded.
 #![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
-/// Benchmark hooks (`benches/index.rs`); not part of the API.
-#[cfg(not(loom))]
+/// Benchmark hooks (`benches/index.rs`, feature `bench-hooks`); not part
+/// of the API.
+#[cfg(all(feature = "bench-hooks", not(loom)))]
 #[doc(hidden)]
 pub mod bench_api;
 mod config;
 pub mod durable;
 mod error;
 mod kv;
-#[cfg(loom)]
-#[doc(hidden)]
-pub mod loom_api;
 pub mod machinery;
 #[cfg(all(feature = "replication", not(loom)))]
 pub mod replication;
@@ -110,15 +109,9 @@ pub use machinery::{LockFree, Protocol, SessionPin};
 pub use stats::Stats;
 pub use ts::{Generation, Timestamp, TxnId};
 
-// Benchmark support, documented at its home in `machinery` (where the
-// driver, snapshot-bench/, names it); kept at the root, hidden from the
-// docs, for the benches and the tests that name it there.
-#[cfg(not(loom))]
-#[doc(hidden)]
-pub use machinery::{RwLockBaseline, RwLockBaselineFixed, RwLockMachinery};
-#[doc(hidden)]
-pub use sync::thread_rmw_count;
-
-/// Test-only mutant switches for the loom models (`--cfg loom` builds only).
-#[cfg(loom)]
-pub use sync::mutant;
+// The loom models (`loom_tests/`, run by `scripts/loom.sh`): unit tests of
+// the crate, built only with `--cfg loom`, so that what they reach of the
+// internals stays crate-private.
+#[cfg(all(test, loom))]
+#[path = "../loom_tests/mod.rs"]
+mod loom_tests;

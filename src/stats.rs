@@ -8,16 +8,28 @@
 use crate::sync::{AtomicU64, Ordering};
 
 macro_rules! counters {
-    ($($(#[$doc:meta])* $name:ident,)*) => {
+    (
+        $($(#[$doc:meta])* $name:ident,)*
+        ;
+        baseline: { $($(#[$bdoc:meta])* $bname:ident,)* }
+    ) => {
         /// One session's counters.
         #[derive(Debug)]
         pub struct Counters {
             $(pub(crate) $name: AtomicU64,)*
+            $(#[cfg(feature = "baseline")] pub(crate) $bname: AtomicU64,)*
+            /// Read-modify-writes issued while read-only transactions ran
+            /// (summed into [`Stats::read_path_rmw`]).
+            pub(crate) read_rmw: AtomicU64,
         }
 
         impl Default for Counters {
             fn default() -> Self {
-                Counters { $($name: AtomicU64::new(0),)* }
+                Counters {
+                    $($name: AtomicU64::new(0),)*
+                    $(#[cfg(feature = "baseline")] $bname: AtomicU64::new(0),)*
+                    read_rmw: AtomicU64::new(0),
+                }
             }
         }
 
@@ -26,6 +38,7 @@ macro_rules! counters {
         #[non_exhaustive]
         pub struct Stats {
             $($(#[$doc])* pub $name: u64,)*
+            $($(#[$bdoc])* #[cfg(feature = "baseline")] pub $bname: u64,)*
             /// Versions whose memory the epoch collector has freed so far.
             /// It trails [`versions_pruned`](Stats::versions_pruned): pruned
             /// tails go to the collector in batches, and crossbeam-epoch
@@ -43,8 +56,11 @@ macro_rules! counters {
         }
 
         impl Stats {
+            /// Adds one session's counters (Relaxed loads: a report of
+            /// owner-only counters).
             pub(crate) fn add(&mut self, c: &Counters) {
                 $(self.$name += c.$name.load(Ordering::Relaxed);)*
+                $(#[cfg(feature = "baseline")] { self.$bname += c.$bname.load(Ordering::Relaxed); })*
             }
         }
     };
@@ -75,25 +91,29 @@ counters! {
     descriptor_cas_retries,
     /// Failed head compare-and-swaps on version chains.
     chain_cas_retries,
-    /// Read-lock acquisitions on the shared transaction-table lock (baseline).
-    read_lock_acquisitions,
-    /// Write-lock acquisitions on the shared transaction-table lock (baseline).
-    write_lock_acquisitions,
-    /// Nanoseconds spent waiting for the shared lock (baseline).
-    lock_wait_ns,
     /// Versions unlinked by pruning or rollback and handed to the collector.
     versions_pruned,
     /// Reclaim-horizon recomputations (session-table scans).
     horizon_advances,
-    /// Read-path RMW count accumulator (see `read_path_rmw`).
-    read_rmw_raw,
     /// Keys read: point reads plus keys a scan visited.
     reads,
-    /// Versions examined (status word loaded) by those reads; divided by
-    /// `reads` it is the driver's `ver/read` column.
+    /// Versions examined (status word loaded) by those reads; over `reads`,
+    /// the versions a read examines on average.
     versions_read,
     /// Versions examined by commits (linking the new version to the key's
     /// previous one) and by pruning (climbing the floor and the finger);
-    /// divided by writer commits it is the driver's `ver/commit` column.
+    /// over writing commits, the versions a commit examines on average.
     commit_versions_examined,
+    ;
+    baseline: {
+        /// Read-lock acquisitions on the shared transaction-table lock
+        /// (the read-write-lock baselines, feature `baseline`).
+        read_lock_acquisitions,
+        /// Write-lock acquisitions on the shared transaction-table lock
+        /// (the read-write-lock baselines, feature `baseline`).
+        write_lock_acquisitions,
+        /// Nanoseconds spent waiting for the shared lock (the read-write-lock
+        /// baselines, feature `baseline`).
+        lock_wait_ns,
+    }
 }

@@ -11,8 +11,9 @@
 //! litmus test on each pair); `tests/reads_at_a_timestamp_repeat_while_writers_prune.rs`
 //! runs its timestamped race on both pairs too. Bounded by operation counts.
 
+use snapshot_engine::machinery::RwLockBaseline;
 use snapshot_engine::{
-    CommitOptions, Engine, EngineConfig, RwLockBaseline, Timestamp, TimestampUpdate, TxnOptions,
+    CommitOptions, Engine, EngineConfig, Timestamp, TimestampUpdate, TxnOptions,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 

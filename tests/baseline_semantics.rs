@@ -3,6 +3,7 @@
 //! answers, so a benchmark ratio between them compares machineries, not
 //! semantics. Every check is one generic function run for every machinery.
 
+use snapshot_engine::machinery::{RwLockBaseline, RwLockBaselinePatched};
 use snapshot_engine::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -60,7 +61,7 @@ fn read_ts_after_begin_sees_a_commit_in_between<P: Protocol>() {
     assert_eq!(t.get(b"k").unwrap(), Some(b"new".to_vec()), "{}", P::NAME);
     t.rollback();
     // Without a read timestamp the snapshot is taken at the first read
-    // (issue 14b, every machinery alike): a commit between begin and that
+    // (every machinery alike): a commit between begin and that
     // read is seen ...
     let mut t = r.begin(&TxnOptions::default()).unwrap();
     put_commit(&mut w, b"k", b"newer", 40);
@@ -105,7 +106,7 @@ fn first_updater_wins<P: Protocol>() {
     ta.commit(CommitOptions::at(10)).unwrap();
     // A transaction whose snapshot predates a committed update conflicts too.
     let mut tb = b.begin(&TxnOptions::default()).unwrap();
-    // Taken now, not at the first write (issue 14b).
+    // Taken now, not at the first write.
     tb.take_snapshot().unwrap();
     put_commit(&mut a, b"k", b"a2", 20);
     assert!(
@@ -259,13 +260,13 @@ fn rwlock_three_acquisition_semantics() {
 
 #[test]
 fn rwlock_two_acquisition_semantics() {
-    all::<RwLockBaselineFixed>();
+    all::<RwLockBaselinePatched>();
 }
 
 /// Lock acquisitions of one reader transaction that sets its read timestamp
 /// after begin: returns (with a commit in between, without). With
-/// `snapshot_first` it takes its snapshot right after begin, as every
-/// transaction did before issue 14b; otherwise the snapshot is taken with
+/// `snapshot_first` it takes its snapshot right after begin
+/// (`take_snapshot`); otherwise the snapshot is taken with
 /// the read timestamp.
 fn reader_lock_calls<P: Protocol>(snapshot_first: bool) -> (u64, u64) {
     let e = engine::<P>();
@@ -302,10 +303,10 @@ fn lock_acquisitions_per_reader_match_each_design() {
     // writer completes in between (WiredTiger develop), two when fixed.
     assert_eq!(reader_lock_calls::<LockFree>(true), (0, 0));
     assert_eq!(reader_lock_calls::<RwLockBaseline>(true), (3, 2));
-    assert_eq!(reader_lock_calls::<RwLockBaselineFixed>(true), (2, 2));
-    // Lazy (issue 14b): the snapshot comes with the read timestamp, after
+    assert_eq!(reader_lock_calls::<RwLockBaselinePatched>(true), (2, 2));
+    // Lazy: the snapshot comes with the read timestamp, after
     // the commit, so nothing is rebuilt.
     assert_eq!(reader_lock_calls::<LockFree>(false), (0, 0));
     assert_eq!(reader_lock_calls::<RwLockBaseline>(false), (2, 2));
-    assert_eq!(reader_lock_calls::<RwLockBaselineFixed>(false), (2, 2));
+    assert_eq!(reader_lock_calls::<RwLockBaselinePatched>(false), (2, 2));
 }

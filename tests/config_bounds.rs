@@ -3,8 +3,9 @@
 //! machinery's constructors alike; nothing is allocated and nothing aborts
 //! (a `max_sessions` of 2^40 once tried to allocate 8 TiB).
 
+use snapshot_engine::machinery::RwLockBaseline;
 use snapshot_engine::machinery::TxnManager;
-use snapshot_engine::{Engine, EngineConfig, Error, RwLockBaseline};
+use snapshot_engine::{Engine, EngineConfig, Error};
 
 fn out_of_range(field: &'static str, value: usize, min: usize, max: usize) -> Error {
     Error::ConfigOutOfRange {

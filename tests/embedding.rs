@@ -1,4 +1,4 @@
-//! How a Rust program holds the engine (issue 12): every usage here used to
+//! How a Rust program holds the engine: every usage here used to
 //! fail to compile or needed a workaround (`static`, `Box::leak`,
 //! `drop(txn)`, a turbofish, `&[u8]` conversions). Each test compiles the
 //! usage and checks what it does.
@@ -211,7 +211,7 @@ fn the_transaction_closure_retries_write_conflicts_and_returns_other_errors() {
     let mut attempts = 0;
     let got = s1.transaction(&TxnOptions::default(), |txn| {
         attempts += 1;
-        // The snapshot is otherwise taken at the first read (issue 14b),
+        // The snapshot is otherwise taken at the first read,
         // which would see the other session's commit below.
         txn.take_snapshot()?;
         if attempts == 1 {

@@ -174,7 +174,7 @@ fn visibility_boundaries_match_the_model() {
 fn write_conflict_boundaries_match_the_model() {
     harness::run(&[
         Op::Begin(S(1), PLAIN),
-        // The read takes S1's snapshot (lazily, issue 14b) before S0 commits.
+        // The read takes S1's snapshot (lazily) before S0 commits.
         Op::Get(S(1), Key(1)),
         Op::Begin(S(0), PLAIN),
         Op::Put(S(0), Key(0), 2),
@@ -357,7 +357,7 @@ fn seeded_random_op_sequences_match_the_model() {
     );
 }
 
-/// The finger read path (issue 13) against the model: several versions of
+/// The finger read path against the model: several versions of
 /// one key, pruned so that the key has a floor and a finger; reads at
 /// timestamps that climb from the floor, start at the finger, climb from
 /// it, and come from the head; then an out-of-order commit (the key reads
@@ -433,7 +433,7 @@ fn finger_climbs_on_an_ordered_key_match_the_model() {
     harness::run(&ops);
 }
 
-/// Issue 9, pruning regression 1: a reader that began before a delete keeps
+/// Pruning regression 1: a reader that began before a delete keeps
 /// the value under the tombstone. A committed tombstone is the safe point
 /// only when the horizon covers it (invariant 3); taking it whether or not
 /// it is covered cuts the value this reader still reads.
@@ -453,7 +453,7 @@ fn a_reader_from_before_a_delete_keeps_the_value_across_collect() {
     ]);
 }
 
-/// Issue 9, pruning regression 2: a reader whose snapshot has a writer
+/// Pruning regression 2: a reader whose snapshot has a writer
 /// running (the writer's id is the reader's xmin, and so the horizon's).
 /// The writer commits and `collect` runs: its version is not covered by the
 /// horizon (`txn < xmin`, not `<=`), so the version below it, which the
@@ -467,7 +467,7 @@ fn a_reader_with_a_running_writer_in_its_snapshot_keeps_the_older_version() {
         Op::Begin(S(1), PLAIN),
         Op::Put(S(1), Key(0), 3),
         Op::Begin(S(0), PLAIN),
-        // The first read takes the snapshot (lazily, issue 14b): here, with
+        // The first read takes the snapshot (lazily): here, with
         // the writer still running.
         Op::Get(S(0), Key(0)),
         Op::Commit(S(1), None, None),
@@ -476,7 +476,7 @@ fn a_reader_with_a_running_writer_in_its_snapshot_keeps_the_older_version() {
     ]);
 }
 
-/// Issue 14b: a transaction takes its snapshot at its first read, write or
+/// A transaction takes its snapshot at its first read, write or
 /// read timestamp, not at begin. A commit that returns between begin and
 /// the first read is seen; until that read the transaction pins nothing
 /// (`pins()` shows no snapshot), and a read timestamp set first publishes

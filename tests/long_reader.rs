@@ -163,9 +163,9 @@ fn a_long_reader_pins_one_version_per_key_and_history_returns_after_it_ends() {
                         // timestamp and committing, and the timekeeper moved
                         // stable (or oldest) past it: refused, still open,
                         // rolled back on drop. Its version is unlinked even
-                        // if the other writer wants the key (issue 16: it
-                        // used to stay, one extra version, when the other
-                        // writer prepended on top of it first).
+                        // if the other writer wants the key (it must not
+                        // stay, one extra version, when the other writer
+                        // prepended on top of it first).
                         Err(Error::CommitTimestampNotAfterStable { .. })
                         | Err(Error::CommitTimestampBeforeOldest { .. }) => {
                             refused.lock().unwrap().push((k, c));
@@ -341,7 +341,7 @@ fn a_long_reader_pins_one_version_per_key_and_history_returns_after_it_ends() {
     });
 }
 
-/// Issue 16's second flake ("the collector freed nothing"): `collect()`
+/// "The collector freed nothing" must not happen: `collect()`
 /// retires what it prunes into the calling thread's deferred-destructor
 /// bag, and crossbeam-epoch hands a thread's bag to the global queue only
 /// when it fills (64 entries) or is flushed. With fewer pruned keys than

@@ -1,5 +1,5 @@
 //! A completion racing a horizon advance, for Miri's data-race detector
-//! (issue 9's bug 2, which loom cannot show: see `DescriptorCell::xmin` and
+//! (which loom cannot show: see `DescriptorCell::xmin` and
 //! DESIGN.md, "What loom cannot check").
 //!
 //! The advancer (`collect`) reads the current descriptor's plain `xmin`
@@ -17,11 +17,11 @@
 //!
 //! (crossbeam-epoch 0.9.21 trips Stacked Borrows in its own list code,
 //! `internal.rs:567`, hence the first flag; the global collector's
-//! deferred garbage is still queued at exit, hence the second.) Issue 9b:
-//! the real code passes all 32 seeds; with the load Relaxed by hand, seed 7
-//! reports "Data race detected between (1) non-atomic write [the
-//! completer's `Box::new` of the next descriptor, `complete`] and (2)
-//! non-atomic read [`(*p).xmin` in `DescriptorCell::xmin`]".
+//! deferred garbage is still queued at exit, hence the second.) With the
+//! load Relaxed by hand, Miri reports "Data race detected between (1)
+//! non-atomic write [the completer's `Box::new` of the next descriptor,
+//! `complete`] and (2) non-atomic read [`(*p).xmin` in
+//! `DescriptorCell::xmin`]".
 
 use snapshot_engine::{CommitOptions, Engine, EngineConfig, TxnOptions};
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! Prepared transactions (two-phase commit) and the timestamp rules that
-//! come with them (issue 5), as tables.
+//! come with them, as tables.
 //!
 //! Every row names the rule, the state it starts from, the call, and the
 //! expected outcome or typed error with the values it carries. After every
@@ -178,8 +178,7 @@ fn prepare_timestamp_rules_on<P: Protocol>() {
         // bounds a prepare has besides it are "after stable" and "at or
         // above oldest": with stable below MAX a prepare at MAX is
         // accepted. `Txn::prepare` refuses only a rounding *past* MAX
-        // (`p > Timestamp::MAX`; `>=` would refuse this row: issue 9b's
-        // surviving mutant `src/machinery/txn.rs` `cmp-gt-ge`).
+        // (`p > Timestamp::MAX`; `>=` would refuse this row).
         row(
             "a prepare at Timestamp::MAX is accepted (the range is inclusive)",
             "standard",
@@ -827,7 +826,7 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
             Err(Error::DurableTimestampWithoutPrepare { durable: ts(30) }),
         ),
         row(
-            "set_commit_timestamp with the same value again is accepted (issue 17; WiredTiger's test_prepare02)",
+            "set_commit_timestamp with the same value again is accepted (WiredTiger's test_prepare02)",
             "prepared at 25, commit timestamp 26 set",
             |e| {
                 let mut s = e.session().unwrap();
@@ -943,7 +942,7 @@ fn readers_meeting_prepared_updates_on<P: Protocol>() {
             |e| {
                 let mut rs = e.session().unwrap();
                 let mut reader = rs.begin(&TxnOptions::default()).unwrap();
-                // Taken now, not at the first read (issue 14b).
+                // Taken now, not at the first read.
                 reader.take_snapshot().unwrap();
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
@@ -1079,7 +1078,7 @@ fn readers_meeting_prepared_updates_on<P: Protocol>() {
             conflict_k.clone(),
         ),
         // The equality case: `pts <= stable` in `ReadView::prepared_conflicts`
-        // (`<` survived loom, issue 9c's mutation check).
+        // (`<` survived loom).
         row(
             "read at stable: a prepare exactly at stable conflicts",
             "prepared at 25, stable moved to 25, read_at_stable",
@@ -1415,7 +1414,7 @@ fn all_durable_accounts_for_unfinished_commits_on<P: Protocol>() {
             },
             Ok(Out::Stamp(Some(ts(70)))),
         ),
-        // Issue 14w: the lock-free engine keeps each session's share in its
+        // The lock-free engine keeps each session's share in its
         // slot; a commit after the set restarts that word, and must count
         // even when it restarts at the value the set found there (mutant
         // DURABLE_RESTART_KEEPS_TAG reports 50 here).
@@ -1577,7 +1576,7 @@ fn prepare_is_an_exit_from_the_running_set() {
 
 fn prepare_is_an_exit_from_the_running_set_on<P: Protocol>() {
     /// A transaction on `rs` that takes its snapshot (lazily taken at the
-    /// first read otherwise, issue 14b) and ends.
+    /// first read otherwise) and ends.
     fn warm<P: Protocol>(rs: &mut snapshot_engine::Session<'_, P>) {
         rs.begin(&TxnOptions::default())
             .unwrap()

@@ -67,7 +67,7 @@ fn a_scan_is_not_disturbed_by_commits_after_its_snapshot() {
     t.put(b"a", b"1").unwrap();
     t.commit(CommitOptions::default()).unwrap();
     let mut r = s.begin(&TxnOptions::default()).unwrap();
-    // The snapshot is otherwise taken at the first read (issue 14b).
+    // The snapshot is otherwise taken at the first read.
     r.take_snapshot().unwrap();
     let mut t = w.begin(&TxnOptions::default()).unwrap();
     t.delete(b"a").unwrap();

@@ -1,6 +1,6 @@
 //! Reads at a timestamp at or below stable are repeatable (invariant 8)
 //! while writers keep committing and pruning the same keys, so the finger
-//! and floor a read starts from move under it (issue 13, invariant 13).
+//! and floor a read starts from move under it (invariant 13).
 //! Writers take commit timestamps from a shared counter, so commits land
 //! out of timestamp order across keys. Each writer owns half the keys, so
 //! a key's commits are in timestamp order and "the newest commit at or

@@ -1,5 +1,6 @@
 //! The session table: a full table is a typed error; a freed slot is reused.
 
+use snapshot_engine::machinery::{RwLockBaseline, RwLockBaselinePatched};
 use snapshot_engine::*;
 
 #[test]
@@ -224,5 +225,5 @@ fn lazy_paths_leave_no_stray_pin<P: Protocol>() {
 fn lazy_snapshot_paths_leave_no_stray_pin() {
     lazy_paths_leave_no_stray_pin::<LockFree>();
     lazy_paths_leave_no_stray_pin::<RwLockBaseline>();
-    lazy_paths_leave_no_stray_pin::<RwLockBaselineFixed>();
+    lazy_paths_leave_no_stray_pin::<RwLockBaselinePatched>();
 }

@@ -1,4 +1,4 @@
-//! WiredTiger's general timestamp rules (issue 2), as tables: global
+//! WiredTiger's general timestamp rules, as tables: global
 //! oldest/stable/durable, commit timestamps and read timestamps.
 //!
 //! Every row names the rule, the state it starts from, the call, and the
@@ -432,7 +432,7 @@ fn commit_timestamp_rules_on<P: Protocol>() {
             Ok(Out::Value(Some(b"v0".to_vec()))),
         ),
         row(
-            "set_commit_timestamp with the same value again is accepted (issue 17)",
+            "set_commit_timestamp with the same value again is accepted",
             "commit timestamp 30 set",
             |e| {
                 let mut s = e.session().unwrap();
@@ -532,7 +532,7 @@ fn set_read<P: Protocol>(e: &Engine<P>, begin: &TxnOptions, r: u64) -> Result<Ou
 }
 
 /// The same after a read, so the transaction already has its snapshot
-/// (taken lazily, issue 14b) and setting the read timestamp refreshes it:
+/// (taken lazily) and setting the read timestamp refreshes it:
 /// the other path through the machinery.
 fn set_read_after_read<P: Protocol>(e: &Engine<P>, begin: &TxnOptions, r: u64) -> Result<Out> {
     let mut s = e.session().unwrap();

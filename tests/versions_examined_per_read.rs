@@ -1,5 +1,5 @@
 //! Reads at a read timestamp far behind the newest commit examine a constant
-//! number of versions (issue 13): the W1 shape with stable stuck at the load
+//! number of versions: the W1 shape with stable stuck at the load
 //! while writers pile versions on every key. Counts come from `Stats`
 //! (`versions_read / reads`, `commit_versions_examined / commits`): counts of
 //! work, not timings.

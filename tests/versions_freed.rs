@@ -1,6 +1,5 @@
 //! `stats().versions_freed` counts versions whose memory the collector has
-//! freed (issue 9: a run that pruned tens of thousands of versions reported
-//! 0). The count is right but trails pruning: tails reach the collector in
+//! freed. The count is right but trails pruning: tails reach the collector in
 //! batches and crossbeam-epoch frees a thread's deferred batches only once
 //! its local bag fills. 2,000 single-key commits here free nothing yet;
 //! 100,000 free most of what they pruned.

@@ -35,7 +35,7 @@ fn a_commit_after_the_writers_snapshot_is_a_conflict_even_once_finished() {
     let (mut s1, mut s2) = (e.session().unwrap(), e.session().unwrap());
     let mut late = s2.begin(&TxnOptions::default()).unwrap();
     // Fix `late`'s snapshot now (it is otherwise taken at its first read or
-    // write, issue 14b).
+    // write).
     late.take_snapshot().unwrap();
     let mut t1 = s1.begin(&TxnOptions::default()).unwrap();
     t1.put(b"k", b"one").unwrap();

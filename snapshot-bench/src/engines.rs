@@ -14,7 +14,7 @@ pub enum EngineKind {
     #[value(name = "rwlock3")]
     RwLock3,
     /// The baseline with the published fix: two acquisitions
-    /// (`RwLockBaselineFixed`).
+    /// (`RwLockBaselinePatched`).
     #[value(name = "rwlock2")]
     RwLock2,
     /// LMDB through heed (cargo feature `peers`; read-ts only: latest
@@ -48,7 +48,7 @@ macro_rules! dispatch {
             $crate::engines::EngineKind::LockFree => $f::<snapshot_engine::LockFree>($($arg),*),
             $crate::engines::EngineKind::RwLock3 => $f::<snapshot_engine::machinery::RwLockBaseline>($($arg),*),
             $crate::engines::EngineKind::RwLock2 => {
-                $f::<snapshot_engine::machinery::RwLockBaselineFixed>($($arg),*)
+                $f::<snapshot_engine::machinery::RwLockBaselinePatched>($($arg),*)
             }
             $crate::engines::EngineKind::Lmdb | $crate::engines::EngineKind::Ceiling => $lmdb,
         }

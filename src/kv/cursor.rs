@@ -364,7 +364,7 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
         batch.items.clear();
         batch.arena.clear();
         batch.next = 0;
-        let view = match self.txn.t.read_view() {
+        let view = match self.txn.inner.read_view() {
             Ok(v) => v,
             Err(e) => {
                 self.failed = Some(e);
@@ -376,8 +376,8 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
             return;
         }
         let bounds = (self.keys.bound(lo), self.keys.bound(hi));
-        let store = &self.txn.d.engine.store;
-        let guard = store.rc.pin();
+        let store = &self.txn.session.engine.store;
+        let guard = store.collector.pin();
         // `examined`: index entries looked at (bounds a batch);
         // `versions`: version statuses loaded (the `ver/read` counter).
         let (mut examined, mut versions) = (0, 0);
@@ -416,11 +416,11 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
             store.index.range_rev(bounds, &guard, &mut visit);
         }
         drop(guard);
-        self.txn.t.count(Count::Reads, examined as u64);
-        self.txn.t.count(Count::VersionsRead, versions);
+        self.txn.inner.count(Count::Reads, examined as u64);
+        self.txn.inner.count(Count::VersionsRead, versions);
         batch.done = exhausted;
         if let Some(key) = conflict {
-            self.txn.t.count(Count::PrepareConflicts, 1);
+            self.txn.inner.count(Count::PrepareConflicts, 1);
             self.failed = Some(Error::PrepareConflict { key });
             return;
         }

@@ -39,8 +39,11 @@ use std::fmt;
 /// # Ok::<(), snapshot_engine::Error>(())
 /// ```
 pub struct Txn<'s, 'e, P: Protocol = LockFree> {
-    pub(super) t: Transaction<'s, 'e, P>,
-    pub(super) d: &'s mut SessionData<'e, P>,
+    /// The machinery's transaction (snapshot, timestamps, completion).
+    pub(super) inner: Transaction<'s, 'e, P>,
+    /// The session's store-side state: the engine, the write set, the
+    /// savepoints.
+    pub(super) session: &'s mut SessionData<'e, P>,
 }
 
 /// A point in a transaction's writes to roll back to
@@ -142,25 +145,25 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         d.savepoints.clear();
         d.dlog.reset();
         Ok(Txn {
-            t: msess.begin(opts)?,
-            d,
+            inner: msess.begin(opts)?,
+            session: d,
         })
     }
 
     /// This transaction's id: [`TxnId::NONE`] until its first write.
     pub fn id(&self) -> TxnId {
-        self.t.id()
+        self.inner.id()
     }
 
     /// The read timestamp in force ([`Timestamp::NONE`] if none). For a
     /// `read_at_stable` transaction, the stable timestamp it reads at.
     pub fn read_timestamp(&self) -> Timestamp {
-        self.t.read_timestamp()
+        self.inner.read_timestamp()
     }
 
     /// The options it began with.
     pub fn options(&self) -> &TxnOptions {
-        self.t.options()
+        self.inner.options()
     }
 
     /// Takes the snapshot now, if the transaction has none yet; see
@@ -171,7 +174,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// # Errors
     /// As [`Transaction::check_usable`].
     pub fn take_snapshot(&mut self) -> Result<()> {
-        self.t.take_snapshot()
+        self.inner.take_snapshot()
     }
 
     /// Sets the read timestamp after begin (once); see
@@ -180,7 +183,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// # Errors
     /// As [`Transaction::set_read_timestamp`]; the transaction stays usable.
     pub fn set_read_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<Timestamp> {
-        self.t.set_read_timestamp(ts)
+        self.inner.set_read_timestamp(ts)
     }
 
     /// Calls `f` with the visible value of `key` (or `None`), borrowed from
@@ -200,17 +203,17 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         f: impl FnOnce(Option<&[u8]>) -> R,
     ) -> Result<R> {
         let key = key.as_ref();
-        let max = self.d.engine.config.max_key_len;
+        let max = self.session.engine.config.max_key_len;
         if key.len() > max {
             // The transaction's state first, as for a write.
-            self.t.check_usable()?;
+            self.inner.check_usable()?;
             return Err(Error::KeyTooLarge {
                 len: key.len(),
                 max,
             });
         }
-        let view = self.t.read_view()?;
-        let (r, examined) = self.d.engine.store.read(key, &view, |found, n| {
+        let view = self.inner.read_view()?;
+        let (r, examined) = self.session.engine.store.read(key, &view, |found, n| {
             let r = match found {
                 Found::Value(v) => Some(f(Some(v))),
                 Found::Deleted | Found::Absent => Some(f(None)),
@@ -218,12 +221,12 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             };
             (r, n)
         });
-        self.t.count(Count::Reads, 1);
-        self.t.count(Count::VersionsRead, examined);
+        self.inner.count(Count::Reads, 1);
+        self.inner.count(Count::VersionsRead, examined);
         match r {
             Some(r) => Ok(r),
             None => {
-                self.t.count(Count::PrepareConflicts, 1);
+                self.inner.count(Count::PrepareConflicts, 1);
                 Err(Error::PrepareConflict { key: key.to_vec() })
             }
         }
@@ -267,35 +270,38 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         keys: &[K],
         mut f: impl FnMut(usize, Option<&[u8]>),
     ) -> Result<()> {
-        let max = self.d.engine.config.max_key_len;
+        let max = self.session.engine.config.max_key_len;
         if let Some(k) = keys.iter().find(|k| k.as_ref().len() > max) {
-            self.t.check_usable()?;
+            self.inner.check_usable()?;
             return Err(Error::KeyTooLarge {
                 len: k.as_ref().len(),
                 max,
             });
         }
-        let view = self.t.read_view()?;
+        let view = self.inner.read_view()?;
         let (mut reads, mut examined) = (0, 0);
         let mut conflict = None;
-        self.d.engine.store.read_many(keys, &view, |i, found, n| {
-            reads += 1;
-            examined += n;
-            match found {
-                Found::Value(v) => f(i, Some(v)),
-                Found::Deleted | Found::Absent => f(i, None),
-                Found::PrepareConflict => {
-                    conflict = Some(i);
-                    return false;
+        self.session
+            .engine
+            .store
+            .read_many(keys, &view, |i, found, n| {
+                reads += 1;
+                examined += n;
+                match found {
+                    Found::Value(v) => f(i, Some(v)),
+                    Found::Deleted | Found::Absent => f(i, None),
+                    Found::PrepareConflict => {
+                        conflict = Some(i);
+                        return false;
+                    }
                 }
-            }
-            true
-        });
-        self.t.count(Count::Reads, reads);
-        self.t.count(Count::VersionsRead, examined);
+                true
+            });
+        self.inner.count(Count::Reads, reads);
+        self.inner.count(Count::VersionsRead, examined);
         match conflict {
             Some(i) => {
-                self.t.count(Count::PrepareConflicts, 1);
+                self.inner.count(Count::PrepareConflicts, 1);
                 Err(Error::PrepareConflict {
                     key: keys[i].as_ref().to_vec(),
                 })
@@ -329,10 +335,10 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         range: impl KeyRange,
         mut f: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
-        let view = self.t.read_view()?;
+        let view = self.inner.read_view()?;
         let bounds = range.bounds();
-        let store = &self.d.engine.store;
-        let guard = store.rc.pin();
+        let store = &self.session.engine.store;
+        let guard = store.collector.pin();
         let mut conflict: Option<Vec<u8>> = None;
         let (mut reads, mut examined) = (0, 0);
         store.index.range(bounds, &guard, |k, e| {
@@ -347,11 +353,11 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             }
         });
         drop(guard);
-        self.t.count(Count::Reads, reads);
-        self.t.count(Count::VersionsRead, examined);
+        self.inner.count(Count::Reads, reads);
+        self.inner.count(Count::VersionsRead, examined);
         match conflict {
             Some(key) => {
-                self.t.count(Count::PrepareConflicts, 1);
+                self.inner.count(Count::PrepareConflicts, 1);
                 Err(Error::PrepareConflict { key })
             }
             None => Ok(()),
@@ -393,7 +399,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// [`Error::ValueTooLarge`], or as [`Txn::delete`].
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
-        let max = self.d.engine.config.max_value_len;
+        let max = self.session.engine.config.max_value_len;
         if value.len() > max {
             return Err(Error::ValueTooLarge {
                 len: value.len(),
@@ -420,12 +426,14 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// As [`Transaction::check_usable`] (after a write conflict, after
     /// prepare).
     pub fn savepoint(&mut self) -> Result<Savepoint> {
-        self.t.check_usable()?;
-        self.d.savepoint_ids += 1;
-        let id = self.d.savepoint_ids;
-        self.d.savepoints.push((id, self.d.writes.len()));
+        self.inner.check_usable()?;
+        self.session.savepoint_ids += 1;
+        let id = self.session.savepoint_ids;
+        self.session
+            .savepoints
+            .push((id, self.session.writes.len()));
         Ok(Savepoint {
-            session: self.d.token,
+            session: self.session.token,
             id,
         })
     }
@@ -446,41 +454,46 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// [`Error::UnknownSavepoint`] for a savepoint of another transaction
     /// or one discarded by an earlier `rollback_to`.
     pub fn rollback_to(&mut self, sp: &Savepoint) -> Result<()> {
-        self.t.check_usable()?;
-        let live = (sp.session == self.d.token)
-            .then(|| self.d.savepoints.iter().rposition(|&(id, _)| id == sp.id))
+        self.inner.check_usable()?;
+        let live = (sp.session == self.session.token)
+            .then(|| {
+                self.session
+                    .savepoints
+                    .iter()
+                    .rposition(|&(id, _)| id == sp.id)
+            })
             .flatten();
         let Some(at) = live else {
             return Err(Error::UnknownSavepoint);
         };
-        let writes = self.d.savepoints[at].1;
-        self.d.savepoints.truncate(at + 1);
-        let unlinked = self.d.writes.rollback_to(writes);
-        self.d.dlog.truncate(writes);
-        self.t.count(Count::VersionsPruned, unlinked);
+        let writes = self.session.savepoints[at].1;
+        self.session.savepoints.truncate(at + 1);
+        let unlinked = self.session.writes.rollback_to(writes);
+        self.session.dlog.truncate(writes);
+        self.inner.count(Count::VersionsPruned, unlinked);
         Ok(())
     }
 
     fn write(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
-        self.t.check_writable()?;
-        let max = self.d.engine.config.max_key_len;
+        self.inner.check_writable()?;
+        let max = self.session.engine.config.max_key_len;
         if key.len() > max {
             return Err(Error::KeyTooLarge {
                 len: key.len(),
                 max,
             });
         }
-        let (status, view) = self.t.new_version()?;
-        match self.d.writes.write(key, status, value, &view) {
+        let (status, view) = self.inner.new_version()?;
+        match self.session.writes.write(key, status, value, &view) {
             Ok(retries) => {
-                self.t.count(Count::ChainCasRetries, retries);
-                if self.d.engine.durable.is_some() {
-                    self.d.dlog.push_key(key);
+                self.inner.count(Count::ChainCasRetries, retries);
+                if self.session.engine.durable.is_some() {
+                    self.session.dlog.push_key(key);
                 }
                 Ok(())
             }
             Err(_) => {
-                self.t.mark_write_conflict();
+                self.inner.mark_write_conflict();
                 Err(Error::WriteConflict { key: key.to_vec() })
             }
         }
@@ -493,7 +506,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// As [`Transaction::set_commit_timestamp`]; the transaction stays
     /// usable.
     pub fn set_commit_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<()> {
-        self.t.set_commit_timestamp(ts)
+        self.inner.set_commit_timestamp(ts)
     }
 
     /// Announces a prepared transaction's durable timestamp; see
@@ -503,8 +516,8 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// As [`Transaction::set_durable_timestamp`].
     pub fn set_durable_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<()> {
         let ts = ts.into();
-        self.t.set_durable_timestamp(ts)?;
-        self.d.dlog.durable_ts = Some(ts);
+        self.inner.set_durable_timestamp(ts)?;
+        self.session.dlog.durable_ts = Some(ts);
         Ok(())
     }
 
@@ -514,11 +527,11 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// # Errors
     /// As [`Transaction::prepare`]; the transaction stays usable.
     pub fn prepare(&mut self, ts: impl Into<Timestamp>) -> Result<Timestamp> {
-        let writes = &mut self.d.writes;
-        let p = self.t.prepare(ts, |done| {
+        let writes = &mut self.session.writes;
+        let p = self.inner.prepare(ts, |done| {
             writes.complete(done);
         })?;
-        self.d.dlog.prepared = true;
+        self.session.dlog.prepared = true;
         Ok(p)
     }
 
@@ -526,7 +539,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// engine's [`DurabilityOptions::durability`](crate::DurabilityOptions)
     /// (no effect on an in-memory engine).
     pub fn set_durability(&mut self, durability: crate::Durability) {
-        self.d.dlog.mode = Some(crate::durable::CommitMode::Durability(durability));
+        self.session.dlog.mode = Some(crate::durable::CommitMode::Durability(durability));
     }
 
     /// Commits as [`Txn::commit`] does, but returns as soon as the log
@@ -539,16 +552,16 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// # Errors
     /// As [`Txn::commit`].
     pub fn commit_async(mut self, opts: CommitOptions) -> Result<crate::CommitHandle> {
-        self.d.dlog.mode = Some(crate::durable::CommitMode::Async);
+        self.session.dlog.mode = Some(crate::durable::CommitMode::Async);
         // On an error `self` drops here, which rolls it back, as `commit`
         // does.
-        let lsn = if self.d.engine.durable.is_some() {
+        let lsn = if self.session.engine.durable.is_some() {
             self.commit_logged(opts)?
         } else {
             self.commit_in_place(opts)?;
             None
         };
-        Ok(match &self.d.engine.durable {
+        Ok(match &self.session.engine.durable {
             Some(d) => d.handle(lsn),
             None => crate::CommitHandle::ready(),
         })
@@ -586,7 +599,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         match self.commit_in_place(opts) {
             Ok(()) => Ok(()),
             Err(error) => {
-                let txn = self.t.is_open().then(|| Box::new(self));
+                let txn = self.inner.is_open().then(|| Box::new(self));
                 Err(CommitError { error, txn })
             }
         }
@@ -594,22 +607,22 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
 
     #[inline]
     fn commit_in_place(&mut self, opts: CommitOptions) -> Result<()> {
-        if self.d.engine.durable.is_some() {
+        if self.session.engine.durable.is_some() {
             return self.commit_logged(opts).map(|_| ());
         }
-        let writes = &mut self.d.writes;
+        let writes = &mut self.session.writes;
         let mut done_with = None;
         // A doomed transaction's completion is an abort (rolled back), a
         // committed one's links and flips.
         let r = self
-            .t
+            .inner
             .commit(opts, |done| done_with = Some(writes.complete(done)));
         if let Some(c) = done_with {
             if r.is_err() {
-                self.d.writes.clear();
-                self.t.count(Count::VersionsPruned, c.unlinked);
-            } else if !self.d.writes.is_empty() {
-                self.t.count(Count::CommitVersionsExamined, c.examined);
+                self.session.writes.clear();
+                self.inner.count(Count::VersionsPruned, c.unlinked);
+            } else if !self.session.writes.is_empty() {
+                self.inner.count(Count::CommitVersionsExamined, c.examined);
                 self.prune_written();
             }
         }
@@ -626,7 +639,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     #[cold]
     #[inline(never)]
     fn commit_logged(&mut self, opts: CommitOptions) -> Result<Option<u64>> {
-        let d = &mut *self.d;
+        let d = &mut *self.session;
         let log = d.engine.durable.as_deref().expect("a durable engine");
         if !d.writes.is_empty() {
             if let Some(e) = log.refusal() {
@@ -636,7 +649,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         let (writes, dlog) = (&mut d.writes, &d.dlog);
         let mut done_with = None;
         let mut logged: Result<Option<u64>, (Error, u64)> = Ok(None);
-        let r = self.t.commit(opts, |done| {
+        let r = self.inner.commit(opts, |done| {
             if let VersionState::Committed(cts) = done.outcome() {
                 if !writes.is_empty() {
                     let values = writes.values();
@@ -654,17 +667,17 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         let lsn = match logged {
             Ok(lsn) => lsn,
             Err((e, unlinked)) => {
-                self.d.writes.clear();
-                self.t.count(Count::VersionsPruned, unlinked);
+                self.session.writes.clear();
+                self.inner.count(Count::VersionsPruned, unlinked);
                 return Err(e);
             }
         };
         if let Some(c) = done_with {
             if r.is_err() {
-                self.d.writes.clear();
-                self.t.count(Count::VersionsPruned, c.unlinked);
-            } else if !self.d.writes.is_empty() {
-                self.t.count(Count::CommitVersionsExamined, c.examined);
+                self.session.writes.clear();
+                self.inner.count(Count::VersionsPruned, c.unlinked);
+            } else if !self.session.writes.is_empty() {
+                self.inner.count(Count::CommitVersionsExamined, c.examined);
                 self.prune_written();
             }
         }
@@ -674,20 +687,20 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// Prunes the chains this transaction wrote, and refreshes the horizon
     /// every `horizon_refresh_commits` commits.
     fn prune_written(&mut self) {
-        let d = &mut *self.d;
+        let d = &mut *self.session;
         let engine = d.engine;
         d.commits += 1;
         // Not a safety bound: `>` refreshes the horizon one commit later,
         // an equivalent mutant.
         if d.commits >= engine.config.horizon_refresh_commits {
             d.commits = 0;
-            self.t.session().advance_horizon();
+            self.inner.session().advance_horizon();
         }
         let h = engine.mgr.horizon();
         let stable = engine.mgr.stable_timestamp().get();
         let n = d.writes.prune_committed(h, stable);
-        self.t.count(Count::VersionsPruned, n.cut);
-        self.t.count(Count::CommitVersionsExamined, n.examined);
+        self.inner.count(Count::VersionsPruned, n.cut);
+        self.inner.count(Count::CommitVersionsExamined, n.examined);
     }
 
     /// Rolls back: the transaction's writes are never seen by anyone. The
@@ -697,25 +710,25 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     }
 
     fn rollback_in_place(&mut self) {
-        let writes = &mut self.d.writes;
+        let writes = &mut self.session.writes;
         let mut unlinked = 0;
         // Only an open transaction (the one thing a `Txn` can be outside
         // `commit`) is rolled back; a finished one has nothing to undo.
         if self
-            .t
+            .inner
             .rollback(|done| unlinked = writes.complete(done).unlinked)
             .is_ok()
         {
-            self.t.count(Count::VersionsPruned, unlinked);
+            self.inner.count(Count::VersionsPruned, unlinked);
         }
-        self.d.writes.clear();
+        self.session.writes.clear();
     }
 }
 
 impl<P: Protocol> Drop for Txn<'_, '_, P> {
     #[inline]
     fn drop(&mut self) {
-        if self.t.is_open() {
+        if self.inner.is_open() {
             self.drop_open();
         }
     }
@@ -731,7 +744,7 @@ impl<P: Protocol> Txn<'_, '_, P> {
         // Only a transaction whose commit flips unwound (poisoned: it never
         // completes, and its versions stay where they are) still has writes
         // here; the next transaction on this session must not see them.
-        self.d.writes.clear();
+        self.session.writes.clear();
     }
 }
 

@@ -25,11 +25,11 @@
 //!   updates take the write lock; commit-timestamp, prepare and announcement
 //!   validation against stable take the read lock.
 //!
-//! Two modes, one type: [`RwLockBaseline`] (`FIXED = false`) takes the lock
+//! Two modes, one type: [`RwLockBaseline`] (`PATCHED = false`) takes the lock
 //! three times in a transaction that sets its read timestamp after begin
 //! when a writer committed in between (begin; check and publish the read
 //! timestamp; rebuild the snapshot), as WiredTiger develop does.
-//! [`RwLockBaselineFixed`] (`FIXED = true`) is the published fix: the check,
+//! [`RwLockBaselinePatched`] (`PATCHED = true`) is the published fix: the check,
 //! the publish and the rebuild share one acquisition (two in all).
 //!
 //! Lock acquisitions are counted into the session's
@@ -62,9 +62,10 @@
 //!   WiredTiger's volatile global timestamps.
 
 use super::protocol::{
-    check_prepare_against_readers, lowest_pins, read_ts_rule, report_timestamp, Machinery,
-    Protocol, SlotTimestamps, StableView,
+    check_prepare_against_readers, lowest_pins, read_ts_rule, report_timestamp, Protocol,
+    ProtocolImpl, SlotTimestamps, StableView,
 };
+use super::raw::descriptor::SessionRetired;
 use super::snapshot::Snapshot;
 use super::version::Horizon;
 use crate::config::{EngineConfig, TimestampKind, TimestampUpdate};
@@ -124,11 +125,11 @@ impl Entry {
     }
 }
 
-/// The read-write-lock baseline machinery. `FIXED = false` (the default,
+/// The read-write-lock baseline machinery. `PATCHED = false` (the default,
 /// [`RwLockBaseline`]) is WiredTiger develop's three acquisitions;
-/// `FIXED = true` ([`RwLockBaselineFixed`]) is the published two-acquisition
+/// `PATCHED = true` ([`RwLockBaselinePatched`]) is the published two-acquisition
 /// fix. Use it as `Engine::<RwLockBaseline>::with_machinery(config)`.
-pub struct RwLockMachinery<const FIXED: bool> {
+pub struct RwLockProtocol<const PATCHED: bool> {
     lock: CachePadded<RwLock<Global>>,
     /// The next transaction id (WiredTiger `txn_global->current`).
     current: CachePadded<AtomicU64>,
@@ -150,15 +151,15 @@ pub struct RwLockMachinery<const FIXED: bool> {
 
 /// WiredTiger develop: a read timestamp set after begin takes the lock three
 /// times when a writer committed in between.
-pub type RwLockBaseline = RwLockMachinery<false>;
+pub type RwLockBaseline = RwLockProtocol<false>;
 /// The published fix: twice.
-pub type RwLockBaselineFixed = RwLockMachinery<true>;
+pub type RwLockBaselinePatched = RwLockProtocol<true>;
 
 impl Protocol for RwLockBaseline {
     const NAME: &'static str = "rwlock3";
 }
 
-impl Protocol for RwLockBaselineFixed {
+impl Protocol for RwLockBaselinePatched {
     const NAME: &'static str = "rwlock2";
 }
 
@@ -227,7 +228,7 @@ fn acquire<G>(
     g
 }
 
-impl<const FIXED: bool> RwLockMachinery<FIXED> {
+impl<const PATCHED: bool> RwLockProtocol<PATCHED> {
     #[inline]
     fn read(&self, ctr: Ctr<'_>) -> RwLockReadGuard<'_, Global> {
         acquire(ctr, false, || self.lock.try_read(), || self.lock.read())
@@ -340,9 +341,9 @@ impl<const FIXED: bool> RwLockMachinery<FIXED> {
     }
 }
 
-impl<const FIXED: bool> Machinery for RwLockMachinery<FIXED> {
+impl<const PATCHED: bool> ProtocolImpl for RwLockProtocol<PATCHED> {
     fn new(config: &EngineConfig) -> Self {
-        RwLockMachinery {
+        RwLockProtocol {
             lock: CachePadded::new(RwLock::new(Global {
                 generation: 1,
                 oldest: 0,
@@ -376,7 +377,7 @@ impl<const FIXED: bool> Machinery for RwLockMachinery<FIXED> {
         })
     }
 
-    fn close_session(&self, slot: usize) {
+    fn close_session(&self, slot: usize, _retired: &mut SessionRetired) {
         let e = self.entry(slot);
         let _g = self.write(Ctr::Untracked(e));
         for w in [
@@ -421,7 +422,7 @@ impl<const FIXED: bool> Machinery for RwLockMachinery<FIXED> {
         roundup: bool,
         ctr: &Counters,
     ) -> Result<Timestamp> {
-        if FIXED {
+        if PATCHED {
             // The fix: check, publish and rebuild under one acquisition.
             let g = self.read(Ctr::Session(ctr));
             let r = self.check_publish_read_ts(&g, slot, ts, roundup)?;
@@ -449,6 +450,8 @@ impl<const FIXED: bool> Machinery for RwLockMachinery<FIXED> {
     fn begin_at_stable(&self, slot: usize, ctr: &Counters) -> StableView {
         let e = self.entry(slot);
         let g = self.read(Ctr::Session(ctr));
+        // Acquire: pairs with the Release store in `allocate_id`, as in
+        // `scan_into`.
         let xmax = self.current.load(Ordering::Acquire);
         let mut below = xmax;
         for o in self.entries.iter() {
@@ -468,8 +471,9 @@ impl<const FIXED: bool> Machinery for RwLockMachinery<FIXED> {
     #[inline]
     fn end(&self, slot: usize) {
         let e = self.entry(slot);
-        // Release: the session's reads happen-before a scan that sees the
-        // pins gone. No lock: a stale pin only holds the horizon back.
+        // Release: pairs with the Acquire loads of reports (`pins`,
+        // `query_timestamp`); the horizon scan runs under the write lock.
+        // No lock here: a stale pin only holds the horizon back.
         e.xmin.store(0, Ordering::Release);
         e.read_ts.store(0, Ordering::Release);
     }
@@ -494,7 +498,14 @@ impl<const FIXED: bool> Machinery for RwLockMachinery<FIXED> {
         Ok(())
     }
 
-    fn complete(&self, slot: usize, _id: u64, _keep: Option<&mut Snapshot>, ctr: &Counters) {
+    fn complete(
+        &self,
+        slot: usize,
+        _id: u64,
+        _keep: Option<&mut Snapshot>,
+        _retired: &mut SessionRetired,
+        ctr: &Counters,
+    ) {
         // `_keep` unused: the baselines rebuild under the lock as
         // WiredTiger does (their lock counts are the comparison).
         let e = self.entry(slot);
@@ -615,6 +626,10 @@ impl<const FIXED: bool> Machinery for RwLockMachinery<FIXED> {
             if new_stable > g.stable {
                 let mut busy = false;
                 for e in self.entries.iter() {
+                    // Acquire: pairs with the Release stores of `prepared`
+                    // and `announced`. Stronger than needed: both are
+                    // published under the read lock, which our write lock
+                    // excludes.
                     let p = e.prepared.load(Ordering::Acquire);
                     let a = e.announced.load(Ordering::Acquire);
                     if p != 0 && a != 0 && a <= new_stable {
@@ -659,6 +674,9 @@ impl<const FIXED: bool> Machinery for RwLockMachinery<FIXED> {
             kind,
             g.oldest,
             g.stable,
+            // Acquire loads: pair with the Release stores that set each
+            // value. Stronger than needed: a report, nothing is read
+            // through them.
             self.durable.load(Ordering::Acquire),
             self.entries.iter().map(|e| SlotTimestamps {
                 read_ts: e.read_ts.load(Ordering::Relaxed),
@@ -678,6 +696,8 @@ impl<const FIXED: bool> Machinery for RwLockMachinery<FIXED> {
     fn sessions_open(&self) -> usize {
         self.entries
             .iter()
+            // Acquire: pairs with the Release clear of `in_use`. Stronger
+            // than needed: a report.
             .filter(|e| e.in_use.load(Ordering::Acquire))
             .count()
     }

@@ -1,4 +1,5 @@
-//! The lock-free snapshot machinery (PROTOCOL rules 1-7).
+//! The lock-free snapshot machinery: no lock and no scan of the session
+//! table on any reader or writer path.
 //!
 //! * Snapshots: one Acquire load of the published generation; when it has
 //!   not changed the session reuses its cached copy, otherwise it copies the
@@ -12,8 +13,8 @@
 //! # Orderings
 //!
 //! Three store-fence-load handshakes, each written with a fence on both
-//! sides (loom models SeqCst accesses as AcqRel, but models fences
-//! correctly; STYLE "Loom facts"). Handshakes 2 and 3 use `fence(SeqCst)`;
+//! sides (loom models SeqCst accesses as AcqRel but models fences
+//! correctly, so a handshake checked by loom must use fences). Handshakes 2 and 3 use `fence(SeqCst)`;
 //! handshake 1 uses the pair in `sync::Fences`: the readers' light fence (a
 //! compiler fence when the engine asked for the asymmetric pair, off by
 //! default, and the process registered for
@@ -34,16 +35,16 @@
 //!    below the new stable, then store `stable` with Release. Either the
 //!    setter sees the claim and waits for the commit to finish, or the
 //!    committer sees the bound and refuses its timestamp.
-//! 3. **Announced prepared durable timestamp versus stable** (issue 5): the
-//!    same shape as 2, but the setter refuses instead of waiting.
+//! 3. **Announced prepared durable timestamp versus stable** (invariant
+//!    10): the same shape as 2, but the setter refuses instead of waiting.
 
 use super::protocol::{
-    check_prepare_against_readers, lowest_pins, read_ts_rule, report_timestamp, Machinery,
+    check_prepare_against_readers, lowest_pins, read_ts_rule, report_timestamp, ProtocolImpl,
     SlotTimestamps, StableView,
 };
-use super::raw::descriptor::{retired, DescriptorCell, Retired};
+use super::raw::descriptor::{DescriptorCell, SessionRetired};
 use super::raw::durable::DurableCell;
-use super::raw::reclaim::{Reclaimer, RETIRE_BATCH};
+use super::raw::reclaim::{Collector, RETIRE_BATCH};
 use super::raw::slots::SlotTable;
 use super::snapshot::Snapshot;
 use super::version::Horizon;
@@ -55,7 +56,6 @@ use crate::sync::{
 };
 use crate::ts::Timestamp;
 use crossbeam_utils::CachePadded;
-use std::cell::UnsafeCell;
 
 /// Global timestamps and the floors readers validate against. Read-mostly:
 /// written by the timestamp setter and the horizon advancer only.
@@ -74,7 +74,7 @@ struct Clocks {
     /// How many times the application has set the global durable
     /// timestamp. Written by `set_timestamps` (under `admin`), loaded by
     /// every commit with a durable timestamp, which restarts its slot's
-    /// `durable` word when the count moved (issue 14w). Here because
+    /// `durable` word when the count moved. Here because
     /// committers already load `stable_bound` from this line.
     durable_resets: AtomicU64,
 }
@@ -93,8 +93,7 @@ pub struct LockFree {
     /// reported one (`all_durable`, before unfinished commits hold it
     /// down) is the max of the set value and every word changed since: a
     /// commit raises only its own slot's word, so it pays no shared
-    /// read-modify-write for it (issue 14w). Replaced by `set_timestamps`
-    /// only.
+    /// read-modify-write for it. Replaced by `set_timestamps` only.
     durable: DurableCell,
     advancing: AtomicBool,
     /// Handshake 1's fence pair (`sync::Fences`): the readers' light fence
@@ -104,17 +103,8 @@ pub struct LockFree {
     /// writers never touch it.
     admin: Mutex<()>,
     slots: SlotTable,
-    /// Per slot, descriptors its completions replaced, not yet handed to the
-    /// collector. Only the slot's owner touches its entry.
-    retired: Box<[CachePadded<UnsafeCell<Retired>>]>,
-    rc: Reclaimer,
+    collector: Collector,
 }
-
-// SAFETY: every field but `retired` is Sync. Entry `i` of `retired` is only
-// touched by `complete(i)` and `close_session(i)`, which only the owner of
-// slot `i` calls (a session holds its slot exclusively and is not Sync), and
-// by Drop, which has `&mut self`.
-unsafe impl Sync for LockFree {}
 
 impl LockFree {
     /// Publishes `snap.xmin` as the session's pin and validates it against
@@ -139,9 +129,16 @@ impl LockFree {
             // The advancer may have passed our snapshot without seeing our
             // pin: take the current descriptor, whose xmin is at least the
             // floor (xmin never goes backwards), and publish again.
-            self.desc.copy_into(&self.rc, snap);
+            self.desc.copy_into(&self.collector, snap);
             ctr.snapshot_rebuilt.bump(1);
         }
+    }
+
+    /// Hands a session's replaced descriptors to the collector.
+    pub(super) fn flush_retired(&self, retired: &mut SessionRetired) {
+        retired
+            .batch()
+            .flush(&self.collector, &self.collector.pin(), |_| {});
     }
 
     /// Takes the current snapshot into `snap`, reusing the cached copy when
@@ -151,13 +148,13 @@ impl LockFree {
         if self.desc.published_generation() == snap.generation {
             ctr.snapshot_reused.bump(1);
         } else {
-            self.desc.copy_into(&self.rc, snap);
+            self.desc.copy_into(&self.collector, snap);
             ctr.snapshot_rebuilt.bump(1);
         }
     }
 }
 
-impl Machinery for LockFree {
+impl ProtocolImpl for LockFree {
     fn new(config: &EngineConfig) -> Self {
         LockFree {
             desc: CachePadded::new(DescriptorCell::new()),
@@ -177,10 +174,7 @@ impl Machinery for LockFree {
             fences: Fences::new(config.asymmetric_fences),
             admin: Mutex::new(()),
             slots: SlotTable::new(config.max_sessions),
-            retired: (0..config.max_sessions)
-                .map(|_| CachePadded::new(UnsafeCell::new(retired())))
-                .collect(),
-            rc: Reclaimer::new(),
+            collector: Collector::new(),
         }
     }
 
@@ -190,9 +184,8 @@ impl Machinery for LockFree {
         })
     }
 
-    fn close_session(&self, slot: usize) {
-        // SAFETY: only the owner of `slot` gets here (see `unsafe impl Sync`).
-        unsafe { &mut *self.retired[slot].get() }.flush(&self.rc, &self.rc.pin(), |_| {});
+    fn close_session(&self, slot: usize, retired: &mut SessionRetired) {
+        self.flush_retired(retired);
         self.slots.release(slot);
     }
 
@@ -210,7 +203,7 @@ impl Machinery for LockFree {
         roundup: bool,
         ctr: &Counters,
     ) -> Result<Timestamp> {
-        // Handshake 1 for both pins at once (issue 14b): a lazy snapshot
+        // Handshake 1 for both pins at once: a lazy snapshot
         // taken with its read timestamp pays one store-fence-load, where
         // `begin` then `set_read_timestamp` pay two.
         let s = self.slots.get(slot);
@@ -244,7 +237,7 @@ impl Machinery for LockFree {
                 // The advancer may have passed our snapshot without seeing
                 // our pin: retake it (its xmin is at least the floor) and
                 // publish both pins again.
-                self.desc.copy_into(&self.rc, snap);
+                self.desc.copy_into(&self.collector, snap);
                 ctr.snapshot_rebuilt.bump(1);
                 continue;
             }
@@ -309,8 +302,8 @@ impl Machinery for LockFree {
             }
             break;
         }
-        // PROTOCOL rule 5: a fresh snapshot is one load (and a copy only if
-        // a completion happened since begin).
+        // A fresh snapshot is one load of the published generation (and a
+        // copy only if a completion happened since begin).
         self.take_snapshot(snap, ctr);
         Ok(Timestamp::new(r))
     }
@@ -320,19 +313,14 @@ impl Machinery for LockFree {
         loop {
             // Acquire: pairs with the Release store of `stable` in
             // `set_timestamps`, made after every commit at or below it
-            // finished (invariant 8). Needed with the asymmetric fence pair,
-            // whose light fence below is a compiler fence and so no acquire
-            // fence. With the symmetric pair the SeqCst fence also acts as
-            // an acquire fence for this load and the next, and loom, which
-            // models the light fence as that SeqCst fence, cannot fail a
-            // model without this Acquire (issue 9's mutation check shows
-            // none failing): kept by the asymmetric argument (DESIGN.md
-            // "The asymmetric fence").
+            // finished (invariant 8). Required with the asymmetric pair,
+            // whose light fence below is only a compiler fence; loom runs
+            // that fence as a SeqCst fence, which acquires for this load
+            // too, so no model can show it.
             let stable = self.clocks.stable.load(Ordering::Acquire);
-            // Acquire: pairs with the advancer's Release store; transactions
-            // below the floor completed, and their status flips are visible.
-            // Needed with the asymmetric pair, as for `stable` above (and
-            // no model can fail without it, for the same reason).
+            // Acquire: pairs with the advancer's Release store of the floor;
+            // transactions below it completed and their status flips are
+            // visible. Required with the asymmetric pair, as for `stable`.
             let below = self.clocks.floor_xmin.load(Ordering::Acquire);
             let early = mutant_on(m::STABLE_VIEW_CHECKS_BEFORE_PINS);
             let (mut fx, mut ft) = (0, 0);
@@ -385,28 +373,30 @@ impl Machinery for LockFree {
         fence(Ordering::SeqCst);
         let bound = self.clocks.stable_bound.load(Ordering::Relaxed);
         if ts.get() <= bound {
-            // Belt and braces: a refused claim published nothing (no status
-            // flip, no install), so the setter's Acquire load has nothing to
-            // see through this store and Relaxed would do (the mutation
-            // check, issue 9, shows no model failing); Release keeps every
-            // claim clear alike.
+            // Release: the clear every claim gets, paired with the setter's
+            // Acquire load. Stronger than needed: a refused claim published
+            // nothing (no status flip, no install) for that load to see.
             s.claim.store(0, Ordering::Release);
             return Err(not_after_stable(ts, bound, prepared));
         }
         Ok(())
     }
 
-    fn complete(&self, slot: usize, id: u64, keep: Option<&mut Snapshot>, ctr: &Counters) {
-        // SAFETY: only the owner of `slot` completes on it (see `unsafe impl
-        // Sync`), so this is the only reference to its retire list.
-        let retired = unsafe { &mut *self.retired[slot].get() };
-        let cost = self.desc.complete(&self.rc, id, retired, keep);
-        // Belt and braces: not a safety bound. `>` would hand batches of
-        // RETIRE_BATCH + 1 to the collector (the mutation check, issue 9b,
-        // shows no model failing); a retired descriptor is unreachable
-        // whatever the batch size, so only when it is freed changes.
+    fn complete(
+        &self,
+        _slot: usize,
+        id: u64,
+        keep: Option<&mut Snapshot>,
+        retired: &mut SessionRetired,
+        ctr: &Counters,
+    ) {
+        let retired = retired.batch();
+        let cost = self.desc.complete(&self.collector, id, retired, keep);
+        // Not a safety bound: a retired descriptor is unreachable whatever
+        // the batch size, so `>` (batches of RETIRE_BATCH + 1) only changes
+        // when it is freed.
         if retired.len() >= RETIRE_BATCH {
-            retired.flush(&self.rc, &self.rc.pin(), |_| {});
+            retired.flush(&self.collector, &self.collector.pin(), |_| {});
         }
         ctr.descriptor_installs.bump(1);
         ctr.descriptor_cas_retries.bump(cost.cas_retries);
@@ -416,8 +406,7 @@ impl Machinery for LockFree {
         if !durable.is_none() {
             // The commit's share of the global durable timestamp, in this
             // slot's own word: loads and a plain store, no shared
-            // read-modify-write (issue 14w; it was a `fetch_max` on one word
-            // every committer wrote). `query_timestamp` folds the words.
+            // read-modify-write. `query_timestamp` folds the words.
             // Relaxed throughout: `durable` is a report (all_durable), not a
             // guard for any data, and only this session writes its slot's
             // `durable` and `durable_seen`.
@@ -466,21 +455,17 @@ impl Machinery for LockFree {
 
     fn claim_prepare(&self, slot: usize, ts: Timestamp, roundup: bool) -> Result<Timestamp> {
         let s = self.slots.get(slot);
-        // Belt and braces: `stable_bound` is stored Relaxed (handshakes 2
-        // and 3 order it with fences), so this Acquire pairs with nothing
-        // and Relaxed would do (no model fails without it, issue 9's
-        // mutation check). The check is not race-free and need not be:
-        // stable may pass a prepare timestamp; what stable may not pass,
-        // the durable timestamp, is checked race-free by `announce` and
-        // `claim_commit`.
+        // Stronger than needed: `stable_bound` is stored Relaxed (handshakes
+        // 2 and 3 order it with fences), so this Acquire pairs with nothing.
+        // The check is not race-free and need not be: stable may pass a
+        // prepare timestamp; what stable may not pass, the durable
+        // timestamp, is checked race-free by `announce` and `claim_commit`.
         let stable = self.clocks.stable_bound.load(Ordering::Acquire);
         let mut p = ts.get();
-        // `<=`: a prepare at stable is refused. Since issue 11 this is also
-        // checked race-free by the `claim_commit(p)` that `Txn::prepare`
-        // takes next, so `<` here survives every test (issue 9b's mutation
-        // check, on the prepared_transactions row "equal refused"); kept
-        // because it is where the rounding up happens and it refuses before
-        // anything is published.
+        // `<=`: a prepare at stable is refused. The `claim_commit(p)` that
+        // `Txn::prepare` takes next also checks it, race-free, so `<` here
+        // is equivalent; kept because this is where the rounding up happens
+        // and it refuses before anything is published.
         if p <= stable {
             if !roundup {
                 return Err(Error::PrepareTimestampNotAfterStable {
@@ -494,18 +479,16 @@ impl Machinery for LockFree {
         // can see. A reader publishing concurrently may miss the check; it
         // then meets the prepared update at or below its read timestamp and
         // gets PrepareConflict, never a wrong value.
-        // Acquire: pairs with the Release pin clears; a report, not a guard.
-        // Belt and braces: nothing is read through these loads, so Relaxed
-        // would do (no model fails without it, issue 9's mutation check).
+        // Acquire: pairs with the Release pin clears. Stronger than needed:
+        // a report, nothing is read through these loads.
         check_prepare_against_readers(
             slot,
             p,
             self.slots.iter().map(|o| o.read_ts.load(Ordering::Acquire)),
         )?;
-        // Belt and braces: the setter only compares this value (handshake 3
-        // orders it, through the fence in `announce` that follows it), it
-        // reads nothing through it, so Relaxed would do; no model fails
-        // without the Release (issue 9's mutation check).
+        // Release: pairs with the setter's Acquire load of `prepared`.
+        // Stronger than needed: the setter only compares the value, which
+        // the fence in `announce` (handshake 3) orders.
         s.prepared.store(p, Ordering::Release);
         Ok(Timestamp::new(p))
     }
@@ -525,8 +508,8 @@ impl Machinery for LockFree {
         if ts.get() <= bound {
             // A refused re-announcement keeps the earlier one in force (it
             // was validated, and every setter since saw it or this value).
-            // Belt and braces: a value compared by the setter, not a guard
-            // for data; Relaxed would do (no model fails, issue 9).
+            // Release: pairs with the setter's Acquire load. Stronger than
+            // needed: a value the setter compares, not a guard for data.
             s.announced.store(previous, Ordering::Release);
             return Err(not_after_stable(ts, bound, prepared));
         }
@@ -535,10 +518,10 @@ impl Machinery for LockFree {
 
     fn release_prepare(&self, slot: usize) {
         let s = self.slots.get(slot);
-        // Belt and braces: values the setter compares, not guards for data
-        // (the resolution's status flips are published by their own Release
-        // stores); Relaxed would do, and no model fails without either
-        // Release (issue 9's mutation check; `announced`: issue 9c).
+        // Release: pairs with the setter's Acquire loads. Stronger than
+        // needed: values the setter compares, not guards for data (the
+        // resolution's status flips are published by their own Release
+        // stores).
         s.prepared.store(0, Ordering::Release);
         s.announced.store(0, Ordering::Release);
     }
@@ -546,26 +529,24 @@ impl Machinery for LockFree {
     #[inline]
     fn horizon(&self) -> Horizon {
         Horizon {
-            // Acquire: pairs with the advancer's Release stores. Belt and
-            // braces: the horizon's value is right with any ordering (the
-            // advancer's fences decide it, handshake 1); the edge only hands
-            // the pruner the flips the advancer saw, and a pruner that sees
-            // a status stale stops climbing below it (not covered), so
-            // Relaxed would only prune later (no model fails, issue 9c).
+            // Acquire: pairs with the advancer's Release stores. Stronger
+            // than needed: the horizon's value is right with any ordering
+            // (handshake 1's fences decide it); the edge only hands the
+            // pruner the flips the advancer saw, and a pruner that sees a
+            // status stale stops climbing there, so Relaxed only prunes
+            // later.
             xmin: self.clocks.horizon_xmin.load(Ordering::Acquire),
             ts: self.clocks.horizon_ts.load(Ordering::Acquire),
         }
     }
 
     fn advance_horizon(&self, ctr: &Counters) {
-        // Acquire/Release: one advancer at a time, so floors and horizons
-        // only move forward. Belt and braces as far as loom goes: without
-        // the Acquire, an advancer need not see the previous one's floors
-        // or its descriptor, and could store a lower floor (invariant 4,
-        // then 1). No model fails with it Relaxed (issue 9c's mutation
-        // check; a model with two advancer threads and a completion, tried
-        // in issue 9c, passed with it Relaxed too: loom never gave the
-        // second advancer the stale floor). Kept by that argument.
+        // Acquire: pairs with the previous advancer's Release clear in
+        // `Advancing::drop`, so floors and horizons only move forward.
+        // Required: without it an advancer need not see the previous one's
+        // floors or descriptor and could store a lower floor (invariant 4,
+        // then 1); loom, asked with two advancer threads, never produces
+        // the stale load, so no model shows it.
         if self
             .advancing
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -579,14 +560,13 @@ impl Machinery for LockFree {
         let c = &self.clocks;
         let fx = self
             .desc
-            .xmin(&self.rc)
+            .xmin(&self.collector)
             .max(c.floor_xmin.load(Ordering::Relaxed));
-        // Acquire: pairs with the Release store of oldest in set_timestamps.
-        // With no oldest set, no timestamped version may be discarded
-        // (ts floor 0). Belt and braces: nothing is read through oldest
-        // (a compared value; a stale one only gives a lower ts floor, and
-        // `set_timestamps` advances after its own store), so Relaxed would
-        // do (no model fails, issue 9c).
+        // Acquire: pairs with the Release store of oldest in
+        // `set_timestamps`. With no oldest set, no timestamped version may
+        // be discarded (ts floor 0). Stronger than needed: oldest is only
+        // compared (a stale one gives a lower floor, and `set_timestamps`
+        // advances after its own store).
         let ft = c
             .oldest
             .load(Ordering::Acquire)
@@ -595,17 +575,12 @@ impl Machinery for LockFree {
         // below it (used by the read-only fast path).
         c.floor_xmin.store(fx, Ordering::Release);
         // Before the fence, as `floor_xmin`: handshake 1 for timestamps.
-        // The mutation check (issue 9) moved this store after the fence and
-        // no model failed: `set_read_timestamp` also checks `oldest`, which
-        // was stored before the advance began, so the fence orders it
-        // anyway; `begin_at_stable` validates against this floor alone, and
-        // the interleaving that needs it there (an advance that misses the
-        // fast-path pin while the reader misses this store, then pruning at
-        // that horizon) is not caught by `stable_view` at the tier-1 bound.
-        // Belt and braces until a model shows it: kept before the fence by
-        // the handshake argument. Its Release is belt and braces too:
-        // readers only compare the floor (nothing is read through it; the
-        // fences order it), and no model fails with it Relaxed (issue 9c).
+        // Required before the fence: `begin_at_stable` validates against
+        // this floor alone (`set_read_timestamp` also checks `oldest`,
+        // stored before the advance began); the interleaving that needs it
+        // takes more preemptions than the bounded loom run explores.
+        // Release: pairs with the readers' loads of the floor. Stronger
+        // than needed: readers only compare it, and the fences order it.
         c.floor_ts.store(ft, Ordering::Release);
         if !mutant_on(m::SCAN_WITHOUT_FENCE) && !mutant_on(m::ADVANCE_LIGHT_FENCE) {
             // Heavy fence (a SeqCst fence, plus a membarrier with the
@@ -637,20 +612,20 @@ impl Machinery for LockFree {
         // `pin_horizon/two_advances` runs this interleaving.
         let hx = hx.max(c.horizon_xmin.load(Ordering::Relaxed));
         let ht = ht.max(c.horizon_ts.load(Ordering::Relaxed));
-        // Release: pairs with the Acquire loads in `horizon` (belt and
-        // braces, as said there: no model fails with either Relaxed).
+        // Release: pairs with the Acquire loads in `horizon`. Stronger than
+        // needed, as said there.
         c.horizon_xmin.store(hx, Ordering::Release);
         c.horizon_ts.store(ht, Ordering::Release);
         ctr.horizon_advances.bump(1);
     }
 
     fn oldest_stable(&self) -> (Timestamp, Timestamp) {
-        // Belt and braces (issue 9c's mutation check: no model fails with
-        // either load Relaxed): oldest is only compared (`Txn` checks; an
+        // Acquire: pairs with the Release stores in `set_timestamps`.
+        // Stronger than needed: oldest is only compared (`Txn` checks; an
         // Acquire does not make it fresher). Stable also bounds how far
-        // pruning moves the finger (`stable_timestamp`), which climbs only
-        // over versions whose committed status it loads itself; the read at
-        // stable that invariant 8 guards loads stable in `begin_at_stable`.
+        // pruning moves the finger, which climbs only over versions whose
+        // committed status it loads itself; the read at stable that
+        // invariant 8 guards loads stable in `begin_at_stable`.
         (
             Timestamp::new(self.clocks.oldest.load(Ordering::Acquire)),
             Timestamp::new(self.clocks.stable.load(Ordering::Acquire)),
@@ -693,8 +668,8 @@ impl Machinery for LockFree {
                 stable: Timestamp::new(new_stable),
             });
         }
-        // `>=` would redo the wait and the store for an unchanged stable:
-        // idempotent, so an equivalent mutant (issue 9b's mutation check).
+        // Equivalent: `>=` (it redoes the wait and the store for an
+        // unchanged stable, which is idempotent).
         if new_stable > cur_stable {
             let early = mutant_on(m::STABLE_BEFORE_WAIT);
             if early {
@@ -706,9 +681,9 @@ impl Machinery for LockFree {
             // `claim_commit` and `announce`.
             fence(Ordering::SeqCst);
             for s in self.slots.iter() {
-                // Belt and braces: compared values after the handshake-3
-                // fence (which orders them); nothing is read through them,
-                // so Relaxed would do (no model fails, issue 9c).
+                // Acquire: pairs with the Release stores in `claim_prepare`
+                // and `announce`. Stronger than needed: compared values,
+                // ordered by the handshake-3 fence above.
                 let p = s.prepared.load(Ordering::Acquire);
                 let a = s.announced.load(Ordering::Acquire);
                 if p != 0 && a != 0 && a <= new_stable {
@@ -724,12 +699,10 @@ impl Machinery for LockFree {
                     // Acquire: pairs with the Release clear in
                     // `release_claim`: the commit is fully installed, and
                     // the install happens-before our Release store of
-                    // stable (invariant 8). Belt and braces as far as loom
-                    // goes: the mutation check (issue 9) made this Relaxed
-                    // and neither `stable` nor `stable/snapshot` failed
-                    // (loom did not give their reader a stale published
-                    // generation or status word, as with
-                    // `DescriptorCell::xmin`); kept by the argument.
+                    // stable (invariant 8). Required: a reader at the new
+                    // stable must see the commit; loom does not give the
+                    // model's reader the stale generation or status word
+                    // this would allow, so no model shows it.
                     let claim = s.claim.load(Ordering::Acquire);
                     if claim == 0 || claim > new_stable {
                         break;
@@ -756,19 +729,18 @@ impl Machinery for LockFree {
             // word written by its owner only; the `admin` lock serializes
             // sets (`bump`: this is the count's only writer).
             self.durable.set(
-                &self.rc,
+                &self.collector,
                 d.get(),
                 self.slots.iter().map(|s| s.durable.load(Ordering::Relaxed)),
             );
             c.durable_resets.bump(1);
         }
-        // Equivalent mutant (`>=`: an unchanged oldest is stored again and
-        // the horizon advanced once more; both idempotent, issue 9c).
+        // Equivalent: `>=` (an unchanged oldest is stored again and the
+        // horizon advanced once more; both idempotent).
         let oldest_moved = new_oldest > cur_oldest;
         if oldest_moved {
             // Release: pairs with the Acquire load in `advance_horizon`.
-            // Belt and braces, as said there: a compared value (no model
-            // fails with it Relaxed, issue 9c).
+            // Stronger than needed, as said there: a compared value.
             c.oldest.store(new_oldest, Ordering::Release);
         }
         drop(guard);
@@ -787,7 +759,7 @@ impl Machinery for LockFree {
             // before it by whatever told the caller so (coherence does the
             // rest).
             self.durable.report(
-                &self.rc,
+                &self.collector,
                 self.slots.iter().map(|s| s.durable.load(Ordering::Relaxed)),
                 DURABLE_TAG,
             )
@@ -795,10 +767,8 @@ impl Machinery for LockFree {
             0
         };
         // Acquire loads: each pairs with the Release store that set the value
-        // (set_timestamps, release_claim, announce); a report, not a guard.
-        // Belt and braces: nothing is read through them, so Relaxed would
-        // do (issue 9c's mutation check: no model fails with any of them
-        // Relaxed).
+        // (set_timestamps, release_claim, announce). Stronger than needed:
+        // a report, nothing is read through them.
         report_timestamp(
             kind,
             c.oldest.load(Ordering::Acquire),
@@ -813,7 +783,7 @@ impl Machinery for LockFree {
     }
 
     fn current_xmin(&self) -> u64 {
-        self.desc.xmin(&self.rc)
+        self.desc.xmin(&self.collector)
     }
 
     fn sessions_open(&self) -> usize {
@@ -831,8 +801,9 @@ impl Machinery for LockFree {
             .filter(|&i| self.slots.in_use(i))
             .map(|i| {
                 let s = self.slots.get(i);
-                // Belt and braces: a report (`Engine::pins`); nothing is
-                // read through these loads, Relaxed would do (issue 9c).
+                // Acquire: pairs with the Release pin clears. Stronger than
+                // needed: a report (`Engine::pins`), nothing is read through
+                // these loads.
                 (
                     i,
                     s.xmin.load(Ordering::Acquire),
@@ -848,10 +819,9 @@ struct Advancing<'a>(&'a AtomicBool);
 
 impl Drop for Advancing<'_> {
     fn drop(&mut self) {
-        // Release: pairs with the next advancer's Acquire CAS, so floors and
-        // horizons it reads are at least ours. Kept by that argument, as the
-        // CAS is: no model runs two advancers in different threads (issue
-        // 9c: no model fails with it Relaxed).
+        // Release: pairs with the next advancer's Acquire CAS, so the floors
+        // and horizons it reads are at least ours. Required, as that CAS is
+        // (see `advance_horizon`).
         self.0.store(false, Ordering::Release);
     }
 }
@@ -867,16 +837,6 @@ fn not_after_stable(ts: Timestamp, bound: u64, prepared: bool) -> Error {
         }
     } else {
         Error::CommitTimestampNotAfterStable { commit: ts, stable }
-    }
-}
-
-impl Drop for LockFree {
-    fn drop(&mut self) {
-        for r in self.retired.iter_mut() {
-            // SAFETY: `&mut self`: the engine is being dropped, every session
-            // (and so every guard taken through it) is gone.
-            unsafe { r.get_mut().free_now() };
-        }
     }
 }
 
@@ -978,7 +938,7 @@ mod tests {
                     "{name} issued (light, heavy, membarrier) = {got:?}, not one light fence"
                 );
             }
-            lf.close_session(slot);
+            lf.close_session(slot, &mut SessionRetired::default());
         }
     }
 }

@@ -2,6 +2,7 @@
 //! timestamps and the reclaim horizon, for any storage.
 
 use super::protocol::Protocol;
+use super::raw::descriptor::SessionRetired;
 use super::snapshot::Snapshot;
 use super::txn::Transaction;
 use super::version::{Horizon, PreparedTable, VersionState, VersionStatus};
@@ -145,6 +146,7 @@ impl<P: Protocol> TxnManager<P> {
             mgr: self,
             slot,
             snap: Snapshot::default(),
+            retired: SessionRetired::default(),
             open: OpenTxn::default(),
             cur: super::txn::TxnCore::default(),
             _not_sync: PhantomData,
@@ -176,7 +178,13 @@ impl<P: Protocol> TxnManager<P> {
         for c in self.counters.iter() {
             s.add(c);
         }
-        s.read_path_rmw = crate::sync::thread_rmw_count().map(|_| s.read_rmw_raw);
+        // Relaxed: a report of owner-only counters.
+        s.read_path_rmw = crate::sync::thread_rmw_count().map(|_| {
+            self.counters
+                .iter()
+                .map(|c| c.read_rmw.load(crate::sync::Ordering::Relaxed))
+                .sum()
+        });
         s.sessions_open = self.proto.sessions_open();
         self.proto.add_stats(None, &mut s);
         s
@@ -282,11 +290,15 @@ pub struct TxnSession<'m, P: Protocol = LockFree> {
     /// The cached snapshot, reused while the descriptor generation is
     /// unchanged.
     pub(super) snap: Snapshot,
+    /// The descriptors this session's completions replaced, not yet handed
+    /// to the collector (the lock-free machinery's; owned here, so only
+    /// this session touches them).
+    pub(super) retired: SessionRetired,
     /// The transaction open on this session, if any (to recover one that
     /// was leaked with `mem::forget`).
     pub(super) open: OpenTxn,
     /// The open transaction's state ([`Transaction`] is a pointer to the
-    /// session; issue 14b).
+    /// session).
     pub(super) cur: super::txn::TxnCore,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -368,6 +380,6 @@ impl<P: Protocol> Drop for TxnSession<'_, P> {
         if self.open.live {
             super::txn::recover_leaked(self, |_| {});
         }
-        self.mgr.proto.close_session(self.slot);
+        self.mgr.proto.close_session(self.slot, &mut self.retired);
     }
 }

@@ -60,29 +60,21 @@
 //! write conflicts and pruning under the horizon.
 
 // Private to the machinery: the store and the KV layer reach it only
-// through the `pub use` items below (DESIGN.md, "The two layers"). The three
-// modules `loom_api` drives are crate-visible in `--cfg loom` builds only.
-#[cfg(not(loom))]
+// through the `pub use` items below (DESIGN.md, "The two layers").
+#[cfg(all(feature = "baseline", not(loom)))]
 mod baseline;
 mod lockfree;
+#[cfg(all(test, loom))]
+pub(crate) mod loom_support;
 mod manager;
-#[cfg(loom)]
-pub(crate) mod protocol;
-#[cfg(not(loom))]
 mod protocol;
 mod raw;
-#[cfg(loom)]
-pub(crate) mod snapshot;
-#[cfg(not(loom))]
 mod snapshot;
 mod txn;
-#[cfg(loom)]
-pub(crate) mod version;
-#[cfg(not(loom))]
 mod version;
 
-#[cfg(not(loom))]
-pub use baseline::{RwLockBaseline, RwLockBaselineFixed, RwLockMachinery};
+#[cfg(all(feature = "baseline", not(loom)))]
+pub use baseline::{RwLockBaseline, RwLockBaselinePatched, RwLockProtocol};
 pub use lockfree::LockFree;
 pub use manager::{Count, SessionPin, TxnManager, TxnSession};
 pub use protocol::Protocol;
@@ -100,9 +92,7 @@ pub use version::{Horizon, ReadView, VersionState, VersionStatus, Visibility, Wr
 /// Hold a guard for one operation, never across a whole transaction: a
 /// guard held for long stalls every thread's reclamation.
 pub mod epoch {
-    pub use super::raw::reclaim::{
-        Batch as RetireBatch, Guard, Reclaimer as Collector, RETIRE_BATCH,
-    };
+    pub use super::raw::reclaim::{Collector, Guard, RetireBatch, RETIRE_BATCH};
 }
 
 /// Benchmark support: the per-thread count of atomic read-modify-writes

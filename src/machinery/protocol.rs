@@ -2,6 +2,7 @@
 //! shared between the lock-free engine and the read-write-lock baseline and
 //! a benchmark ratio isolates the machinery.
 
+use super::raw::descriptor::SessionRetired;
 use super::snapshot::Snapshot;
 use super::version::Horizon;
 use crate::config::{EngineConfig, TimestampKind, TimestampUpdate};
@@ -23,7 +24,7 @@ pub struct StableView {
 /// lock-free [`LockFree`](crate::LockFree) (the default) or the read-write
 /// lock baseline the benchmarks compare it with. Sealed: its methods are the
 /// crate's internals.
-pub trait Protocol: Machinery {
+pub trait Protocol: ProtocolImpl {
     /// A short name for reports (`"lock-free"`, ...).
     const NAME: &'static str;
 }
@@ -34,29 +35,30 @@ impl Protocol for super::LockFree {
 
 /// Internals of a snapshot machinery (sealed: the trait is not nameable
 /// outside the crate).
-pub trait Machinery: Send + Sync + Sized + 'static {
+pub trait ProtocolImpl: Send + Sync + Sized + 'static {
     /// Builds the machinery for an engine.
     fn new(config: &EngineConfig) -> Self;
 
     /// Claims a session slot.
     fn open_session(&self) -> Result<usize>;
-    /// Releases a session slot, clearing its pins (invariant 12).
-    fn close_session(&self, slot: usize);
+    /// Releases a session slot, clearing its pins (invariant 12), and hands
+    /// the session's replaced descriptors to the collector.
+    fn close_session(&self, slot: usize, retired: &mut SessionRetired);
 
     /// Takes a snapshot for a transaction into `snap` and publishes its
     /// pin. A transaction calls it lazily, at its first read or write, not
-    /// at begin (issue 14b).
+    /// at begin.
     fn begin(&self, slot: usize, snap: &mut Snapshot, ctr: &Counters);
     /// Takes a transaction's first snapshot together with its read
     /// timestamp: publishes both pins, validates them, and returns the read
     /// timestamp in force (rounded up when `roundup`). On an error nothing
     /// stays published and `snap` is not a snapshot of this transaction.
-    /// The default is [`Machinery::begin`] then
-    /// [`Machinery::set_read_timestamp`] (two handshakes); the lock-free
+    /// The default is [`ProtocolImpl::begin`] then
+    /// [`ProtocolImpl::set_read_timestamp`] (two handshakes); the lock-free
     /// machinery does one.
     ///
     /// # Errors
-    /// As [`Machinery::set_read_timestamp`].
+    /// As [`ProtocolImpl::set_read_timestamp`].
     fn begin_at_read_ts(
         &self,
         slot: usize,
@@ -90,7 +92,7 @@ pub trait Machinery: Send + Sync + Sized + 'static {
     /// Allocates a transaction id (first write).
     fn allocate_id(&self, slot: usize) -> u64;
     /// Validates `ts` against stable and claims it until
-    /// [`Machinery::release_claim`] (a commit timestamp, or a prepared
+    /// [`ProtocolImpl::release_claim`] (a commit timestamp, or a prepared
     /// commit's durable timestamp).
     fn claim_commit(&self, slot: usize, ts: Timestamp, prepared: bool) -> Result<()>;
     /// Transaction `id` leaves the running set (commit, abort, prepare).
@@ -99,9 +101,18 @@ pub trait Machinery: Send + Sync + Sized + 'static {
     /// transaction reads nothing afterwards): the machinery may leave in it
     /// a copy of the descriptor its completion installed, under that
     /// descriptor's generation, so the session's next snapshot reuses it
-    /// while no other completion has been published (issue 14w; invariants
+    /// while no other completion has been published (invariants
     /// 5 and 7). The lock baselines ignore it.
-    fn complete(&self, slot: usize, id: u64, keep: Option<&mut Snapshot>, ctr: &Counters);
+    /// `retired` is the session's own list of the descriptors its
+    /// completions replaced.
+    fn complete(
+        &self,
+        slot: usize,
+        id: u64,
+        keep: Option<&mut Snapshot>,
+        retired: &mut SessionRetired,
+        ctr: &Counters,
+    );
     /// Ends the claim of `claim_commit`, recording `durable`.
     fn release_claim(&self, slot: usize, durable: Timestamp);
     /// Validates and publishes a prepare timestamp (after stable, not below
@@ -109,7 +120,7 @@ pub trait Machinery: Send + Sync + Sized + 'static {
     fn claim_prepare(&self, slot: usize, ts: Timestamp, roundup: bool) -> Result<Timestamp>;
     /// Announces a timestamp ahead of commit (a commit timestamp set early,
     /// or a prepared transaction's durable timestamp), validated against
-    /// stable and counted by `all_durable` until [`Machinery::release_prepare`].
+    /// stable and counted by `all_durable` until [`ProtocolImpl::release_prepare`].
     fn announce(&self, slot: usize, ts: Timestamp, prepared: bool) -> Result<()>;
     /// Clears the prepare claim and any announcement when the transaction
     /// resolves.
@@ -164,8 +175,7 @@ pub(crate) struct SlotTimestamps {
 pub(crate) fn lowest_pins(start: (u64, u64), pins: impl Iterator<Item = (u64, u64)>) -> (u64, u64) {
     let (mut hx, mut ht) = start;
     for (x, r) in pins {
-        // `<`, not `<=`: at equality the assignment changes nothing, so the
-        // flip is an equivalent mutant (issue 9b's mutation check).
+        // Equivalent: `<=` (at equality the assignment changes nothing).
         if x != 0 && x < hx {
             hx = x;
         }
@@ -176,7 +186,7 @@ pub(crate) fn lowest_pins(start: (u64, u64), pins: impl Iterator<Item = (u64, u6
     (hx, ht)
 }
 
-/// The read-timestamp rule (PROTOCOL rule 5, every machinery): read
+/// The read-timestamp rule (every machinery): read
 /// timestamp `r` (the caller asked for `asked`) stands when it is at least
 /// `bound`, the lowest timestamp still readable (oldest, or the horizon's
 /// timestamp floor when that is higher); below it, it is rounded up to
@@ -189,9 +199,8 @@ pub(crate) fn read_ts_rule(asked: Timestamp, r: u64, bound: u64, roundup: bool) 
     // A timestamp rule, not an ordering: a read timestamp at exactly the
     // bound stands. Refusing it (`r > bound`) would refuse a read at exactly
     // oldest and, with roundup, make the lock-free retry loops spin forever.
-    // No loom model fails on it (issue 14b's mutation check); the
-    // `tests/timestamp_rules.rs` rows "at exactly oldest" and "roundup_read
-    // rounds ..." do.
+    // Checked by the `tests/timestamp_rules.rs` rows "at exactly oldest"
+    // and "roundup_read rounds ...", not by loom.
     if r >= bound {
         Ok(r)
     } else if roundup {
@@ -231,8 +240,8 @@ pub(crate) fn report_timestamp(
         // The storage's, not the machinery's (`Engine::query_timestamp`).
         TimestampKind::Recovery => 0,
         TimestampKind::Pinned => match oldest_reader {
-            // Equivalent mutant (`<=`: at r == oldest both arms give the
-            // same value, issue 9c's mutation check).
+            // Equivalent: `<=` (at r == oldest both arms give the same
+            // value).
             Some(r) if oldest == 0 || r < oldest => r,
             _ => oldest,
         },

@@ -25,7 +25,7 @@ enum State {
 
 /// A transaction on a [`TxnSession`]. Reads see one snapshot (or, with
 /// `read_at_stable`, the stable watermark) through [`Transaction::read_view`].
-/// The snapshot is taken lazily (issue 14b): at the first
+/// The snapshot is taken lazily: at the first
 /// [`read_view`](Transaction::read_view) or
 /// [`new_version`](Transaction::new_version), or with the read timestamp
 /// (in the options or [`set_read_timestamp`](Transaction::set_read_timestamp)),
@@ -57,8 +57,7 @@ pub struct Transaction<'s, 'm, P: Protocol = LockFree> {
     /// Everything else the transaction is lives in `sess.cur`: a
     /// `Transaction` is one pointer, so `begin`'s result moves through its
     /// `Result` layers (machinery, KV `Txn`, caller) as a pointer, not as a
-    /// 120-byte struct whose copies stalled on store forwarding (issue 11's
-    /// begin regression, issue 14b).
+    /// 120-byte struct whose copies stall on store forwarding.
     sess: &'s mut TxnSession<'m, P>,
 }
 
@@ -78,7 +77,7 @@ pub(super) struct TxnCore {
     stable: Option<StableView>,
     /// Has it taken its view (a snapshot, or the stable view)? A
     /// transaction takes its snapshot lazily, at its first read, write or
-    /// read timestamp (issue 14b).
+    /// read timestamp.
     snapped: bool,
     /// Has it published a pin that `finish` must clear?
     pinned: bool,
@@ -379,7 +378,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     }
 
     /// Starts a write: the transaction gets its id now if this is its first
-    /// write (PROTOCOL rule 3), and you get the [`VersionStatus`] to embed
+    /// write, and you get the [`VersionStatus`] to embed
     /// in the new version, with the view to check the key's existing
     /// versions against ([`ReadView::write_check`], first updater wins)
     /// before you link it.
@@ -391,7 +390,8 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         self.check_writable()?;
         self.read_view()?;
         if self.sess.cur.id == 0 {
-            // PROTOCOL rule 3: the id comes with the first write.
+            // The id comes with the first write: a read-only transaction never
+            // allocates one.
             self.sess.cur.id = self.sess.mgr.proto.allocate_id(self.sess.slot);
             self.sess.open.id = self.sess.cur.id;
         }
@@ -412,8 +412,8 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     /// below its prepare timestamp is rounded up to it (as WiredTiger's
     /// `roundup_timestamps=(prepared=true)` does).
     fn round_commit_ts(&self, commit: Timestamp) -> Timestamp {
-        // `<`, not `<=`: at equality both arms return the prepare
-        // timestamp (an equivalent mutant, issue 9b's mutation check).
+        // Equivalent: `<=` (at equality both arms return the prepare
+        // timestamp).
         if self.sess.cur.state == State::Prepared
             && self.sess.cur.opts.roundup_prepared
             && commit < self.sess.cur.prepare_ts
@@ -651,9 +651,14 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         {
             // Prepare is an exit from the running set: the generation is
             // bumped (invariant 5; PostgreSQL's two-phase-commit bug).
-            engine
-                .proto
-                .complete(self.sess.slot, self.sess.cur.id, None, self.sess.ctr());
+            let ctr = self.sess.ctr();
+            engine.proto.complete(
+                self.sess.slot,
+                self.sess.cur.id,
+                None,
+                &mut self.sess.retired,
+                ctr,
+            );
         }
         if claim {
             engine.proto.release_claim(slot, Timestamp::NONE);
@@ -781,11 +786,15 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
                 // installs the next descriptor (invariant 9). The session's
                 // snapshot cache gets the installed descriptor: this
                 // transaction reads nothing more, and the next one reuses
-                // it if no other completion is published by then (issue
-                // 14w; invariants 5, 7).
-                engine
-                    .proto
-                    .complete(slot, self.sess.cur.id, Some(&mut self.sess.snap), ctr);
+                // it if no other completion is published by then
+                // (invariants 5, 7).
+                engine.proto.complete(
+                    slot,
+                    self.sess.cur.id,
+                    Some(&mut self.sess.snap),
+                    &mut self.sess.retired,
+                    ctr,
+                );
             }
             if !early {
                 // After the install: a stable setter waiting for this claim
@@ -843,7 +852,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         if self.sess.cur.id == 0 {
             ctr.read_only_txns.bump(1);
             if let Some(now) = crate::sync::thread_rmw_count() {
-                ctr.read_rmw_raw.bump(now - self.sess.cur.rmw_at_begin);
+                ctr.read_rmw.bump(now - self.sess.cur.rmw_at_begin);
             }
         }
         if self.sess.cur.pinned {
@@ -950,7 +959,7 @@ impl Completion<'_> {
 /// Rolls back transaction `id`: `flip` marks its statuses aborted (a
 /// storage that unlinks rolled-back versions does it inside `flip`, before
 /// flipping each, while no other writer can prepend on top of one: see
-/// `kv/txn.rs` `unlink_then_abort`, issue 16), it leaves the running set
+/// `kv/txn.rs` `unlink_then_abort`), it leaves the running set
 /// (unless prepare already took it out), and any prepare claim or
 /// announcement is released.
 fn roll_back<P: Protocol>(
@@ -971,7 +980,9 @@ fn roll_back<P: Protocol>(
         engine.prepared.clear(slot);
     }
     if id != 0 && !prepared {
-        engine.proto.complete(slot, id, None, ctr);
+        engine
+            .proto
+            .complete(slot, id, None, &mut sess.retired, ctr);
     }
     if announced {
         engine.proto.release_prepare(slot);

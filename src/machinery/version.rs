@@ -36,15 +36,14 @@ use super::snapshot::Snapshot;
 use crate::sync::{mutant as m, mutant_on, ordering_or_mutant, AtomicU64, Ordering};
 use crate::ts::{Timestamp, TxnId};
 
-/// Version states, in the top two bits of the status word (`pub(crate)`
-/// for `loom_api` only; the store never names them).
-pub(crate) const IN_PROGRESS: u64 = 0;
+/// Version states, in the top two bits of the status word.
+pub(super) const IN_PROGRESS: u64 = 0;
 /// Prepared: the timestamp bits hold the prepare timestamp.
-pub(crate) const PREPARED: u64 = 1;
+pub(super) const PREPARED: u64 = 1;
 /// Committed: the timestamp bits hold the commit timestamp (0: none).
-pub(crate) const COMMITTED: u64 = 2;
+pub(super) const COMMITTED: u64 = 2;
 /// Aborted: never visible to anyone.
-pub(crate) const ABORTED: u64 = 3;
+pub(super) const ABORTED: u64 = 3;
 const SHIFT: u32 = 62;
 const TS_MASK: u64 = (1 << SHIFT) - 1;
 
@@ -116,19 +115,6 @@ impl VersionStatus {
     fn word(&self) -> u64 {
         // Acquire: pairs with the Release store in `set`.
         self.word.load(Ordering::Acquire)
-    }
-
-    /// A status for `loom_api`'s hand-driven models (loom builds only).
-    #[cfg(loom)]
-    pub(crate) fn loom_new(writer: u64) -> VersionStatus {
-        VersionStatus::new(writer)
-    }
-
-    /// `set` for `loom_api`'s hand-driven models (loom builds only), which
-    /// flip before they complete, as `Completion` does.
-    #[cfg(loom)]
-    pub(crate) fn loom_set(&self, state: u64, ts: u64) {
-        self.set(state, ts)
     }
 
     /// [`TxnManager::version_state`](super::TxnManager::version_state):
@@ -246,7 +232,7 @@ pub enum VersionState {
 enum ReadAs<'a> {
     /// A snapshot, optionally with a read timestamp (0: none).
     Snapshot { snap: &'a Snapshot, read_ts: u64 },
-    /// The read-only fast path (PROTOCOL rule 7): committed at or below
+    /// The read-only fast path: committed at or below
     /// `stable`; untimestamped versions only when their writer is below
     /// `complete_below` (completed before the reader began).
     Stable { stable: u64, complete_below: u64 },
@@ -327,29 +313,6 @@ impl<'a> ReadView<'a> {
             prepared,
             ignore_prepared: ignore,
         }
-    }
-
-    /// A snapshot view for `loom_api`'s hand-driven models (loom only).
-    #[cfg(loom)]
-    pub(crate) fn loom_snapshot(
-        own: u64,
-        snap: &'a Snapshot,
-        read_ts: u64,
-        ignore: bool,
-        prepared: &'a PreparedTable,
-    ) -> Self {
-        ReadView::snapshot(own, snap, read_ts, ignore, prepared)
-    }
-
-    /// A fast-path view for `loom_api`'s hand-driven models (loom only).
-    #[cfg(loom)]
-    pub(crate) fn loom_stable(
-        stable: u64,
-        complete_below: u64,
-        ignore: bool,
-        prepared: &'a PreparedTable,
-    ) -> Self {
-        ReadView::stable(0, stable, complete_below, ignore, prepared)
     }
 
     /// The transaction this view belongs to ([`TxnId::NONE`] before its
@@ -521,12 +484,6 @@ pub struct Horizon {
 }
 
 impl Horizon {
-    /// A horizon from its parts (loom models of pruning only).
-    #[cfg(loom)]
-    pub(crate) fn from_parts(xmin: u64, ts: u64) -> Horizon {
-        Horizon { xmin, ts }
-    }
-
     /// Every transaction below this id has completed and no snapshot that
     /// can still read treats one of them as running.
     #[inline]

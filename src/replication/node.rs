@@ -142,12 +142,10 @@ impl Shared {
 
     /// Sets the fence (DESIGN.md, "Replication", R4).
     pub(crate) fn fence(&self) {
-        // Release: the fence is stored before the Release store of a stable
-        // past the abandoned write (sequenced before it, or ordered through
-        // the tracker and pending-set mutexes); kept Release (not Relaxed)
-        // so the flag is published on its own too, for the ticker and the
-        // write path, which check it without loading stable. Pairs with the
-        // Acquire loads of `fenced`.
+        // Release: pairs with the Acquire loads of `fenced`. Stronger than
+        // needed where stable is loaded first (the fence is stored before
+        // the Release store of a stable past the abandoned write); the
+        // ticker and the write path check it without loading stable.
         self.fenced.store(true, Ordering::Release);
     }
 }
@@ -342,6 +340,7 @@ impl Replica {
 
     /// Whether a write's unknown outcome fenced this node.
     pub fn is_fenced(&self) -> bool {
+        // Acquire: pairs with the Release store in `fence`.
         self.shared.fenced.load(Ordering::Acquire)
     }
 
@@ -733,6 +732,8 @@ async fn batcher(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
     let mut sent = 0;
     loop {
         let _ = tokio::time::timeout(shared.config.tick, shared.queue_notify.notified()).await;
+        // Acquire: pairs with the Release store in `fence`; `stopped` is a
+        // plain flag (Relaxed: nothing is published with it).
         if shared.fenced.load(Ordering::Acquire) || shared.stopped.load(Ordering::Relaxed) {
             break;
         }
@@ -904,7 +905,7 @@ impl Reader {
         })?;
         // After begin loaded stable: a fence stored before that stable was
         // published is seen here (the fence precedes the rollback that lets
-        // stable move).
+        // stable move). Acquire: pairs with the Release store in `fence`.
         if self.shared.fenced.load(Ordering::Acquire) {
             drop(txn);
             return Err(ReplicaError::Fenced {
@@ -923,6 +924,7 @@ impl Reader {
             if w >= need {
                 return Ok(());
             }
+            // Acquire: pairs with the Release store in `fence`.
             if self.shared.fenced.load(Ordering::Acquire) {
                 return Err(ReplicaError::Fenced {
                     node: self.shared.id,

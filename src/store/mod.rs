@@ -10,7 +10,7 @@
 
 pub(crate) mod raw;
 
-use crate::machinery::epoch::Collector as Reclaimer;
+use crate::machinery::epoch::Collector;
 use crate::machinery::{Horizon, ReadView};
 pub(crate) use raw::chain::{Found, Pruned};
 pub(crate) use raw::index::Index;
@@ -19,7 +19,7 @@ pub(crate) use raw::writes::WriteSet;
 /// The key-value store: index, collector, and freed-version count.
 pub(crate) struct Store {
     pub(crate) index: Index,
-    pub(crate) rc: Reclaimer,
+    pub(crate) collector: Collector,
     pub(crate) freed: std::sync::Arc<crate::sync::AtomicU64>,
 }
 
@@ -27,7 +27,7 @@ impl Store {
     pub(crate) fn new() -> Store {
         Store {
             index: Index::new(),
-            rc: Reclaimer::new(),
+            collector: Collector::new(),
             freed: std::sync::Arc::new(crate::sync::AtomicU64::new(0)),
         }
     }
@@ -42,7 +42,7 @@ impl Store {
         view: &ReadView<'_>,
         f: impl FnOnce(Found<'_>, u64) -> R,
     ) -> R {
-        let guard = self.rc.pin();
+        let guard = self.collector.pin();
         let mut examined = 0;
         let found = match self.index.get(key, &guard) {
             Some(e) => e.read_counted(view, &guard, &mut examined),
@@ -62,7 +62,7 @@ impl Store {
         view: &ReadView<'_>,
         mut f: impl FnMut(usize, Found<'_>, u64) -> bool,
     ) {
-        let guard = self.rc.pin();
+        let guard = self.collector.pin();
         self.index.get_batch(keys, &guard, |i, e| {
             let mut examined = 0;
             let found = match e {
@@ -76,22 +76,22 @@ impl Store {
     /// Prunes every key's chain to `horizon` and moves its finger up to
     /// `stable`, then hands this thread's retired memory on.
     pub(crate) fn collect(&self, horizon: Horizon, stable: u64) -> Pruned {
-        let guard = self.rc.pin();
+        let guard = self.collector.pin();
         let mut out = Pruned::default();
         self.index.for_each(&guard, |e| {
-            let n = e.prune(horizon, stable, &self.rc, &guard, || self.on_free());
+            let n = e.prune(horizon, stable, &self.collector, &guard, || self.on_free());
             out.cut += n.cut;
             out.examined += n.examined;
         });
         // What was just retired sits in this thread's deferred bag until it
         // fills; hand it on so it is freed without later writes here.
-        self.rc.flush(&guard);
+        self.collector.flush(&guard);
         out
     }
 
     /// The versions linked in `key`'s chain (0: never written).
     pub(crate) fn chain_len(&self, key: &[u8]) -> usize {
-        let guard = self.rc.pin();
+        let guard = self.collector.pin();
         self.index
             .get(key, &guard)
             .map_or(0, |e| e.chain_len(&guard))

@@ -24,8 +24,8 @@ pub type Seed = &'static [(&'static [u8], &'static [u8])];
 macro_rules! on_every_machinery {
     ($f:ident) => {
         $f::<snapshot_engine::LockFree>();
-        $f::<snapshot_engine::RwLockBaseline>();
-        $f::<snapshot_engine::RwLockBaselineFixed>();
+        $f::<snapshot_engine::machinery::RwLockBaseline>();
+        $f::<snapshot_engine::machinery::RwLockBaselinePatched>();
     };
 }
 pub(crate) use on_every_machinery;

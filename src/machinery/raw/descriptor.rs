@@ -1,5 +1,6 @@
 //! The snapshot descriptor: an immutable `{generation, xmin, xmax, running}`
-//! behind one atomically swapped pointer (PROTOCOL rules 1 and 2).
+//! behind one atomically swapped pointer: a snapshot is one Acquire load
+//! and a copy, a completion one CAS.
 //!
 //! # Orderings
 //!
@@ -19,7 +20,7 @@
 //! * Superseded descriptors are retired to the epoch collector; a descriptor
 //!   is dereferenced only under a guard (invariant 11).
 
-use super::reclaim::{Batch, Reclaimer};
+use super::reclaim::{Collector, RetireBatch};
 use crate::machinery::snapshot::Snapshot;
 use crate::sync::{
     mutant as m, mutant_on, ordering_or_mutant, AtomicPtr, AtomicU64, Ordering, Witness,
@@ -55,8 +56,8 @@ pub(crate) enum Running {
 impl Running {
     /// Collects `ids` (at most `upper` of them).
     fn collect(ids: impl Iterator<Item = u64>, upper: usize) -> Running {
-        // Equivalent mutant (`<`: exactly INLINE_RUNNING ids would spill to
-        // the heap; same contents, issue 9c's mutation check).
+        // Equivalent: `<` (exactly INLINE_RUNNING ids would spill to the
+        // heap, with the same contents).
         if upper <= INLINE_RUNNING {
             let mut a = [0; INLINE_RUNNING];
             let mut n = 0;
@@ -90,7 +91,7 @@ impl From<&[u64]> for Running {
 
 impl Descriptor {
     /// The descriptor that follows `self` once transaction `id` leaves the
-    /// running set (PROTOCOL rule 2): remove `id`; if `id >= xmax`, raise
+    /// running set: remove `id`; if `id >= xmax`, raise
     /// `xmax` to `id + 1` and list every id in `[xmax, id)` as running, since
     /// none of them can have completed without raising `xmax` first.
     pub(crate) fn next_without(&self, id: u64) -> Descriptor {
@@ -121,11 +122,29 @@ impl Descriptor {
 
 /// Descriptors replaced by one session's completions, waiting for the
 /// collector.
-pub(crate) type Retired = Batch<Descriptor>;
+pub(crate) type Retired = RetireBatch<Descriptor>;
 
 /// A batch for replaced descriptors.
 pub(crate) fn retired() -> Retired {
-    Batch::new(free_descriptor)
+    RetireBatch::new(free_descriptor)
+}
+
+/// One session's descriptors that its completions replaced, not yet handed
+/// to the collector. The session owns it and lends it to every completion
+/// and to its close (`&mut`), so no other thread can touch it.
+pub struct SessionRetired(Retired);
+
+impl Default for SessionRetired {
+    fn default() -> Self {
+        SessionRetired(retired())
+    }
+}
+
+impl SessionRetired {
+    /// The batch itself.
+    pub(crate) fn batch(&mut self) -> &mut Retired {
+        &mut self.0
+    }
 }
 
 /// Frees one descriptor.
@@ -171,19 +190,19 @@ impl DescriptorCell {
     /// The newest generation whose commit has returned (or is about to).
     #[inline]
     pub(crate) fn published_generation(&self) -> u64 {
-        // Acquire: pairs with the Release fetch_max in `complete`. Belt and
-        // braces: the caller only compares the value with its cached
+        // Acquire: pairs with the Release fetch_max in `complete`. Stronger
+        // than needed: the caller only compares the value with its cached
         // generation; on a mismatch `copy_into` takes the descriptor with
         // its own Acquire loads, and real-time order needs only coherence
         // (a begin after a commit returned reads its generation with any
-        // ordering), so Relaxed would do (no model fails, issue 9c).
+        // ordering).
         self.published.load(Ordering::Acquire)
     }
 
-    /// Copies the current descriptor into `snap` (PROTOCOL rule 1: one
-    /// Acquire load of the pointer, under a guard).
-    pub(crate) fn copy_into(&self, rc: &Reclaimer, snap: &mut Snapshot) {
-        let guard = rc.pin();
+    /// Copies the current descriptor into `snap` (one Acquire load of the
+    /// pointer, under a guard).
+    pub(crate) fn copy_into(&self, collector: &Collector, snap: &mut Snapshot) {
+        let guard = collector.pin();
         // Debug builds check that the published generation never leads the
         // pointer (invariant 5): a generation loaded before the pointer is at
         // most the loaded descriptor's (Acquire: pairs with the Release
@@ -215,13 +234,13 @@ impl DescriptorCell {
     }
 
     /// The current descriptor's xmin: every id below it has completed.
-    pub(crate) fn xmin(&self, rc: &Reclaimer) -> u64 {
-        let guard = rc.pin();
+    pub(crate) fn xmin(&self, collector: &Collector) -> u64 {
+        let guard = collector.pin();
         // Acquire: pairs with the Release CAS in `complete`; the advancer
         // then publishes this xmin with Release as the floor, so whoever
         // acquires the floor sees the completed transactions' flips (the
         // read-only fast path decides untimestamped versions by that floor).
-        // Relaxed here is issue 9's bug 2: the plain `xmin` read below would
+        // Required: with Relaxed the plain `xmin` read below would
         // race with its writer, and the floor would no longer carry the
         // completers' status flips. Loom checks the first half through the
         // descriptor's witness, checked at the read and before any fence:
@@ -243,22 +262,22 @@ impl DescriptorCell {
     }
 
     /// Transaction `id` leaves the running set: derive the next descriptor
-    /// and install it with a CAS (PROTOCOL rule 2). No scan, no lock.
+    /// and install it with a CAS. No scan, no lock.
     ///
     /// The replaced descriptor goes to `retired`, which the caller hands to
-    /// the collector ([`Batch::flush`]). With `keep` (a commit), the
+    /// the collector ([`RetireBatch::flush`]). With `keep` (a commit), the
     /// installed descriptor is copied into it under its own generation: the
     /// session's next snapshot reuses it while the published generation is
     /// still that one (invariant 5), and needs no pointer load or pin.
     pub(crate) fn complete(
         &self,
-        rc: &Reclaimer,
+        collector: &Collector,
         id: u64,
         retired: &mut Retired,
         keep: Option<&mut Snapshot>,
     ) -> InstallCost {
         let mut cost = InstallCost::default();
-        let _guard = rc.pin();
+        let _guard = collector.pin();
         // Acquire: pairs with the Release CAS of the previous completer; we
         // read the descriptor's contents to derive the next one.
         let mut cur = self.ptr.load(Ordering::Acquire);
@@ -279,12 +298,12 @@ impl DescriptorCell {
             // status flip this transaction made before completing; pairs
             // with the Acquire loads in `copy_into` and `xmin`.
             // Acquire on failure: the failed CAS is our load of the newer
-            // descriptor, which we derive from next (STYLE mistake 1).
-            // The success's Acquire half is belt and braces: a successful
-            // CAS reads the store our Acquire load (or failed CAS) of `cur`
-            // already synchronized with (a descriptor is not freed, so its
-            // address not reused, while we hold the guard), so Release
-            // alone would do (no model fails, issue 9c).
+            // descriptor, which we derive from next (a failed CAS that is
+            // then read through must acquire).
+            // The success's Acquire half is stronger than needed: a
+            // successful CAS reads the store our Acquire load (or failed
+            // CAS) of `cur` already synchronized with (a descriptor is not
+            // freed, so its address not reused, while we hold the guard).
             match self
                 .ptr
                 .compare_exchange(cur, next, Ordering::AcqRel, Ordering::Acquire)
@@ -399,18 +418,18 @@ mod tests {
 
     #[test]
     fn every_completion_bumps_the_generation_and_publishes_it() {
-        let rc = Reclaimer::new();
+        let collector = Collector::new();
         let cell = DescriptorCell::new();
         let mut s = Snapshot::default();
-        cell.copy_into(&rc, &mut s);
+        cell.copy_into(&collector, &mut s);
         assert_eq!(s.generation, 1);
         let mut done = retired();
-        cell.complete(&rc, 1, &mut done, None);
-        cell.complete(&rc, 3, &mut done, None);
+        cell.complete(&collector, 1, &mut done, None);
+        cell.complete(&collector, 3, &mut done, None);
         assert_eq!(done.len(), 2);
-        done.flush(&rc, &rc.pin(), |_| {});
+        done.flush(&collector, &collector.pin(), |_| {});
         assert_eq!(cell.published_generation(), 3);
-        cell.copy_into(&rc, &mut s);
+        cell.copy_into(&collector, &mut s);
         assert_eq!(
             (s.generation, s.xmin, s.xmax, &s.running[..]),
             (3, 2, 4, &[2][..])
@@ -420,17 +439,17 @@ mod tests {
 
     #[test]
     fn a_kept_completion_leaves_the_installed_descriptor_under_its_generation() {
-        let rc = Reclaimer::new();
+        let collector = Collector::new();
         let cell = DescriptorCell::new();
         let mut done = retired();
-        cell.complete(&rc, 2, &mut done, None);
+        cell.complete(&collector, 2, &mut done, None);
         let mut kept = Snapshot::default();
-        cell.complete(&rc, 1, &mut done, Some(&mut kept));
+        cell.complete(&collector, 1, &mut done, Some(&mut kept));
         let mut fresh = Snapshot::default();
-        cell.copy_into(&rc, &mut fresh);
+        cell.copy_into(&collector, &mut fresh);
         assert_eq!(kept, fresh);
         assert_eq!(kept.generation, cell.published_generation());
         assert!(kept.sees(1) && kept.sees(2));
-        done.flush(&rc, &rc.pin(), |_| {});
+        done.flush(&collector, &collector.pin(), |_| {});
     }
 }

@@ -1,5 +1,5 @@
 //! The last setting of the global durable timestamp, as an immutable record
-//! behind one pointer (issue 14w).
+//! behind one pointer.
 //!
 //! A commit raises only its own slot's `durable` word (`LockFree::
 //! release_claim`). A durable set records its value and every slot's word
@@ -20,7 +20,7 @@
 //! * A replaced record is retired to the epoch collector and freed only
 //!   after every guard that could have loaded it drops (invariant 11).
 
-use super::reclaim::{Reclaimer, SendPtr};
+use super::reclaim::{Collector, SendPtr};
 use crate::sync::{mutant as m, mutant_on, ordering_or_mutant, AtomicPtr, Ordering, Witness};
 
 /// One setting of the global durable timestamp.
@@ -56,7 +56,7 @@ impl DurableCell {
     ///
     /// Callers are serialized (the timestamp lock): only one thread replaces
     /// the record at a time.
-    pub(crate) fn set(&self, rc: &Reclaimer, value: u64, words: impl Iterator<Item = u64>) {
+    pub(crate) fn set(&self, collector: &Collector, value: u64, words: impl Iterator<Item = u64>) {
         let new = Box::into_raw(Box::new(DurableSet {
             value,
             words: words.collect(),
@@ -68,9 +68,9 @@ impl DurableCell {
         // Release: publishes the new record's fields; pairs with the Acquire
         // load in `report`.
         self.ptr.store(new, Ordering::Release);
-        let guard = rc.pin();
+        let guard = collector.pin();
         let old = SendPtr(old);
-        rc.defer(&guard, move || {
+        collector.defer(&guard, move || {
             let old = old;
             // SAFETY: `old` came from Box::into_raw, is unlinked by the
             // store above (no new report can load it), is retired once, and
@@ -84,8 +84,13 @@ impl DurableCell {
     /// it down: the last set value, raised by every slot word `words` yields
     /// that differs from the word the set recorded for that slot (`tag` masks
     /// the words' tag bits off the value).
-    pub(crate) fn report(&self, rc: &Reclaimer, words: impl Iterator<Item = u64>, tag: u64) -> u64 {
-        let guard = rc.pin();
+    pub(crate) fn report(
+        &self,
+        collector: &Collector,
+        words: impl Iterator<Item = u64>,
+        tag: u64,
+    ) -> u64 {
+        let guard = collector.pin();
         // Acquire: pairs with the Release store in `set`, so the record's
         // fields are visible (invariant 11).
         let p = self.ptr.load(ordering_or_mutant(

@@ -1,7 +1,7 @@
 //! Epoch-based reclamation of descriptors and versions.
 //!
 //! The engine uses crossbeam-epoch's default collector (see DESIGN.md,
-//! "Why crossbeam-epoch"). Memory retired with [`Reclaimer::defer`] is freed
+//! "Why crossbeam-epoch"). Memory retired with [`Collector::defer`] is freed
 //! only after every thread that was pinned when it was retired has unpinned
 //! (invariant 11). Nobody holds a guard longer than one operation: a guard is
 //! taken per `get`, per write, per descriptor load, and dropped before the
@@ -9,24 +9,24 @@
 //!
 //! Under `--cfg loom` without `--cfg crossbeam_loom` loom cannot see
 //! crossbeam-epoch's atomics, so a loom-visible stand-in replaces it: guards
-//! are empty and retired memory is freed when the [`Reclaimer`] drops, which
+//! are empty and retired memory is freed when the [`Collector`] drops, which
 //! is trivially safe (nothing is freed while any model thread runs) and lets
 //! loom check for leaks. With `--cfg crossbeam_loom` the real collector runs
 //! inside the models.
 
 #[cfg(any(not(loom), crossbeam_loom))]
 mod imp {
-    /// Protection for reading shared pointers; see [`Reclaimer::pin`].
+    /// Protection for reading shared pointers; see [`Collector::pin`].
     pub type Guard = crossbeam_epoch::Guard;
 
     /// Hands out guards and takes retired memory.
     #[derive(Default)]
-    pub struct Reclaimer;
+    pub struct Collector;
 
-    impl Reclaimer {
+    impl Collector {
         /// A handle on crossbeam-epoch's default collector.
-        pub fn new() -> Reclaimer {
-            Reclaimer
+        pub fn new() -> Collector {
+            Collector
         }
 
         /// Pins the current thread. Pointers loaded while the guard lives
@@ -45,7 +45,7 @@ mod imp {
         /// Hands this thread's deferred destructors to the global queue and
         /// runs those that are due. crossbeam-epoch moves a thread's bag
         /// only when it fills (64 entries), so a thread that retires a few
-        /// objects and then only pins would keep them forever (issue 16).
+        /// objects and then only pins would keep them forever.
         #[inline]
         pub fn flush(&self, guard: &Guard) {
             guard.flush();
@@ -71,14 +71,14 @@ mod imp {
 
     /// The stand-in collector: frees everything when it drops.
     #[derive(Default)]
-    pub struct Reclaimer {
+    pub struct Collector {
         retired: Mutex<Vec<Deferred>>,
     }
 
-    impl Reclaimer {
+    impl Collector {
         /// An empty stand-in collector.
-        pub fn new() -> Reclaimer {
-            Reclaimer::default()
+        pub fn new() -> Collector {
+            Collector::default()
         }
 
         /// A guard (protection comes from never freeing early).
@@ -96,7 +96,7 @@ mod imp {
         pub fn flush(&self, _guard: &Guard) {}
     }
 
-    impl Drop for Reclaimer {
+    impl Drop for Collector {
         fn drop(&mut self) {
             let v = std::mem::take(&mut *self.retired.lock().unwrap());
             for f in v {
@@ -106,7 +106,7 @@ mod imp {
     }
 }
 
-pub use imp::{Guard, Reclaimer};
+pub use imp::{Collector, Guard};
 
 /// A raw pointer that may cross into a deferred destructor.
 pub(crate) struct SendPtr<T>(pub(crate) *mut T);
@@ -126,16 +126,16 @@ pub const RETIRE_BATCH: usize = if cfg!(loom) { 1 } else { 32 };
 /// deferred destructor per batch instead of one per object keeps the
 /// collector's per-thread bags (and their allocations) off the commit path.
 /// Replaced descriptors and pruned chain tails both go through one.
-pub struct Batch<T: Send + 'static> {
+pub struct RetireBatch<T: Send + 'static> {
     items: Vec<SendPtr<T>>,
     /// Frees one pushed object; returns how many objects that freed.
     free: unsafe fn(*mut T) -> u64,
 }
 
-impl<T: Send + 'static> Batch<T> {
+impl<T: Send + 'static> RetireBatch<T> {
     /// An empty batch whose objects `free` frees.
-    pub fn new(free: unsafe fn(*mut T) -> u64) -> Batch<T> {
-        Batch {
+    pub fn new(free: unsafe fn(*mut T) -> u64) -> RetireBatch<T> {
+        RetireBatch {
             items: Vec::new(),
             free,
         }
@@ -165,7 +165,7 @@ impl<T: Send + 'static> Batch<T> {
     /// objects freed once they are.
     pub fn flush(
         &mut self,
-        rc: &Reclaimer,
+        collector: &Collector,
         guard: &Guard,
         done: impl FnOnce(u64) + Send + 'static,
     ) {
@@ -174,7 +174,7 @@ impl<T: Send + 'static> Batch<T> {
         }
         let items = std::mem::take(&mut self.items);
         let free = self.free;
-        rc.defer(guard, move || {
+        collector.defer(guard, move || {
             let mut n = 0;
             for p in items {
                 // SAFETY: `push`'s contract: unlinked and pushed once; the
@@ -200,7 +200,7 @@ impl<T: Send + 'static> Batch<T> {
     }
 }
 
-impl<T: Send + 'static> Drop for Batch<T> {
+impl<T: Send + 'static> Drop for RetireBatch<T> {
     fn drop(&mut self) {
         debug_assert!(self.items.is_empty(), "an unflushed retire batch leaks");
     }

@@ -1,5 +1,5 @@
 //! The session table: one cache-padded slot per session, where the session
-//! publishes what it pins (PROTOCOL rule 4).
+//! publishes what it pins in its own slot; nobody else writes it.
 //!
 //! Every word of a slot except `in_use` has exactly one writer, the session
 //! that owns the slot; scanners only load. Readers therefore never write a
@@ -42,7 +42,7 @@ pub(crate) struct Slot {
     /// The largest durable timestamp this slot's commits made since the
     /// slot last saw the application set the global durable timestamp
     /// (low 62 bits), and a 2-bit tag in the top bits that the owner
-    /// advances at each restart (`LockFree::release_claim`; issue 14w).
+    /// advances at each restart (`LockFree::release_claim`).
     /// Owner-written with plain stores; kept across sessions (a released
     /// slot's commits still count).
     pub(crate) durable: AtomicU64,
@@ -68,13 +68,11 @@ impl Slot {
     /// Clears every pin this slot holds.
     #[inline]
     pub(crate) fn clear_pins(&self) {
-        // Release: the session's reads happen-before a scanner that sees the
-        // pin gone (pairs with the Acquire loads in scans). Memory safety does
-        // not depend on it (the epoch guard does), only the logical horizon.
-        // Belt and braces: the horizon scan loads pins Relaxed after its
-        // fence, so it acquires nothing from these stores; what a pruned
-        // version's last reader needs is its guard (invariant 11). No model
-        // fails with either store Relaxed (issue 9c's mutation check).
+        // Release: pairs with the Acquire loads of reports (`pins`,
+        // `query_timestamp`). Stronger than needed: the horizon scan loads
+        // pins Relaxed after its fence, so it acquires nothing from these
+        // stores; what a pruned version's last reader needs is its epoch
+        // guard (invariant 11).
         self.xmin.store(0, Ordering::Release);
         self.read_ts.store(0, Ordering::Release);
     }
@@ -118,8 +116,7 @@ impl SlotTable {
                 // Acquire: pairs with the Release store in `release`: the
                 // previous owner's clears come before our pin stores, or a
                 // late clear could erase a new pin (invariants 12, then 1).
-                // Shown necessary (issue 9c): with it Relaxed `pin_horizon`
-                // fails at preemption bound 2 (not at bound 1).
+                // Required (loom model `pin_horizon`).
                 && s
                     .in_use
                     .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -136,11 +133,11 @@ impl SlotTable {
         let s = &self.slots[i];
         if !mutant_on(m::SLOT_KEEPS_PINS) {
             s.clear_pins();
-            // Release: the claim clear is shown necessary (issue 9c: with
-            // it Relaxed `stable` fails at preemption bound 2, not at bound
-            // 1). The `prepared` and `announced` clears are values the stable
-            // setter compares, nothing is read through them; belt and braces
-            // (no model fails with either Relaxed at bound 1, issue 9c).
+            // Release: pairs with the stable setter's Acquire loads. The
+            // claim clear is required (loom model `stable`): the setter
+            // waiting on it must see the commit. Stronger than needed for
+            // `prepared` and `announced`: values the setter compares,
+            // nothing is read through them.
             s.claim.store(0, Ordering::Release);
             s.prepared.store(0, Ordering::Release);
             s.announced.store(0, Ordering::Release);
@@ -151,8 +148,8 @@ impl SlotTable {
 
     /// Is slot `i` claimed?
     pub(crate) fn in_use(&self, i: usize) -> bool {
-        // Belt and braces: only reports use it (`sessions_open`, `pins`);
-        // Relaxed would do (no model fails, issue 9c).
+        // Acquire: pairs with the Release store in `release`. Stronger than
+        // needed: only reports use it (`sessions_open`, `pins`).
         self.slots[i].in_use.load(Ordering::Acquire)
     }
 }

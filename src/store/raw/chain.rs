@@ -600,16 +600,16 @@ impl KeyEntry {
     }
 
     /// Unlinks `v` if it is still the head (a rolled-back version nobody
-    /// wrote on top of) and retires it to `rc`. Returns whether it did.
+    /// wrote on top of) and retires it to `collector`. Returns whether it did.
     ///
     /// # Safety
     /// `v` came from [`prepend`](Self::prepend) on this key by the calling
     /// transaction, which has not finished and has not unlinked it; `guard`
-    /// and `rc` are the store's collector's.
+    /// and `collector` are the store's collector's.
     pub(crate) unsafe fn unlink_head(
         &self,
         v: *mut Version,
-        rc: &Collector,
+        collector: &Collector,
         guard: &Guard,
     ) -> bool {
         // SAFETY: `v` is a version of the calling transaction, still linked
@@ -629,7 +629,7 @@ impl KeyEntry {
             return false;
         }
         let sp = SendPtr(v);
-        rc.defer(guard, move || {
+        collector.defer(guard, move || {
             let sp = sp;
             // SAFETY: unlinked by our CAS (no new reader can reach it; an
             // aborted version is never a finger, floor or `newer` target);
@@ -647,13 +647,13 @@ impl KeyEntry {
         &self,
         horizon: Horizon,
         stable: u64,
-        rc: &Collector,
+        collector: &Collector,
         guard: &Guard,
         on_free: impl FnOnce() -> F,
     ) -> Pruned {
         let mut batch = tails();
         let n = self.cut(horizon, stable, &mut batch, guard);
-        batch.flush(rc, guard, on_free());
+        batch.flush(collector, guard, on_free());
         n
     }
 
@@ -804,7 +804,7 @@ impl KeyEntry {
 
     /// Is the finger null or a version linked from the head (at or above
     /// the floor)? For tests and the loom models (invariant 13).
-    #[cfg_attr(not(any(test, loom)), allow(dead_code))]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn finger_linked(&self, _guard: &Guard) -> bool {
         // Acquire, stronger than needed: as in `read_from_finger`; only
         // tests and models call this.
@@ -980,10 +980,16 @@ mod tests {
     /// One transaction on `s` writing `val` to `e`, committed at `ts` (0:
     /// untimestamped) as `kv/txn.rs` commits; returns the versions the
     /// commit examined.
-    fn put(e: &KeyEntry, rc: &Collector, s: &mut TxnSession<'_>, val: &[u8], ts: u64) -> u64 {
+    fn put(
+        e: &KeyEntry,
+        collector: &Collector,
+        s: &mut TxnSession<'_>,
+        val: &[u8],
+        ts: u64,
+    ) -> u64 {
         let mut t = s.begin(&TxnOptions::default()).unwrap();
         let (status, view) = t.new_version().unwrap();
-        let g = rc.pin();
+        let g = collector.pin();
         let v = Version::alloc(status, Some(val));
         let (v, _) = e.prepend(v, &view, &g).ok().unwrap();
         let opts = if ts == 0 {
@@ -1004,7 +1010,7 @@ mod tests {
     /// examined.
     fn read_n(
         e: &KeyEntry,
-        rc: &Collector,
+        collector: &Collector,
         s: &mut TxnSession<'_>,
         at: u64,
     ) -> (Option<Vec<u8>>, u64) {
@@ -1013,7 +1019,7 @@ mod tests {
             ..TxnOptions::default()
         };
         let mut t = s.begin(&opts).unwrap();
-        let g = rc.pin();
+        let g = collector.pin();
         let mut n = 0;
         let v = match e.read_counted(&t.read_view().unwrap(), &g, &mut n) {
             Found::Value(v) => Some(v.to_vec()),
@@ -1022,8 +1028,13 @@ mod tests {
         (v, n)
     }
 
-    fn read(e: &KeyEntry, rc: &Collector, s: &mut TxnSession<'_>, at: u64) -> Option<Vec<u8>> {
-        read_n(e, rc, s, at).0
+    fn read(
+        e: &KeyEntry,
+        collector: &Collector,
+        s: &mut TxnSession<'_>,
+        at: u64,
+    ) -> Option<Vec<u8>> {
+        read_n(e, collector, s, at).0
     }
 
     fn at(o: u64, s: u64) -> TimestampUpdate {
@@ -1036,37 +1047,37 @@ mod tests {
     }
 
     /// Sets oldest/stable, recomputes the horizon and prunes `e` with it.
-    fn prune_at(e: &KeyEntry, rc: &Collector, mgr: &TxnManager, o: u64, s: u64) -> Pruned {
+    fn prune_at(e: &KeyEntry, collector: &Collector, mgr: &TxnManager, o: u64, s: u64) -> Pruned {
         mgr.set_timestamps(at(o, s)).unwrap();
         mgr.advance_horizon();
-        let g = rc.pin();
-        e.prune(mgr.horizon(), s, rc, &g, || |_| {})
+        let g = collector.pin();
+        e.prune(mgr.horizon(), s, collector, &g, || |_| {})
     }
 
     #[test]
     fn readers_see_the_newest_version_their_view_accepts() {
-        let (mgr, rc, e) = (
+        let (mgr, collector, e) = (
             TxnManager::new(4).unwrap(),
             Collector::new(),
             KeyEntry::new(),
         );
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
-        put(&e, &rc, &mut w, b"a", 10);
-        put(&e, &rc, &mut w, b"b", 20);
-        assert_eq!(read(&e, &rc, &mut r, 0), Some(b"b".to_vec()));
-        assert_eq!(read(&e, &rc, &mut r, 15), Some(b"a".to_vec()));
-        assert_eq!(read(&e, &rc, &mut r, 5), None);
+        put(&e, &collector, &mut w, b"a", 10);
+        put(&e, &collector, &mut w, b"b", 20);
+        assert_eq!(read(&e, &collector, &mut r, 0), Some(b"b".to_vec()));
+        assert_eq!(read(&e, &collector, &mut r, 15), Some(b"a".to_vec()));
+        assert_eq!(read(&e, &collector, &mut r, 5), None);
     }
 
     #[test]
     fn a_second_writer_conflicts_until_the_first_is_visible() {
-        let (mgr, rc, e) = (
+        let (mgr, collector, e) = (
             TxnManager::new(4).unwrap(),
             Collector::new(),
             KeyEntry::new(),
         );
         let (mut s1, mut s2) = (mgr.session().unwrap(), mgr.session().unwrap());
-        let g = rc.pin();
+        let g = collector.pin();
         let mut t1 = s1.begin(&TxnOptions::default()).unwrap();
         let (st1, view1) = t1.new_version().unwrap();
         let (v1, _) = e
@@ -1093,64 +1104,64 @@ mod tests {
 
     #[test]
     fn pruning_keeps_the_newest_version_at_or_below_the_horizon() {
-        let (mgr, rc, e) = (
+        let (mgr, collector, e) = (
             TxnManager::new(4).unwrap(),
             Collector::new(),
             KeyEntry::new(),
         );
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
         for (v, ts) in [(1u8, 10u64), (2, 20), (3, 30)] {
-            put(&e, &rc, &mut w, &[v], ts);
+            put(&e, &collector, &mut w, &[v], ts);
         }
         // Horizon at ts 25: the version at 20 is the safe point; 10 goes.
-        assert_eq!(prune_at(&e, &rc, &mgr, 25, 30).cut, 1);
-        let g = rc.pin();
+        assert_eq!(prune_at(&e, &collector, &mgr, 25, 30).cut, 1);
+        let g = collector.pin();
         assert_eq!(e.chain_len(&g), 2);
-        assert_eq!(read(&e, &rc, &mut r, 25), Some(vec![2]));
+        assert_eq!(read(&e, &collector, &mut r, 25), Some(vec![2]));
         // The same horizon again cuts nothing.
-        assert_eq!(prune_at(&e, &rc, &mgr, 25, 30).cut, 0);
-        assert_eq!(prune_at(&e, &rc, &mgr, 30, 30).cut, 1);
+        assert_eq!(prune_at(&e, &collector, &mgr, 25, 30).cut, 0);
+        assert_eq!(prune_at(&e, &collector, &mgr, 30, 30).cut, 1);
         assert_eq!(e.chain_len(&g), 1);
         assert!(e.finger_linked(&g));
     }
 
     #[test]
     fn an_old_read_timestamp_costs_one_version_from_the_finger() {
-        let (mgr, rc, e) = (
+        let (mgr, collector, e) = (
             TxnManager::new(4).unwrap(),
             Collector::new(),
             KeyEntry::new(),
         );
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
-        put(&e, &rc, &mut w, &[1], 10);
-        put(&e, &rc, &mut w, &[2], 20);
+        put(&e, &collector, &mut w, &[1], 10);
+        put(&e, &collector, &mut w, &[2], 20);
         // Stable 15: the finger goes to the version at 10; the horizon (5)
         // covers nothing, so nothing is cut.
-        prune_at(&e, &rc, &mgr, 5, 15);
+        prune_at(&e, &collector, &mgr, 5, 15);
         for i in 3..=40u64 {
-            put(&e, &rc, &mut w, &[i as u8], i * 10);
-            prune_at(&e, &rc, &mgr, 5, 15);
+            put(&e, &collector, &mut w, &[i as u8], i * 10);
+            prune_at(&e, &collector, &mgr, 5, 15);
         }
-        let g = rc.pin();
+        let g = collector.pin();
         assert_eq!(e.chain_len(&g), 40);
         // The head summary (400) says the head is too new without loading
         // it; the finger (10) answers.
-        assert_eq!(read_n(&e, &rc, &mut r, 15), (Some(vec![1]), 1));
+        assert_eq!(read_n(&e, &collector, &mut r, 15), (Some(vec![1]), 1));
         // At the head's own timestamp the summary does not reject it: the
         // head alone.
-        assert_eq!(read_n(&e, &rc, &mut r, 400), (Some(vec![40]), 1));
+        assert_eq!(read_n(&e, &collector, &mut r, 400), (Some(vec![40]), 1));
         // Between: the climb from the finger, still correct.
-        assert_eq!(read(&e, &rc, &mut r, 35), Some(vec![3]));
-        assert_eq!(read(&e, &rc, &mut r, 399), Some(vec![39]));
+        assert_eq!(read(&e, &collector, &mut r, 35), Some(vec![3]));
+        assert_eq!(read(&e, &collector, &mut r, 399), Some(vec![39]));
         // Below every version: the floor and finger reject it; the walk
         // from the head finds nothing.
-        assert_eq!(read(&e, &rc, &mut r, 5), None);
+        assert_eq!(read(&e, &collector, &mut r, 5), None);
         assert!(e.finger_linked(&g));
     }
 
     #[test]
     fn pruning_climbs_from_the_floor_without_walking_the_chain() {
-        let (mgr, rc, e) = (
+        let (mgr, collector, e) = (
             TxnManager::new(4).unwrap(),
             Collector::new(),
             KeyEntry::new(),
@@ -1158,25 +1169,28 @@ mod tests {
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
         let mut examined = 0;
         for i in 1..=1000u64 {
-            examined += put(&e, &rc, &mut w, &[i as u8], i * 10);
+            examined += put(&e, &collector, &mut w, &[i as u8], i * 10);
             // The horizon trails the newest commit by 100 versions.
             let h = i.saturating_sub(100) * 10;
-            examined += prune_at(&e, &rc, &mgr, h, h).examined;
+            examined += prune_at(&e, &collector, &mgr, h, h).examined;
         }
         // About 100 versions kept; a full walk per commit would have
         // examined ~100 versions per commit. Per commit: one to link, and
         // for each of floor and finger one per version passed plus the one
         // that stops it: at most 5.
-        let g = rc.pin();
+        let g = collector.pin();
         assert!(e.chain_len(&g) <= 102, "chain {}", e.chain_len(&g));
         assert!(examined <= 5 * 1000, "examined {examined} for 1000 commits");
-        assert_eq!(read(&e, &rc, &mut r, 9000), Some(vec![(900 % 256) as u8]));
+        assert_eq!(
+            read(&e, &collector, &mut r, 9000),
+            Some(vec![(900 % 256) as u8])
+        );
         assert!(e.finger_linked(&g));
     }
 
     #[test]
     fn an_out_of_order_commit_sends_readers_back_to_the_head_walk() {
-        let (mgr, rc, e) = (
+        let (mgr, collector, e) = (
             TxnManager::new(4).unwrap(),
             Collector::new(),
             KeyEntry::new(),
@@ -1184,28 +1198,28 @@ mod tests {
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
         // 10, 50, then 30 (below 50: the key becomes unordered), then 70.
         for (v, ts) in [(1u8, 10u64), (2, 50), (3, 30), (4, 70)] {
-            put(&e, &rc, &mut w, &[v], ts);
+            put(&e, &collector, &mut w, &[v], ts);
         }
-        prune_at(&e, &rc, &mgr, 5, 10);
+        prune_at(&e, &collector, &mgr, 5, 10);
         // At 40 the newest accepted version from the head is the one at 30,
         // above the rejected one at 50: a climb from the finger (10) would
         // stop at 50 and answer the one at 10.
-        assert_eq!(read(&e, &rc, &mut r, 40), Some(vec![3]));
+        assert_eq!(read(&e, &collector, &mut r, 40), Some(vec![3]));
     }
 
     #[test]
     fn an_untimestamped_commit_over_timestamped_ones_is_read_from_the_head() {
-        let (mgr, rc, e) = (
+        let (mgr, collector, e) = (
             TxnManager::new(4).unwrap(),
             Collector::new(),
             KeyEntry::new(),
         );
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
         for (v, ts) in [(1u8, 10u64), (2, 50), (3, 0), (4, 70)] {
-            put(&e, &rc, &mut w, &[v], ts);
+            put(&e, &collector, &mut w, &[v], ts);
         }
-        prune_at(&e, &rc, &mgr, 5, 10);
-        assert_eq!(read(&e, &rc, &mut r, 40), Some(vec![3]));
+        prune_at(&e, &collector, &mgr, 5, 10);
+        assert_eq!(read(&e, &collector, &mut r, 40), Some(vec![3]));
     }
 
     #[test]

@@ -26,7 +26,7 @@
 
 use super::chain::{KeyEntry, Version};
 use super::SendPtr;
-use crate::machinery::epoch::{Collector as Reclaimer, Guard};
+use crate::machinery::epoch::{Collector, Guard};
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
 use std::alloc::{self, Layout};
 use std::cell::UnsafeCell;
@@ -244,7 +244,7 @@ impl HashIndex {
     pub(crate) fn get_or_insert<'s>(
         &'s self,
         key: &[u8],
-        rc: &Reclaimer,
+        collector: &Collector,
         guard: &Guard,
         on_new: impl FnOnce(&'s Node),
     ) -> (&'s Node, bool) {
@@ -264,7 +264,7 @@ impl HashIndex {
         on_new(n);
         // SAFETY: we hold `inserting`, `node` is fresh from `new_node`, and
         // the re-check above under the mutex found no node for `key`.
-        unsafe { self.insert_locked(node, rc, guard) };
+        unsafe { self.insert_locked(node, collector, guard) };
         (n, true)
     }
 
@@ -446,7 +446,7 @@ impl HashIndex {
     /// The caller holds the index's insert mutex (one inserter at a time),
     /// `node` came from [`HashIndex::new_node`] and its key is not in the
     /// index.
-    unsafe fn insert_locked(&self, node: *mut Node, rc: &Reclaimer, guard: &Guard) {
+    unsafe fn insert_locked(&self, node: *mut Node, collector: &Collector, guard: &Guard) {
         // Relaxed: only inserters replace the table, and we are the only one.
         let cur = self.table.load(Ordering::Relaxed);
         // SAFETY: the current table is never freed while it is current.
@@ -476,7 +476,7 @@ impl HashIndex {
             // `get`; the new table's slots are visible to whoever loads it.
             self.table.store(Box::into_raw(bigger), Ordering::Release);
             let old = SendPtr(cur);
-            rc.defer(guard, move || {
+            collector.defer(guard, move || {
                 let old = old;
                 // SAFETY: replaced above, so no new reader loads it; freed
                 // after every guard that could have loaded it drops. Table's
@@ -515,9 +515,9 @@ impl Drop for HashIndex {
 mod tests {
     use super::*;
 
-    fn insert(ix: &HashIndex, rc: &Reclaimer, key: &[u8]) {
-        let g = rc.pin();
-        let (n, new) = ix.get_or_insert(key, rc, &g, |_| {});
+    fn insert(ix: &HashIndex, collector: &Collector, key: &[u8]) {
+        let g = collector.pin();
+        let (n, new) = ix.get_or_insert(key, collector, &g, |_| {});
         assert!(new, "a fresh key");
         assert_eq!(n.key(), key);
     }
@@ -553,14 +553,14 @@ mod tests {
 
     #[test]
     fn a_head_hint_lands_in_its_keys_slot_and_survives_growth() {
-        let rc = Reclaimer::new();
+        let collector = Collector::new();
         let ix = HashIndex::new();
-        let g = rc.pin();
+        let g = collector.pin();
         // Never dereferenced: any address will do as a hint.
         let fake = |i: u64| ptr::without_provenance_mut::<Version>(((i + 1) * 64) as usize);
         for i in 0u64..3000 {
             let k = i.to_be_bytes();
-            ix.get_or_insert(&k, &rc, &g, |_| {});
+            ix.get_or_insert(&k, &collector, &g, |_| {});
             ix.hint_head(&k, ix.hash(&k), fake(i), &g);
         }
         // Absent keys take no hint.
@@ -572,10 +572,10 @@ mod tests {
 
     #[test]
     fn a_slot_word_gives_back_its_node_and_keeps_only_the_tag() {
-        let rc = Reclaimer::new();
+        let collector = Collector::new();
         let ix = HashIndex::new();
-        let g = rc.pin();
-        let (n, _) = ix.get_or_insert(b"k", &rc, &g, |_| {});
+        let g = collector.pin();
+        let (n, _) = ix.get_or_insert(b"k", &collector, &g, |_| {});
         let p = n as *const Node as *mut Node;
         let h = 0xabcd_0000_0000_1234;
         let w = pack(p, h);
@@ -586,14 +586,14 @@ mod tests {
 
     #[test]
     fn every_inserted_key_is_found_across_growth_and_absent_keys_are_not() {
-        let rc = Reclaimer::new();
+        let collector = Collector::new();
         let ix = HashIndex::new();
         let long = vec![7u8; 100];
-        insert(&ix, &rc, &long);
+        insert(&ix, &collector, &long);
         for i in 0u32..5000 {
-            insert(&ix, &rc, &i.to_be_bytes());
+            insert(&ix, &collector, &i.to_be_bytes());
         }
-        let g = rc.pin();
+        let g = collector.pin();
         for i in 0u32..5000 {
             let k = i.to_be_bytes();
             let n = ix.get(&k, ix.hash(&k), &g).expect("inserted key");
@@ -609,13 +609,13 @@ mod tests {
     #[test]
     fn readers_find_every_key_inserted_before_they_looked_while_the_table_grows() {
         use std::sync::atomic::{AtomicU32, Ordering as O};
-        let rc = Reclaimer::new();
+        let collector = Collector::new();
         let ix = HashIndex::new();
         let done = AtomicU32::new(0);
         std::thread::scope(|s| {
             s.spawn(|| {
                 for i in 0u32..20_000 {
-                    insert(&ix, &rc, &i.to_be_bytes());
+                    insert(&ix, &collector, &i.to_be_bytes());
                     done.store(i + 1, O::Release);
                 }
             });
@@ -628,7 +628,7 @@ mod tests {
                     }
                     x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
                     let k = (x % upto).to_be_bytes();
-                    let g = rc.pin();
+                    let g = collector.pin();
                     assert!(ix.get(&k, ix.hash(&k), &g).is_some(), "lost a key");
                 }
             });

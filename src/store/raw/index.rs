@@ -19,7 +19,7 @@
 use super::chain::KeyEntry;
 #[cfg(not(loom))]
 use super::hashindex::{HashIndex, Node};
-use crate::machinery::epoch::{Collector as Reclaimer, Guard};
+use crate::machinery::epoch::{Collector, Guard};
 use std::ops::Bound;
 
 /// A skiplist key: a pointer to the key's node, ordered by the key bytes.
@@ -157,10 +157,10 @@ impl Index {
     pub(crate) fn get_or_insert<'s>(
         &'s self,
         key: &[u8],
-        rc: &Reclaimer,
+        collector: &Collector,
         guard: &Guard,
     ) -> &'s KeyEntry {
-        let (n, _) = self.hash.get_or_insert(key, rc, guard, |n| {
+        let (n, _) = self.hash.get_or_insert(key, collector, guard, |n| {
             self.list
                 .insert(NodeKey(n as *const Node), (), guard)
                 .release(guard);
@@ -254,7 +254,7 @@ impl Index {
     pub(crate) fn get_or_insert<'s>(
         &'s self,
         key: &[u8],
-        _rc: &Reclaimer,
+        _collector: &Collector,
         _guard: &Guard,
     ) -> &'s KeyEntry {
         let mut m = self.map.lock().unwrap();

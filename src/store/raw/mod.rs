@@ -11,7 +11,7 @@
 //! pointers to versions, which it dereferences only while they are its
 //! open transaction's own (its module docs). The unsafe functions left
 //! (`KeyEntry::commit_version`, `unlink_head`) are called from
-//! `writes.rs` and from the loom hooks (`loom_api.rs`), whose unsafe
+//! `writes.rs` and from the loom models' hooks (`loom_tests/api.rs`), whose unsafe
 //! functions pass their contract on to the models.
 
 pub(crate) mod chain;

@@ -100,8 +100,8 @@ impl<'s> WriteSet<'s> {
     ) -> Result<u64, Conflict> {
         debug_assert!(!self.released, "a write after commit began");
         let store = self.store;
-        let guard = store.rc.pin();
-        let entry = store.index.get_or_insert(key, &store.rc, &guard);
+        let guard = store.collector.pin();
+        let entry = store.index.get_or_insert(key, &store.collector, &guard);
         match entry.prepend(Version::alloc(status, value), view, &guard) {
             Ok((v, retries)) => {
                 store.index.hint_head(key, v, &guard);
@@ -143,7 +143,7 @@ impl<'s> WriteSet<'s> {
                 // Released before the first flip: from it on, our versions
                 // may be pruned by other writers.
                 self.released = true;
-                let guard = store.rc.pin();
+                let guard = store.collector.pin();
                 for w in &self.recs {
                     // SAFETY: ownership invariant (module docs): `released`
                     // was false, so every version is ours, linked and
@@ -167,7 +167,7 @@ impl<'s> WriteSet<'s> {
                 // Taken out first: whatever happens below, no record of an
                 // unlinked version stays behind.
                 let mut recs = std::mem::take(&mut self.recs);
-                let guard = store.rc.pin();
+                let guard = store.collector.pin();
                 let flip = |recs: &[Rec<'_>]| {
                     for w in recs {
                         // SAFETY: our versions were ours and linked when
@@ -188,7 +188,10 @@ impl<'s> WriteSet<'s> {
                     // SAFETY: ownership invariant: ours, linked, unfinished
                     // (newest first, so each is its chain's head); retired
                     // to the store's collector, which `guard` pins.
-                    if unsafe { w.entry.unlink_head(w.version.as_ptr(), &store.rc, &guard) } {
+                    if unsafe {
+                        w.entry
+                            .unlink_head(w.version.as_ptr(), &store.collector, &guard)
+                    } {
                         out.unlinked += 1;
                     }
                 }
@@ -228,13 +231,16 @@ impl<'s> WriteSet<'s> {
             return 0;
         }
         let store = self.store;
-        let guard = store.rc.pin();
+        let guard = store.collector.pin();
         let mut unlinked = 0;
         for w in self.recs.drain(..).rev() {
             // SAFETY: ownership invariant: ours, linked, unfinished (newest
             // first, so each is its chain's head); retired to the store's
             // collector, which `guard` pins.
-            if unsafe { w.entry.unlink_head(w.version.as_ptr(), &store.rc, &guard) } {
+            if unsafe {
+                w.entry
+                    .unlink_head(w.version.as_ptr(), &store.collector, &guard)
+            } {
                 unlinked += 1;
             }
         }
@@ -248,7 +254,7 @@ impl<'s> WriteSet<'s> {
             return 0;
         }
         let store = self.store;
-        let guard = store.rc.pin();
+        let guard = store.collector.pin();
         let mut unlinked = 0;
         for w in self.recs.drain(keep..).rev() {
             // SAFETY: ownership invariant: our versions are in progress, so
@@ -256,7 +262,10 @@ impl<'s> WriteSet<'s> {
             // refuses), and we unlink newest first, so each is its chain's
             // head here (invariant 15); retired to the store's collector,
             // which `guard` pins.
-            let ok = unsafe { w.entry.unlink_head(w.version.as_ptr(), &store.rc, &guard) };
+            let ok = unsafe {
+                w.entry
+                    .unlink_head(w.version.as_ptr(), &store.collector, &guard)
+            };
             debug_assert!(ok, "an in-progress own version is its chain's head");
             unlinked += u64::from(ok);
         }
@@ -274,7 +283,7 @@ impl<'s> WriteSet<'s> {
             return out;
         }
         let store = self.store;
-        let guard = store.rc.pin();
+        let guard = store.collector.pin();
         for w in &self.recs {
             let n = w.entry.cut(horizon, stable, &mut self.tails, &guard);
             out.cut += n.cut;
@@ -283,7 +292,7 @@ impl<'s> WriteSet<'s> {
         // Equivalent mutant (`>`: one tail more per flush; a batch size,
         // not a safety bound).
         if self.tails.len() >= RETIRE_BATCH {
-            self.tails.flush(&store.rc, &guard, store.on_free());
+            self.tails.flush(&store.collector, &guard, store.on_free());
         }
         drop(guard);
         self.clear();
@@ -300,8 +309,8 @@ impl<'s> WriteSet<'s> {
     /// Hands the pruned tails still held to the collector.
     pub(crate) fn flush_tails(&mut self) {
         let store = self.store;
-        let guard = store.rc.pin();
-        self.tails.flush(&store.rc, &guard, store.on_free());
+        let guard = store.collector.pin();
+        self.tails.flush(&store.collector, &guard, store.on_free());
     }
 }
 
