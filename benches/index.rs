@@ -22,8 +22,18 @@
 //!   here; the crates store the payload only, so a store built on one of
 //!   them would add that allocation.
 //!
+//! * `batch/<how>/<n>`: 16 point reads of random present keys in a store
+//!   of `n` W1 keys (8-byte keys, 100-byte values) and one value byte
+//!   touched per read, one thread: `ceiling` is a plain
+//!   `HashMap<u64, Box<[u8]>>` (the no-sync ceiling's lookup), `get` is 16
+//!   `Txn::get_with` in one transaction, `get_many` one
+//!   `Txn::get_many_with` of the 16 keys (misses overlapped), `txn-get` 16
+//!   transactions of one `get_with` each (W1's reader). Criterion reports
+//!   keys per second (16 per iteration).
+//!
 //! `INDEX_REVERSE=1` runs the implementations in reverse order (for rounds
-//! with the order alternating). Keep runs short:
+//! with the order alternating); `INDEX_BATCH_ONLY=1` runs the `batch` group
+//! alone. Keep runs short:
 //! `cargo bench --bench index -- --warm-up-time 1 --measurement-time 2`.
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
@@ -190,13 +200,100 @@ fn run<I: Index>(c: &mut Criterion) {
     g.finish();
 }
 
+/// The `batch` group: batched point reads against the ceiling's lookups.
+fn batch(c: &mut Criterion) {
+    use snapshot_engine::{CommitOptions, Engine, EngineConfig, TxnOptions};
+    use std::collections::HashMap;
+    const B: usize = 16;
+    let mut g = c.benchmark_group("batch");
+    g.throughput(criterion::Throughput::Elements(B as u64));
+    for n in [100_000u64, 1_000_000] {
+        let e = Engine::new(EngineConfig::default());
+        let mut s = e.session().unwrap();
+        let mut k = 0;
+        while k < n {
+            let mut t = s.begin(&TxnOptions::default()).unwrap();
+            for _ in 0..1000.min(n - k) {
+                t.put(key(k), [0x5au8; 100]).unwrap();
+                k += 1;
+            }
+            t.commit(CommitOptions::default()).unwrap();
+        }
+        let mut map: HashMap<u64, Box<[u8]>, Hasher> = HashMap::default();
+        for k in 0..n {
+            map.insert(k, vec![0x5au8; 100].into());
+        }
+        let ks = probes(n, 3);
+        let keys: Vec<[u8; 8]> = ks.iter().map(|&k| key(k)).collect();
+        let opts = TxnOptions::default();
+        let mut i = 0usize;
+        let mut next = || {
+            i = (i + B) & 0xffff;
+            i
+        };
+        g.bench_function(BenchmarkId::new("ceiling", n), |b| {
+            b.iter(|| {
+                let at = next();
+                let mut x = 0u8;
+                for &k in &ks[at..at + B] {
+                    x ^= map.get(&black_box(k)).map_or(0, |v| v[v.len() / 2]);
+                }
+                x
+            })
+        });
+        g.bench_function(BenchmarkId::new("get_many", n), |b| {
+            b.iter(|| {
+                let at = next();
+                let mut t = s.begin(&opts).unwrap();
+                let mut x = 0u8;
+                t.get_many_with(black_box(&keys[at..at + B]), |_, v| {
+                    x ^= v.map_or(0, |v| v[v.len() / 2])
+                })
+                .unwrap();
+                x
+            })
+        });
+        g.bench_function(BenchmarkId::new("get", n), |b| {
+            b.iter(|| {
+                let at = next();
+                let mut t = s.begin(&opts).unwrap();
+                let mut x = 0u8;
+                for k in &keys[at..at + B] {
+                    x ^= t
+                        .get_with(black_box(k), |v| v.map_or(0, |v| v[v.len() / 2]))
+                        .unwrap();
+                }
+                x
+            })
+        });
+        g.bench_function(BenchmarkId::new("txn-get", n), |b| {
+            b.iter(|| {
+                let at = next();
+                let mut x = 0u8;
+                for k in &keys[at..at + B] {
+                    let mut t = s.begin(&opts).unwrap();
+                    x ^= t
+                        .get_with(black_box(k), |v| v.map_or(0, |v| v[v.len() / 2]))
+                        .unwrap();
+                }
+                x
+            })
+        });
+    }
+    g.finish();
+}
+
 fn benches_all(c: &mut Criterion) {
+    if std::env::var_os("INDEX_BATCH_ONLY").is_some() {
+        return batch(c);
+    }
     let all: [fn(&mut Criterion); 4] = [run::<Ours>, run::<Papaya>, run::<Scc>, run::<Dash>];
     if std::env::var_os("INDEX_REVERSE").is_some() {
         all.iter().rev().for_each(|f| f(c));
     } else {
         all.iter().for_each(|f| f(c));
     }
+    batch(c);
 }
 
 criterion_group!(benches, benches_all);

@@ -164,4 +164,8 @@ pub enum TimestampKind {
     OldestReader,
     /// `min(oldest, oldest reader)`: history newer than this is kept.
     Pinned,
+    /// The stable timestamp of the checkpoint a durable engine recovered
+    /// from at open (`None`: in memory, or no checkpoint at a stable
+    /// timestamp).
+    Recovery,
 }

@@ -251,6 +251,53 @@ pub enum Error {
         /// The prepared transaction's durable timestamp.
         durable: Timestamp,
     },
+    /// A file operation of the durable engine failed. After a failed log
+    /// write or sync the commit that hit it is not visible, and every later
+    /// commit with writes gets this same error until the engine is
+    /// reopened; reads go on.
+    Io {
+        /// The operation (`write`, `sync`, `create`, ...).
+        op: &'static str,
+        /// The file or directory.
+        path: std::path::PathBuf,
+        /// The operating system's error kind.
+        kind: std::io::ErrorKind,
+        /// The operating system's message.
+        message: String,
+    },
+    /// A log segment or checkpoint is damaged: a checksum mismatch, an
+    /// impossible length, a record out of sequence, or a missing segment.
+    Corrupt {
+        /// The file.
+        file: std::path::PathBuf,
+        /// The byte offset of the damaged record (0: the file itself).
+        offset: u64,
+        /// What was wrong.
+        reason: &'static str,
+    },
+    /// Another open engine (in this process or another) holds the
+    /// directory's lock.
+    DirectoryLocked {
+        /// The directory.
+        path: std::path::PathBuf,
+    },
+    /// A durability option is out of bounds.
+    InvalidDurabilityOption {
+        /// The option's name.
+        option: &'static str,
+        /// The value given.
+        value: String,
+        /// The bound it broke.
+        bound: &'static str,
+    },
+    /// The operation needs an engine opened on a directory
+    /// (`Engine::open`), not an in-memory one.
+    NotDurable,
+    /// The operation needs every transaction to have ended.
+    OpenTransactions {
+        /// How many sessions have a transaction open.
+        open: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -357,6 +404,29 @@ impl fmt::Display for Error {
                 f,
                 "stable timestamp {stable} would pass a prepared transaction's durable timestamp {durable}"
             ),
+            Io {
+                op,
+                path,
+                message,
+                ..
+            } => write!(f, "{op} {} failed: {message}", path.display()),
+            Corrupt {
+                file,
+                offset,
+                reason,
+            } => write!(f, "{} is corrupt at byte {offset}: {reason}", file.display()),
+            DirectoryLocked { path } => {
+                write!(f, "{} is open in another engine", path.display())
+            }
+            InvalidDurabilityOption {
+                option,
+                value,
+                bound,
+            } => write!(f, "durability option {option} = {value} is out of bounds ({bound})"),
+            NotDurable => write!(f, "the engine is in memory (open one on a directory)"),
+            OpenTransactions { open } => {
+                write!(f, "{open} sessions have a transaction open")
+            }
         }
     }
 }

@@ -85,6 +85,7 @@
 #[doc(hidden)]
 pub mod bench_api;
 mod config;
+pub mod durable;
 mod error;
 mod kv;
 #[cfg(loom)]
@@ -102,6 +103,7 @@ pub use config::{
     CommitOptions, EngineConfig, Isolation, PrepareConflicts, TimestampKind, TimestampUpdate,
     TxnOptions,
 };
+pub use durable::{CommitHandle, Durability, DurabilityOptions, RecoveryReport};
 pub use error::{Error, Result, TimestampRole};
 pub use kv::{CommitError, Cursor, Engine, KeyRange, OwnedSession, Savepoint, Session, Txn};
 pub use machinery::{LockFree, Protocol, SessionPin};

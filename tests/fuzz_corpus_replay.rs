@@ -501,3 +501,47 @@ fn the_snapshot_is_taken_at_the_first_read_not_at_begin() {
         Op::Get(S(0), Key(0)),
     ]);
 }
+
+/// Durability against the model: a checkpoint at stable 6 (one commit
+/// below it, one above), a prepared commit durable above stable, an
+/// untimestamped commit after the checkpoint that a crash loses (the
+/// fuzzed engine does not sync), a clean restart that keeps everything,
+/// reads at and above the recovered stable, and writes after recovery.
+#[test]
+fn checkpoint_crash_and_restart_match_the_model() {
+    let ops = [
+        Op::Begin(S(0), PLAIN),
+        Op::Put(S(0), Key(0), 2),
+        Op::Commit(S(0), Some(Ts(5)), None),
+        Op::Begin(S(1), PLAIN),
+        Op::Put(S(1), Key(2), 3),
+        Op::Put(S(1), Key(2), 4),
+        Op::Commit(S(1), Some(Ts(9)), None),
+        Op::Begin(S(2), PLAIN),
+        Op::Put(S(2), Key(4), 5),
+        Op::Prepare(S(2), Ts(6)),
+        Op::Commit(S(2), Some(Ts(6)), Some(Ts(12))),
+        Op::SetTimestamps(None, Some(Ts(7)), None),
+        Op::Checkpoint,
+        Op::Begin(S(0), PLAIN),
+        Op::Delete(S(0), Key(0)),
+        Op::Commit(S(0), None, None),
+        Op::Crash,
+        Op::Begin(S(0), at(7)),
+        Op::Range(S(0), B::Unb, B::Unb),
+        Op::Begin(S(1), at(10)),
+        Op::Range(S(1), B::Unb, B::Unb),
+        Op::Put(S(1), Key(6), 2),
+        Op::Commit(S(1), Some(Ts(11)), None),
+        Op::Restart,
+        Op::Begin(S(2), at(12)),
+        Op::Range(S(2), B::Unb, B::Unb),
+        Op::Query(Q::Stable),
+        Op::Query(Q::AllDurable),
+        Op::Checkpoint,
+        Op::Crash,
+        Op::Begin(S(2), PLAIN),
+        Op::Range(S(2), B::Unb, B::Unb),
+    ];
+    harness::run(&ops);
+}

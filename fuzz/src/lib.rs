@@ -42,11 +42,25 @@
 //! Because the model keeps every version forever, any pruning that removes a
 //! version a live reader could still see (invariants 1, 3) shows up as a
 //! different read result.
+//!
+//! The engine is a durable one (`Engine::open` on an in-memory file system,
+//! `Durability::None`), and the model knows what survives:
+//! * a checkpoint syncs the log (every commit before it is durable) and
+//!   holds, per key, the newest commit before it that is untimestamped or
+//!   durable at or below stable; older history is gone after recovery;
+//! * a crash keeps only the commits before the last sync (the last
+//!   checkpoint or clean restart); a clean restart keeps them all;
+//! * after either, open transactions and prepared ones are gone, stable and
+//!   oldest start at the last checkpoint's stable, and transaction ids
+//!   restart (the harness reads the engine's next id from a snapshot's
+//!   xmin: ids are not durable).
 
 use arbitrary::{Arbitrary, Unstructured};
+use snapshot_engine::durable::MemFs;
 use snapshot_engine::{
-    CommitOptions, Engine, EngineConfig, Error, Isolation, PrepareConflicts, Savepoint, Session,
-    Timestamp, TimestampKind, TimestampRole, TimestampUpdate, Txn, TxnOptions,
+    CommitOptions, Durability, DurabilityOptions, Engine, EngineConfig, Error, Isolation,
+    PrepareConflicts, Savepoint, Session, Timestamp, TimestampKind, TimestampRole, TimestampUpdate,
+    Txn, TxnOptions,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -253,6 +267,12 @@ pub enum Op {
     /// A cursor over the range: `mode % 4` 0 forwards, 1 backwards, 2 after
     /// `seek(key)`, 3 taking from the front and the back in turn.
     Iter(S, B, B, u8, Key),
+    /// `engine.checkpoint()`.
+    Checkpoint,
+    /// A crash: the engine is dropped and reopened from what was synced.
+    Crash,
+    /// A clean close and reopen.
+    Restart,
 }
 
 /// The op mix: one selector byte picks a kind by these weights (out of
@@ -261,8 +281,8 @@ pub enum Op {
 /// while another session held an open snapshot, and neither pruning
 /// regression in `tests/fuzz_corpus_replay.rs` was reached by 20,000 random
 /// inputs; begin, put, delete, commit and collect now make up most steps.
-const OP_WEIGHTS: [(u8, u8); 17] = [
-    (0, 40),  // Begin
+const OP_WEIGHTS: [(u8, u8); 20] = [
+    (0, 38),  // Begin
     (1, 8),   // SetReadTs
     (2, 20),  // Get
     (3, 36),  // Put
@@ -275,9 +295,12 @@ const OP_WEIGHTS: [(u8, u8); 17] = [
     (10, 10), // Rollback
     (11, 8),  // Drop
     (12, 14), // SetTimestamps
-    (13, 20), // Collect
+    (13, 14), // Collect
     (14, 8),  // Query
     (15, 6),  // Reopen
+    (17, 3),  // Checkpoint
+    (18, 3),  // Crash
+    (19, 2),  // Restart
     (16, 2),  // OpenExtra
 ];
 
@@ -309,6 +332,9 @@ impl<'a> Arbitrary<'a> for Op {
             13 => Op::Collect,
             14 => Op::Query(u.arbitrary()?),
             15 => Op::Reopen(u.arbitrary()?),
+            17 => Op::Checkpoint,
+            18 => Op::Crash,
+            19 => Op::Restart,
             _ => Op::OpenExtra,
         })
     }
@@ -372,8 +398,7 @@ pub fn decode(data: &[u8]) -> Vec<Op> {
 /// reads all keys.
 /// Panics with the history on the first difference.
 pub fn run(ops: &[Op]) {
-    let engine = Engine::new(config());
-    let mut real = Real::new(&engine);
+    let mut fs = MemFs::new();
     let mut model = Model::new();
     let mut history = String::new();
     let mut tail: Vec<Op> = (0..SESSIONS as u8).map(|s| Op::Drop(S(s))).collect();
@@ -390,27 +415,95 @@ pub fn run(ops: &[Op]) {
         Op::Range(S(0), B::Unb, B::Unb),
         Op::Query(Q::Pinned),
     ]);
-    for (i, op) in ops.iter().chain(tail.iter()).enumerate() {
-        step(&mut real, &mut model, &mut history, i, op);
-        if matches!(op, Op::Collect | Op::Commit(..)) {
-            // Every open transaction reads every key right after a collect
-            // or a commit (which prunes the keys it wrote), issue 9: a
-            // pruning bug shows up whenever any live reader's version was
-            // cut, without the input having to read that key on that
-            // session afterwards by chance (random op mixes almost never
-            // did: neither pruning regression below was reached in 20,000
-            // random 39-op inputs before this).
-            for s in 0..SESSIONS as u8 {
-                step(
-                    &mut real,
-                    &mut model,
-                    &mut history,
-                    i,
-                    &Op::Range(S(s), B::Unb, B::Unb),
-                );
+    let all: Vec<&Op> = ops.iter().chain(tail.iter()).collect();
+    let mut pos = 0;
+    let mut last_crash = false;
+    loop {
+        let engine = open(&fs);
+        let mut real = Real::new(&engine);
+        if pos > 0 {
+            resync(&mut real, &mut model, &mut history, pos, last_crash);
+        }
+        let mut stop = None;
+        while pos < all.len() {
+            let (i, op) = (pos, all[pos]);
+            pos += 1;
+            if matches!(op, Op::Crash | Op::Restart) {
+                stop = Some(op);
+                break;
+            }
+            step(&mut real, &mut model, &mut history, i, op);
+            if matches!(op, Op::Collect | Op::Commit(..)) {
+                // Every open transaction reads every key right after a collect
+                // or a commit (which prunes the keys it wrote), issue 9: a
+                // pruning bug shows up whenever any live reader's version was
+                // cut, without the input having to read that key on that
+                // session afterwards by chance (random op mixes almost never
+                // did: neither pruning regression below was reached in 20,000
+                // random 39-op inputs before this).
+                for s in 0..SESSIONS as u8 {
+                    step(
+                        &mut real,
+                        &mut model,
+                        &mut history,
+                        i,
+                        &Op::Range(S(s), B::Unb, B::Unb),
+                    );
+                }
             }
         }
+        let Some(op) = stop else { break };
+        use fmt::Write;
+        let _ = writeln!(history, "{:4}: {op:?}", pos - 1);
+        let crash = matches!(op, Op::Crash);
+        let image = crash.then(|| fs.crash());
+        drop(real);
+        drop(engine);
+        if let Some(image) = image {
+            fs = image;
+        }
+        last_crash = crash;
     }
+}
+
+/// The fuzzed engine: durable, on `fs`, logging without syncing (so a
+/// crash loses every commit after the last checkpoint), in one segment.
+fn open(fs: &MemFs) -> Engine {
+    Engine::open(
+        "/fuzz",
+        config(),
+        DurabilityOptions {
+            durability: Durability::None,
+            segment_bytes: 1 << 40,
+            fs: std::sync::Arc::new(fs.clone()),
+            ..DurabilityOptions::default()
+        },
+    )
+    .expect("the fuzzed engine's files recover")
+}
+
+/// After a reopen: reads the engine's next transaction id (the xmin of a
+/// snapshot taken with nothing running), brings the model to the recovered
+/// state with it, and advances the horizon on both sides.
+fn resync(real: &mut Real<'_>, model: &mut Model, history: &mut String, i: usize, crash: bool) {
+    let begin = Op::Begin(
+        S(0),
+        BeginOpts {
+            flags: 0,
+            more: 0,
+            read_ts: None,
+        },
+    );
+    real.apply(i, &begin).expect("begin after reopen");
+    real.apply(i, &Op::Get(S(0), Key(0)))
+        .expect("a read takes the snapshot");
+    let Ok(Out::Query(_, pins)) = real.apply(i, &Op::Query(Q::Pinned)) else {
+        panic!("a query answers")
+    };
+    let next_id = pins[0].0.expect("the reader's xmin is published");
+    real.apply(i, &Op::Drop(S(0))).expect("drop");
+    model.recover(next_id, crash);
+    step(real, model, history, i, &Op::Collect);
 }
 
 /// Applies `op` to both sides and panics with the history if they differ.
@@ -591,6 +684,8 @@ impl<'e> Real<'e> {
                     durable: d.map(Ts::get),
                 })
                 .map(|()| Out::Unit),
+            Op::Checkpoint => e.checkpoint().map(|_| Out::Unit),
+            Op::Crash | Op::Restart => unreachable!("run handles reopens"),
             Op::Collect => {
                 e.collect();
                 Ok(Out::Unit)
@@ -641,6 +736,8 @@ struct MVersion {
     txn: u64,
     state: VState,
     value: Option<Vec<u8>>,
+    /// Its commit's place in [`Model::log`] (committed versions only).
+    seq: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -709,6 +806,13 @@ pub struct Model {
     incarnations: Vec<u64>,
     /// Every savepoint taken: (session, incarnation, id).
     savepoints: Vec<(usize, u64, u64)>,
+    /// Every commit with writes, in commit order (= log order): (id,
+    /// commit timestamp, durable timestamp).
+    log: Vec<(u64, u64, u64)>,
+    /// Commits known synced (`log[..synced]`): a crash keeps these.
+    synced: usize,
+    /// The last checkpoint: (commits before it, its stable timestamp).
+    ckpt: Option<(usize, u64)>,
 }
 
 fn ts(v: u64) -> Timestamp {
@@ -762,6 +866,9 @@ impl Model {
             versions: BTreeMap::new(),
             completed: BTreeSet::new(),
             next_id: 1,
+            log: Vec::new(),
+            synced: 0,
+            ckpt: None,
             oldest: 0,
             stable: 0,
             durable: 0,
@@ -1012,6 +1119,7 @@ impl Model {
             txn: t.id,
             state: VState::InProgress,
             value: val,
+            seq: 0,
         });
         t.writes.push((key.to_vec(), chain.len() - 1));
         Ok(Out::Unit)
@@ -1252,11 +1360,15 @@ impl Model {
                 });
             }
             for (k, i) in &t.writes {
-                self.versions.get_mut(k).expect("written")[*i].state =
-                    VState::Committed(commit.get());
+                let v = &mut self.versions.get_mut(k).expect("written")[*i];
+                v.state = VState::Committed(commit.get());
+                v.seq = self.log.len();
             }
             if t.id != 0 && !prepared {
                 self.completed.insert(t.id);
+            }
+            if !t.writes.is_empty() {
+                self.log.push((t.id, commit.get(), durable.get()));
             }
             if !durable.is_none() {
                 self.durable = self.durable.max(durable.get());
@@ -1372,6 +1484,83 @@ impl Model {
     }
 
     /// Applies `op` (the `step`-th) to the model.
+    /// The state recovery rebuilds after a crash (`crash`) or a clean
+    /// restart, in an engine whose next transaction id is `next_id`.
+    fn recover(&mut self, next_id: u64, crash: bool) {
+        let kept = if crash { self.synced } else { self.log.len() };
+        self.log.truncate(kept);
+        self.synced = kept;
+        let log = &self.log;
+        let durable_of = |seq: usize| log[seq].2;
+        let (cut, stable) = self.ckpt.unwrap_or((0, 0));
+        let covered = |d: u64| stable == 0 || d == 0 || d <= stable;
+        // The checkpoint keeps a deletion only while an older uncovered
+        // commit (which it shadows) is carried.
+        let first_uncovered = log[..cut.min(kept)]
+            .iter()
+            .position(|&(_, _, d)| !covered(d));
+        for vs in self.versions.values_mut() {
+            let mut live: Vec<(usize, MVersion)> = std::mem::take(vs)
+                .into_iter()
+                .filter_map(|v| match v.state {
+                    VState::Committed(_) if v.seq < kept => Some((v.seq, v)),
+                    _ => None,
+                })
+                .collect();
+            // The checkpoint's base: the newest covered write before the cut.
+            let base = live
+                .iter()
+                .rposition(|(i, _)| *i < cut && covered(durable_of(*i)));
+            let base_seq = base.map(|b| live[b].0);
+            let mut n = 0;
+            live.retain(|(i, v)| {
+                let me = n;
+                n += 1;
+                if *i >= cut {
+                    return true;
+                }
+                if Some(me) == base {
+                    return v.value.is_some() || first_uncovered.is_some_and(|u| u < *i);
+                }
+                // Before the cut: covered ones older than the base are
+                // folded away; uncovered ones older than it are skipped.
+                !covered(durable_of(*i)) && base_seq.is_none_or(|b| *i > b)
+            });
+            *vs = live
+                .into_iter()
+                .map(|(_, mut v)| {
+                    v.txn = 1;
+                    v
+                })
+                .collect();
+        }
+        self.versions.retain(|_, vs| !vs.is_empty());
+        // Replay commits every surviving version again, at its commit
+        // timestamp: the global durable timestamp is their newest.
+        self.durable = self
+            .versions
+            .values()
+            .flatten()
+            .filter_map(|v| match v.state {
+                VState::Committed(c) => Some(c),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        self.completed = (1..next_id).collect();
+        self.next_id = next_id;
+        self.oldest = stable;
+        self.stable = stable;
+        self.floor_xmin = 0;
+        for s in &mut self.sessions {
+            *s = MSession::default();
+        }
+        for inc in &mut self.incarnations {
+            *inc += 1;
+        }
+        self.savepoints.clear();
+    }
+
     pub fn apply(&mut self, step: usize, op: &Op) -> Res {
         let s = match *op {
             Op::Begin(s, o) => return self.begin(s.get(), o.get()),
@@ -1399,6 +1588,13 @@ impl Model {
                 self.advance_horizon();
                 return Ok(Out::Unit);
             }
+            Op::Checkpoint => {
+                // The cut syncs every record before it.
+                self.synced = self.log.len();
+                self.ckpt = Some((self.log.len(), self.stable));
+                return Ok(Out::Unit);
+            }
+            Op::Crash | Op::Restart => unreachable!("run handles reopens"),
             Op::Query(q) => return Ok(self.query(q)),
             Op::OpenExtra => {
                 return Err(Error::SessionTableFull {

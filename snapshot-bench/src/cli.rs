@@ -164,6 +164,11 @@ pub struct Cli {
     /// read latency percentile curve.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// read-ts: before the runs, measure each engine's bytes per key and
+    /// per extra version (the driver's counting allocator; LMDB: its used
+    /// pages) and resident-set growth, on fresh instances.
+    #[arg(long)]
+    pub report_memory: bool,
 }
 
 /// An integer flag in `r`: clap's ranged parser says "-1 is not in 1..=N"
@@ -318,6 +323,8 @@ pub struct Plan {
     /// The picture's path and the file, created (so an unwritable path is
     /// refused before the run, not after it).
     pub plot: Option<(PathBuf, File)>,
+    /// The memory pass before the read-ts runs.
+    pub report_memory: bool,
 }
 
 fn invalid(flag: &str, value: impl std::fmt::Display, why: impl std::fmt::Display) -> Refusal {
@@ -359,7 +366,7 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
     let workload = cli.workload;
     let mut engines = cli.engines.clone();
     if matches!(workload, Workload::Begin | Workload::RoMix) {
-        engines.retain(|&e| e != EngineKind::Lmdb);
+        engines.retain(|&e| e != EngineKind::Lmdb && e != EngineKind::Ceiling);
         if engines.is_empty() {
             return Err(invalid(
                 "--engines",
@@ -507,6 +514,16 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
             }
         }
     };
+    if cli.report_memory && !matches!(workload, Workload::ReadTs | Workload::Tail) {
+        return Err(invalid(
+            "--report-memory",
+            "true",
+            format_args!(
+                "{} has no memory pass; use read-ts or tail",
+                workload.name()
+            ),
+        ));
+    }
     Ok(Plan {
         workload,
         engines,
@@ -524,6 +541,7 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
         json: cli.json,
         progress: !cli.no_progress,
         plot,
+        report_memory: cli.report_memory,
     })
 }
 

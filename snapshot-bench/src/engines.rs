@@ -21,6 +21,10 @@ pub enum EngineKind {
     /// snapshot, no timestamps).
     #[value(name = "lmdb")]
     Lmdb,
+    /// No engine: a plain `HashMap` get per read, no transaction, no
+    /// synchronization (read-ts only; its writers are not started).
+    #[value(name = "ceiling")]
+    Ceiling,
 }
 
 impl EngineKind {
@@ -30,11 +34,13 @@ impl EngineKind {
             EngineKind::RwLock3 => "rwlock3",
             EngineKind::RwLock2 => "rwlock2",
             EngineKind::Lmdb => "lmdb",
+            EngineKind::Ceiling => "ceiling",
         }
     }
 }
 
-/// Calls `$f::<P>($args)` for the machinery `$kind` names; `$lmdb` for LMDB.
+/// Calls `$f::<P>($args)` for the machinery `$kind` names; `$lmdb` for LMDB
+/// and the ceiling (which are not machinery).
 #[macro_export]
 macro_rules! dispatch {
     ($kind:expr, $f:ident ( $($arg:expr),* ), $lmdb:expr) => {
@@ -44,7 +50,7 @@ macro_rules! dispatch {
             $crate::engines::EngineKind::RwLock2 => {
                 $f::<snapshot_engine::machinery::RwLockBaselineFixed>($($arg),*)
             }
-            $crate::engines::EngineKind::Lmdb => $lmdb,
+            $crate::engines::EngineKind::Lmdb | $crate::engines::EngineKind::Ceiling => $lmdb,
         }
     };
 }

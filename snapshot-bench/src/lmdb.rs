@@ -118,3 +118,66 @@ pub fn run(p: &Params, pb: &ProgressBar) -> Out {
     let _ = std::fs::remove_dir_all(&dir);
     merge_peer(secs, rs, ws, p.worst)
 }
+
+/// `--report-memory` for LMDB: used map pages and resident-set growth over
+/// the load and over a second pass that writes every key again while a
+/// reader holds the loaded snapshot (so its pages cannot be reused).
+pub fn memory(keys: u64, value_size: usize) -> crate::memory::Mem {
+    use crate::memory::{rss_now, Mem};
+    let dir =
+        std::env::temp_dir().join(format!("snapshot-bench-lmdb-{}-memory", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir for LMDB");
+    let map = (keys as usize * (value_size + 64) * 8).max(4 << 30);
+    // SAFETY: as in `run`: our own directory, opened once.
+    let env = unsafe {
+        EnvOpenOptions::new()
+            .map_size(map)
+            .max_readers(8)
+            .flags(EnvFlags::NO_SYNC | EnvFlags::NO_META_SYNC | EnvFlags::WRITE_MAP)
+            .open(&dir)
+    }
+    .expect("open LMDB");
+    let used = |env: &heed::Env| (env.info().last_page_number as u64 + 1) * 4096;
+    let (u0, r0) = (used(&env), rss_now());
+    let db: Db = {
+        let mut w = env.write_txn().expect("write txn");
+        let db = env.create_database(&mut w, None).expect("db");
+        let value = vec![0x5au8; value_size];
+        for k in 0..keys {
+            db.put(&mut w, &key(k)[..], &value[..]).expect("load");
+        }
+        w.commit().expect("load commit");
+        db
+    };
+    let (u1, r1) = (used(&env), rss_now());
+    let reader = env.read_txn().expect("the pinning reader");
+    let value = vec![0x6bu8; value_size];
+    let mut k = 0;
+    while k < keys {
+        let mut w = env.write_txn().expect("write txn");
+        for _ in 0..1000.min(keys - k) {
+            db.put(&mut w, &key(k)[..], &value[..])
+                .expect("second pass");
+            k += 1;
+        }
+        w.commit().expect("second-pass commit");
+    }
+    let (u2, r2) = (used(&env), rss_now());
+    drop(reader);
+    drop(env);
+    let _ = std::fs::remove_dir_all(&dir);
+    let n = keys as f64;
+    let d = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| (b as f64 - a as f64) / n);
+    let bk = (u1 - u0) as f64 / n;
+    Mem {
+        engine: "lmdb",
+        keys,
+        value_size,
+        bytes_per_key: bk,
+        times_raw: bk / (8 + value_size) as f64,
+        bytes_per_extra_version: (u2 - u1) as f64 / n,
+        rss_per_key: d(r0, r1),
+        rss_per_extra_version: d(r1, r2),
+    }
+}

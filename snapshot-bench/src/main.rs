@@ -6,11 +6,13 @@
 //! object with `--json`).
 
 mod begin;
+mod ceiling;
 mod cli;
 mod common;
 mod engines;
 #[cfg(feature = "peers")]
 mod lmdb;
+mod memory;
 mod plot;
 mod readts;
 #[cfg(feature = "replication")]
@@ -33,9 +35,16 @@ use std::time::Instant;
 /// owns; epoch reclamation frees on whichever thread collects, so under
 /// glibc the lock-free engine's threads block on that lock (W4's 50 ms+
 /// tail; README, "The allocator").
+///
+/// Wrapped in a byte count that is off (one Relaxed load per call) except
+/// during `--report-memory`'s pass.
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: memory::Counting<mimalloc::MiMalloc> = memory::Counting(mimalloc::MiMalloc);
+
+#[cfg(not(feature = "mimalloc"))]
+#[global_allocator]
+static ALLOC: memory::Counting<std::alloc::System> = memory::Counting(std::alloc::System);
 
 /// The allocator this build runs on, for the report headers.
 pub const ALLOCATOR: &str = if cfg!(feature = "mimalloc") {
@@ -149,6 +158,15 @@ fn read_ts(plan: &Plan) {
     let pb = &pg.bar;
     let mut json_configs = Vec::new();
     let mut all_configs = Vec::new();
+    let mem = if plan.report_memory {
+        let m = pb.suspend(|| memory::report(engines, plan.keys, plan.value_size));
+        if !plan.json {
+            pb.suspend(|| memory::print(&m));
+        }
+        m
+    } else {
+        Vec::new()
+    };
     for &(readers, writers) in configs {
         let mut per: Vec<EngineRounds> = engines
             .iter()
@@ -194,7 +212,8 @@ fn read_ts(plan: &Plan) {
             if readers > 0 {
                 cmps.push(compare("readers", &per[0], other, |x| x.reader_txn_per_s));
             }
-            if writers > 0 {
+            // The ceiling starts no writers.
+            if writers > 0 && other.engine != EngineKind::Ceiling.name() {
                 cmps.push(compare("writers", &per[0], other, |x| x.writer_txn_per_s));
             }
         }
@@ -279,6 +298,7 @@ fn read_ts(plan: &Plan) {
             "engines": json_configs[0]["engines"].clone(),
             "configs": json_configs,
             "sweep": sweep,
+            "memory": mem,
         });
         println!("{}", serde_json::to_string_pretty(&v).expect("json"));
     }
@@ -286,6 +306,9 @@ fn read_ts(plan: &Plan) {
 
 fn run_w1(kind: EngineKind, p: &readts::Params, pb: &ProgressBar) -> readts::Out {
     use readts::run;
+    if kind == EngineKind::Ceiling {
+        return ceiling::run(p, pb);
+    }
     dispatch!(kind, run(p, pb), run_lmdb(p, pb))
 }
 

@@ -26,6 +26,9 @@ pub struct Engine<P: Protocol = LockFree> {
     pub(crate) mgr: TxnManager<P>,
     pub(crate) store: Store,
     pub(crate) config: EngineConfig,
+    /// The commit log and checkpoints of an engine from `Engine::open`
+    /// (`None`: in memory).
+    pub(crate) durable: Option<Arc<crate::durable::Durable>>,
 }
 
 impl Engine<LockFree> {
@@ -48,6 +51,7 @@ impl<P: Protocol> Engine<P> {
             mgr: TxnManager::with_config(&config),
             store: Store::new(),
             config,
+            durable: None,
         }
     }
 
@@ -109,12 +113,47 @@ impl<P: Protocol> Engine<P> {
     /// stable past a prepared transaction's durable timestamp; nothing
     /// changes.
     pub fn set_timestamps(&self, update: TimestampUpdate) -> Result<()> {
-        self.mgr.set_timestamps(update)
+        self.mgr.set_timestamps(update)?;
+        if let Some(d) = &self.durable {
+            d.note_stable(self.mgr.stable_timestamp());
+        }
+        Ok(())
     }
 
     /// Reports a global timestamp (`None` if it is not set / no reader).
     pub fn query_timestamp(&self, kind: TimestampKind) -> Option<Timestamp> {
+        if kind == TimestampKind::Recovery {
+            return self.durable.as_ref()?.recovery_ts().to_option();
+        }
         self.mgr.query_timestamp(kind)
+    }
+
+    /// Takes a checkpoint: for every key, the newest committed version
+    /// whose durable timestamp is at or below stable (every untimestamped
+    /// one; none of a prepared transaction durable above stable), in a new
+    /// file, synced and renamed into place before the log segments it
+    /// covers are removed. Commits above stable are carried whole. Readers
+    /// and writers run on meanwhile (writers wait only for the one sync
+    /// that cuts the log). Without a stable timestamp it holds everything
+    /// committed before it began.
+    ///
+    /// # Errors
+    /// [`Error::NotDurable`] for an in-memory engine; [`Error::Io`];
+    /// [`Error::Corrupt`] if a segment it folds in is damaged. The previous
+    /// checkpoint stays in force.
+    pub fn checkpoint(&self) -> Result<crate::durable::CheckpointReport> {
+        self.durable.as_ref().ok_or(Error::NotDurable)?.checkpoint()
+    }
+
+    /// What recovery found and did when this engine was opened (`None`: in
+    /// memory).
+    pub fn recovery_report(&self) -> Option<&crate::durable::RecoveryReport> {
+        self.durable.as_ref().map(|d| d.report())
+    }
+
+    /// The commit log's counters (`None`: in memory).
+    pub fn log_stats(&self) -> Option<crate::durable::LogStats> {
+        self.durable.as_ref().map(|d| d.log_stats())
     }
 
     /// Sums every session's counters.
@@ -220,6 +259,8 @@ pub(crate) struct SessionData<'e, P: Protocol> {
     /// This session's process-wide unique token, carried by its savepoints
     /// (so another session's, or an earlier session's, is refused).
     pub(crate) token: u64,
+    /// The open transaction's keys, for its log record (durable engines).
+    pub(crate) dlog: crate::durable::SessionLog,
 }
 
 impl<'e, P: Protocol> Session<'e, P> {
@@ -233,6 +274,7 @@ impl<'e, P: Protocol> Session<'e, P> {
                 savepoints: Vec::new(),
                 savepoint_ids: 0,
                 token: crate::sync::unique_id(),
+                dlog: Default::default(),
             },
             owner,
             _not_sync: std::marker::PhantomData,

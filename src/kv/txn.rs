@@ -7,7 +7,7 @@ use super::engine::SessionData;
 use super::range::KeyRange;
 use crate::config::{CommitOptions, TxnOptions};
 use crate::error::{Error, Result};
-use crate::machinery::{Count, LockFree, Protocol, Transaction, TxnSession};
+use crate::machinery::{Count, LockFree, Protocol, Transaction, TxnSession, VersionState};
 use crate::store::Found;
 use crate::ts::{Timestamp, TxnId};
 use std::fmt;
@@ -136,6 +136,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         opts: &TxnOptions,
     ) -> Result<Self> {
         d.savepoints.clear();
+        d.dlog.reset();
         Ok(Txn {
             t: msess.begin(opts)?,
             d,
@@ -218,6 +219,75 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// As [`Txn::get_with`].
     pub fn get(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         self.get_with(key, |v| v.map(<[u8]>::to_vec))
+    }
+
+    /// Reads a batch of keys, as RocksDB's MultiGet does: the lookups'
+    /// cache misses overlap (every key's index slot, then its node, then
+    /// its newest version is requested before the first value is read),
+    /// so a batch costs about one miss chain instead of one per key. Calls
+    /// `f(i, value)` for each `keys[i]` in order, with the visible value
+    /// (or `None`) borrowed from the store; the epoch guard is held while
+    /// the batch is read, so keep `f` short.
+    ///
+    /// ```
+    /// # use snapshot_engine::{CommitOptions, Engine, EngineConfig, TxnOptions};
+    /// let engine = Engine::new(EngineConfig::default());
+    /// let mut session = engine.session()?;
+    /// let mut txn = session.begin(&TxnOptions::default())?;
+    /// txn.put("a", "1")?;
+    /// txn.put("c", "3")?;
+    /// let mut got = Vec::new();
+    /// txn.get_many_with(&["a", "b", "c"], |_, v| got.push(v.map(<[u8]>::to_vec)))?;
+    /// assert_eq!(got, [Some(b"1".to_vec()), None, Some(b"3".to_vec())]);
+    /// # Ok::<(), snapshot_engine::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Txn::get_with`]; a prepare conflict stops the batch at that key
+    /// (`f` has run for the keys before it).
+    pub fn get_many_with<K: AsRef<[u8]>>(
+        &mut self,
+        keys: &[K],
+        mut f: impl FnMut(usize, Option<&[u8]>),
+    ) -> Result<()> {
+        let view = self.t.read_view()?;
+        let (mut reads, mut examined) = (0, 0);
+        let mut conflict = None;
+        self.d.engine.store.read_many(keys, &view, |i, found, n| {
+            reads += 1;
+            examined += n;
+            match found {
+                Found::Value(v) => f(i, Some(v)),
+                Found::Deleted | Found::Absent => f(i, None),
+                Found::PrepareConflict => {
+                    conflict = Some(i);
+                    return false;
+                }
+            }
+            true
+        });
+        self.t.count(Count::Reads, reads);
+        self.t.count(Count::VersionsRead, examined);
+        match conflict {
+            Some(i) => {
+                self.t.count(Count::PrepareConflicts, 1);
+                Err(Error::PrepareConflict {
+                    key: keys[i].as_ref().to_vec(),
+                })
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The visible values of `keys`, copied out, in order
+    /// ([`Txn::get_many_with`] without the closure).
+    ///
+    /// # Errors
+    /// As [`Txn::get_many_with`].
+    pub fn get_many<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut out = Vec::with_capacity(keys.len());
+        self.get_many_with(keys, |_, v| out.push(v.map(<[u8]>::to_vec)))?;
+        Ok(out)
     }
 
     /// Visits the visible key-value pairs with keys in `range`, in key
@@ -358,6 +428,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         let writes = self.d.savepoints[at].1;
         self.d.savepoints.truncate(at + 1);
         let unlinked = self.d.writes.rollback_to(writes);
+        self.d.dlog.truncate(writes);
         self.t.count(Count::VersionsPruned, unlinked);
         Ok(())
     }
@@ -375,6 +446,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         match self.d.writes.write(key, status, value, &view) {
             Ok(retries) => {
                 self.t.count(Count::ChainCasRetries, retries);
+                if self.d.engine.durable.is_some() {
+                    self.d.dlog.push_key(key);
+                }
                 Ok(())
             }
             Err(_) => {
@@ -400,7 +474,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// # Errors
     /// As [`Transaction::set_durable_timestamp`].
     pub fn set_durable_timestamp(&mut self, ts: Timestamp) -> Result<()> {
-        self.t.set_durable_timestamp(ts)
+        self.t.set_durable_timestamp(ts)?;
+        self.d.dlog.durable_ts = Some(ts);
+        Ok(())
     }
 
     /// Prepares the transaction (two-phase commit) at `ts`; see
@@ -410,9 +486,49 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// As [`Transaction::prepare`]; the transaction stays usable.
     pub fn prepare(&mut self, ts: Timestamp) -> Result<Timestamp> {
         let writes = &mut self.d.writes;
-        self.t.prepare(ts, |done| {
+        let p = self.t.prepare(ts, |done| {
             writes.complete(done);
-        })
+        })?;
+        self.d.dlog.prepared = true;
+        Ok(p)
+    }
+
+    /// Sets how this transaction's commit is made durable, in place of the
+    /// engine's [`DurabilityOptions::durability`](crate::DurabilityOptions)
+    /// (no effect on an in-memory engine).
+    pub fn set_durability(&mut self, durability: crate::Durability) {
+        self.d.dlog.mode = Some(crate::durable::CommitMode::Durability(durability));
+    }
+
+    /// Commits as [`Txn::commit`] does, but returns as soon as the log
+    /// record is written to the OS (the commit is visible at once), with a
+    /// [`CommitHandle`](crate::CommitHandle) that resolves when the record
+    /// is synced: block on [`CommitHandle::wait`](crate::CommitHandle::wait)
+    /// or `.await` it. On an in-memory engine, or for a commit with no
+    /// writes, the handle is ready at once.
+    ///
+    /// # Errors
+    /// As [`Txn::commit`].
+    pub fn commit_async(
+        mut self,
+        opts: CommitOptions,
+    ) -> Result<crate::CommitHandle, CommitError<'s, 'e, P>> {
+        self.d.dlog.mode = Some(crate::durable::CommitMode::Async);
+        let r = if self.d.engine.durable.is_some() {
+            self.commit_logged(opts)
+        } else {
+            self.commit_in_place(opts).map(|()| None)
+        };
+        match r {
+            Ok(lsn) => Ok(match &self.d.engine.durable {
+                Some(d) => d.handle(lsn),
+                None => crate::CommitHandle::ready(),
+            }),
+            Err(error) => {
+                let txn = self.t.is_open().then(|| Box::new(self));
+                Err(CommitError { error, txn })
+            }
+        }
     }
 
     /// Commits; see [`Transaction::commit`] for the timestamp rules. Then
@@ -437,6 +553,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
 
     #[inline]
     fn commit_in_place(&mut self, opts: CommitOptions) -> Result<()> {
+        if self.d.engine.durable.is_some() {
+            return self.commit_logged(opts).map(|_| ());
+        }
         let writes = &mut self.d.writes;
         let mut done_with = None;
         // A doomed transaction's completion is an abort (rolled back), a
@@ -454,6 +573,61 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
             }
         }
         r
+    }
+
+    /// A durable engine's commit: the log record is appended (and written,
+    /// and for `Sync` synced) inside the completion, after the timestamps
+    /// are validated and claimed and before any status flips, so a commit
+    /// is visible only once its record is where its durability asks
+    /// (invariant D1). If the log fails, nothing is flipped: the versions,
+    /// still unfinished, are unlinked, and the commit returns the error.
+    /// Returns the record's lsn (`None`: nothing was logged).
+    #[cold]
+    #[inline(never)]
+    fn commit_logged(&mut self, opts: CommitOptions) -> Result<Option<u64>> {
+        let d = &mut *self.d;
+        let log = d.engine.durable.as_deref().expect("a durable engine");
+        if !d.writes.is_empty() {
+            if let Some(e) = log.refusal() {
+                return Err(e);
+            }
+        }
+        let (writes, dlog) = (&mut d.writes, &d.dlog);
+        let mut done_with = None;
+        let mut logged: Result<Option<u64>, (Error, u64)> = Ok(None);
+        let r = self.t.commit(opts, |done| {
+            if let VersionState::Committed(cts) = done.outcome() {
+                if !writes.is_empty() {
+                    let values = writes.values();
+                    match log.log_commit(dlog, values, cts.get(), opts.durable_ts) {
+                        Ok(lsn) => logged = Ok(Some(lsn)),
+                        Err(e) => {
+                            logged = Err((e, writes.abandon()));
+                            return;
+                        }
+                    }
+                }
+            }
+            done_with = Some(writes.complete(done));
+        });
+        let lsn = match logged {
+            Ok(lsn) => lsn,
+            Err((e, unlinked)) => {
+                self.d.writes.clear();
+                self.t.count(Count::VersionsPruned, unlinked);
+                return Err(e);
+            }
+        };
+        if let Some(c) = done_with {
+            if r.is_err() {
+                self.d.writes.clear();
+                self.t.count(Count::VersionsPruned, c.unlinked);
+            } else if !self.d.writes.is_empty() {
+                self.t.count(Count::CommitVersionsExamined, c.examined);
+                self.prune_written();
+            }
+        }
+        r.map(|()| lsn)
     }
 
     /// Prunes the chains this transaction wrote, and refreshes the horizon

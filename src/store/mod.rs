@@ -51,6 +51,28 @@ impl Store {
         f(found, examined)
     }
 
+    /// Reads every key of `keys` with `view`, in batches whose cache misses
+    /// overlap (slots, then nodes, then head versions requested before the
+    /// first read): `f(i, found, examined)` runs for each key in order,
+    /// under one epoch guard per call, until it returns false. Loads only.
+    #[inline]
+    pub(crate) fn read_many<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        view: &ReadView<'_>,
+        mut f: impl FnMut(usize, Found<'_>, u64) -> bool,
+    ) {
+        let guard = self.rc.pin();
+        self.index.get_batch(keys, &guard, |i, e| {
+            let mut examined = 0;
+            let found = match e {
+                Some(e) => e.read_counted(view, &guard, &mut examined),
+                None => Found::Absent,
+            };
+            f(i, found, examined)
+        });
+    }
+
     /// Prunes every key's chain to `horizon` and moves its finger up to
     /// `stable`, then hands this thread's retired memory on.
     pub(crate) fn collect(&self, horizon: Horizon, stable: u64) -> Pruned {

@@ -88,11 +88,42 @@ impl KeyBytes {
     }
 }
 
-/// A table slot: the node pointer and its hash, so a probe that meets
-/// another key's node rejects it without touching the node.
-struct Slot {
-    hash: AtomicU64,
-    node: AtomicPtr<Node>,
+/// A table slot, one word: the node pointer in the low [`ADDR_BITS`] bits
+/// and the top bits of its key's hash (the *tag*) above them, so a probe
+/// that meets another key's node rejects it without touching the node,
+/// in 8 bytes a slot. 0: empty (a node pointer is never null).
+struct Slot(AtomicU64);
+
+/// Bits of a node address: user-space addresses on the 64-bit targets this
+/// builds for fit in 48 (checked for every node in `new_node`).
+const ADDR_BITS: u32 = 48;
+const ADDR_MASK: u64 = (1 << ADDR_BITS) - 1;
+
+/// The tag of `hash`, in place above the address bits.
+#[inline]
+fn tag(hash: u64) -> u64 {
+    hash & !ADDR_MASK
+}
+
+/// The slot word for `node` with `hash`'s tag.
+#[inline]
+fn pack(node: *mut Node, hash: u64) -> u64 {
+    node.expose_provenance() as u64 | tag(hash)
+}
+
+/// The node pointer of a non-empty slot word.
+#[inline]
+fn node_of(w: u64) -> *mut Node {
+    ptr::with_exposed_provenance_mut((w & ADDR_MASK) as usize)
+}
+
+/// A node pointer found by [`HashIndex::candidate`], to resolve.
+#[derive(Clone, Copy)]
+pub(crate) struct Candidate(*const Node);
+
+impl Candidate {
+    /// No candidate yet.
+    pub(crate) const NONE: Candidate = Candidate(ptr::null());
 }
 
 struct Table {
@@ -114,12 +145,7 @@ impl Table {
         Box::new(Table {
             mask: cap - 1,
             shift: 64 - cap.trailing_zeros(),
-            slots: (0..cap)
-                .map(|_| Slot {
-                    hash: AtomicU64::new(0),
-                    node: AtomicPtr::new(ptr::null_mut()),
-                })
-                .collect(),
+            slots: (0..cap).map(|_| Slot(AtomicU64::new(0))).collect(),
         })
     }
 
@@ -130,15 +156,13 @@ impl Table {
         loop {
             let s = &self.slots[i];
             // Relaxed: only the inserter writes slots, under the mutex.
-            if s.node.load(Ordering::Relaxed).is_null() {
-                // Relaxed: published by the Release store of `node` below.
-                s.hash.store(hash, Ordering::Relaxed);
+            if s.0.load(Ordering::Relaxed) == 0 {
                 // Release, required: pairs with the Acquire slot load in
                 // `get`, so a reader that finds the node sees it fully
-                // built, and the hash beside it. Not checked by loom (this
+                // built. Not checked by loom (this
                 // file does not run under it) nor by x86 (which compiles
                 // Relaxed and Release alike); required by the argument.
-                s.node.store(node, Ordering::Release);
+                s.0.store(pack(node, hash), Ordering::Release);
                 return;
             }
             i = (i + 1) & self.mask;
@@ -248,12 +272,12 @@ impl HashIndex {
             let slot = &t.slots[i];
             // Acquire, required: pairs with the Release slot store in
             // `Table::place` (the node's key and entry).
-            let p = slot.node.load(Ordering::Acquire);
-            if p.is_null() {
+            let w = slot.0.load(Ordering::Acquire);
+            if w == 0 {
                 return None;
             }
-            // Relaxed: ordered after the Acquire load of `node` above.
-            if slot.hash.load(Ordering::Relaxed) == hash {
+            if w & !ADDR_MASK == tag(hash) {
+                let p = node_of(w);
                 // SAFETY: nodes are freed only when the index drops, which
                 // needs `&mut`; the `'s` borrow of `self` rules that out.
                 let n = unsafe { &*p };
@@ -262,6 +286,68 @@ impl HashIndex {
                 }
             }
             i = (i + 1) & t.mask;
+        }
+    }
+
+    /// Batched lookups, first step: starts loading the slot where `hash`'s
+    /// probe sequence begins. Loads only.
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, hash: u64, _guard: &Guard) {
+        // Acquire, required: as in `get` (the table's slots).
+        let t = self.table.load(Ordering::Acquire);
+        // SAFETY: as in `get`: loaded under `_guard`, freed only after it.
+        let t = unsafe { &*t };
+        super::prefetch(&t.slots[t.home(hash)]);
+    }
+
+    /// Batched lookups, second step: the node of the first slot in
+    /// `hash`'s probe sequence whose hash matches (null if an empty slot
+    /// comes first), and starts loading it. Touches slots only, never a
+    /// node, so a batch's node misses overlap.
+    #[inline]
+    pub(crate) fn candidate(&self, hash: u64, _guard: &Guard) -> Candidate {
+        // Acquire, required: as in `get`.
+        let t = self.table.load(Ordering::Acquire);
+        // SAFETY: as in `get`.
+        let t = unsafe { &*t };
+        let mut i = t.home(hash);
+        loop {
+            let slot = &t.slots[i];
+            // Acquire, required: as in `get` (the node's key and entry).
+            let w = slot.0.load(Ordering::Acquire);
+            if w == 0 {
+                return Candidate::NONE;
+            }
+            if w & !ADDR_MASK == tag(hash) {
+                let p = node_of(w);
+                super::prefetch(p);
+                return Candidate(p);
+            }
+            i = (i + 1) & t.mask;
+        }
+    }
+
+    /// Batched lookups, last step: the node for `key` given its
+    /// [`candidate`](Self::candidate), probing on (as [`get`](Self::get))
+    /// only when the candidate holds another key with the same hash.
+    #[inline]
+    pub(crate) fn resolve<'s>(
+        &'s self,
+        key: &[u8],
+        hash: u64,
+        c: Candidate,
+        guard: &Guard,
+    ) -> Option<&'s Node> {
+        if c.0.is_null() {
+            return None;
+        }
+        // SAFETY: a candidate is a node pointer found in a slot; nodes are
+        // freed only when the index drops, which the `'s` borrow rules out.
+        let n = unsafe { &*c.0 };
+        if n.key() == key {
+            Some(n)
+        } else {
+            self.get(key, hash, guard)
         }
     }
 
@@ -296,6 +382,10 @@ impl HashIndex {
             })
         };
         a.used += 1;
+        assert!(
+            n.expose_provenance() as u64 & !ADDR_MASK == 0,
+            "a node address above {ADDR_BITS} bits cannot be tagged in a slot word"
+        );
         n
     }
 
@@ -318,10 +408,15 @@ impl HashIndex {
         if len * 2 > t.slots.len() {
             let bigger = Table::with_capacity(t.slots.len() * 2);
             for s in t.slots.iter() {
-                let p = s.node.load(Ordering::Relaxed);
-                if !p.is_null() {
-                    // Relaxed: only the inserter (us) writes slots.
-                    bigger.place(p, s.hash.load(Ordering::Relaxed));
+                // Relaxed: only the inserter (us) writes slots.
+                let w = s.0.load(Ordering::Relaxed);
+                if w != 0 {
+                    let p = node_of(w);
+                    // SAFETY: a node in the table lives until the index
+                    // drops; its key is immutable. The slot keeps only the
+                    // hash's tag, so the home slot is recomputed.
+                    let h = self.hash(unsafe { (*p).key() });
+                    bigger.place(p, h);
                 }
             }
             bigger.place(node, hash);
@@ -383,6 +478,22 @@ mod tests {
         assert_eq!(std::mem::size_of::<KeyBytes>(), 24);
         assert_eq!(std::mem::size_of::<Node>(), 64);
         assert_eq!(std::mem::align_of::<Node>(), 64);
+        // A slot is one word: the node address and the hash's tag.
+        assert_eq!(std::mem::size_of::<Slot>(), 8);
+    }
+
+    #[test]
+    fn a_slot_word_gives_back_its_node_and_keeps_only_the_tag() {
+        let rc = Reclaimer::new();
+        let ix = HashIndex::new();
+        let g = rc.pin();
+        let (n, _) = ix.get_or_insert(b"k", &rc, &g, |_| {});
+        let p = n as *const Node as *mut Node;
+        let h = 0xabcd_0000_0000_1234;
+        let w = pack(p, h);
+        assert_eq!(node_of(w), p);
+        assert_eq!(w & !ADDR_MASK, 0xabcd_0000_0000_0000);
+        assert_eq!(tag(h ^ 0xffff), tag(h), "low bits are not in the tag");
     }
 
     #[test]

@@ -102,6 +102,49 @@ impl Index {
         self.hash.get(key, h, guard).map(|n| &n.entry)
     }
 
+    /// Reads a batch of keys with their cache misses overlapped: every
+    /// key's table slot is requested, then every key's node, then every
+    /// key's head version, before the first read; `f(i, entry)` then runs
+    /// for each key in order (`None`: never written) until it returns
+    /// false. Loads only, as [`Index::get`].
+    #[inline]
+    pub(crate) fn get_batch<'s, K: AsRef<[u8]>>(
+        &'s self,
+        keys: &[K],
+        guard: &Guard,
+        mut f: impl FnMut(usize, Option<&'s KeyEntry>) -> bool,
+    ) -> bool {
+        use super::hashindex::Candidate;
+        const BATCH: usize = 16;
+        for (c, chunk) in keys.chunks(BATCH).enumerate() {
+            let mut hs = [0u64; BATCH];
+            for (h, k) in hs.iter_mut().zip(chunk) {
+                *h = self.hash.hash(k.as_ref());
+                self.hash.prefetch_slot(*h, guard);
+            }
+            let mut cs = [Candidate::NONE; BATCH];
+            for (c, &h) in cs.iter_mut().zip(&hs[..chunk.len()]) {
+                *c = self.hash.candidate(h, guard);
+            }
+            let mut es: [Option<&'s KeyEntry>; BATCH] = [None; BATCH];
+            for (i, k) in chunk.iter().enumerate() {
+                es[i] = self
+                    .hash
+                    .resolve(k.as_ref(), hs[i], cs[i], guard)
+                    .map(|n| &n.entry);
+                if let Some(e) = es[i] {
+                    e.prefetch_head();
+                }
+            }
+            for (i, e) in es[..chunk.len()].iter().enumerate() {
+                if !f(c * BATCH + i, *e) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
     /// The entry for `key`, inserting an empty one if needed. Entries live
     /// until the index drops, hence the `'s` borrow.
     pub(crate) fn get_or_insert<'s>(
@@ -183,6 +226,20 @@ impl Index {
 
     pub(crate) fn get<'s>(&'s self, key: &[u8], _guard: &Guard) -> Option<&'s KeyEntry> {
         self.map.lock().unwrap().get(key).map(|b| Self::extend(b))
+    }
+
+    pub(crate) fn get_batch<'s, K: AsRef<[u8]>>(
+        &'s self,
+        keys: &[K],
+        guard: &Guard,
+        mut f: impl FnMut(usize, Option<&'s KeyEntry>) -> bool,
+    ) -> bool {
+        for (i, k) in keys.iter().enumerate() {
+            if !f(i, self.get(k.as_ref(), guard)) {
+                return false;
+            }
+        }
+        true
     }
 
     pub(crate) fn get_or_insert<'s>(

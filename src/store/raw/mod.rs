@@ -28,3 +28,17 @@ pub(crate) struct SendPtr<T>(pub(crate) *mut T);
 // no other thread can reach it through the SendPtr. The pointee types
 // (Version, hash-table arrays) are themselves Send.
 unsafe impl<T: Send> Send for SendPtr<T> {}
+
+/// Asks the CPU to start loading the cache line holding `p`. A hint: it
+/// never faults and reads nothing, whatever `p` points at (null included).
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    // SAFETY: a prefetch reads no memory and never faults, whatever the
+    // address; SSE is part of every x86_64 target.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}

@@ -202,6 +202,44 @@ impl<'s> WriteSet<'s> {
         out
     }
 
+    /// The values of the recorded versions in write order (`None`: a
+    /// tombstone), for a durable commit's log record, which is written
+    /// before the commit flips (so before `released`).
+    pub(crate) fn values(&mut self) -> impl ExactSizeIterator<Item = Option<&[u8]>> + '_ {
+        debug_assert!(!self.released, "values after commit began");
+        self.recs.iter().map(|w| {
+            // SAFETY: ownership invariant (module docs): not released, so
+            // every version is ours, linked and unfinished, and freed by
+            // nobody while `&mut self` is borrowed.
+            unsafe { w.version.as_ref() }.value()
+        })
+    }
+
+    /// Unlinks every recorded version, newest first, without finishing
+    /// them, and forgets them: a durable commit whose log write failed,
+    /// inside its completion and before any flip. The versions are still in
+    /// progress or prepared, so each is its chain's head once ours above it
+    /// are gone (invariant 15); a reader that loaded one before the unlink
+    /// finds it unfinished with its writer gone, which reads as aborted.
+    /// Returns how many it unlinked.
+    pub(crate) fn abandon(&mut self) -> u64 {
+        if self.released {
+            return 0;
+        }
+        let store = self.store;
+        let guard = store.rc.pin();
+        let mut unlinked = 0;
+        for w in self.recs.drain(..).rev() {
+            // SAFETY: ownership invariant: ours, linked, unfinished (newest
+            // first, so each is its chain's head); retired to the store's
+            // collector, which `guard` pins.
+            if unsafe { w.entry.unlink_head(w.version.as_ptr(), &store.rc, &guard) } {
+                unlinked += 1;
+            }
+        }
+        unlinked
+    }
+
     /// Undoes the writes after the first `keep`: unlinks them newest first
     /// and forgets them. Returns how many it unlinked.
     pub(crate) fn rollback_to(&mut self, keep: usize) -> u64 {

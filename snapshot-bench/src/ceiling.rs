@@ -1,0 +1,57 @@
+//! The `ceiling` engine: W1's read with no engine at all, a plain
+//! `HashMap<u64, Box<[u8]>>` (foldhash) get of a random key plus a touch of
+//! one value byte, no transaction and no synchronization (the same lookup as
+//! the standalone ceiling program), so a run gives the ratio to it. It runs
+//! the configuration's readers only: a plain map takes no concurrent
+//! writes, so its writers are not started.
+
+use crate::common::{run_phases, Ctl, Meter, Rng, Worst};
+use crate::readts::{merge_peer, Out, Params};
+use hdrhistogram::Histogram;
+use indicatif::ProgressBar;
+use std::collections::HashMap;
+use std::hint::black_box;
+
+/// The map: keys as the integers they encode, each value its own block.
+pub type Map = HashMap<u64, Box<[u8]>, foldhash::fast::RandomState>;
+
+/// Loads keys `0..keys` in order, as the engines' load does.
+pub fn fill(m: &mut Map, keys: u64, value_size: usize) {
+    m.reserve(keys as usize);
+    for k in 0..keys {
+        m.insert(k, vec![0x5a; value_size].into());
+    }
+}
+
+/// One W1 run on the map.
+pub fn run(p: &Params, pb: &ProgressBar) -> Out {
+    let mut m = Map::default();
+    fill(&mut m, p.keys, p.value_size);
+    let ctl = Ctl::new(1);
+    let (rs, secs) = std::thread::scope(|sc| {
+        let (m, ctl) = (&m, &ctl);
+        let rh: Vec<_> = (0..p.readers)
+            .map(|i| {
+                sc.spawn(move || {
+                    let mut rng = Rng::new(0x1000 + i as u64);
+                    let mut meter = Meter::new(p.worst, i, p.round);
+                    let mut n = 0u64;
+                    while meter.next(ctl).is_some() {
+                        let k = rng.below(p.keys);
+                        black_box(m.get(&k).map(|v| v[v.len() / 2]));
+                        if meter.record("read") {
+                            n += 1;
+                        }
+                    }
+                    let (hist, worst) = meter.finish();
+                    (n, hist, worst)
+                })
+            })
+            .collect();
+        let secs = run_phases(ctl, p.warmup, p.seconds, pb);
+        let rs: Vec<(u64, Histogram<u64>, Vec<Worst>)> =
+            rh.into_iter().map(|h| h.join().expect("reader")).collect();
+        (rs, secs)
+    });
+    merge_peer(secs, rs, Vec::new(), p.worst)
+}

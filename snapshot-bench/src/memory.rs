@@ -1,0 +1,308 @@
+//! `--report-memory`: what each engine holds per key and per extra version,
+//! measured, not reasoned: the bytes the driver's global allocator hands
+//! out (counted by [`Counting`], a wrapper around it) and the process's
+//! resident set, before the throughput runs.
+//!
+//! Per engine, on a fresh instance: load `--keys` keys (one version each,
+//! as W1 loads them), then, with a reader holding its snapshot so nothing
+//! can be pruned, write every key once more (a second version each). The
+//! report gives the allocator's bytes per key after the load, per extra
+//! version after the second pass, and the growth of the resident set over
+//! each; LMDB (whose data lives in its memory map, not the heap) reports
+//! its used pages instead of allocator bytes, beside the same resident-set
+//! growth.
+
+use crate::common::{key, load};
+use serde::Serialize;
+use snapshot_engine::{CommitOptions, Engine, EngineConfig, LockFree, TxnOptions};
+use std::alloc::{GlobalAlloc, Layout};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+
+/// Counting is on (set once, before the memory pass, and off after it).
+static ON: AtomicBool = AtomicBool::new(false);
+/// Bytes handed out minus bytes given back while counting was on.
+static LIVE: AtomicI64 = AtomicI64::new(0);
+
+/// The driver's global allocator with a byte count: while counting is on,
+/// every allocation adds the size it really holds (mimalloc's usable size,
+/// size-class rounding included; the requested size on the system
+/// allocator) and every free subtracts it. Off, it costs one Relaxed load
+/// per call.
+pub struct Counting<A>(pub A);
+
+/// The bytes a block of layout `l` at `p` really holds.
+pub trait Usable {
+    /// # Safety
+    /// `p` is a live block of this allocator with layout `l`.
+    unsafe fn usable(&self, p: *mut u8, l: Layout) -> usize;
+}
+
+#[cfg(feature = "mimalloc")]
+impl Usable for mimalloc::MiMalloc {
+    unsafe fn usable(&self, p: *mut u8, _l: Layout) -> usize {
+        // SAFETY: the caller passes a live block of this allocator.
+        unsafe { self.usable_size(p) }
+    }
+}
+
+impl Usable for std::alloc::System {
+    unsafe fn usable(&self, _p: *mut u8, l: Layout) -> usize {
+        l.size()
+    }
+}
+
+#[inline]
+fn add(n: usize) {
+    // Relaxed: a statistic, read after the threads that moved it joined.
+    LIVE.fetch_add(n as i64, Ordering::Relaxed);
+}
+
+#[inline]
+fn sub(n: usize) {
+    // Relaxed: as in `add`.
+    LIVE.fetch_sub(n as i64, Ordering::Relaxed);
+}
+
+#[inline]
+fn on() -> bool {
+    // Relaxed: set by the main thread before the pass it measures starts.
+    ON.load(Ordering::Relaxed)
+}
+
+// SAFETY: every call is forwarded to the wrapped allocator unchanged; the
+// wrapper only counts, touching no block.
+unsafe impl<A: GlobalAlloc + Usable> GlobalAlloc for Counting<A> {
+    #[inline]
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's contract.
+        let p = unsafe { self.0.alloc(l) };
+        if !p.is_null() && on() {
+            // SAFETY: `p` was just allocated with `l`.
+            add(unsafe { self.0.usable(p, l) });
+        }
+        p
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's contract.
+        let p = unsafe { self.0.alloc_zeroed(l) };
+        if !p.is_null() && on() {
+            // SAFETY: as in `alloc`.
+            add(unsafe { self.0.usable(p, l) });
+        }
+        p
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        if on() {
+            // SAFETY: `p` is live until the dealloc below.
+            sub(unsafe { self.0.usable(p, l) });
+        }
+        // SAFETY: forwarded with the caller's contract.
+        unsafe { self.0.dealloc(p, l) }
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        let counting = on();
+        // SAFETY: `p` is live until the realloc below.
+        let old = if counting {
+            unsafe { self.0.usable(p, l) }
+        } else {
+            0
+        };
+        // SAFETY: forwarded with the caller's contract.
+        let q = unsafe { self.0.realloc(p, l, new) };
+        if !q.is_null() && counting {
+            sub(old);
+            // SAFETY: `q` is live with the new size and `l`'s alignment.
+            add(unsafe {
+                self.0
+                    .usable(q, Layout::from_size_align_unchecked(new, l.align()))
+            });
+        }
+        q
+    }
+}
+
+/// The process's resident set now, in bytes (`/proc/self/statm`).
+pub fn rss_now() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = s.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+/// The process's maximum resident set so far, in bytes.
+pub fn max_rss() -> Option<u64> {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `ru` is a valid out-pointer for one rusage.
+    let r = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) };
+    // SAFETY: getrusage filled it when it returned 0.
+    (r == 0).then(|| unsafe { ru.assume_init() }.ru_maxrss as u64 * 1024)
+}
+
+/// One engine's memory figures.
+#[derive(Serialize, Clone, Debug)]
+pub struct Mem {
+    pub engine: &'static str,
+    pub keys: u64,
+    pub value_size: usize,
+    /// Bytes held per key after the load (allocator bytes; LMDB: used map
+    /// pages).
+    pub bytes_per_key: f64,
+    /// `bytes_per_key` over the raw key and value bytes (8 + value size).
+    pub times_raw: f64,
+    /// Bytes added per extra version (same measure).
+    pub bytes_per_extra_version: f64,
+    /// Resident-set growth over the load, per key.
+    pub rss_per_key: Option<f64>,
+    /// Resident-set growth over the second pass, per key.
+    pub rss_per_extra_version: Option<f64>,
+}
+
+struct Probe {
+    live: i64,
+    rss: Option<u64>,
+}
+
+fn probe() -> Probe {
+    Probe {
+        live: LIVE.load(Ordering::Relaxed),
+        rss: rss_now(),
+    }
+}
+
+fn per(a: &Probe, b: &Probe, n: u64) -> (f64, Option<f64>) {
+    (
+        (b.live - a.live) as f64 / n as f64,
+        a.rss
+            .zip(b.rss)
+            .map(|(x, y)| (y as f64 - x as f64) / n as f64),
+    )
+}
+
+/// Writes every key once more, 1,000 keys per transaction, committed at 2.
+fn second_pass(e: &Engine<LockFree>, keys: u64, value_size: usize) {
+    let mut s = e.session().expect("a session for the second pass");
+    let value = vec![0x6bu8; value_size];
+    let mut k = 0;
+    while k < keys {
+        let mut t = s.begin(&TxnOptions::default()).expect("begin");
+        for _ in 0..1000.min(keys - k) {
+            t.put(key(k), &value).expect("second-pass put");
+            k += 1;
+        }
+        t.commit(CommitOptions::at(2)).expect("second-pass commit");
+    }
+}
+
+/// Lets the collector free what the pass before retired (the hash table's
+/// old arrays after growth), so it is not counted against the next pass.
+fn settle(e: &Engine<LockFree>) {
+    for _ in 0..8 {
+        e.collect();
+    }
+}
+
+fn lock_free(keys: u64, value_size: usize) -> Mem {
+    let p0 = probe();
+    let e = Engine::new(EngineConfig::default());
+    load(&e, keys, value_size);
+    settle(&e);
+    let p1 = probe();
+    let mut rs = e.session().expect("the pinning reader's session");
+    let mut rt = rs.begin(&TxnOptions::default()).expect("begin");
+    rt.take_snapshot().expect("snapshot");
+    second_pass(&e, keys, value_size);
+    settle(&e);
+    let p2 = probe();
+    assert_eq!(
+        e.chain_len(&key(keys / 2)),
+        2,
+        "the pinning reader keeps both versions"
+    );
+    drop(rt);
+    let (bk, rk) = per(&p0, &p1, keys);
+    let (bv, rv) = per(&p1, &p2, keys);
+    Mem {
+        engine: "lock-free",
+        keys,
+        value_size,
+        bytes_per_key: bk,
+        times_raw: bk / (8 + value_size) as f64,
+        bytes_per_extra_version: bv,
+        rss_per_key: rk,
+        rss_per_extra_version: rv,
+    }
+}
+
+fn ceiling(keys: u64, value_size: usize) -> Mem {
+    let p0 = probe();
+    let mut m = crate::ceiling::Map::default();
+    crate::ceiling::fill(&mut m, keys, value_size);
+    let p1 = probe();
+    let (bk, rk) = per(&p0, &p1, keys);
+    std::hint::black_box(&m);
+    Mem {
+        engine: "ceiling",
+        keys,
+        value_size,
+        bytes_per_key: bk,
+        times_raw: bk / (8 + value_size) as f64,
+        // A plain map holds one value per key.
+        bytes_per_extra_version: f64::NAN,
+        rss_per_key: rk,
+        rss_per_extra_version: None,
+    }
+}
+
+/// The memory pass over `engines` (each on a fresh instance, in order).
+pub fn report(engines: &[crate::engines::EngineKind], keys: u64, value_size: usize) -> Vec<Mem> {
+    use crate::engines::EngineKind;
+    ON.store(true, Ordering::Relaxed);
+    let mut out = Vec::new();
+    for &e in engines {
+        match e {
+            EngineKind::LockFree => out.push(lock_free(keys, value_size)),
+            EngineKind::Ceiling => out.push(ceiling(keys, value_size)),
+            #[cfg(feature = "peers")]
+            EngineKind::Lmdb => out.push(crate::lmdb::memory(keys, value_size)),
+            _ => {}
+        }
+    }
+    ON.store(false, Ordering::Relaxed);
+    out
+}
+
+/// The memory table.
+pub fn print(ms: &[Mem]) {
+    let Some(m0) = ms.first() else { return };
+    println!(
+        "memory: {} keys of 8 bytes with {}-byte values (raw {} bytes a key); per engine on a fresh instance: load, then every key written once more under a pinning reader",
+        crate::common::fmt_int(m0.keys as f64),
+        m0.value_size,
+        8 + m0.value_size
+    );
+    println!(
+        "{:<10} {:>12} {:>8} {:>16} {:>12} {:>16}",
+        "engine", "bytes/key", "x raw", "bytes/+version", "rss/key", "rss/+version"
+    );
+    let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.1}"));
+    for m in ms {
+        println!(
+            "{:<10} {:>12.1} {:>8.2} {:>16} {:>12} {:>16}",
+            m.engine,
+            m.bytes_per_key,
+            m.times_raw,
+            f((!m.bytes_per_extra_version.is_nan()).then_some(m.bytes_per_extra_version)),
+            f(m.rss_per_key),
+            f(m.rss_per_extra_version),
+        );
+    }
+    println!(
+        "bytes: the allocator's usable bytes (lmdb: used map pages x 4096); rss: resident-set growth (only the first engine's is clean: later ones reuse what earlier ones freed; run one engine per process for it); process max RSS so far {} MB\n",
+        max_rss().map_or("-".to_string(), |b| format!("{:.1}", b as f64 / 1e6))
+    );
+}

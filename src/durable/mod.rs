@@ -1,0 +1,869 @@
+//! Durability: [`Engine::open`] on a directory, a commit log with group
+//! commit, checkpoints at the stable timestamp, and recovery.
+//!
+//! [`Engine::new`] stays the in-memory engine; an engine from
+//! [`Engine::open`] writes one log record per committing write transaction
+//! (before its versions become visible) and recovers from its directory on
+//! the next open. Readers never touch the log.
+//!
+//! Files in the directory: `LOCK` (held while the engine is open),
+//! `log-<seq>.seg` (the commit log's segments, see `record.rs` for the
+//! format) and `ckpt-<seq>.ckpt` (the newest checkpoint, named by the first
+//! segment it does not cover).
+//!
+//! A prepared transaction is logged only when it commits: one still
+//! prepared at a crash is gone after recovery, as in WiredTiger, and its
+//! coordinator re-drives two-phase commit.
+
+mod checkpoint;
+mod fs;
+mod log;
+mod raw;
+mod record;
+
+pub use fs::{FaultOp, Fs, FsFile, FsLock, MemFs, StdFs};
+
+use crate::config::{EngineConfig, TimestampUpdate, TxnOptions};
+use crate::error::{Error, Result};
+use crate::kv::Engine;
+use crate::machinery::LockFree;
+use crate::sync::{AtomicU64, Ordering};
+use crate::ts::Timestamp;
+use crate::CommitOptions;
+use checkpoint::State;
+use log::{io_error, parse_segment, segment_name, Log};
+use parking_lot::{Condvar, Mutex};
+use record::{Commit, End, FILE_HEADER, SEGMENT_MAGIC};
+use std::cell::RefCell;
+use std::fmt;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// When a commit's log record must be on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// The commit returns once its record is synced (group commit: one
+    /// `fdatasync` covers every record written before it began).
+    Sync,
+    /// The commit returns once its record is written to the OS; a
+    /// background flusher syncs every `interval`. A process crash loses
+    /// nothing; a power cut loses at most about one interval.
+    Periodic(Duration),
+    /// The commit returns once its record is written to the OS, which
+    /// writes it back when it will. A process crash loses nothing; a power
+    /// cut may lose any commit not yet written back.
+    None,
+}
+
+/// Options for [`Engine::open`], checked by [`DurabilityOptions::validate`].
+#[derive(Clone)]
+pub struct DurabilityOptions {
+    /// The default [`Durability`] of a commit ([`Txn::set_durability`]
+    /// changes it for one commit). Default: [`Durability::Sync`].
+    ///
+    /// [`Txn::set_durability`]: crate::Txn::set_durability
+    pub durability: Durability,
+    /// A segment is closed (synced) and the next one started once it holds
+    /// this many bytes. Default 64 MiB; bounds `4096..=2^40`.
+    pub segment_bytes: u64,
+    /// On a checksum mismatch in the log, truncate the log there (and drop
+    /// the segments after it), reporting it in
+    /// [`RecoveryReport::truncated`], instead of failing with
+    /// [`Error::Corrupt`]. Default `false`.
+    pub truncate_corrupt: bool,
+    /// Take a checkpoint in the background this often (`None`: only when
+    /// [`Engine::checkpoint`] is called). Default `None`; at least 1 ms.
+    pub checkpoint_interval: Option<Duration>,
+    /// The file layer. Default [`StdFs`].
+    pub fs: Arc<dyn Fs>,
+}
+
+impl Default for DurabilityOptions {
+    fn default() -> Self {
+        DurabilityOptions {
+            durability: Durability::Sync,
+            segment_bytes: 64 << 20,
+            truncate_corrupt: false,
+            checkpoint_interval: None,
+            fs: Arc::new(StdFs),
+        }
+    }
+}
+
+impl fmt::Debug for DurabilityOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DurabilityOptions")
+            .field("durability", &self.durability)
+            .field("segment_bytes", &self.segment_bytes)
+            .field("truncate_corrupt", &self.truncate_corrupt)
+            .field("checkpoint_interval", &self.checkpoint_interval)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DurabilityOptions {
+    /// Checks every option against its bound.
+    ///
+    /// # Errors
+    /// [`Error::InvalidDurabilityOption`] naming the first option out of
+    /// bounds, its value and the bound.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |option, value: String, bound| {
+            Err(Error::InvalidDurabilityOption {
+                option,
+                value,
+                bound,
+            })
+        };
+        if !(4096..=1 << 40).contains(&self.segment_bytes) {
+            return bad(
+                "segment_bytes",
+                self.segment_bytes.to_string(),
+                "4096..=2^40",
+            );
+        }
+        if let Durability::Periodic(d) = self.durability {
+            if d < Duration::from_millis(1) {
+                return bad(
+                    "durability",
+                    format!("Periodic({d:?})"),
+                    "an interval of at least 1 ms",
+                );
+            }
+        }
+        if let Some(d) = self.checkpoint_interval {
+            if d < Duration::from_millis(1) {
+                return bad("checkpoint_interval", format!("{d:?}"), "at least 1 ms");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Damage recovery found and cut off.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// The segment.
+    pub file: PathBuf,
+    /// Where the first dropped byte was.
+    pub offset: u64,
+    /// How many bytes were dropped from that file.
+    pub bytes_dropped: u64,
+    /// Later segments removed with it (a truncation at a corrupt record).
+    pub segments_removed: u64,
+}
+
+/// What [`Engine::open`] found and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecoveryReport {
+    /// The checkpoint recovery started from.
+    pub checkpoint: Option<PathBuf>,
+    /// Its stable timestamp ([`TimestampKind::Recovery`]).
+    ///
+    /// [`TimestampKind::Recovery`]: crate::TimestampKind::Recovery
+    pub checkpoint_stable: Option<Timestamp>,
+    /// Keys loaded from the checkpoint.
+    pub checkpoint_keys: u64,
+    /// Log records replayed (records the checkpoint carried, then the
+    /// segments after it).
+    pub records_replayed: u64,
+    /// Segments read.
+    pub segments: u64,
+    /// A torn final record (a crash in the middle of its write), dropped.
+    pub torn_tail: Option<Damage>,
+    /// A corrupt record the log was truncated at
+    /// ([`DurabilityOptions::truncate_corrupt`]).
+    pub truncated: Option<Damage>,
+}
+
+/// What [`Engine::checkpoint`] wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CheckpointReport {
+    /// The stable timestamp it holds the state at (`None`: none was set, so
+    /// it holds everything committed before it began).
+    pub stable: Option<Timestamp>,
+    /// The file.
+    pub path: PathBuf,
+    /// Keys in it.
+    pub keys: u64,
+    /// Log records above stable it carries whole.
+    pub carried: u64,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Log records it folded in from the segments it covers.
+    pub records_folded: u64,
+    /// Segments removed.
+    pub segments_removed: u64,
+}
+
+/// Counters of the commit log's work since open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LogStats {
+    /// Records appended.
+    pub records: u64,
+    /// Bytes written to segments (frames).
+    pub bytes: u64,
+    /// `write` calls.
+    pub writes: u64,
+    /// `fdatasync` calls on segments.
+    pub syncs: u64,
+}
+
+/// How one commit is logged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CommitMode {
+    Durability(Durability),
+    /// Written to the OS; [`CommitHandle`] waits for the sync.
+    Async,
+}
+
+/// A session's log bookkeeping for its open transaction: the keys it wrote
+/// (the store's versions hold values, not keys), in write order.
+#[derive(Default)]
+pub(crate) struct SessionLog {
+    keys: Vec<u8>,
+    ends: Vec<usize>,
+    /// This commit's durability, when not the engine's.
+    pub(crate) mode: Option<CommitMode>,
+    /// The durable timestamp set with `set_durable_timestamp`.
+    pub(crate) durable_ts: Option<Timestamp>,
+    pub(crate) prepared: bool,
+}
+
+impl SessionLog {
+    #[inline]
+    pub(crate) fn reset(&mut self) {
+        self.keys.clear();
+        self.ends.clear();
+        self.mode = None;
+        self.durable_ts = None;
+        self.prepared = false;
+    }
+
+    pub(crate) fn push_key(&mut self, key: &[u8]) {
+        self.keys.extend_from_slice(key);
+        self.ends.push(self.keys.len());
+    }
+
+    /// Keeps the first `writes` keys (a rollback to a savepoint).
+    pub(crate) fn truncate(&mut self, writes: usize) {
+        if writes < self.ends.len() {
+            self.ends.truncate(writes);
+            self.keys.truncate(self.ends.last().copied().unwrap_or(0));
+        }
+    }
+
+    fn key(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.keys[start..self.ends[i]]
+    }
+}
+
+thread_local! {
+    static PAYLOAD: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+struct Stopper {
+    stop: Mutex<bool>,
+    cv: Condvar,
+}
+
+/// An open engine's durability: the log, the checkpoint state, the lock.
+pub(crate) struct Durable {
+    pub(crate) log: Arc<Log>,
+    mode: Durability,
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    report: RecoveryReport,
+    recovery_ts: Timestamp,
+    /// The stable timestamp as of the last successful `set_timestamps`.
+    stable: AtomicU64,
+    /// The last checkpoint's state (`None` after a failed checkpoint: the
+    /// next one reloads it from the file).
+    ckpt: Mutex<Option<State>>,
+    stopper: Arc<Stopper>,
+    // Last: the lock is released only after the log has closed.
+    _lock: Box<dyn FsLock>,
+}
+
+impl Drop for Durable {
+    fn drop(&mut self) {
+        *self.stopper.stop.lock() = true;
+        self.stopper.cv.notify_all();
+    }
+}
+
+impl Durable {
+    /// The error a commit with writes is refused with, once the log failed.
+    #[inline]
+    pub(crate) fn refusal(&self) -> Option<Error> {
+        self.log.failed().cloned()
+    }
+
+    /// Logs a commit at `commit_ts` of `values` (one per write, keys from
+    /// `sl`) and waits as its mode asks. Returns its lsn.
+    pub(crate) fn log_commit<'a>(
+        &self,
+        sl: &SessionLog,
+        values: impl ExactSizeIterator<Item = Option<&'a [u8]>>,
+        commit_ts: u64,
+        durable_opt: Option<Timestamp>,
+    ) -> Result<u64> {
+        if let Some(e) = self.log.failed() {
+            return Err(e.clone());
+        }
+        let durable_ts = if sl.prepared {
+            durable_opt
+                .or(sl.durable_ts)
+                .map_or(commit_ts, Timestamp::get)
+        } else {
+            commit_ts
+        };
+        let lsn = PAYLOAD.with(|p| {
+            let mut p = p.borrow_mut();
+            record::begin_commit(
+                &mut p,
+                commit_ts,
+                durable_ts,
+                sl.prepared,
+                values.len() as u32,
+            );
+            for (i, v) in values.enumerate() {
+                record::push_write(&mut p, sl.key(i), v);
+            }
+            self.log.append(&mut p)
+        });
+        let sync = match sl.mode.unwrap_or(CommitMode::Durability(self.mode)) {
+            CommitMode::Durability(Durability::Sync) => true,
+            CommitMode::Durability(_) | CommitMode::Async => false,
+        };
+        self.log.flush(lsn, sync)?;
+        Ok(lsn)
+    }
+
+    /// Notes a stable timestamp that `set_timestamps` published.
+    pub(crate) fn note_stable(&self, stable: Timestamp) {
+        self.stable.fetch_max(stable.get(), Ordering::Relaxed);
+    }
+
+    pub(crate) fn recovery_ts(&self) -> Timestamp {
+        self.recovery_ts
+    }
+
+    pub(crate) fn report(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    pub(crate) fn handle(&self, lsn: Option<u64>) -> CommitHandle {
+        CommitHandle {
+            log: lsn.map(|_| self.log.clone()),
+            lsn: lsn.unwrap_or(0),
+        }
+    }
+
+    pub(crate) fn log_stats(&self) -> LogStats {
+        let c = &self.log.counters;
+        LogStats {
+            records: c.records.load(Ordering::Relaxed),
+            bytes: c.bytes.load(Ordering::Relaxed),
+            writes: c.writes.load(Ordering::Relaxed),
+            syncs: c.syncs.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Takes a checkpoint at the noted stable timestamp (see
+    /// `checkpoint.rs`). Holds no lock a reader or writer takes, except the
+    /// log's writer lock for the one sync and segment switch of the cut.
+    pub(crate) fn checkpoint(&self) -> Result<CheckpointReport> {
+        let mut guard = self.ckpt.lock();
+        let mut st = match guard.take() {
+            Some(st) => st,
+            None => newest_checkpoint(&*self.fs, &self.dir)?.map_or_else(
+                || Ok(State::empty()),
+                |(_, p)| checkpoint::load(&*self.fs, &p),
+            )?,
+        };
+        // Stable first, then the cut: every commit at or below this stable
+        // finished (and so appended its record) before stable was published.
+        let stable = self.stable.load(Ordering::Relaxed);
+        let (cut_seq, cut_lsn) = self.log.cut()?;
+        let seqs = segments_in(&*self.fs, &self.dir)?;
+        let mut records = Vec::new();
+        let mut expect = st.next_lsn;
+        for &seq in seqs.iter().filter(|&&s| s >= st.first_seq && s < cut_seq) {
+            let path = self.dir.join(segment_name(seq));
+            let (recs, end) = read_segment(&*self.fs, &path, seq)?;
+            if let Some((offset, reason)) = end.bad() {
+                return Err(Error::Corrupt {
+                    file: path,
+                    offset,
+                    reason,
+                });
+            }
+            for (offset, c) in recs {
+                if c.lsn != expect {
+                    return Err(Error::Corrupt {
+                        file: path,
+                        offset,
+                        reason: "log sequence gap",
+                    });
+                }
+                expect += 1;
+                records.push(c);
+            }
+        }
+        let folded = records.len() as u64;
+        st.fold(records, stable, cut_seq, cut_lsn);
+        let (path, bytes) = checkpoint::write(&*self.fs, &self.dir, &st)?;
+        let mut removed = 0;
+        for name in self
+            .fs
+            .list(&self.dir)
+            .map_err(|e| io_error("list", &self.dir, &e))?
+        {
+            let old_seg = parse_segment(&name).is_some_and(|s| s < cut_seq);
+            let old_ckpt = checkpoint::parse_checkpoint(&name).is_some_and(|s| s < cut_seq);
+            if old_seg || old_ckpt {
+                let p = self.dir.join(&name);
+                self.fs.remove(&p).map_err(|e| io_error("remove", &p, &e))?;
+                removed += u64::from(old_seg);
+            }
+        }
+        self.fs
+            .sync_dir(&self.dir)
+            .map_err(|e| io_error("sync", &self.dir, &e))?;
+        let report = CheckpointReport {
+            stable: Timestamp::new(stable).to_option(),
+            path,
+            keys: st.base.values().filter(|e| e.value.is_some()).count() as u64,
+            carried: st.carried.len() as u64,
+            bytes,
+            records_folded: folded,
+            segments_removed: removed,
+        };
+        *guard = Some(st);
+        Ok(report)
+    }
+}
+
+impl End {
+    fn bad(self) -> Option<(u64, &'static str)> {
+        match self {
+            End::Clean => None,
+            End::Torn { offset } => Some((offset, "torn record inside the log")),
+            End::Corrupt { offset, reason } => Some((offset, reason)),
+        }
+    }
+}
+
+/// The segment numbers in `dir`, ascending.
+fn segments_in(fs: &dyn Fs, dir: &Path) -> Result<Vec<u64>> {
+    let mut v: Vec<u64> = fs
+        .list(dir)
+        .map_err(|e| io_error("list", dir, &e))?
+        .iter()
+        .filter_map(|n| parse_segment(n))
+        .collect();
+    v.sort_unstable();
+    Ok(v)
+}
+
+/// The newest checkpoint in `dir`: (first segment, path).
+fn newest_checkpoint(fs: &dyn Fs, dir: &Path) -> Result<Option<(u64, PathBuf)>> {
+    Ok(fs
+        .list(dir)
+        .map_err(|e| io_error("list", dir, &e))?
+        .iter()
+        .filter_map(|n| checkpoint::parse_checkpoint(n).map(|s| (s, dir.join(n))))
+        .max())
+}
+
+/// A segment's records with their offsets, and how its scan ended. A file
+/// shorter than its header reads as torn at 0.
+fn read_segment(fs: &dyn Fs, path: &Path, seq: u64) -> Result<(Vec<(u64, Commit)>, End)> {
+    let buf = fs.read(path).map_err(|e| io_error("read", path, &e))?;
+    if buf.len() < FILE_HEADER {
+        return Ok((Vec::new(), End::Torn { offset: 0 }));
+    }
+    if buf[..FILE_HEADER] != record::file_header(SEGMENT_MAGIC, seq) {
+        return Ok((
+            Vec::new(),
+            End::Corrupt {
+                offset: 0,
+                reason: "bad segment header",
+            },
+        ));
+    }
+    let (frames, mut end) = record::scan(&buf, FILE_HEADER);
+    let mut out = Vec::with_capacity(frames.len());
+    for (offset, range) in frames {
+        match record::decode_commit(&buf[range]) {
+            Some(c) => out.push((offset, c)),
+            None => {
+                end = End::Corrupt {
+                    offset,
+                    reason: "malformed log record",
+                };
+                break;
+            }
+        }
+    }
+    Ok((out, end))
+}
+
+/// What recovery read: the checkpoint and the log records after it.
+struct Recovered {
+    state: State,
+    tail: Vec<Commit>,
+    next_seq: u64,
+    next_lsn: u64,
+    report: RecoveryReport,
+}
+
+fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Recovered> {
+    let mut report = RecoveryReport::default();
+    let names = fs.list(dir).map_err(|e| io_error("list", dir, &e))?;
+    for n in names.iter().filter(|n| n.ends_with(".tmp")) {
+        let p = dir.join(n);
+        fs.remove(&p).map_err(|e| io_error("remove", &p, &e))?;
+    }
+    let state = match newest_checkpoint(fs, dir)? {
+        Some((_, path)) => {
+            let st = checkpoint::load(fs, &path)?;
+            report.checkpoint = Some(path);
+            report.checkpoint_stable = Timestamp::new(st.stable).to_option();
+            report.checkpoint_keys = st.base.values().filter(|e| e.value.is_some()).count() as u64;
+            st
+        }
+        None => State::empty(),
+    };
+    let has_ckpt = report.checkpoint.is_some();
+    let mut seqs = segments_in(fs, dir)?;
+    // Segments a checkpoint covers but a crash kept from being removed.
+    for &s in seqs.iter().filter(|&&s| s < state.first_seq) {
+        let p = dir.join(segment_name(s));
+        fs.remove(&p).map_err(|e| io_error("remove", &p, &e))?;
+    }
+    seqs.retain(|&s| s >= state.first_seq);
+    let missing = |seq: u64| Error::Corrupt {
+        file: dir.join(segment_name(seq)),
+        offset: 0,
+        reason: "missing log segment",
+    };
+    if has_ckpt && seqs.first() != Some(&state.first_seq) {
+        return Err(missing(state.first_seq));
+    }
+    for w in seqs.windows(2) {
+        if w[1] != w[0] + 1 {
+            return Err(missing(w[0] + 1));
+        }
+    }
+    let mut tail = Vec::new();
+    let mut expect = state.next_lsn;
+    let mut next_seq = seqs.last().map_or(state.first_seq.max(1), |s| s + 1);
+    for (i, &seq) in seqs.iter().enumerate() {
+        let last = i + 1 == seqs.len();
+        let path = dir.join(segment_name(seq));
+        let (recs, end) = read_segment(fs, &path, seq)?;
+        report.segments += 1;
+        for (offset, c) in recs {
+            if c.lsn != expect {
+                return Err(Error::Corrupt {
+                    file: path,
+                    offset,
+                    reason: "log sequence gap",
+                });
+            }
+            expect += 1;
+            tail.push(c);
+        }
+        let cut_at = match end {
+            End::Clean => continue,
+            End::Torn { offset } if last => {
+                let len = fs
+                    .read(&path)
+                    .map_err(|e| io_error("read", &path, &e))?
+                    .len() as u64;
+                report.torn_tail = Some(Damage {
+                    file: path.clone(),
+                    offset,
+                    bytes_dropped: len - offset,
+                    segments_removed: 0,
+                });
+                offset
+            }
+            End::Torn { offset } | End::Corrupt { offset, .. } if truncate_corrupt => {
+                let len = fs
+                    .read(&path)
+                    .map_err(|e| io_error("read", &path, &e))?
+                    .len() as u64;
+                let later = &seqs[i + 1..];
+                for &s in later {
+                    let p = dir.join(segment_name(s));
+                    fs.remove(&p).map_err(|e| io_error("remove", &p, &e))?;
+                }
+                report.truncated = Some(Damage {
+                    file: path.clone(),
+                    offset,
+                    bytes_dropped: len - offset,
+                    segments_removed: later.len() as u64,
+                });
+                next_seq = seq + 1;
+                offset
+            }
+            other => {
+                let (offset, reason) = other.bad().expect("not clean");
+                return Err(Error::Corrupt {
+                    file: path,
+                    offset,
+                    reason,
+                });
+            }
+        };
+        if cut_at < FILE_HEADER as u64 {
+            // A segment whose header never reached the disk: no record can
+            // be in it. Its number is reused, so none is missing.
+            fs.remove(&path)
+                .map_err(|e| io_error("remove", &path, &e))?;
+            next_seq = seq;
+        } else {
+            fs.truncate(&path, cut_at)
+                .map_err(|e| io_error("truncate", &path, &e))?;
+        }
+        if report.truncated.is_some() {
+            break;
+        }
+    }
+    fs.sync_dir(dir).map_err(|e| io_error("sync", dir, &e))?;
+    Ok(Recovered {
+        state,
+        tail,
+        next_seq,
+        next_lsn: expect,
+        report,
+    })
+}
+
+/// Rebuilds the store from a checkpoint's base and the records after it,
+/// through ordinary transactions on an engine that is not logging yet.
+fn replay(engine: &Engine, st: &State, tail: &[Commit]) -> Result<u64> {
+    let mut s = engine.session()?;
+    let at = |ts: u64| CommitOptions {
+        commit_ts: Timestamp::new(ts).to_option(),
+        durable_ts: None,
+    };
+    let mut base: Vec<_> = st
+        .base
+        .iter()
+        .filter_map(|(k, e)| Some((e.commit_ts, k, e.value.as_deref()?)))
+        .collect();
+    base.sort_unstable_by_key(|&(ts, ..)| ts);
+    for group in base.chunk_by(|a, b| a.0 == b.0) {
+        for chunk in group.chunks(1024) {
+            let mut t = s.begin(&TxnOptions::default())?;
+            for &(_, k, v) in chunk {
+                t.put(k, v)?;
+            }
+            t.commit(at(chunk[0].0))?;
+        }
+    }
+    let mut n = 0;
+    for r in st.carried.iter().chain(tail) {
+        let mut t = s.begin(&TxnOptions::default())?;
+        for w in &r.writes {
+            if st.base.get(&w.key).is_some_and(|e| e.lsn > r.lsn) {
+                continue;
+            }
+            match &w.value {
+                Some(v) => t.put(&w.key, v)?,
+                None => t.delete(&w.key)?,
+            }
+        }
+        t.commit(at(r.commit_ts))?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+impl Engine<LockFree> {
+    /// Opens (creating it if missing) a durable engine on directory `dir`:
+    /// recovers the newest checkpoint and replays the log after it, then
+    /// logs every committing write transaction there. Stable and oldest
+    /// start at the checkpoint's stable timestamp
+    /// ([`TimestampKind::Recovery`](crate::TimestampKind::Recovery)).
+    /// What recovery found (a torn final record it dropped, a truncation)
+    /// is in [`Engine::recovery_report`].
+    ///
+    /// A transaction that was prepared but not committed at the crash is
+    /// gone: prepare is not logged; the coordinator re-drives two-phase
+    /// commit.
+    ///
+    /// # Errors
+    /// [`Error::InvalidDurabilityOption`]; [`Error::DirectoryLocked`] when
+    /// another open engine (in this or another process) holds `dir`;
+    /// [`Error::Corrupt`] for a damaged checkpoint, a missing segment or a
+    /// checksum mismatch before the end of the log (unless
+    /// `truncate_corrupt`); [`Error::Io`]; an error replaying a record
+    /// (a key or value over this `config`'s limits).
+    pub fn open(
+        dir: impl AsRef<Path>,
+        config: EngineConfig,
+        options: DurabilityOptions,
+    ) -> Result<Engine> {
+        options.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        let fs = options.fs.clone();
+        fs.create_dir_all(&dir)
+            .map_err(|e| io_error("create", &dir, &e))?;
+        let lock_path = dir.join("LOCK");
+        let lock = fs
+            .lock(&lock_path)
+            .map_err(|e| io_error("lock", &lock_path, &e))?
+            .ok_or(Error::DirectoryLocked { path: dir.clone() })?;
+        let rec = recover_files(&*fs, &dir, options.truncate_corrupt)?;
+        let mut engine = Engine::with_machinery(config);
+        let replayed = replay(&engine, &rec.state, &rec.tail)?;
+        let stable = Timestamp::new(rec.state.stable);
+        if !stable.is_none() {
+            engine.set_timestamps(TimestampUpdate {
+                oldest: Some(stable),
+                stable: Some(stable),
+                ..TimestampUpdate::default()
+            })?;
+        }
+        let interval = match options.durability {
+            Durability::Periodic(d) => Some(d),
+            _ => None,
+        };
+        let log = Log::create(
+            fs.clone(),
+            &dir,
+            rec.next_seq,
+            rec.next_lsn,
+            options.segment_bytes,
+            interval,
+        )?;
+        let mut report = rec.report;
+        report.records_replayed = replayed;
+        let stopper = Arc::new(Stopper {
+            stop: Mutex::new(false),
+            cv: Condvar::new(),
+        });
+        let durable = Arc::new(Durable {
+            log,
+            mode: options.durability,
+            fs,
+            dir,
+            report,
+            recovery_ts: stable,
+            stable: AtomicU64::new(stable.get()),
+            ckpt: Mutex::new(Some(rec.state)),
+            stopper: stopper.clone(),
+            _lock: lock,
+        });
+        if let Some(every) = options.checkpoint_interval {
+            let weak = Arc::downgrade(&durable);
+            std::thread::Builder::new()
+                .name("snapshot-engine-checkpoint".into())
+                .spawn(move || checkpoints(weak, stopper, every))
+                .map_err(|e| io_error("spawn the checkpointer for", &durable.dir, &e))?;
+        }
+        engine.durable = Some(durable);
+        Ok(engine)
+    }
+}
+
+fn checkpoints(d: Weak<Durable>, stopper: Arc<Stopper>, every: Duration) {
+    loop {
+        {
+            let mut stop = stopper.stop.lock();
+            if !*stop {
+                stopper.cv.wait_for(&mut stop, every);
+            }
+            if *stop {
+                return;
+            }
+        }
+        let Some(d) = d.upgrade() else { return };
+        // A failed background checkpoint leaves the previous one in force;
+        // the next call of `Engine::checkpoint` reports the error.
+        let _ = d.checkpoint();
+    }
+}
+
+/// An asynchronous commit's durability ([`Txn::commit_async`]): the commit
+/// is visible already; this resolves once its log record is synced. Wait
+/// for it with [`CommitHandle::wait`] (blocking) or `.await` it (a
+/// [`Future`] on any runtime: the engine's log flusher wakes it).
+///
+/// [`Txn::commit_async`]: crate::Txn::commit_async
+pub struct CommitHandle {
+    /// `None`: nothing to wait for (an in-memory engine, or a commit that
+    /// wrote nothing).
+    log: Option<Arc<Log>>,
+    lsn: u64,
+}
+
+impl fmt::Debug for CommitHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CommitHandle")
+            .field("lsn", &self.lsn)
+            .field("durable", &self.is_durable())
+            .finish()
+    }
+}
+
+impl CommitHandle {
+    /// A handle with nothing to wait for.
+    pub(crate) fn ready() -> CommitHandle {
+        CommitHandle { log: None, lsn: 0 }
+    }
+
+    /// Is the commit's record synced?
+    pub fn is_durable(&self) -> bool {
+        self.log.as_ref().is_none_or(|l| l.is_done(self.lsn, true))
+    }
+
+    /// Blocks until the commit's record is synced (syncing it now, shared
+    /// with any committer syncing too).
+    ///
+    /// # Errors
+    /// [`Error::Io`]: the log failed before the record was synced; the
+    /// commit may be lost at a crash.
+    pub fn wait(&self) -> Result<()> {
+        match &self.log {
+            Some(l) => l.flush(self.lsn, true),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Future for CommitHandle {
+    type Output = Result<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let Some(log) = &self.log else {
+            return Poll::Ready(Ok(()));
+        };
+        if log.is_done(self.lsn, true) {
+            return Poll::Ready(Ok(()));
+        }
+        if let Some(e) = log.failed() {
+            return Poll::Ready(Err(e.clone()));
+        }
+        log.wait_async(self.lsn, cx.waker().clone());
+        // The flusher may have finished between the check and the
+        // registration: look again (a spurious wake later is harmless).
+        if log.is_done(self.lsn, true) {
+            return Poll::Ready(Ok(()));
+        }
+        Poll::Pending
+    }
+}
