@@ -16,6 +16,17 @@ use super::{
 };
 use crate::{CommitOptions, Engine, Result, Session, Timestamp, TimestampKind, Txn, TxnOptions};
 
+/// A value that tells this run of a node from earlier ones: the time and
+/// the process, hashed with std's randomly keyed hasher (fresh keys per
+/// call).
+fn new_run() -> u64 {
+    use std::hash::BuildHasher;
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    std::collections::hash_map::RandomState::new().hash_one((t, std::process::id()))
+}
+
 /// Commit timestamps the leader has handed out and whose log entries are not
 /// yet appended.
 #[derive(Default)]
@@ -67,6 +78,12 @@ pub(crate) struct Shared {
     pub(crate) pending: Mutex<HashMap<u64, u64>>,
     /// Commits waiting for the batcher.
     queue: Mutex<Queue>,
+    /// This run of the node (tells its own batches from those of an
+    /// earlier run with the same id).
+    pub(crate) run: u64,
+    /// The number of the last own batch of this run appended to this
+    /// node's log (the log store checks that none is missing).
+    pub(crate) last_own_batch: Mutex<u64>,
     queue_notify: tokio::sync::Notify,
     wm_lock: Mutex<()>,
     wm_cv: Condvar,
@@ -138,6 +155,12 @@ impl Shared {
     /// yet known to be committed).
     pub(crate) fn is_pending(&self, seq: u64) -> bool {
         self.pending.lock().contains_key(&seq)
+    }
+
+    /// Whether the fence is set.
+    pub(crate) fn is_fenced(&self) -> bool {
+        // Acquire: pairs with the Release store in `fence`.
+        self.fenced.load(Ordering::Acquire)
     }
 
     /// Sets the fence (DESIGN.md, "Replication", R4).
@@ -291,6 +314,8 @@ impl Replica {
             tracker: Mutex::default(),
             pending: Mutex::default(),
             queue: Mutex::default(),
+            run: new_run(),
+            last_own_batch: Mutex::new(0),
             queue_notify: tokio::sync::Notify::new(),
             wm_lock: Mutex::new(()),
             wm_cv: Condvar::new(),
@@ -728,6 +753,7 @@ async fn batcher(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
     let id = shared.id;
     // The newest watermark proposed in this leadership.
     let mut sent = 0;
+    let mut batch_no = 0;
     loop {
         let _ = tokio::time::timeout(shared.config.tick, shared.queue_notify.notified()).await;
         if shared.fenced.load(Ordering::Acquire) || shared.stopped.load(Ordering::Relaxed) {
@@ -783,7 +809,16 @@ async fn batcher(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
             commits.push(q.rec);
         }
         let n = commits.len() as u64;
-        let cmd = Command::Batch { commits, watermark };
+        batch_no += 1;
+        let cmd = Command::Batch {
+            proposer: super::Proposer {
+                node: id,
+                run: shared.run,
+                batch: batch_no,
+            },
+            commits,
+            watermark,
+        };
         // `client_write_ff` hands the entry to RaftCore's channel before it
         // returns, so entries reach the log in the order they are made here.
         match raft.client_write_ff(cmd).await {

@@ -153,7 +153,9 @@ impl StateMachine {
             EntryPayload::Normal(Command::Watermark { ts }) => {
                 self.apply_watermark(&engine, entry, *ts)?;
             }
-            EntryPayload::Normal(Command::Batch { commits, watermark }) => {
+            EntryPayload::Normal(Command::Batch {
+                commits, watermark, ..
+            }) => {
                 for rec in commits {
                     self.apply_commit(&engine, rec)?;
                 }
