@@ -163,7 +163,9 @@ pub enum Command {
         proposer: Proposer,
         /// The commits, in the order their transactions committed on the
         /// leader (so two commits of one key are in timestamp order).
-        commits: Vec<CommitRecord>,
+        /// Shared: openraft clones an entry for every follower it sends it
+        /// to, and a clone is a reference count.
+        commits: std::sync::Arc<[CommitRecord]>,
         /// The watermark carried after them, if it moved.
         #[serde(with = "opt_ts_serde")]
         watermark: Option<Timestamp>,

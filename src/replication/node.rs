@@ -816,7 +816,7 @@ async fn batcher(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
                 run: shared.run,
                 batch: batch_no,
             },
-            commits,
+            commits: commits.into(),
             watermark,
         };
         // `client_write_ff` hands the entry to RaftCore's channel before it

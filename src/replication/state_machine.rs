@@ -156,7 +156,7 @@ impl StateMachine {
             EntryPayload::Normal(Command::Batch {
                 commits, watermark, ..
             }) => {
-                for rec in commits {
+                for rec in commits.iter() {
                     self.apply_commit(&engine, rec)?;
                 }
                 if let Some(ts) = watermark {
