@@ -677,10 +677,10 @@ impl<R> PendingWrite<R> {
     /// # Errors
     /// [`ReplicaError::Fenced`] when the entry failed or timed out (the
     /// outcome is unknown; the node fenced itself and left the cluster);
-    /// [`ReplicaError::NotLeader`] when the node lost leadership before the
-    /// entry was appended (the node fenced itself too: its engine holds the
-    /// commit); [`ReplicaError::Timeout`] if no outcome came within three
-    /// write timeouts.
+    /// [`ReplicaError::NotLeader`] when openraft refused the entry because
+    /// the node is no longer the leader (the node fenced itself too: its
+    /// engine holds the commit); [`ReplicaError::Timeout`] if no outcome
+    /// came within three write timeouts.
     pub fn wait(self) -> std::result::Result<(R, Timestamp), ReplicaError> {
         self.wait_timed().map(|(r, ts, _)| (r, ts))
     }
@@ -759,10 +759,10 @@ async fn batcher(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
         if shared.fenced.load(Ordering::Acquire) || shared.stopped.load(Ordering::Relaxed) {
             break;
         }
-        if let Err(leader) = leader_ready(&raft, id) {
+        if leader_ready(&raft, id).is_err() {
             sent = 0;
-            // Queued just before leadership went: in no log, but committed
-            // in this engine.
+            // Queued just before leadership went (or the raft stopped): in
+            // no log, but committed in this engine, so the node fences.
             let items = std::mem::take(&mut shared.queue.lock().items);
             if !items.is_empty() {
                 let items = items
@@ -773,7 +773,7 @@ async fn batcher(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
                     &shared,
                     &raft,
                     items,
-                    Err(ReplicaError::NotLeader { node: id, leader }),
+                    Err(ReplicaError::Fenced { node: id }),
                 );
             }
             continue;
