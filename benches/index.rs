@@ -208,7 +208,7 @@ fn batch(c: &mut Criterion) {
     let mut g = c.benchmark_group("batch");
     g.throughput(criterion::Throughput::Elements(B as u64));
     for n in [100_000u64, 1_000_000] {
-        let e = Engine::new(EngineConfig::default());
+        let e = Engine::new(EngineConfig::default()).unwrap();
         let mut s = e.session().unwrap();
         let mut k = 0;
         while k < n {

@@ -21,7 +21,7 @@ impl Rng {
 }
 
 fn loaded<P: Protocol>() -> Engine<P> {
-    let e = Engine::<P>::with_machinery(EngineConfig::default());
+    let e = Engine::<P>::with_machinery(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     let v = [7u8; 100];
     for chunk in 0..KEYS / 1000 {

@@ -20,7 +20,8 @@ fn setup<P: Protocol>(asymmetric_fences: bool) -> Engine<P> {
     let e = Engine::<P>::with_machinery(EngineConfig {
         asymmetric_fences,
         ..EngineConfig::default()
-    });
+    })
+    .unwrap();
     {
         let mut s = e.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();

@@ -15,7 +15,7 @@ use std::time::Duration;
 const KEYS: u64 = 100_000;
 
 fn loaded() -> Arc<Engine> {
-    let e = Arc::new(Engine::new(EngineConfig::default()));
+    let e = Arc::new(Engine::new(EngineConfig::default()).unwrap());
     let mut s = e.session().unwrap();
     let v = [7u8; 100];
     for chunk in 0..KEYS / 1000 {
@@ -101,7 +101,7 @@ fn scan(c: &mut Criterion) {
 }
 
 fn session(c: &mut Criterion) {
-    let e = Arc::new(Engine::new(EngineConfig::default()));
+    let e = Arc::new(Engine::new(EngineConfig::default()).unwrap());
     let mut g = c.benchmark_group("session");
     g.sample_size(20).measurement_time(Duration::from_secs(2));
     let mut borrowed = e.session().unwrap();

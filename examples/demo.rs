@@ -29,7 +29,7 @@ fn main() {
         },
     };
     let keys: u64 = 10_000;
-    let engine = Engine::new(EngineConfig::default());
+    let engine = Engine::default();
     {
         let mut s = engine.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();

@@ -143,7 +143,7 @@ fn text(v: Option<Vec<u8>>) -> String {
 }
 
 fn main() -> Result<()> {
-    let mgr = TxnManager::new(8);
+    let mgr = TxnManager::new(8)?;
     let map = VersionedMap::default();
     let (mut s1, mut s2) = (mgr.session()?, mgr.session()?);
     let mut put_at = |value: &[u8], ts: u64| -> Result<()> {

@@ -21,7 +21,7 @@ use snapshot_engine::machinery::TxnManager;
 use snapshot_engine::{mutant, Error, TxnOptions};
 
 fn model() {
-    let mgr = Arc::new(TxnManager::new(1));
+    let mgr = Arc::new(TxnManager::new(1).unwrap());
     mgr.set_timestamps(stable(5)).unwrap();
     let timekeeper = {
         let mgr = mgr.clone();

@@ -47,7 +47,7 @@ fn commit_one(w: &World, value: &[u8], cts: u64) {
 
 pub(crate) fn model() {
     let w = Arc::new(World {
-        mgr: TxnManager::new(3),
+        mgr: TxnManager::new(3).unwrap(),
         k: Chain::new(),
     });
     commit_one(&w, b"v5", 5);

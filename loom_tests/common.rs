@@ -54,10 +54,13 @@ where
 /// An engine with `max_sessions` slots, shared with loom's `Arc` (which
 /// checks it is dropped).
 pub fn engine(max_sessions: usize) -> loom::sync::Arc<Engine> {
-    loom::sync::Arc::new(Engine::new(EngineConfig {
-        max_sessions,
-        ..EngineConfig::default()
-    }))
+    loom::sync::Arc::new(
+        Engine::new(EngineConfig {
+            max_sessions,
+            ..EngineConfig::default()
+        })
+        .unwrap(),
+    )
 }
 
 /// One committed transaction writing `kvs` at commit timestamp `ts` (0:

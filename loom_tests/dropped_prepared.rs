@@ -31,7 +31,7 @@ struct World {
 
 fn model() {
     let w = Arc::new(World {
-        mgr: TxnManager::new(2),
+        mgr: TxnManager::new(2).unwrap(),
         version: OnceLock::new(),
     });
     let mut s = w.mgr.session().unwrap();
@@ -78,7 +78,7 @@ fn model() {
 /// and write on top: a lost update.
 fn model_write_check() {
     let w = Arc::new(World {
-        mgr: TxnManager::new(2),
+        mgr: TxnManager::new(2).unwrap(),
         version: OnceLock::new(),
     });
     let mut s = w.mgr.session().unwrap();

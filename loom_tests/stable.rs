@@ -30,7 +30,7 @@ fn model() {
             t.put(b"k2", b"new").unwrap();
             // A local, not the block's tail: the `CommitError` temporary
             // borrows the session, which drops at the end of the block.
-            let committed = match t.commit(CommitOptions::at(10)) {
+            let committed = match t.try_commit(CommitOptions::at(10)) {
                 Ok(()) => true,
                 Err(e) => match *e.error() {
                     Error::CommitTimestampNotAfterStable { commit, stable } => {
@@ -113,7 +113,7 @@ fn model_snapshot() {
             let mut s = e.session().unwrap();
             let mut t = s.begin(&TxnOptions::default()).unwrap();
             t.put(b"k", b"new").unwrap();
-            if let Err(e) = t.commit(CommitOptions::at(10)) {
+            if let Err(e) = t.try_commit(CommitOptions::at(10)) {
                 // Refused for a timestamp: handed back open; roll it back.
                 e.into_txn().expect("still open").rollback();
             };

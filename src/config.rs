@@ -2,21 +2,29 @@
 //! (WiredTiger WT-11105 measured its config-string parsing at up to 2.8 µs
 //! per begin).
 
+use crate::error::{Error, Result};
 use crate::ts::Timestamp;
 
-/// Engine-wide settings.
+/// Engine-wide settings, checked when an engine or manager is built
+/// ([`EngineConfig::validate`]): each field's bounds are below.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
-    /// Size of the session table: the most sessions open at once.
+    /// Size of the session table: the most sessions open at once,
+    /// `1..=`[`EngineConfig::MAX_SESSIONS`] (the table and each slot's
+    /// counters are allocated up front, and every horizon refresh scans
+    /// the whole table).
     /// Opening one more is [`Error::SessionTableFull`](crate::Error::SessionTableFull).
     pub max_sessions: usize,
-    /// Longest key accepted by `put`/`delete`, in bytes.
+    /// Longest key accepted by `get`/`put`/`delete`, in bytes,
+    /// `0..=`[`EngineConfig::MAX_KEY_LEN`].
     pub max_key_len: usize,
-    /// Longest value accepted by `put`, in bytes.
+    /// Longest value accepted by `put`, in bytes,
+    /// `0..=`[`EngineConfig::MAX_VALUE_LEN`].
     pub max_value_len: usize,
     /// A session refreshes the reclaim horizon (a scan of the session table)
-    /// after this many of its own commits. Lower values prune sooner and cost
-    /// more scans; `engine.collect()` refreshes it on demand.
+    /// after this many of its own commits, `1..=u32::MAX` (1: after every
+    /// commit). Lower values prune sooner and cost more scans;
+    /// `engine.collect()` refreshes it on demand.
     pub horizon_refresh_commits: u32,
     /// Use the asymmetric fence for handshake 1 (pin versus horizon) where
     /// the platform has it: readers issue a compiler fence instead of a
@@ -36,6 +44,57 @@ pub struct EngineConfig {
     /// [`Engine::asymmetric_fences`](crate::Engine::asymmetric_fences) says
     /// which pair an engine got.
     pub asymmetric_fences: bool,
+}
+
+impl EngineConfig {
+    /// The largest [`EngineConfig::max_sessions`]: 65,536 sessions.
+    pub const MAX_SESSIONS: usize = 1 << 16;
+    /// The largest [`EngineConfig::max_key_len`]: 2 GiB - 1.
+    pub const MAX_KEY_LEN: usize = i32::MAX as usize;
+    /// The largest [`EngineConfig::max_value_len`]: 2 GiB - 1.
+    pub const MAX_VALUE_LEN: usize = i32::MAX as usize;
+
+    /// Checks every field against its bounds (the field docs);
+    /// [`Engine::new`](crate::Engine::new) and
+    /// [`TxnManager::with_config`](crate::machinery::TxnManager::with_config)
+    /// call it, so no value builds an engine that aborts or panics later.
+    /// `asymmetric_fences` takes either value.
+    ///
+    /// ```
+    /// # use snapshot_engine::{EngineConfig, Error};
+    /// let config = EngineConfig { max_sessions: 0, ..EngineConfig::default() };
+    /// assert_eq!(
+    ///     config.validate().unwrap_err().to_string(),
+    ///     "EngineConfig::max_sessions 0 is out of range (1..=65536)"
+    /// );
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::ConfigOutOfRange`] for the first field out of its bounds,
+    /// with the field's name, its value and the bounds.
+    pub fn validate(&self) -> Result<()> {
+        let check = |field, value, min, max| {
+            if (min..=max).contains(&value) {
+                Ok(())
+            } else {
+                Err(Error::ConfigOutOfRange {
+                    field,
+                    value,
+                    min,
+                    max,
+                })
+            }
+        };
+        check("max_sessions", self.max_sessions, 1, Self::MAX_SESSIONS)?;
+        check("max_key_len", self.max_key_len, 0, Self::MAX_KEY_LEN)?;
+        check("max_value_len", self.max_value_len, 0, Self::MAX_VALUE_LEN)?;
+        check(
+            "horizon_refresh_commits",
+            self.horizon_refresh_commits as usize,
+            1,
+            u32::MAX as usize,
+        )
+    }
 }
 
 impl Default for EngineConfig {
@@ -106,10 +165,11 @@ pub struct TxnOptions {
 
 impl TxnOptions {
     /// A snapshot transaction that reads at `read_ts` (the rest default):
-    /// `session.begin(&TxnOptions::at(15))`.
-    pub fn at(read_ts: u64) -> TxnOptions {
+    /// `session.begin(&TxnOptions::at(15))`. Like every timestamp parameter
+    /// of the crate, `read_ts` is a [`Timestamp`] or a plain `u64`.
+    pub fn at(read_ts: impl Into<Timestamp>) -> TxnOptions {
         TxnOptions {
-            read_timestamp: Some(Timestamp::new(read_ts)),
+            read_timestamp: Some(read_ts.into()),
             ..TxnOptions::default()
         }
     }
@@ -127,12 +187,27 @@ pub struct CommitOptions {
 }
 
 impl CommitOptions {
-    /// A commit at `ts`.
-    pub fn at(ts: u64) -> CommitOptions {
+    /// A commit at `ts` (a [`Timestamp`] or a plain `u64`).
+    pub fn at(ts: impl Into<Timestamp>) -> CommitOptions {
         CommitOptions {
-            commit_ts: Some(Timestamp::new(ts)),
+            commit_ts: Some(ts.into()),
             durable_ts: None,
         }
+    }
+
+    /// A prepared transaction's commit at `commit`, durable at `durable`:
+    /// `txn.commit(CommitOptions::prepared(30, 35))`. The same as
+    /// `CommitOptions::at(commit).durable(durable)`.
+    pub fn prepared(commit: impl Into<Timestamp>, durable: impl Into<Timestamp>) -> CommitOptions {
+        CommitOptions::at(commit).durable(durable)
+    }
+
+    /// These options with the durable timestamp `ts` (prepared
+    /// transactions only; the commit refuses it for any other).
+    #[must_use]
+    pub fn durable(mut self, ts: impl Into<Timestamp>) -> CommitOptions {
+        self.durable_ts = Some(ts.into());
+        self
     }
 }
 
@@ -147,6 +222,50 @@ pub struct TimestampUpdate {
     pub stable: Option<Timestamp>,
     /// The global durable timestamp (an upper bound for `all_durable`).
     pub durable: Option<Timestamp>,
+}
+
+/// Helpers that name the timestamps to move, each a [`Timestamp`] or a plain
+/// `u64`: `TimestampUpdate::stable(20).and_oldest(10)` is
+/// `TimestampUpdate { stable: Some(20.into()), oldest: Some(10.into()), durable: None }`.
+/// (The chained setters are `and_*`: a method cannot share its name with the
+/// constructor `TimestampUpdate::oldest`.)
+impl TimestampUpdate {
+    /// An update that moves the oldest timestamp to `ts` and nothing else.
+    pub fn oldest(ts: impl Into<Timestamp>) -> TimestampUpdate {
+        TimestampUpdate::default().and_oldest(ts)
+    }
+
+    /// An update that moves the stable timestamp to `ts` and nothing else.
+    pub fn stable(ts: impl Into<Timestamp>) -> TimestampUpdate {
+        TimestampUpdate::default().and_stable(ts)
+    }
+
+    /// An update that sets the global durable timestamp to `ts` and nothing
+    /// else.
+    pub fn durable(ts: impl Into<Timestamp>) -> TimestampUpdate {
+        TimestampUpdate::default().and_durable(ts)
+    }
+
+    /// This update, also moving the oldest timestamp to `ts`.
+    #[must_use]
+    pub fn and_oldest(mut self, ts: impl Into<Timestamp>) -> TimestampUpdate {
+        self.oldest = Some(ts.into());
+        self
+    }
+
+    /// This update, also moving the stable timestamp to `ts`.
+    #[must_use]
+    pub fn and_stable(mut self, ts: impl Into<Timestamp>) -> TimestampUpdate {
+        self.stable = Some(ts.into());
+        self
+    }
+
+    /// This update, also setting the global durable timestamp to `ts`.
+    #[must_use]
+    pub fn and_durable(mut self, ts: impl Into<Timestamp>) -> TimestampUpdate {
+        self.durable = Some(ts.into());
+        self
+    }
 }
 
 /// Which global timestamp `Engine::query_timestamp` reports.

@@ -62,6 +62,16 @@ impl fmt::Display for KeyText<'_> {
     }
 }
 
+/// `n` and a noun, plural unless `n` is 1 ("1 byte", "2 bytes").
+struct Count(usize, &'static str);
+
+impl fmt::Display for Count {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = if self.0 == 1 { "" } else { "s" };
+        write!(f, "{} {}{s}", self.0, self.1)
+    }
+}
+
 /// Everything the engine can refuse.
 ///
 /// Every message has one style: lower-case, no trailing period, the
@@ -71,6 +81,19 @@ impl fmt::Display for KeyText<'_> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
+    /// An [`EngineConfig`](crate::EngineConfig) field outside its bounds
+    /// ([`EngineConfig::validate`](crate::EngineConfig::validate)); the
+    /// engine (or manager) is not built.
+    ConfigOutOfRange {
+        /// The field, by its name in `EngineConfig`.
+        field: &'static str,
+        /// The rejected value.
+        value: usize,
+        /// The smallest value accepted.
+        min: usize,
+        /// The largest value accepted.
+        max: usize,
+    },
     /// Every session slot is taken (`EngineConfig::max_sessions`).
     SessionTableFull {
         /// The configured table size.
@@ -304,8 +327,17 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use Error::*;
         match self {
+            ConfigOutOfRange {
+                field,
+                value,
+                min,
+                max,
+            } => write!(
+                f,
+                "EngineConfig::{field} {value} is out of range ({min}..={max})"
+            ),
             SessionTableFull { max_sessions } => {
-                write!(f, "session table is full ({max_sessions} sessions)")
+                write!(f, "session table is full ({})", Count(*max_sessions, "session"))
             }
             TimestampOutOfRange { role, value } => write!(
                 f,
@@ -364,9 +396,11 @@ impl fmt::Display for Error {
             PrepareConflict { key } => write!(f, "prepare conflict on key {}", KeyText(key)),
             ReadOnlyTransaction => write!(f, "write in a read-only transaction"),
             MustRollBack => write!(f, "transaction hit a conflict and must roll back"),
-            KeyTooLarge { len, max } => write!(f, "key of {len} bytes exceeds the limit {max}"),
+            KeyTooLarge { len, max } => {
+                write!(f, "key of {} exceeds the limit {max}", Count(*len, "byte"))
+            }
             ValueTooLarge { len, max } => {
-                write!(f, "value of {len} bytes exceeds the limit {max}")
+                write!(f, "value of {} exceeds the limit {max}", Count(*len, "byte"))
             }
             PrepareTimestampNotAfterStable { prepare, stable } => write!(
                 f,
@@ -482,6 +516,22 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "options read_at_stable and read_timestamp cannot be combined"
+        );
+        let e = Error::KeyTooLarge { len: 1, max: 0 };
+        assert_eq!(e.to_string(), "key of 1 byte exceeds the limit 0");
+        let e = Error::ValueTooLarge { len: 17, max: 16 };
+        assert_eq!(e.to_string(), "value of 17 bytes exceeds the limit 16");
+        let e = Error::SessionTableFull { max_sessions: 1 };
+        assert_eq!(e.to_string(), "session table is full (1 session)");
+        let e = Error::ConfigOutOfRange {
+            field: "max_sessions",
+            value: 0,
+            min: 1,
+            max: 65536,
+        };
+        assert_eq!(
+            e.to_string(),
+            "EngineConfig::max_sessions 0 is out of range (1..=65536)"
         );
     }
 }

@@ -12,12 +12,12 @@
 //! use snapshot_engine::{CommitOptions, Engine, EngineConfig, TxnOptions};
 //!
 //! fn main() -> Result<(), Box<dyn std::error::Error>> {
-//!     let engine = Engine::new(EngineConfig::default());
+//!     let engine = Engine::new(EngineConfig::default())?;
 //!     let mut session = engine.session()?;
 //!
 //!     let mut txn = session.begin(&TxnOptions::default())?;
 //!     txn.put("apple", "red")?;
-//!     txn.commit(CommitOptions::at(10)).map_err(|e| e.into_error())?;
+//!     txn.commit(CommitOptions::at(10))?;
 //!
 //!     let mut txn = session.begin(&TxnOptions::at(15))?; // read at timestamp 15
 //!     assert_eq!(txn.get("apple")?.as_deref(), Some(&b"red"[..]));

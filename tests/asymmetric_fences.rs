@@ -27,6 +27,7 @@ fn engine(asymmetric_fences: bool) -> Engine {
         asymmetric_fences,
         ..EngineConfig::default()
     })
+    .unwrap()
 }
 
 fn key(k: u64) -> [u8; 8] {
@@ -55,7 +56,8 @@ fn an_engine_reports_the_fence_pair_it_was_built_with() {
     let lock = Engine::<RwLockBaseline>::with_machinery(EngineConfig {
         asymmetric_fences: true,
         ..EngineConfig::default()
-    });
+    })
+    .unwrap();
     assert!(!lock.asymmetric_fences());
 }
 

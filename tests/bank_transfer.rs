@@ -98,7 +98,7 @@ fn run_bank<P: Protocol>(engine: &Engine<P>) {
                         t.put(key(from), val(f - amount))?;
                         t.put(key(to), val(g + amount))?;
                         let ts = clock.fetch_add(1, Ordering::SeqCst) + 1;
-                        Ok(t.commit(CommitOptions::at(ts))?)
+                        t.commit(CommitOptions::at(ts))
                     })();
                     match r {
                         Ok(()) => {
@@ -183,7 +183,7 @@ fn run_bank<P: Protocol>(engine: &Engine<P>) {
 
 #[test]
 fn concurrent_snapshot_readers_always_see_the_same_total() {
-    let engine = Engine::new(EngineConfig::default());
+    let engine = Engine::new(EngineConfig::default()).unwrap();
     run_bank(&engine);
     let st = engine.stats();
     assert!(st.versions_pruned > 0, "writers pruned nothing: {st:?}");

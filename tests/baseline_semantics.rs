@@ -7,7 +7,7 @@ use snapshot_engine::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 fn engine<P: Protocol>() -> Engine<P> {
-    Engine::<P>::with_machinery(EngineConfig::default())
+    Engine::<P>::with_machinery(EngineConfig::default()).unwrap()
 }
 
 fn put_commit<P: Protocol>(s: &mut Session<'_, P>, k: &[u8], v: &[u8], ts: u64) {
@@ -95,7 +95,7 @@ fn first_updater_wins<P: Protocol>() {
         P::NAME
     );
     assert_eq!(
-        tb.commit(CommitOptions::default()).map_err(|e| {
+        tb.try_commit(CommitOptions::default()).map_err(|e| {
             let err = e.error().clone();
             assert!(e.into_txn().is_none(), "a doomed commit rolls back");
             err
@@ -171,7 +171,7 @@ fn read_ts_below_oldest_is_refused_or_rounded<P: Protocol>() {
     // Commits must be after stable.
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.put(b"k", b"v").unwrap();
-    let e = t.commit(CommitOptions::at(60)).unwrap_err();
+    let e = t.try_commit(CommitOptions::at(60)).unwrap_err();
     assert!(matches!(
         e.error(),
         Error::CommitTimestampNotAfterStable { .. }

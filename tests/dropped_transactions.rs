@@ -64,7 +64,7 @@ fn write(s: &mut TxnSession<'_>, key: &Key, value: u64, ts: u64) -> Result<(), E
 }
 
 fn setup() -> (TxnManager, Key) {
-    let mgr = TxnManager::new(4);
+    let mgr = TxnManager::new(4).unwrap();
     let key = Mutex::new(Vec::new());
     {
         let mut s = mgr.session().unwrap();

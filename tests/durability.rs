@@ -524,7 +524,7 @@ fn an_async_commit_is_visible_at_once_and_resolves_when_synced() {
         assert!(get(&r, &format!("a{i}")).is_some());
     }
     // In memory: ready at once.
-    let m = Engine::new(EngineConfig::default());
+    let m = Engine::new(EngineConfig::default()).unwrap();
     let mut s = m.session().unwrap();
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.put("k", "v").unwrap();
@@ -555,7 +555,7 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 
 #[test]
 fn the_in_memory_engine_has_no_checkpoint_and_no_recovery_timestamp() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     assert!(matches!(e.checkpoint(), Err(Error::NotDurable)));
     assert_eq!(e.query_timestamp(TimestampKind::Recovery), None);
     assert!(e.recovery_report().is_none());

@@ -11,7 +11,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 fn engine() -> Arc<Engine> {
-    Arc::new(Engine::new(EngineConfig::default()))
+    Arc::new(Engine::new(EngineConfig::default()).unwrap())
 }
 
 fn read(s: &mut Session<'_>, key: &str) -> Option<Vec<u8>> {
@@ -148,7 +148,7 @@ fn a_refused_commit_hands_the_transaction_back_to_retry() {
     txn.put("k", "v").unwrap();
     let mut commit_ts = 15;
     loop {
-        match txn.commit(CommitOptions::at(commit_ts)) {
+        match txn.try_commit(CommitOptions::at(commit_ts)) {
             Ok(()) => break,
             Err(refused) => {
                 assert_eq!(
@@ -190,11 +190,11 @@ fn a_commit_after_a_write_conflict_rolls_back_and_returns_nothing() {
         t2.put("k", "2").unwrap_err().to_string(),
         r#"write conflict on key "k""#
     );
-    let refused = t2.commit(CommitOptions::default()).unwrap_err();
+    let refused = t2.try_commit(CommitOptions::default()).unwrap_err();
     assert_eq!(refused.error(), &Error::MustRollBack);
     assert!(refused.into_txn().is_none());
     t1.commit(CommitOptions::default()).unwrap();
-    // `?` turns a CommitError into an Error.
+    // `?` takes commit's owned error (and `try_commit`'s CommitError) into an Error.
     let f = |s: &mut Session<'_>| -> snapshot_engine::Result<()> {
         let mut t = s.begin(&TxnOptions::default())?;
         t.put("k", "3")?;
@@ -302,6 +302,53 @@ fn a_cursor_runs_forward_reverse_and_after_seek() {
     let mut c = t.iter("b"..);
     c.seek("a");
     assert_eq!(keys(c), ["b", "d", "e"]);
+}
+
+#[test]
+fn seek_back_moves_the_back_for_a_reverse_scan_from_a_key() {
+    let e = engine();
+    filled(&e, &["a", "b", "c", "d", "e"]);
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    t.delete("c").unwrap();
+    let mut c = t.cursor();
+    c.seek_back("c");
+    assert_eq!(keys(c.by_ref().rev()), ["b", "a"]);
+    // Seek back again, forwards from where the back was.
+    c.seek_back("zz");
+    assert_eq!(keys(c.by_ref().rev()), ["e", "d", "b", "a"]);
+    // The front is unchanged by a seek back; a forward scan stops there.
+    let mut c = t.cursor();
+    c.seek_back("d");
+    assert_eq!(keys(c), ["a", "b", "d"]);
+    // A seek back past the cursor's range stays inside it.
+    let mut c = t.iter(.."d");
+    c.seek_back("e");
+    assert_eq!(keys(c.rev()), ["b", "a"]);
+    // Both ends sought: what lies between them.
+    let mut c = t.cursor();
+    c.seek("b");
+    c.seek_back("d");
+    assert_eq!(keys(c.rev()), ["d", "b"]);
+    // A key before the front leaves nothing.
+    let mut c = t.iter("b"..);
+    c.seek_back("a");
+    assert_eq!(keys(c.rev()), Vec::<String>::new());
+    drop(t);
+    // Across batches (64 pairs per refill): every key from 700 down.
+    let mut w = s.begin(&TxnOptions::default()).unwrap();
+    for i in 0..1000u32 {
+        w.put(i.to_be_bytes(), "v").unwrap();
+    }
+    w.commit(CommitOptions::default()).unwrap();
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    let mut c = t.iter(&0u32.to_be_bytes()[..]..&1000u32.to_be_bytes()[..]);
+    c.seek_back(700u32.to_be_bytes());
+    let got: Vec<u32> = c
+        .rev()
+        .map(|r| u32::from_be_bytes(r.unwrap().0.try_into().unwrap()))
+        .collect();
+    assert_eq!(got, (0..=700).rev().collect::<Vec<_>>());
 }
 
 #[test]

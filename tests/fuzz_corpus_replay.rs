@@ -291,8 +291,8 @@ fn stale_and_foreign_savepoints_are_refused_as_in_the_model() {
     ]);
 }
 
-/// Cursors yield what `range` does: forwards, backwards, after a seek
-/// (inside, before and past the range), from both ends in turn, over
+/// Cursors yield what `range` does: forwards, backwards, after a seek or a
+/// seek back (inside, before and past the range), from both ends in turn, over
 /// deleted keys, own writes, and a prepared key (the conflict comes first).
 #[test]
 fn cursors_match_the_model() {
@@ -308,7 +308,7 @@ fn cursors_match_the_model() {
         Op::Delete(S(0), Key(2)),
         Op::Put(S(0), Key(4), 2),
     ];
-    for mode in 0..4 {
+    for mode in 0..6 {
         for k in [0, 3, 6, 8] {
             ops.push(all(0, mode, k));
             ops.push(Op::Iter(S(0), B::Exc(Key(0)), B::Inc(Key(4)), mode, Key(k)));
@@ -316,7 +316,7 @@ fn cursors_match_the_model() {
         }
     }
     ops.extend([Op::Prepare(S(0), Ts(4)), Op::Begin(S(1), at(5))]);
-    for mode in 0..4 {
+    for mode in 0..6 {
         ops.push(all(1, mode, 4));
         ops.push(Op::Iter(S(1), B::Unb, B::Exc(Key(2)), mode, Key(0)));
     }

@@ -16,7 +16,7 @@ fn key(i: u64, long: bool) -> Vec<u8> {
 
 #[test]
 fn a_batch_reads_what_each_get_reads() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     for i in 0..500u64 {
@@ -61,7 +61,7 @@ fn a_batch_reads_what_each_get_reads() {
 
 #[test]
 fn a_prepared_update_stops_the_batch_at_its_key() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     e.set_timestamps(TimestampUpdate {
         stable: Some(Timestamp::new(10)),
         ..TimestampUpdate::default()

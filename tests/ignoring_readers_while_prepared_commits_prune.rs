@@ -232,7 +232,7 @@ fn writer(w: &World, id: u64) {
                 commit_ts: Some(ts(c)),
                 durable_ts: Some(ts(d)),
             };
-            match t.commit(opts) {
+            match t.try_commit(opts) {
                 Ok(()) => break,
                 // Stable passed `d` (not announced): still prepared, commit
                 // with a later one.
@@ -429,7 +429,8 @@ fn a_key_that_always_exists_is_never_read_as_absent() {
             // cuts as far as the pins allow.
             horizon_refresh_commits: 1,
             ..EngineConfig::default()
-        }),
+        })
+        .unwrap(),
         clock: AtomicU64::new(2),
         ledger: Mutex::new(HashMap::from([(
             LOAD,

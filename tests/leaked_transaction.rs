@@ -9,7 +9,7 @@ fn ts(v: u64) -> Timestamp {
 }
 
 fn setup() -> Engine {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.put(b"k", b"base").unwrap();

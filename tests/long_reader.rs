@@ -81,7 +81,8 @@ fn a_long_reader_pins_one_version_per_key_and_history_returns_after_it_ends() {
     let e = Engine::new(EngineConfig {
         horizon_refresh_commits: 8,
         ..EngineConfig::default()
-    });
+    })
+    .unwrap();
     // Load every key at timestamps 1..=nkeys.
     {
         let mut s = e.session().unwrap();
@@ -146,7 +147,7 @@ fn a_long_reader_pins_one_version_per_key_and_history_returns_after_it_ends() {
                         Err(err) => panic!("writer: {err}"),
                     }
                     let c = next_ts.fetch_add(1, Ordering::Relaxed);
-                    match t.commit(CommitOptions::at(c)).map_err(|e| {
+                    match t.try_commit(CommitOptions::at(c)).map_err(|e| {
                         // Refused for a timestamp: handed back open; dropped
                         // here, which rolls it back.
                         let err = e.error().clone();
@@ -350,7 +351,7 @@ fn a_long_reader_pins_one_version_per_key_and_history_returns_after_it_ends() {
 #[test]
 fn collect_frees_what_it_pruned_with_no_later_writes() {
     let _serial = one_at_a_time();
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     {
         let mut s = e.session().unwrap();
         for c in 1..=10u64 {

@@ -29,10 +29,13 @@ use std::thread;
 
 #[test]
 fn a_completion_racing_a_horizon_advance() {
-    let e = Arc::new(Engine::new(EngineConfig {
-        max_sessions: 2,
-        ..EngineConfig::default()
-    }));
+    let e = Arc::new(
+        Engine::new(EngineConfig {
+            max_sessions: 2,
+            ..EngineConfig::default()
+        })
+        .unwrap(),
+    );
     let writer = {
         let e = e.clone();
         thread::spawn(move || {

@@ -42,7 +42,8 @@ fn setup() -> Engine {
         max_key_len: MAX_KEY,
         max_value_len: MAX_VALUE,
         ..EngineConfig::default()
-    });
+    })
+    .unwrap();
     {
         let mut s = e.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
@@ -231,7 +232,7 @@ fn rows() -> Vec<Row> {
                 let mut s = e.session()?;
                 let mut t = s.begin(&TxnOptions::default())?;
                 t.put(b"ok", b"x")?;
-                let e = t.commit(CommitOptions::at(STABLE)).unwrap_err();
+                let e = t.try_commit(CommitOptions::at(STABLE)).unwrap_err();
                 let r = Err(e.error().clone());
                 // A timestamp error hands the transaction back open: it
                 // commits at a valid timestamp and the write is visible.
@@ -271,7 +272,7 @@ fn rows() -> Vec<Row> {
                 let mut s = e.session()?;
                 let mut t = s.begin(&at_read(30))?;
                 t.put(b"bad", b"x")?;
-                refused(t.commit(CommitOptions::at(25)))
+                refused(t.try_commit(CommitOptions::at(25)))
             },
         },
         Row {
@@ -281,7 +282,7 @@ fn rows() -> Vec<Row> {
             run: |e| {
                 after_a_write(e, |mut t| {
                     t.set_commit_timestamp(ts(25))?;
-                    refused(t.commit(CommitOptions::at(26)))
+                    refused(t.try_commit(CommitOptions::at(26)))
                 })
             },
         },
@@ -300,7 +301,7 @@ fn rows() -> Vec<Row> {
             expect: Error::DurableTimestampWithoutPrepare { durable: ts(30) },
             run: |e| {
                 after_a_write(e, |t| {
-                    refused(t.commit(CommitOptions {
+                    refused(t.try_commit(CommitOptions {
                         commit_ts: Some(ts(25)),
                         durable_ts: Some(ts(30)),
                     }))
@@ -326,7 +327,7 @@ fn rows() -> Vec<Row> {
             },
             run: |e| {
                 after_prepare_at_25(e, |t| {
-                    refused(t.commit(CommitOptions {
+                    refused(t.try_commit(CommitOptions {
                         commit_ts: Some(ts(30)),
                         durable_ts: Some(ts(26)),
                     }))
@@ -337,7 +338,7 @@ fn rows() -> Vec<Row> {
             name: "prepared commit without a commit timestamp",
             state: "prepared at 25",
             expect: Error::PreparedCommitNeedsTimestamp,
-            run: |e| after_prepare_at_25(e, |t| refused(t.commit(CommitOptions::default()))),
+            run: |e| after_prepare_at_25(e, |t| refused(t.try_commit(CommitOptions::default()))),
         },
         Row {
             name: "commit timestamp below prepare timestamp",
@@ -346,7 +347,7 @@ fn rows() -> Vec<Row> {
                 commit: ts(23),
                 prepare: ts(25),
             },
-            run: |e| after_prepare_at_25(e, |t| refused(t.commit(CommitOptions::at(23)))),
+            run: |e| after_prepare_at_25(e, |t| refused(t.try_commit(CommitOptions::at(23)))),
         },
         Row {
             name: "prepared durable timestamp at stable",
@@ -358,7 +359,7 @@ fn rows() -> Vec<Row> {
             run: |e| {
                 after_prepare_at_25(e, |t| {
                     set(e, None, Some(30))?;
-                    refused(t.commit(CommitOptions::at(28)))
+                    refused(t.try_commit(CommitOptions::at(28)))
                 })
             },
         },
@@ -610,6 +611,29 @@ fn rows() -> Vec<Row> {
             },
         },
         Row {
+            name: "get of a key over max_key_len",
+            state: "max_key_len 8",
+            expect: Error::KeyTooLarge {
+                len: MAX_KEY + 1,
+                max: MAX_KEY,
+            },
+            run: |e| {
+                let mut s = e.session()?;
+                let mut t = s.begin(&TxnOptions::default())?;
+                let r = t.get([b'k'; MAX_KEY + 1]).map(|_| ());
+                assert_eq!(
+                    t.get_with([b'k'; MAX_KEY + 1], |v| v.is_some()),
+                    Err(Error::KeyTooLarge {
+                        len: MAX_KEY + 1,
+                        max: MAX_KEY
+                    })
+                );
+                // A key at the limit is an ordinary read.
+                assert_eq!(t.get([b'k'; MAX_KEY])?, None);
+                r
+            },
+        },
+        Row {
             name: "value over max_value_len",
             state: "max_value_len 16",
             expect: Error::ValueTooLarge {
@@ -657,7 +681,7 @@ fn rows() -> Vec<Row> {
                 assert_eq!(t2.get(b"base"), Err(Error::MustRollBack));
                 // Commit of a doomed transaction rolls it back.
                 assert_eq!(
-                    t2.commit(CommitOptions::at(30)).map_err(|e| {
+                    t2.try_commit(CommitOptions::at(30)).map_err(|e| {
                         let err = e.error().clone();
                         assert!(e.into_txn().is_none(), "a doomed commit rolls back");
                         err

@@ -4,7 +4,7 @@ use snapshot_engine::*;
 
 #[test]
 fn a_transaction_sees_its_own_writes_and_deletes_before_commit() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     let mut other = e.session().unwrap();
     let mut t = s.begin(&TxnOptions::default()).unwrap();
@@ -32,7 +32,7 @@ fn a_transaction_sees_its_own_writes_and_deletes_before_commit() {
 
 #[test]
 fn rolled_back_writes_are_never_seen_and_leave_the_key_writable() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.put(b"k", b"old").unwrap();
@@ -63,7 +63,7 @@ fn rolled_back_writes_are_never_seen_and_leave_the_key_writable() {
 
 #[test]
 fn dropping_an_open_transaction_rolls_it_back() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     {
         let mut t = s.begin(&TxnOptions::default()).unwrap();

@@ -53,7 +53,7 @@ fn load(mgr: &TxnManager, map: &VersionedMap, keys: u64, ts: u64) {
 
 #[test]
 fn readers_of_a_user_owned_map_always_see_the_same_total() {
-    let mgr = TxnManager::new(16);
+    let mgr = TxnManager::new(16).unwrap();
     let map = VersionedMap::default();
     load(&mgr, &map, ACCOUNTS, 1);
     set(&mgr, 1, 1);
@@ -201,7 +201,7 @@ fn readers_of_a_user_owned_map_always_see_the_same_total() {
 fn pruning_keeps_what_a_long_reader_sees_and_frees_it_after() {
     const KEYS: u64 = 4;
     const COMMITS: u64 = 200;
-    let mgr = TxnManager::new(4);
+    let mgr = TxnManager::new(4).unwrap();
     let map = VersionedMap::default();
     load(&mgr, &map, KEYS, 10);
     set(&mgr, 10, 10);
@@ -247,7 +247,7 @@ fn pruning_keeps_what_a_long_reader_sees_and_frees_it_after() {
 
 #[test]
 fn a_prepared_transaction_dropped_without_rollback_is_rolled_back() {
-    let mgr = TxnManager::new(4);
+    let mgr = TxnManager::new(4).unwrap();
     let map = VersionedMap::default();
     load(&mgr, &map, 3, 10);
     set(&mgr, 10, 10);

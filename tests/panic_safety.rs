@@ -14,6 +14,7 @@ fn engine() -> Engine {
         max_sessions: SLOTS,
         ..EngineConfig::default()
     })
+    .unwrap()
 }
 
 thread_local! {

@@ -377,9 +377,7 @@ fn prepare_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 assert_eq!(t.prepare(ts(25)), Ok(ts(25)));
-                t.commit(CommitOptions::at(25))
-                    .map(|()| Out::Done)
-                    .map_err(Error::from)
+                t.commit(CommitOptions::at(25)).map(|()| Out::Done)
             },
             Ok(Out::Done),
         ),
@@ -515,7 +513,7 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
-                let (r, t) = kept(t.commit(CommitOptions::default()));
+                let (r, t) = kept(t.try_commit(CommitOptions::default()));
                 let r = Err(r);
                 t.commit(CommitOptions::at(25)).unwrap();
                 r
@@ -529,7 +527,7 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
-                let (r, t) = kept(t.commit(CommitOptions::at(24)));
+                let (r, t) = kept(t.try_commit(CommitOptions::at(24)));
                 let r = Err(r);
                 t.commit(CommitOptions::at(25)).unwrap();
                 r
@@ -602,7 +600,7 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
-                let (r, t) = kept(t.commit(commit_durable(27, 26)));
+                let (r, t) = kept(t.try_commit(commit_durable(27, 26)));
                 let r = Err(r);
                 t.commit(commit_durable(27, 27)).unwrap();
                 r
@@ -620,7 +618,7 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
                 e.set_timestamps(set(None, Some(30), None)).unwrap();
-                let (r, t) = kept(t.commit(commit_durable(26, 30)));
+                let (r, t) = kept(t.try_commit(commit_durable(26, 30)));
                 let r = Err(r);
                 // Still prepared: a later durable timestamp commits.
                 t.commit(commit_durable(26, 31)).unwrap();
@@ -667,7 +665,7 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
-                let (r, t) = kept(t.commit(CommitOptions::at(0)));
+                let (r, t) = kept(t.try_commit(CommitOptions::at(0)));
                 let r = Err(r);
                 t.commit(CommitOptions::at(25)).unwrap();
                 r
@@ -684,7 +682,7 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
-                t.commit(commit_durable(25, 0)).map(|()| Out::Done).map_err(Error::from)
+                t.commit(commit_durable(25, 0)).map(|()| Out::Done)
             },
             Err(Error::TimestampOutOfRange {
                 role: TimestampRole::Durable,
@@ -810,7 +808,7 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 t.put(b"k", b"v1").unwrap();
-                let (r, t) = kept(t.commit(commit_durable(30, 30)));
+                let (r, t) = kept(t.try_commit(commit_durable(30, 30)));
                 let r = Err(r);
                 t.commit(CommitOptions::at(30)).unwrap();
                 r
@@ -886,7 +884,7 @@ fn prepared_commit_timestamp_rules_on<P: Protocol>() {
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 write_and_prepare(&mut t, 25);
                 t.set_commit_timestamp(ts(26)).unwrap();
-                let (r, t) = kept(t.commit(CommitOptions::at(27)));
+                let (r, t) = kept(t.try_commit(CommitOptions::at(27)));
                 let r = Err(r);
                 t.commit(CommitOptions::at(26)).unwrap();
                 r
@@ -1189,13 +1187,7 @@ fn resolution_is_atomic_for_readers_at_or_above_the_commit_timestamp_on<P: Proto
         row(
             "commit: both keys new at the commit timestamp",
             "prepared at 25, committed at 27",
-            |e| {
-                resolve_then_read_all(
-                    e,
-                    |t| t.commit(CommitOptions::at(27)).map_err(Error::from),
-                    27,
-                )
-            },
+            |e| resolve_then_read_all(e, |t| t.commit(CommitOptions::at(27)), 27),
             Ok(Out::Pairs(vec![
                 (b"j".to_vec(), b"j1".to_vec()),
                 (b"k".to_vec(), b"v1".to_vec()),
@@ -1204,13 +1196,7 @@ fn resolution_is_atomic_for_readers_at_or_above_the_commit_timestamp_on<P: Proto
         row(
             "commit: between prepare and commit timestamps both keys are old, no conflict",
             "prepared at 25, committed at 27, reader at 26",
-            |e| {
-                resolve_then_read_all(
-                    e,
-                    |t| t.commit(CommitOptions::at(27)).map_err(Error::from),
-                    26,
-                )
-            },
+            |e| resolve_then_read_all(e, |t| t.commit(CommitOptions::at(27)), 26),
             Ok(Out::Pairs(vec![
                 (b"j".to_vec(), b"j0".to_vec()),
                 (b"k".to_vec(), b"v0".to_vec()),
@@ -1247,7 +1233,7 @@ fn concurrent_readers_never_see_half_a_resolved_prepared_transaction() {
 
 fn concurrent_readers_never_see_half_a_resolved_prepared_transaction_on<P: Protocol>() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let e = Engine::<P>::with_machinery(EngineConfig::default());
+    let e = Engine::<P>::with_machinery(EngineConfig::default()).unwrap();
     {
         let mut s = e.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
@@ -1317,7 +1303,7 @@ fn all_durable_accounts_for_unfinished_commits_on<P: Protocol>() {
             "no global durable timestamp and no commit: none",
             "fresh engine",
             |_| {
-                let e = Engine::<P>::with_machinery(EngineConfig::default());
+                let e = Engine::<P>::with_machinery(EngineConfig::default()).unwrap();
                 Ok(Out::Stamp(e.query_timestamp(TimestampKind::AllDurable)))
             },
             Ok(Out::Stamp(None)),
@@ -1478,9 +1464,7 @@ fn stable_may_not_pass_an_unresolved_prepared_durable_timestamp_on<P: Protocol>(
         e: &Engine<P>,
         f: fn(&Engine<P>) -> Result<Out>,
     ) -> Result<Out> {
-        while_unresolved(e, Some(40), f, |t| {
-            t.commit(CommitOptions::at(26)).map_err(Error::from)
-        })
+        while_unresolved(e, Some(40), f, |t| t.commit(CommitOptions::at(26)))
     }
     run::<P>(vec![
         row(
@@ -1569,7 +1553,7 @@ fn stable_may_not_pass_an_unresolved_prepared_durable_timestamp_on<P: Protocol>(
                 write_and_prepare(&mut t, 25);
                 e.set_timestamps(set(None, Some(30), None)).unwrap();
                 // Its durable timestamp must then be after the new stable.
-                let (err, t) = kept(t.commit(commit_durable(26, 29)));
+                let (err, t) = kept(t.try_commit(commit_durable(26, 29)));
                 assert_eq!(
                     err,
                     Error::DurableTimestampNotAfterStable {
@@ -1577,9 +1561,7 @@ fn stable_may_not_pass_an_unresolved_prepared_durable_timestamp_on<P: Protocol>(
                         stable: ts(30)
                     }
                 );
-                t.commit(commit_durable(26, 31))
-                    .map(|()| Out::Done)
-                    .map_err(Error::from)
+                t.commit(commit_durable(26, 31)).map(|()| Out::Done)
             },
             Ok(Out::Done),
         ),

@@ -9,7 +9,7 @@ fn kv(k: &str, v: &str) -> (Vec<u8>, Vec<u8>) {
 
 #[test]
 fn range_returns_the_newest_visible_version_of_each_key_in_order_without_tombstones() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     for k in ["a", "b", "c", "d", "e"] {
@@ -44,7 +44,7 @@ fn range_returns_the_newest_visible_version_of_each_key_in_order_without_tombsto
 
 #[test]
 fn a_scan_stops_when_the_visitor_says_so() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     for i in 0u8..10 {
@@ -61,7 +61,7 @@ fn a_scan_stops_when_the_visitor_says_so() {
 
 #[test]
 fn a_scan_is_not_disturbed_by_commits_after_its_snapshot() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let (mut s, mut w) = (e.session().unwrap(), e.session().unwrap());
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.put(b"a", b"1").unwrap();

@@ -9,7 +9,7 @@ fn ts(v: u64) -> Timestamp {
 
 #[test]
 fn a_commit_that_lands_between_begin_and_set_read_timestamp_is_seen() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let mut reader = e.session().unwrap();
     let mut writer = e.session().unwrap();
 
@@ -24,7 +24,7 @@ fn a_commit_that_lands_between_begin_and_set_read_timestamp_is_seen() {
 
 #[test]
 fn a_commit_between_begin_and_set_read_timestamp_above_it_is_not_seen() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let mut reader = e.session().unwrap();
     let mut writer = e.session().unwrap();
     let mut r = reader.begin(&TxnOptions::default()).unwrap();
@@ -37,7 +37,7 @@ fn a_commit_between_begin_and_set_read_timestamp_above_it_is_not_seen() {
 
 #[test]
 fn a_read_timestamp_below_oldest_is_rejected_then_rounded_up_then_a_valid_one_is_accepted() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.put(b"k", b"v").unwrap();

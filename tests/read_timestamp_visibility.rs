@@ -9,7 +9,7 @@ fn ts(v: u64) -> Timestamp {
 
 #[test]
 fn commit_at_10_is_visible_at_15_and_at_10_but_not_at_5() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.put(b"k", b"v10").unwrap();
@@ -36,7 +36,7 @@ fn commit_at_10_is_visible_at_15_and_at_10_but_not_at_5() {
 
 #[test]
 fn each_read_timestamp_sees_the_newest_version_at_or_below_it() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     for (v, c) in [(b"a", 10), (b"b", 20), (b"c", 30)] {
         let mut t = s.begin(&TxnOptions::default()).unwrap();
@@ -61,7 +61,7 @@ fn each_read_timestamp_sees_the_newest_version_at_or_below_it() {
 
 #[test]
 fn untimestamped_commits_are_visible_at_every_read_timestamp() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.put(b"k", b"plain").unwrap();
@@ -73,7 +73,7 @@ fn untimestamped_commits_are_visible_at_every_read_timestamp() {
 
 #[test]
 fn read_at_stable_sees_commits_at_or_below_stable_only() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     for (k, c) in [(b"a", 10), (b"b", 20)] {
         let mut t = s.begin(&TxnOptions::default()).unwrap();

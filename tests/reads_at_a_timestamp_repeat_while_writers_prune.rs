@@ -75,7 +75,8 @@ fn repeat_with<P: Protocol>(asymmetric_fences: bool) {
         horizon_refresh_commits: 8,
         asymmetric_fences,
         ..EngineConfig::default()
-    });
+    })
+    .unwrap();
     {
         let mut s = e.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
@@ -102,7 +103,7 @@ fn repeat_with<P: Protocol>(asymmetric_fences: bool) {
                     if t.put(key(k), c.to_be_bytes()).is_err() {
                         continue; // write conflict: dropped, rolled back
                     }
-                    let committed = t.commit(CommitOptions::at(c)).map_err(|e| e.into_error());
+                    let committed = t.commit(CommitOptions::at(c));
                     match committed {
                         Ok(()) => done.push((k, c)),
                         // The timekeeper (the other writer) moved stable,

@@ -7,7 +7,8 @@ fn a_full_session_table_errors_and_a_freed_slot_is_reused() {
     let e = Engine::new(EngineConfig {
         max_sessions: 2,
         ..Default::default()
-    });
+    })
+    .unwrap();
     let a = e.session().unwrap();
     let b = e.session().unwrap();
     assert_eq!(
@@ -29,7 +30,7 @@ fn a_full_session_table_errors_and_a_freed_slot_is_reused() {
 
 #[test]
 fn a_released_slot_pins_nothing() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     {
         let mut s = e.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
@@ -46,7 +47,7 @@ fn a_released_slot_pins_nothing() {
 
 #[test]
 fn sessions_move_between_threads() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     std::thread::scope(|sc| {
         sc.spawn(move || {
@@ -80,7 +81,8 @@ fn lazy_paths_leave_no_stray_pin<P: Protocol>() {
     let e = Engine::<P>::with_machinery(EngineConfig {
         max_sessions: 4,
         ..Default::default()
-    });
+    })
+    .unwrap();
     let mut s = e.session().unwrap();
     let slot = s.slot();
     let mut t = s.begin(&TxnOptions::default()).unwrap();

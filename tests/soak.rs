@@ -81,7 +81,7 @@ impl Shared {
     /// with stable (then it rolls back on drop).
     fn commit(&self, t: snapshot_engine::Txn<'_, '_>) -> bool {
         let c = self.next_ts.fetch_add(1, Ordering::Relaxed);
-        match t.commit(CommitOptions::at(c)) {
+        match t.try_commit(CommitOptions::at(c)) {
             Ok(()) => {
                 self.committed_max.fetch_max(c, Ordering::Relaxed);
                 true
@@ -273,7 +273,7 @@ fn w1_with_bank_transfers_stays_bounded() {
     let run = Duration::from_secs(secs);
     let rss_start = rss_bytes();
     let sh = Shared {
-        engine: Engine::new(EngineConfig::default()),
+        engine: Engine::new(EngineConfig::default()).unwrap(),
         next_ts: AtomicU64::new(0),
         committed_max: AtomicU64::new(0),
         stop: AtomicBool::new(false),

@@ -38,7 +38,7 @@ fn write_commit<P: Protocol>(
     let mut s = e.session().unwrap();
     let mut t = s.begin(begin).unwrap();
     t.put(b"k", b"v1").unwrap();
-    t.commit(opts).map(|()| Out::Done).map_err(Error::from)
+    t.commit(opts).map(|()| Out::Done)
 }
 
 #[test]
@@ -330,7 +330,7 @@ fn commit_timestamp_rules_on<P: Protocol>() {
                 let mut s = e.session().unwrap();
                 let mut t = s.begin(&TxnOptions::default()).unwrap();
                 t.put(b"k", b"v1").unwrap();
-                let (_, mut t) = kept(t.commit(CommitOptions::at(15)));
+                let (_, mut t) = kept(t.try_commit(CommitOptions::at(15)));
                 assert_eq!(t.get(b"k").unwrap(), Some(b"v1".to_vec()));
                 t.commit(CommitOptions::at(25)).unwrap();
                 let mut r = s.begin(&read_at(25)).unwrap();
@@ -413,9 +413,7 @@ fn commit_timestamp_rules_on<P: Protocol>() {
                     t.set_commit_timestamp(ts(31)),
                     Err(Error::CommitTimestampAlreadySet { current: ts(30) })
                 );
-                t.commit(CommitOptions::at(31))
-                    .map(|()| Out::Done)
-                    .map_err(Error::from)
+                t.commit(CommitOptions::at(31)).map(|()| Out::Done)
             },
             Err(Error::CommitTimestampAlreadySet { current: ts(30) }),
         ),
@@ -488,9 +486,7 @@ fn commit_timestamp_rules_on<P: Protocol>() {
                 t.put(b"k", b"v1").unwrap();
                 t.set_commit_timestamp(ts(30)).unwrap();
                 e.set_timestamps(set(None, Some(35), None)).unwrap();
-                t.commit(CommitOptions::default())
-                    .map(|()| Out::Done)
-                    .map_err(Error::from)
+                t.commit(CommitOptions::default()).map(|()| Out::Done)
             },
             Err(Error::CommitTimestampNotAfterStable {
                 commit: ts(30),

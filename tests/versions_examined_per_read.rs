@@ -25,7 +25,7 @@ fn an_old_read_timestamp_examines_at_most_two_versions() {
 }
 
 fn old_reads_on<P: Protocol>() {
-    let e = Engine::<P>::with_machinery(EngineConfig::default());
+    let e = Engine::<P>::with_machinery(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     // Load every key at 1; stable and oldest stay there (W1: stable lags
     // the newest commit by far more than a run writes).

@@ -9,7 +9,7 @@ use snapshot_engine::{CommitOptions, Engine, EngineConfig, TxnOptions};
 
 #[test]
 fn versions_freed_moves_once_pruned_versions_are_freed() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     for i in 0..100_000u32 {
         let mut t = s.begin(&TxnOptions::default()).unwrap();

@@ -5,7 +5,7 @@ use snapshot_engine::*;
 
 #[test]
 fn the_second_updater_of_a_key_gets_write_conflict_and_must_roll_back() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let (mut s1, mut s2) = (e.session().unwrap(), e.session().unwrap());
     let mut t1 = s1.begin(&TxnOptions::default()).unwrap();
     let mut t2 = s2.begin(&TxnOptions::default()).unwrap();
@@ -18,7 +18,7 @@ fn the_second_updater_of_a_key_gets_write_conflict_and_must_roll_back() {
     assert_eq!(t2.get(b"x"), Err(Error::MustRollBack));
     assert_eq!(t2.put(b"other", b"v"), Err(Error::MustRollBack));
     assert_eq!(
-        t2.commit(CommitOptions::default()).map_err(|e| {
+        t2.try_commit(CommitOptions::default()).map_err(|e| {
             let err = e.error().clone();
             assert!(e.into_txn().is_none(), "a doomed commit rolls back");
             err
@@ -31,7 +31,7 @@ fn the_second_updater_of_a_key_gets_write_conflict_and_must_roll_back() {
 
 #[test]
 fn a_commit_after_the_writers_snapshot_is_a_conflict_even_once_finished() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let (mut s1, mut s2) = (e.session().unwrap(), e.session().unwrap());
     let mut late = s2.begin(&TxnOptions::default()).unwrap();
     // Fix `late`'s snapshot now (it is otherwise taken at its first read or
@@ -55,7 +55,7 @@ fn a_commit_after_the_writers_snapshot_is_a_conflict_even_once_finished() {
 
 #[test]
 fn a_version_newer_than_the_read_timestamp_is_a_conflict() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.put(b"k", b"v").unwrap();
@@ -70,7 +70,7 @@ fn a_version_newer_than_the_read_timestamp_is_a_conflict() {
 
 #[test]
 fn a_rolled_back_writer_does_not_block_the_next_one() {
-    let e = Engine::new(EngineConfig::default());
+    let e = Engine::new(EngineConfig::default()).unwrap();
     let (mut s1, mut s2) = (e.session().unwrap(), e.session().unwrap());
     let mut t1 = s1.begin(&TxnOptions::default()).unwrap();
     t1.put(b"k", b"one").unwrap();

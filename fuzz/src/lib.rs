@@ -264,8 +264,9 @@ pub enum Op {
     /// `rollback_to` the savepoint at this index (modulo the list's length)
     /// of every savepoint taken so far, on any session, live or not.
     RollbackTo(S, u8),
-    /// A cursor over the range: `mode % 4` 0 forwards, 1 backwards, 2 after
-    /// `seek(key)`, 3 taking from the front and the back in turn.
+    /// A cursor over the range: `mode % 6` 0 forwards, 1 backwards, 2 after
+    /// `seek(key)`, 3 taking from the front and the back in turn, 4
+    /// backwards after `seek_back(key)`, 5 forwards after `seek_back(key)`.
     Iter(S, B, B, u8, Key),
     /// `engine.checkpoint()`.
     Checkpoint,
@@ -609,11 +610,19 @@ impl<'e> Real<'e> {
                 let mut c = t.iter((lo.get(), hi.get()));
                 let own =
                     |r: snapshot_engine::Result<(&[u8], Vec<u8>)>| r.map(|(k, v)| (k.to_vec(), v));
-                let rows: Result<Vec<_>, Error> = match mode % 4 {
+                let rows: Result<Vec<_>, Error> = match mode % 6 {
                     0 => c.map(own).collect(),
                     1 => c.rev().map(own).collect(),
                     2 => {
                         c.seek(k.get());
+                        c.map(own).collect()
+                    }
+                    4 => {
+                        c.seek_back(k.get());
+                        c.rev().map(own).collect()
+                    }
+                    5 => {
+                        c.seek_back(k.get());
                         c.map(own).collect()
                     }
                     _ => {
@@ -655,7 +664,7 @@ impl<'e> Real<'e> {
             Op::Commit(s, c, d) => match self.txns[s.get()].take() {
                 None => Ok(Out::NoTxn),
                 Some(t) => t
-                    .commit(CommitOptions {
+                    .try_commit(CommitOptions {
                         commit_ts: c.map(Ts::get),
                         durable_ts: d.map(Ts::get),
                     })
@@ -1659,6 +1668,15 @@ impl Model {
         match *op {
             Op::SetReadTs(_, v) => self.set_read_ts(s, t, v.get()).map(Out::Ts),
             Op::Get(_, k) => {
+                // As a write: the transaction's state first, then the key's
+                // length, before any snapshot is taken.
+                if k.get().len() > MAX_KEY_LEN {
+                    check_usable(t)?;
+                    return Err(Error::KeyTooLarge {
+                        len: k.get().len(),
+                        max: MAX_KEY_LEN,
+                    });
+                }
                 self.before_read(s, t)?;
                 match self.read(t, k.get()) {
                     Ok(v) => Ok(Out::Value(v)),
@@ -1687,9 +1705,20 @@ impl Model {
             }
             Op::Iter(_, lo, hi, mode, k) => {
                 let (lo, hi) = (lo.get(), hi.get());
-                match mode % 4 {
+                // Seek back moves the back to the key unless the range ends
+                // below it.
+                let back = |hi| {
+                    if in_bounds(k.get(), Bound::Unbounded, hi) {
+                        Bound::Included(k.get())
+                    } else {
+                        hi
+                    }
+                };
+                match mode % 6 {
                     0 => self.rows(s, t, lo, hi, false),
                     1 => self.rows(s, t, lo, hi, true),
+                    4 => self.rows(s, t, lo, back(hi), true),
+                    5 => self.rows(s, t, lo, back(hi), false),
                     2 => {
                         // Seek moves the front to the key unless the range
                         // starts above it.

@@ -57,7 +57,7 @@ pub fn run(engines: &[EngineKind], rounds: usize, secs: f64, pg: &crate::Progres
             for (i, r) in rows.iter().enumerate() {
                 let ns = crate::dispatch!(kind, cell(&r.opts, secs), f64::NAN);
                 out[i].ns[col].1.push(ns);
-                pg.bar.inc((secs * 1000.0) as u64);
+                crate::common::advance(&pg.bar, (secs * 1000.0) as u64);
             }
             pg.line(format_args!(
                 "begin round {}/{rounds} {} done ({} option rows)",
@@ -72,7 +72,8 @@ pub fn run(engines: &[EngineKind], rounds: usize, secs: f64, pg: &crate::Progres
 
 pub fn print(rows: &[Row], rounds: usize, secs: f64) {
     println!(
-        "begin (W2): begin + commit of an empty transaction, ns per pair, median (min-max) of {rounds} rounds of {secs} s each, one thread"
+        "begin (W2): begin + commit of an empty transaction, ns per pair, median (min-max) of {} of {secs} s each, one thread",
+        crate::common::plural(rounds as u64, "round")
     );
     print!("{:<46}", "begin with");
     for (name, _) in &rows[0].ns {

@@ -55,7 +55,7 @@ impl Ctl {
     /// one.
     pub fn commit_at_next_ts<P: Protocol>(&self, mut t: Txn<'_, '_, P>) {
         loop {
-            match t.commit(CommitOptions::at(self.next_ts())) {
+            match t.try_commit(CommitOptions::at(self.next_ts())) {
                 Ok(()) => return,
                 Err(e) => match e.error() {
                     Error::CommitTimestampNotAfterStable { .. }
@@ -372,6 +372,7 @@ pub fn run_phases_sampled(ctl: &Ctl, warmup: f64, seconds: f64, pb: &ProgressBar
     let mut tick = |secs: f64, sample: bool| {
         let end = Instant::now() + Duration::from_secs_f64(secs);
         let mut last = Instant::now();
+        let mut bar = Budget::new(pb, secs);
         while Instant::now() < end {
             let nap = if sample { 20 } else { 50 };
             std::thread::sleep(Duration::from_millis(nap).min(end - Instant::now()));
@@ -385,7 +386,7 @@ pub fn run_phases_sampled(ctl: &Ctl, warmup: f64, seconds: f64, pb: &ProgressBar
                 }
             }
             let now = Instant::now();
-            pb.inc((now - last).as_millis() as u64);
+            bar.advance(now - last);
             last = now;
         }
     };
@@ -517,13 +518,63 @@ pub fn timekeeper<P: Protocol>(
     tk
 }
 
+/// A phase's share of the progress bar: it moves the bar by the time that
+/// passes, but never by more than the phase's planned `secs`, so sleeps that
+/// overshoot (a 0.01 s phase sleeps in 20-50 ms steps) never carry the bar
+/// past 100%.
+pub struct Budget<'a> {
+    pb: &'a ProgressBar,
+    left_ms: u64,
+}
+
+impl<'a> Budget<'a> {
+    pub fn new(pb: &'a ProgressBar, secs: f64) -> Budget<'a> {
+        Budget {
+            pb,
+            left_ms: (secs * 1000.0) as u64,
+        }
+    }
+
+    pub fn advance(&mut self, d: Duration) {
+        let ms = (d.as_millis() as u64).min(self.left_ms);
+        self.left_ms -= ms;
+        advance(self.pb, ms);
+    }
+}
+
+/// Moves the bar by `ms`, clamped to its length.
+pub fn advance(pb: &ProgressBar, ms: u64) {
+    let len = pb.length().unwrap_or(u64::MAX);
+    pb.set_position(pb.position().saturating_add(ms).min(len));
+}
+
+/// `n` and the word, plural unless `n` is 1: "1 round", "3 rounds".
+pub fn plural(n: impl Into<u64>, word: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("{n} {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
 /// Loads `keys` keys with `value_size`-byte values, committed at ts 1, and
-/// sets oldest = stable = 1.
-pub fn load<P: Protocol>(e: &Engine<P>, keys: u64, value_size: usize) {
+/// sets oldest = stable = 1. The bar's message counts the keys loaded (a
+/// load of millions of keys takes seconds to a minute, outside the bar's
+/// planned time).
+pub fn load<P: Protocol>(e: &Engine<P>, keys: u64, value_size: usize, pb: &ProgressBar) {
     let mut s = e.session().expect("a session for the loader");
     let mut value = vec![0x5a; value_size];
     let mut k = 0;
+    let msg = pb.message();
     while k < keys {
+        if k % 100_000 == 0 {
+            pb.set_message(format!(
+                "{msg}: loading keys {}/{}",
+                fmt_int(k as f64),
+                fmt_int(keys as f64)
+            ));
+        }
         let mut t = s.begin(&TxnOptions::default()).expect("begin");
         for _ in 0..1000.min(keys - k) {
             value[..8.min(value_size)].copy_from_slice(&k.to_le_bytes()[..8.min(value_size)]);
@@ -532,6 +583,7 @@ pub fn load<P: Protocol>(e: &Engine<P>, keys: u64, value_size: usize) {
         }
         t.commit(CommitOptions::at(1)).expect("load commit");
     }
+    pb.set_message(msg);
     e.set_timestamps(TimestampUpdate {
         oldest: Some(Timestamp::new(1)),
         stable: Some(Timestamp::new(1)),

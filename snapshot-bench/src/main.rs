@@ -2,8 +2,8 @@
 //! BENCHMARKS.md (W1 read-ts, W2 begin, W3 ro-mix, W4 tail) on any set of
 //! engines, in rounds with alternating engine order and a fresh engine per
 //! run, and reports medians, ranges, exact Mann-Whitney p-values and rounds
-//! won. A progress bar goes to stderr, the table to stdout (or one JSON
-//! object with `--json`).
+//! won. A progress bar goes to stderr, the table to stdout (or, with
+//! `--json`, one JSON object on one line).
 
 mod begin;
 mod ceiling;
@@ -89,10 +89,25 @@ impl Progress {
             eprintln!(
                 "[{:>5.1} s, {:>3}%] {msg}",
                 self.start.elapsed().as_secs_f64(),
-                pos * 100 / len
+                (pos * 100 / len).min(100)
             );
         }
     }
+
+    /// A warning on stderr, above the bar; shown with `--no-progress` too.
+    pub(crate) fn warn(&self, msg: std::fmt::Arguments<'_>) {
+        self.bar.suspend(|| eprintln!("warning: {msg}"));
+    }
+}
+
+/// Loads of this many keys and more take seconds: say so before each one
+/// (the bar shows the count as it goes; without a terminal, this line is
+/// all there is until the run ends).
+const SLOW_LOAD_KEYS: u64 = 1_000_000;
+
+/// The one JSON object of `--json`, on one line (`| head -1` is all of it).
+pub(crate) fn print_json(v: &serde_json::Value) {
+    println!("{}", serde_json::to_string(v).expect("json"));
 }
 
 fn rmw_note() -> &'static str {
@@ -194,9 +209,28 @@ fn read_ts(plan: &Plan) {
                     worst: if tail { plan.worst } else { 0 },
                     round: r,
                 };
+                if plan.keys >= SLOW_LOAD_KEYS {
+                    pg.line(format_args!(
+                        "{readers}/{writers} loading {} keys for {}",
+                        common::fmt_int(plan.keys as f64),
+                        kind.name()
+                    ));
+                }
                 let out = run_w1(kind, &p, pb);
                 let col = engines.iter().position(|&k| k == kind).expect("listed");
                 let round = Round::from_out(r, pos, out);
+                for (side, threads, txns) in [
+                    ("reader", readers, round.reader_txns),
+                    ("writer", writers, round.writer_txns),
+                ] {
+                    if threads > 0 && txns == 0 {
+                        pg.warn(format_args!(
+                            "{readers}/{writers} round {}/{rounds} {}: no {side} transaction finished in the {seconds} s measured; left out of the {side} medians and comparisons (a longer --seconds helps)",
+                            r + 1,
+                            kind.name()
+                        ));
+                    }
+                }
                 pg.line(format_args!(
                     "{readers}/{writers} round {}/{rounds} {:<9} readers {:>12}/s  writers {:>12}/s",
                     r + 1,
@@ -222,11 +256,12 @@ fn read_ts(plan: &Plan) {
                 return;
             }
             let title = format!(
-                "{} ({}): {readers} readers / {writers} writers, {} keys, {}-byte values, {seconds} s measured after {warmup} s warm-up, {rounds} rounds, engine order alternating, fresh engine per run, allocator {}",
+                "{} ({}): {readers} readers / {writers} writers, {} keys, {}-byte values, {seconds} s measured after {warmup} s warm-up, {}, engine order alternating, fresh engine per run, allocator {}",
                 if tail { "tail" } else { "read-ts" },
                 if tail { "W4" } else { "W1" },
                 common::fmt_int(plan.keys as f64),
                 plan.value_size,
+                common::plural(rounds as u64, "round"),
                 ALLOCATOR
             );
             report::print_read_ts(&title, &per, &cmps);
@@ -262,10 +297,11 @@ fn read_ts(plan: &Plan) {
     }
     if let Some((path, file)) = &plan.plot {
         let title = format!(
-            "{} ({}), {} keys, {seconds} s after {warmup} s warm-up, {rounds} rounds",
+            "{} ({}), {} keys, {seconds} s after {warmup} s warm-up, {}",
             if tail { "tail" } else { "read-ts" },
             if tail { "W4" } else { "W1" },
             common::fmt_int(plan.keys as f64),
+            common::plural(rounds as u64, "round"),
         );
         let drawn = match &sweep {
             Some(sw) => plot::draw_sweep(file, &title, sw),
@@ -300,7 +336,7 @@ fn read_ts(plan: &Plan) {
             "sweep": sweep,
             "memory": mem,
         });
-        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        print_json(&v);
     }
 }
 
@@ -331,7 +367,7 @@ fn begin_table(plan: &Plan) {
     pg.bar.finish_and_clear();
     if plan.json {
         let v = json!({ "workload": "begin", "allocator": ALLOCATOR, "rounds": rounds, "seconds_per_cell": secs, "rows": rows });
-        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        print_json(&v);
     } else {
         begin::print(&rows, rounds, secs);
     }
@@ -397,12 +433,13 @@ fn ro_mix(plan: &Plan) {
                 "engine": k.name(), "path": if *f { "fast" } else { "normal" }, "rounds": r
             })).collect::<Vec<_>>(),
         });
-        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        print_json(&v);
         return;
     }
     println!(
-        "ro-mix (W3): {} threads, 90% read-only (3 gets + 10-key range) / 10% read-write (5 updates + 5 inserts), {seconds} s after {warmup} s warm-up, {rounds} rounds, order alternating",
-        plan.threads
+        "ro-mix (W3): {} threads, 90% read-only (3 gets + 10-key range) / 10% read-write (5 updates + 5 inserts), {seconds} s after {warmup} s warm-up, {}, order alternating",
+        plan.threads,
+        common::plural(rounds as u64, "round")
     );
     println!(
         "{:<10} {:<7} {:>30} {:>30} {:>14} {:>9} {:>9} {:>9}",

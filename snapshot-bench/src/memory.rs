@@ -208,8 +208,8 @@ fn settle(e: &Engine<LockFree>) {
 
 fn lock_free(keys: u64, value_size: usize) -> Mem {
     let p0 = probe();
-    let e = Engine::new(EngineConfig::default());
-    load(&e, keys, value_size);
+    let e = Engine::new(EngineConfig::default()).expect("the default config is valid");
+    load(&e, keys, value_size, &indicatif::ProgressBar::hidden());
     settle(&e);
     let p1 = probe();
     let mut rs = e.session().expect("the pinning reader's session");

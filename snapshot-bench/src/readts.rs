@@ -214,8 +214,9 @@ pub fn run<P: Protocol>(p: &Params, pb: &ProgressBar) -> Out {
     let e = Engine::<P>::with_machinery(EngineConfig {
         max_sessions: p.readers + p.writers + 8,
         ..EngineConfig::default()
-    });
-    load(&e, p.keys, p.value_size);
+    })
+    .expect("the CLI bounds the threads (MAX_THREADS) well below EngineConfig::MAX_SESSIONS");
+    load(&e, p.keys, p.value_size, pb);
     let ctl = Ctl::new(1);
     let (rs, ws, secs, tk) = std::thread::scope(|sc| {
         let (e, ctl) = (&e, &ctl);

@@ -385,10 +385,11 @@ fn phases(
     let sleep = |secs: f64| {
         let end = Instant::now() + Duration::from_secs_f64(secs);
         let mut last = Instant::now();
+        let mut bar = crate::common::Budget::new(pb, secs);
         while Instant::now() < end {
             std::thread::sleep(Duration::from_millis(50).min(end - Instant::now()));
             let now = Instant::now();
-            pb.inc((now - last).as_millis() as u64);
+            bar.advance(now - last);
             last = now;
         }
     };
@@ -449,7 +450,8 @@ fn run_one(p: &Params, fast: bool, round: usize, pb: &ProgressBar) -> RoundOut {
     let e = Engine::new(EngineConfig {
         max_sessions: p.threads + 8,
         ..EngineConfig::default()
-    });
+    })
+    .expect("the CLI bounds the threads (MAX_THREADS) well below EngineConfig::MAX_SESSIONS");
     {
         let mut s = e.session().expect("session");
         for batch in initial_rows() {
@@ -513,7 +515,7 @@ fn run_one(p: &Params, fast: bool, round: usize, pb: &ProgressBar) -> RoundOut {
                     match new_order(&mut t, &mut rng) {
                         Ok(()) => loop {
                             let c = ts.fetch_add(1, Ordering::Relaxed) + 1;
-                            match t.commit(CommitOptions::at(c)) {
+                            match t.try_commit(CommitOptions::at(c)) {
                                 Ok(()) => break,
                                 // Refused for a timestamp: handed back open.
                                 Err(e)
@@ -870,7 +872,7 @@ pub fn main(p: &Params, rounds: usize, json: bool, progress: bool) {
             "warmup": p.warmup,
             "rounds": res,
         });
-        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        crate::print_json(&v);
         return;
     }
     print_table(p, rounds, &res);
@@ -886,20 +888,25 @@ fn med_range(v: &[f64]) -> String {
     )
 }
 
+/// Nanoseconds as microseconds (every latency column of the table).
 fn us(ns: f64) -> String {
     format!("{:.1}", ns / 1e3)
 }
 
+/// Nanoseconds as milliseconds (every staleness figure).
 fn ms(ns: f64) -> String {
     format!("{:.2}", ns / 1e6)
 }
 
 fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
-    use crate::common::fmt_int;
+    use crate::common::{fmt_int, plural};
     use crate::stats::median;
     println!(
-        "replicated (W3, Mako): TPC-C-shaped mix over the KV store, 10% NewOrder / 90% OrderStatus; {} worker threads per node; {} s after {} s warm-up; {rounds} rounds, mode order alternating; medians (min-max) over rounds",
-        p.threads, p.seconds, p.warmup
+        "replicated (W3, Mako): TPC-C-shaped mix over the KV store, 10% NewOrder / 90% OrderStatus; {} per node; {} s after {} s warm-up; {}, mode order alternating; medians (min-max) over rounds; latencies in microseconds",
+        plural(p.threads as u64, "worker thread"),
+        p.seconds,
+        p.warmup,
+        plural(rounds as u64, "round")
     );
     println!(
         "NOTE: the three nodes (workers and raft runtimes) share this machine's cores with each other and with other users, so per-node throughput here cannot add up the way it does on three machines; ops per CPU-second is the number to judge scaling by. Cluster modes: the leader's NewOrders are pipelined (up to {PIPELINE} in flight per worker) and counted when acknowledged (replicated to a majority); TCP: three nodes in this process, joined over 127.0.0.1 by the TCP transport."
@@ -1044,6 +1051,7 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
             .collect()
     };
     let normal = total(Mode::OneNormal);
+    let mut cmps = Vec::new();
     for (m, what) in [
         (Mode::OneFast, "1 node fast path vs 1 node normal path"),
         (
@@ -1055,16 +1063,26 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
             "leader + 2 followers over TCP (total) vs 1 node normal path",
         ),
     ] {
-        let a = total(m);
+        let c = crate::report::compare_values(
+            "total ops/s",
+            m.name(),
+            Mode::OneNormal.name(),
+            &total(m),
+            &normal,
+        );
         println!(
             "  {what}, total ops/s: {} -> {} ({:+.1}%, exact Mann-Whitney p = {:.3}, higher in {}/{} rounds)",
-            fmt_int(median(&normal)),
-            fmt_int(median(&a)),
-            (median(&a) / median(&normal) - 1.0) * 100.0,
-            crate::stats::mann_whitney_p(&a, &normal),
-            crate::stats::rounds_won(&a, &normal),
-            a.len()
+            fmt_int(c.b_median),
+            fmt_int(c.a_median),
+            c.difference * 100.0,
+            c.p_value,
+            c.a_higher_rounds,
+            c.rounds
         );
+        cmps.push(c);
+    }
+    for c in &cmps {
+        println!("verdict: {}", crate::report::verdict(c));
     }
     println!();
 }

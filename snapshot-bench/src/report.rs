@@ -137,7 +137,23 @@ pub struct Comparison {
     pub ratio: f64,
     pub p_value: f64,
     pub a_higher_rounds: usize,
+    /// The rounds paired for `a_higher_rounds`: those where both engines
+    /// finished transactions.
     pub rounds: usize,
+    /// Rounds (of either engine) in which no transaction of this metric
+    /// finished, left out of the medians, the p-value and the pairs.
+    pub left_out: usize,
+}
+
+/// The rounds that finished transactions (a rate above 0); all of them
+/// when none did (a side with no threads, or a run too short for any).
+pub fn counted(xs: &[f64]) -> Vec<f64> {
+    let v: Vec<f64> = xs.iter().copied().filter(|&x| x > 0.0).collect();
+    if v.is_empty() {
+        xs.to_vec()
+    } else {
+        v
+    }
 }
 
 pub fn compare(
@@ -148,18 +164,41 @@ pub fn compare(
 ) -> Comparison {
     let xa: Vec<f64> = a.rounds.iter().map(&f).collect();
     let xb: Vec<f64> = b.rounds.iter().map(&f).collect();
-    let (ma, mb) = (median(&xa), median(&xb));
+    compare_values(metric, a.engine, b.engine, &xa, &xb)
+}
+
+/// Compares per-round values of `a` and `b` (paired by round index),
+/// leaving out rounds whose value is 0 (no transaction finished).
+pub fn compare_values(
+    metric: &'static str,
+    a: &'static str,
+    b: &'static str,
+    xa: &[f64],
+    xb: &[f64],
+) -> Comparison {
+    let (ca, cb) = (counted(xa), counted(xb));
+    let left_out = xa.len() - ca.len() + xb.len() - cb.len();
+    let (pa, pb): (Vec<f64>, Vec<f64>) = if left_out == 0 {
+        (xa.to_vec(), xb.to_vec())
+    } else {
+        xa.iter()
+            .zip(xb)
+            .filter(|&(&x, &y)| x > 0.0 && y > 0.0)
+            .unzip()
+    };
+    let (ma, mb) = (median(&ca), median(&cb));
     Comparison {
         metric,
-        a: a.engine,
-        b: b.engine,
+        a,
+        b,
         a_median: ma,
         b_median: mb,
         difference: (ma - mb) / mb,
         ratio: ma / mb,
-        p_value: mann_whitney_p(&xa, &xb),
-        a_higher_rounds: rounds_won(&xa, &xb),
-        rounds: xa.len().min(xb.len()),
+        p_value: mann_whitney_p(&ca, &cb),
+        a_higher_rounds: rounds_won(&pa, &pb),
+        rounds: pa.len().min(pb.len()),
+        left_out,
     }
 }
 
@@ -211,8 +250,12 @@ pub fn print_read_ts(title: &str, engines: &[EngineRounds], cmps: &[Comparison])
         println!(
             "{:<10} {:>32} {:>32} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10} {:>8} {:>8} {:>8} {:>8}",
             e.engine,
-            med_range(&r.iter().map(|x| x.reader_txn_per_s).collect::<Vec<_>>()),
-            med_range(&r.iter().map(|x| x.writer_txn_per_s).collect::<Vec<_>>()),
+            med_range(&counted(
+                &r.iter().map(|x| x.reader_txn_per_s).collect::<Vec<_>>()
+            )),
+            med_range(&counted(
+                &r.iter().map(|x| x.writer_txn_per_s).collect::<Vec<_>>()
+            )),
             med_opt(r.iter().map(|x| x.shared_rmw_per_read_txn).collect(), 3),
             med_opt(r.iter().map(|x| x.shared_rmw_per_write_txn).collect(), 3),
             med_opt(r.iter().map(|x| x.read_locks_per_read_txn).collect(), 3),
@@ -231,7 +274,7 @@ pub fn print_read_ts(title: &str, engines: &[EngineRounds], cmps: &[Comparison])
     }
     for c in cmps {
         println!(
-            "  {} {}: {} -> {} ({}, exact Mann-Whitney p = {:.3}, {} higher in {}/{} rounds)",
+            "  {} {}: {} -> {} ({}, exact Mann-Whitney p = {:.3}, {} higher in {}/{} rounds{})",
             c.metric,
             format_args!("{} vs {}", c.a, c.b),
             fmt_int(c.b_median),
@@ -240,7 +283,8 @@ pub fn print_read_ts(title: &str, engines: &[EngineRounds], cmps: &[Comparison])
             c.p_value,
             c.a,
             c.a_higher_rounds,
-            c.rounds
+            c.rounds,
+            left_out_text(c)
         );
     }
     let wl: Vec<String> = engines
@@ -293,37 +337,47 @@ pub fn smallest_p(n: usize) -> f64 {
     (2.0 / splits).min(1.0)
 }
 
+/// "; 1 round with no transactions left out" (nothing when none was).
+fn left_out_text(c: &Comparison) -> String {
+    if c.left_out == 0 {
+        String::new()
+    } else {
+        format!(
+            "; {} with no transactions left out",
+            crate::common::plural(c.left_out as u64, "round")
+        )
+    }
+}
+
 /// One comparison in plain words: faster, slower, or no difference this
 /// sample can show, with the ratio, p and the rounds won.
 pub fn verdict(c: &Comparison) -> String {
     let numbers = format!(
-        "{}, p = {:.3}, higher in {}/{} rounds",
+        "{}, p = {:.3}, higher in {}/{} rounds{}",
         ratio_text(c),
         c.p_value,
         c.a_higher_rounds,
-        c.rounds
+        c.rounds,
+        left_out_text(c)
     );
-    let what = if c.metric == "readers" {
-        "reader"
-    } else {
-        "writer"
-    };
+    // The metric names what is compared: "readers", "writers", "total ops/s".
+    let what = c.metric;
     if c.p_value <= ALPHA && c.a_median > c.b_median {
-        format!("{} is FASTER than {} for {what}s: {numbers}", c.a, c.b)
+        format!("{} is FASTER than {} for {what}: {numbers}", c.a, c.b)
     } else if c.p_value <= ALPHA && c.a_median < c.b_median {
-        format!("{} is SLOWER than {} for {what}s: {numbers}", c.a, c.b)
+        format!("{} is SLOWER than {} for {what}: {numbers}", c.a, c.b)
     } else {
         let floor = smallest_p(c.rounds);
         let hint = if floor > ALPHA {
             format!(
-                "; {} rounds cannot reach p <= {ALPHA} (smallest possible p = {floor:.3}), try --rounds 5",
-                c.rounds
+                "; {} cannot reach p <= {ALPHA} (smallest possible p = {floor:.3}), try --rounds 5",
+                crate::common::plural(c.rounds as u64, "round")
             )
         } else {
             String::new()
         };
         format!(
-            "{} vs {} for {what}s: no difference this sample can show (p > {ALPHA}): {numbers}{hint}",
+            "{} vs {} for {what}: no difference this sample can show (p > {ALPHA}): {numbers}{hint}",
             c.a, c.b
         )
     }
@@ -618,6 +672,7 @@ pub fn sweep_of(
     });
     let engines = configs.first().map_or(0, |(_, es)| es.len());
     let mmm = |v: Vec<f64>| {
+        let v = counted(&v);
         let (lo, hi) = min_max(&v);
         (median(&v), lo, hi)
     };
@@ -651,11 +706,12 @@ pub fn print_sweep(sw: &SweepResult, rounds: usize) {
         "readers"
     };
     println!(
-        "sweep: {} from {} to {} with {} {other}, {rounds} rounds per point, order alternating (median (min-max) txn/s)",
+        "sweep: {} from {} to {} with {} {other}, {} per point, order alternating (median (min-max) txn/s)",
         sw.axis,
         sw.points.first().copied().unwrap_or(0),
         sw.points.last().copied().unwrap_or(0),
-        sw.fixed
+        sw.fixed,
+        crate::common::plural(rounds as u64, "round")
     );
     print!("{:>8}", sw.axis);
     for c in &sw.curves {
@@ -692,4 +748,36 @@ pub fn print_sweep(sw: &SweepResult, rounds: usize) {
         println!();
     }
     println!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_with_no_transactions_are_left_out_of_the_statistics() {
+        // Round 2 of `b` finished nothing: the medians, p and the pairs use
+        // the other rounds, and the verdict says one was left out.
+        let a = [10.0, 12.0, 11.0];
+        let b = [5.0, 0.0, 6.0];
+        let c = compare_values("writers", "x", "y", &a, &b);
+        assert_eq!(c.left_out, 1);
+        assert_eq!((c.a_median, c.b_median), (11.0, 5.5));
+        assert_eq!((c.rounds, c.a_higher_rounds), (2, 2));
+        assert_eq!(
+            c.p_value,
+            crate::stats::mann_whitney_p(&[10.0, 12.0, 11.0], &[5.0, 6.0])
+        );
+        let v = verdict(&c);
+        assert!(
+            v.contains("higher in 2/2 rounds; 1 round with no transactions left out"),
+            "{v}"
+        );
+        // Nothing finished anywhere (a side with no threads): all rounds
+        // stay, as zeros, and nothing is said to be left out.
+        let c = compare_values("writers", "x", "y", &[0.0, 0.0], &[0.0, 0.0]);
+        assert_eq!((c.left_out, c.rounds), (0, 2));
+        assert_eq!(counted(&[0.0, 3.0, 0.0]), [3.0]);
+        assert_eq!(counted(&[0.0, 0.0]), [0.0, 0.0]);
+    }
 }

@@ -181,8 +181,9 @@ pub fn run<P: Protocol>(p: &Params, round: usize, pb: &ProgressBar) -> RoundOut 
     let e = Engine::<P>::with_machinery(EngineConfig {
         max_sessions: p.threads + 8,
         ..EngineConfig::default()
-    });
-    load(&e, p.keys, p.value_size);
+    })
+    .expect("the CLI bounds the threads (MAX_THREADS) well below EngineConfig::MAX_SESSIONS");
+    load(&e, p.keys, p.value_size, pb);
     let ctl = Ctl::new(1);
     let (outs, secs) = std::thread::scope(|sc| {
         let (e, ctl) = (&e, &ctl);

@@ -88,7 +88,8 @@ pub fn begin_rows() -> Vec<BeginRow> {
 
 /// A fresh engine with oldest 1 and stable 10, as every W2 cell uses.
 pub fn begin_engine<P: Protocol>() -> Engine<P> {
-    let e = Engine::<P>::with_machinery(EngineConfig::default());
+    let e =
+        Engine::<P>::with_machinery(EngineConfig::default()).expect("the default config is valid");
     e.set_timestamps(TimestampUpdate {
         oldest: Some(Timestamp::new(1)),
         stable: Some(Timestamp::new(10)),

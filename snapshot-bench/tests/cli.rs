@@ -269,11 +269,21 @@ fn a_tiny_run_prints_verdicts_headline_and_per_round_lines() {
     }
     assert!(!o.stdout.contains("NaN"), "{}", o.stdout);
     // stderr is a pipe here, not a terminal: one line per run.
-    let per_run = o.stderr.lines().filter(|l| l.contains(" round ")).count();
+    let per_run = o
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with('[') && l.contains(" round "))
+        .count();
     assert_eq!(per_run, 2 * 3, "{}", o.stderr);
     let quiet = run(&[TINY, RW, &["--no-progress"]].concat());
     assert_eq!(quiet.code, Some(0), "{}", quiet.stderr);
-    assert!(quiet.stderr.is_empty(), "{}", quiet.stderr);
+    // No progress; only warnings (a round in which no transaction of a
+    // side finished, which a 0.05 s window on a loaded machine can give).
+    assert!(
+        quiet.stderr.lines().all(|l| l.starts_with("warning: ")),
+        "{}",
+        quiet.stderr
+    );
 }
 
 #[test]

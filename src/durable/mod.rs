@@ -717,6 +717,7 @@ impl Engine<LockFree> {
         config: EngineConfig,
         options: DurabilityOptions,
     ) -> Result<Engine> {
+        config.validate()?;
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
         let fs = options.fs.clone();
@@ -728,7 +729,7 @@ impl Engine<LockFree> {
             .map_err(|e| io_error("lock", &lock_path, &e))?
             .ok_or(Error::DirectoryLocked { path: dir.clone() })?;
         let rec = recover_files(&*fs, &dir, options.truncate_corrupt)?;
-        let mut engine = Engine::with_machinery(config);
+        let mut engine = Engine::with_machinery(config)?;
         let replayed = replay(&engine, &rec.state, &rec.tail)?;
         let stable = Timestamp::new(rec.state.stable);
         if !stable.is_none() {

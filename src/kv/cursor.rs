@@ -13,40 +13,93 @@ const BATCH: usize = 64;
 /// never covers a long run of deleted or invisible keys.
 const EXAMINE: usize = 1024;
 
-/// A key the cursor positions by: the caller's bound (copied once), or a
-/// key of the store's index, which lives until the store drops.
+/// A key a cursor position names: one of the keys the cursor owns (the
+/// caller's bounds and the last sought keys, in [`Owned`]), or a key of the
+/// store's index, which lives until the store drops.
+#[derive(Clone, Copy)]
+enum Key<'t> {
+    /// The caller's lower bound.
+    Lo,
+    /// The caller's upper bound.
+    Hi,
+    /// The key of the last [`Cursor::seek`].
+    Front,
+    /// The key of the last [`Cursor::seek_back`].
+    Back,
+    /// A key of the index.
+    Index(&'t [u8]),
+}
+
+/// A bound of what one end may still yield, or of where its next refill
+/// starts.
 #[derive(Clone, Copy)]
 enum At<'t> {
     Unbounded,
-    Included(&'t [u8]),
-    Excluded(&'t [u8]),
+    Included(Key<'t>),
+    Excluded(Key<'t>),
 }
 
-impl<'t> At<'t> {
-    fn bound(self) -> Bound<&'t [u8]> {
-        match self {
+/// The keys a cursor owns, copied once: the positions name them by
+/// [`Key`], so the cursor borrows nothing of its own.
+#[derive(Default)]
+struct Owned {
+    lo: Box<[u8]>,
+    hi: Box<[u8]>,
+    front: Box<[u8]>,
+    back: Box<[u8]>,
+}
+
+impl Owned {
+    fn key<'a>(&'a self, k: Key<'a>) -> &'a [u8] {
+        match k {
+            Key::Lo => &self.lo,
+            Key::Hi => &self.hi,
+            Key::Front => &self.front,
+            Key::Back => &self.back,
+            Key::Index(k) => k,
+        }
+    }
+
+    fn bound<'a>(&'a self, at: At<'a>) -> Bound<&'a [u8]> {
+        match at {
             At::Unbounded => Bound::Unbounded,
-            At::Included(k) => Bound::Included(k),
-            At::Excluded(k) => Bound::Excluded(k),
+            At::Included(k) => Bound::Included(self.key(k)),
+            At::Excluded(k) => Bound::Excluded(self.key(k)),
         }
     }
 
-    /// Does `k` lie above this lower bound?
-    fn below(self, k: &[u8]) -> bool {
-        match self {
-            At::Unbounded => true,
-            At::Included(b) => b <= k,
-            At::Excluded(b) => b < k,
+    /// Does `k` lie above the lower bound `at`?
+    fn below(&self, at: At<'_>, k: &[u8]) -> bool {
+        match self.bound(at) {
+            Bound::Unbounded => true,
+            Bound::Included(b) => b <= k,
+            Bound::Excluded(b) => b < k,
         }
     }
 
-    /// Does `k` lie below this upper bound?
-    fn above(self, k: &[u8]) -> bool {
-        match self {
-            At::Unbounded => true,
-            At::Included(b) => k <= b,
-            At::Excluded(b) => k < b,
+    /// Does `k` lie below the upper bound `at`?
+    fn above(&self, at: At<'_>, k: &[u8]) -> bool {
+        match self.bound(at) {
+            Bound::Unbounded => true,
+            Bound::Included(b) => k <= b,
+            Bound::Excluded(b) => k < b,
         }
+    }
+
+    /// Is the range between `lo` and `hi` empty (the index's range walk
+    /// requires `lo <= hi`)?
+    fn is_empty(&self, lo: At<'_>, hi: At<'_>) -> bool {
+        let (l, l_in) = match self.bound(lo) {
+            Bound::Unbounded => return false,
+            Bound::Included(k) => (k, true),
+            Bound::Excluded(k) => (k, false),
+        };
+        let (h, h_in) = match self.bound(hi) {
+            Bound::Unbounded => return false,
+            Bound::Included(k) => (k, true),
+            Bound::Excluded(k) => (k, false),
+        };
+        l > h || (l == h && !(l_in && h_in))
     }
 }
 
@@ -73,8 +126,9 @@ impl Batch<'_> {
 /// A cursor over the visible key-value pairs of a key range in one
 /// transaction ([`Txn::iter`], [`Txn::cursor`]): an [`Iterator`] in key
 /// order, a [`DoubleEndedIterator`] (`.rev()`, or `next_back`, for a
-/// reverse scan; the two ends meet and stop), and [`Cursor::seek`] to move
-/// the front. Nothing is collected up front.
+/// reverse scan; the two ends meet and stop), with [`Cursor::seek`] and
+/// [`Cursor::seek_back`] to move the front and the back. Nothing is
+/// collected up front.
 ///
 /// Items are `(key, value)`: the key borrowed with no copy (keys live in
 /// the store's index until the engine drops), the value copied out, since a
@@ -82,7 +136,8 @@ impl Batch<'_> {
 /// lends the value instead, from a buffer the cursor reuses.
 ///
 /// What an open cursor holds: a `&mut` borrow of the transaction (so the
-/// transaction makes no writes while the cursor lives), its position, and
+/// transaction makes no writes while the cursor lives), its position, its
+/// own copies of the range's bounds and the sought keys, and
 /// up to one batch of copied values per direction. It holds **no epoch
 /// guard** between calls: each refill pins the store's guard, copies up to
 /// 64 visible pairs (looking at no more than 1024 index entries), and drops
@@ -103,7 +158,7 @@ impl Batch<'_> {
 ///
 /// ```
 /// # use snapshot_engine::{CommitOptions, Engine, EngineConfig, TxnOptions};
-/// let engine = Engine::new(EngineConfig::default());
+/// let engine = Engine::new(EngineConfig::default())?;
 /// let mut session = engine.session()?;
 /// let mut txn = session.begin(&TxnOptions::default())?;
 /// for k in ["a", "b", "c", "d"] {
@@ -120,12 +175,12 @@ impl Batch<'_> {
 /// ```
 pub struct Cursor<'t, 's, 'e, P: Protocol = LockFree> {
     txn: &'t mut Txn<'s, 'e, P>,
-    /// The caller's bounds, copied (the `At`s below borrow them).
-    _bounds: (Box<[u8]>, Box<[u8]>),
+    /// The caller's bounds and the sought keys, which positions name.
+    keys: Owned,
     /// The caller's lower bound.
     lo: At<'t>,
-    /// The last sought key (`front_floor` borrows it after a seek).
-    sought: Box<[u8]>,
+    /// The caller's upper bound.
+    hi: At<'t>,
     /// Lower bound of what the front may still yield / where its next
     /// refill starts.
     front_floor: At<'t>,
@@ -147,28 +202,25 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
             Bound::Included(k) | Bound::Excluded(k) => Box::<[u8]>::from(k),
             Bound::Unbounded => Box::default(),
         };
-        let (lo, hi) = (copy(bounds.0), copy(bounds.1));
-        // SAFETY: `lo` and `hi` are boxed (their bytes never move) and
-        // never replaced while the cursor lives; the `At`s that borrow them
-        // are fields of the same cursor and never leave it (only index keys
-        // are handed out).
-        let (lo_ref, hi_ref): (&'t [u8], &'t [u8]) =
-            unsafe { (&*(&*lo as *const [u8]), &*(&*hi as *const [u8])) };
-        let at = |b: Bound<&[u8]>, r: &'t [u8]| match b {
-            Bound::Included(_) => At::Included(r),
-            Bound::Excluded(_) => At::Excluded(r),
+        let at = |b: Bound<&[u8]>, k: Key<'t>| match b {
+            Bound::Included(_) => At::Included(k),
+            Bound::Excluded(_) => At::Excluded(k),
             Bound::Unbounded => At::Unbounded,
         };
-        let (front, back) = (at(bounds.0, lo_ref), at(bounds.1, hi_ref));
+        let (lo, hi) = (at(bounds.0, Key::Lo), at(bounds.1, Key::Hi));
         Cursor {
             txn,
-            _bounds: (lo, hi),
-            lo: front,
-            sought: Box::default(),
-            front_floor: front,
-            front_scan: front,
-            back_ceil: back,
-            back_scan: back,
+            keys: Owned {
+                lo: copy(bounds.0),
+                hi: copy(bounds.1),
+                ..Owned::default()
+            },
+            lo,
+            hi,
+            front_floor: lo,
+            front_scan: lo,
+            back_ceil: hi,
+            back_scan: hi,
             front: Batch::default(),
             back: Batch::default(),
             failed: None,
@@ -182,20 +234,48 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
     /// unchanged; a key past it leaves nothing to yield.
     pub fn seek(&mut self, key: impl AsRef<[u8]>) {
         let key = key.as_ref();
-        if self.lo.below(key) {
-            // Both front positions are replaced below, so nothing borrows
-            // the previous `sought` once it is dropped here.
-            self.sought = Box::from(key);
-            // SAFETY: as in `new`: `sought` is boxed and replaced only here,
-            // together with every `At` that borrows it.
-            let r: &'t [u8] = unsafe { &*(&*self.sought as *const [u8]) };
-            self.front_floor = At::Included(r);
+        self.front_floor = if self.keys.below(self.lo, key) {
+            self.keys.front = Box::from(key);
+            At::Included(Key::Front)
         } else {
             // The caller's lower bound still applies.
-            self.front_floor = self.lo;
-        }
+            self.lo
+        };
         self.front_scan = self.front_floor;
         self.front.reset();
+        self.finished = false;
+    }
+
+    /// Moves the back to the last visible key at or before `key` (within
+    /// the cursor's range): the next [`next_back`](DoubleEndedIterator::next_back)
+    /// starts there, a reverse scan from `key` on the same cursor. The front
+    /// end is unchanged; a key before it leaves nothing to yield.
+    ///
+    /// ```
+    /// # use snapshot_engine::{Engine, EngineConfig, TxnOptions};
+    /// let engine = Engine::new(EngineConfig::default())?;
+    /// let mut session = engine.session()?;
+    /// let mut txn = session.begin(&TxnOptions::default())?;
+    /// for k in ["a", "b", "c", "d"] {
+    ///     txn.put(k, "v")?;
+    /// }
+    /// let mut cursor = txn.cursor();
+    /// cursor.seek_back("c");
+    /// let keys: Vec<&[u8]> = cursor.rev().map(|r| r.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, [b"c", b"b", b"a"]);
+    /// # Ok::<(), snapshot_engine::Error>(())
+    /// ```
+    pub fn seek_back(&mut self, key: impl AsRef<[u8]>) {
+        let key = key.as_ref();
+        self.back_ceil = if self.keys.above(self.hi, key) {
+            self.keys.back = Box::from(key);
+            At::Included(Key::Back)
+        } else {
+            // The caller's upper bound still applies.
+            self.hi
+        };
+        self.back_scan = self.back_ceil;
+        self.back.reset();
         self.finished = false;
     }
 
@@ -245,18 +325,18 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
                 batch.next += 1;
                 // The two ends meet: stop at what the other end yielded.
                 let inside = if forward {
-                    self.back_ceil.above(k)
+                    self.keys.above(self.back_ceil, k)
                 } else {
-                    self.front_floor.below(k)
+                    self.keys.below(self.front_floor, k)
                 };
                 if !inside {
                     self.finished = true;
                     return None;
                 }
                 if forward {
-                    self.front_floor = At::Excluded(k);
+                    self.front_floor = At::Excluded(Key::Index(k));
                 } else {
-                    self.back_ceil = At::Excluded(k);
+                    self.back_ceil = At::Excluded(Key::Index(k));
                 }
                 return Some(Ok((k, a, b)));
             }
@@ -291,10 +371,11 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
                 return;
             }
         };
-        if is_empty(lo, hi) {
+        if self.keys.is_empty(lo, hi) {
             batch.done = true;
             return;
         }
+        let bounds = (self.keys.bound(lo), self.keys.bound(hi));
         let store = &self.txn.d.engine.store;
         let guard = store.rc.pin();
         // `examined`: index entries looked at (bounds a batch);
@@ -330,13 +411,9 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
             true
         };
         if forward {
-            store
-                .index
-                .range((lo.bound(), hi.bound()), &guard, &mut visit);
+            store.index.range(bounds, &guard, &mut visit);
         } else {
-            store
-                .index
-                .range_rev((lo.bound(), hi.bound()), &guard, &mut visit);
+            store.index.range_rev(bounds, &guard, &mut visit);
         }
         drop(guard);
         self.txn.t.count(Count::Reads, examined as u64);
@@ -349,28 +426,12 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
         }
         if let Some(k) = last {
             if forward {
-                self.front_scan = At::Excluded(k);
+                self.front_scan = At::Excluded(Key::Index(k));
             } else {
-                self.back_scan = At::Excluded(k);
+                self.back_scan = At::Excluded(Key::Index(k));
             }
         }
     }
-}
-
-/// Is the range between `lo` and `hi` empty (the index's range walk
-/// requires `lo <= hi`)?
-fn is_empty(lo: At<'_>, hi: At<'_>) -> bool {
-    let (l, l_in) = match lo {
-        At::Unbounded => return false,
-        At::Included(k) => (k, true),
-        At::Excluded(k) => (k, false),
-    };
-    let (h, h_in) = match hi {
-        At::Unbounded => return false,
-        At::Included(k) => (k, true),
-        At::Excluded(k) => (k, false),
-    };
-    l > h || (l == h && !(l_in && h_in))
 }
 
 impl<'t, P: Protocol> Iterator for Cursor<'t, '_, '_, P> {

@@ -34,25 +34,40 @@ pub struct Engine<P: Protocol = LockFree> {
 impl Engine<LockFree> {
     /// A lock-free engine.
     ///
-    /// # Panics
-    /// If `config.max_sessions` is 0.
-    pub fn new(config: EngineConfig) -> Engine<LockFree> {
+    /// ```
+    /// # use snapshot_engine::{Engine, EngineConfig};
+    /// let engine = Engine::new(EngineConfig { max_sessions: 16, ..EngineConfig::default() })?;
+    /// assert!(Engine::new(EngineConfig { max_sessions: 1 << 40, ..EngineConfig::default() }).is_err());
+    /// # Ok::<(), snapshot_engine::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::ConfigOutOfRange`](crate::Error::ConfigOutOfRange) for a
+    /// field of `config` out of its bounds ([`EngineConfig::validate`]).
+    pub fn new(config: EngineConfig) -> Result<Engine<LockFree>> {
         Engine::with_machinery(config)
+    }
+}
+
+/// A lock-free engine with [`EngineConfig::default`], which is valid.
+impl Default for Engine<LockFree> {
+    fn default() -> Self {
+        Engine::new(EngineConfig::default()).expect("the default EngineConfig is valid")
     }
 }
 
 impl<P: Protocol> Engine<P> {
     /// An engine on machinery `P`.
     ///
-    /// # Panics
-    /// If `config.max_sessions` is 0.
-    pub fn with_machinery(config: EngineConfig) -> Engine<P> {
-        Engine {
-            mgr: TxnManager::with_config(&config),
+    /// # Errors
+    /// As [`Engine::new`].
+    pub fn with_machinery(config: EngineConfig) -> Result<Engine<P>> {
+        Ok(Engine {
+            mgr: TxnManager::with_config(&config)?,
             store: Store::new(),
             config,
             durable: None,
-        }
+        })
     }
 
     /// Opens a session: claims a slot in the session table, released when
@@ -77,7 +92,7 @@ impl<P: Protocol> Engine<P> {
     ///
     /// struct Connection { engine: Arc<Engine>, session: OwnedSession }
     ///
-    /// let engine = Arc::new(Engine::new(EngineConfig::default()));
+    /// let engine = Arc::new(Engine::new(EngineConfig::default())?);
     /// let mut conn = Connection { session: engine.owned_session()?, engine: engine.clone() };
     /// let worker = std::thread::spawn(move || -> snapshot_engine::Result<()> {
     ///     let mut txn = conn.session.begin(&TxnOptions::default())?;
@@ -307,7 +322,7 @@ impl<'e, P: Protocol> Session<'e, P> {
     ///
     /// ```
     /// # use snapshot_engine::{Engine, EngineConfig, TxnOptions};
-    /// let engine = Engine::new(EngineConfig::default());
+    /// let engine = Engine::new(EngineConfig::default())?;
     /// let mut session = engine.session()?;
     /// let n = session.transaction(&TxnOptions::default(), |txn| {
     ///     let n = txn.get("n")?.map_or(0, |v| v[0]) + 1;
@@ -330,11 +345,7 @@ impl<'e, P: Protocol> Session<'e, P> {
         let mut attempt = 1;
         loop {
             let mut txn = self.begin(options)?;
-            let r = f(&mut txn).and_then(|r| {
-                txn.commit(CommitOptions::default())
-                    .map(|()| r)
-                    .map_err(|e| e.into_error())
-            });
+            let r = f(&mut txn).and_then(|r| txn.commit(CommitOptions::default()).map(|()| r));
             match r {
                 Err(Error::WriteConflict { .. } | Error::MustRollBack)
                     if attempt < Self::TRANSACTION_ATTEMPTS =>

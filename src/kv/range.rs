@@ -11,7 +11,7 @@ use std::ops::{Bound, Range, RangeFrom, RangeFull, RangeInclusive, RangeTo, Rang
 /// ```
 /// # use snapshot_engine::{Engine, EngineConfig, TxnOptions};
 /// # use std::ops::Bound;
-/// let engine = Engine::new(EngineConfig::default());
+/// let engine = Engine::new(EngineConfig::default())?;
 /// let mut session = engine.session()?;
 /// let mut txn = session.begin(&TxnOptions::default())?;
 /// txn.range(..)?;

@@ -17,15 +17,17 @@ use std::fmt;
 ///
 /// It ends by value: [`Txn::commit`] or [`Txn::rollback`] consume it, and
 /// the session is free for the next [`Session::begin`](crate::Session::begin)
-/// at once. Dropping an open transaction rolls it back. A commit refused
-/// for a timestamp hands the transaction back inside its [`CommitError`].
+/// at once. Dropping an open transaction rolls it back. `commit`'s error is
+/// an owned [`Error`], so `?` takes it into `Box<dyn Error>` or `anyhow`;
+/// [`Txn::try_commit`] instead hands a transaction refused for a timestamp
+/// back inside its [`CommitError`], to fix and commit again.
 ///
 /// Keys and values are anything that is `AsRef<[u8]>` (`&str`, `&[u8]`,
 /// byte-string literals, `Vec<u8>`, arrays):
 ///
 /// ```
 /// # use snapshot_engine::{CommitOptions, Engine, EngineConfig, TxnOptions};
-/// let engine = Engine::new(EngineConfig::default());
+/// let engine = Engine::new(EngineConfig::default())?;
 /// let mut session = engine.session()?;
 /// let mut txn = session.begin(&TxnOptions::default())?;
 /// txn.put("k", "v")?;
@@ -52,19 +54,21 @@ pub struct Savepoint {
     id: u64,
 }
 
-/// A refused [`Txn::commit`]: the error, and the transaction back when it
-/// is still open (a timestamp error), to fix and commit again or roll
-/// back. `?` turns it into an [`Error`] (the transaction, if any, rolls
-/// back as it drops).
+/// A refused [`Txn::try_commit`]: the error, and the transaction back when
+/// it is still open (a timestamp error), to fix and commit again or roll
+/// back. It borrows the session (through the transaction), so it cannot
+/// leave the function that opened the session; [`CommitError::into_error`],
+/// or `?` in a function returning [`crate::Result`], turns it into an owned
+/// [`Error`] (the transaction, if any, rolls back as it drops).
 ///
 /// ```
-/// # use snapshot_engine::{CommitOptions, Engine, EngineConfig, Timestamp, TimestampUpdate, TxnOptions};
-/// let engine = Engine::new(EngineConfig::default());
-/// engine.set_timestamps(TimestampUpdate { stable: Some(Timestamp::new(20)), ..Default::default() })?;
+/// # use snapshot_engine::{CommitOptions, Engine, EngineConfig, TimestampUpdate, TxnOptions};
+/// let engine = Engine::new(EngineConfig::default())?;
+/// engine.set_timestamps(TimestampUpdate::stable(20))?;
 /// let mut session = engine.session()?;
 /// let mut txn = session.begin(&TxnOptions::default())?;
 /// txn.put("k", "v")?;
-/// let txn = match txn.commit(CommitOptions::at(10)) {
+/// let txn = match txn.try_commit(CommitOptions::at(10)) {
 ///     Err(e) => e.into_txn().expect("a timestamp error keeps the transaction"),
 ///     Ok(()) => unreachable!("10 is not after stable 20"),
 /// };
@@ -175,7 +179,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     ///
     /// # Errors
     /// As [`Transaction::set_read_timestamp`]; the transaction stays usable.
-    pub fn set_read_timestamp(&mut self, ts: Timestamp) -> Result<Timestamp> {
+    pub fn set_read_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<Timestamp> {
         self.t.set_read_timestamp(ts)
     }
 
@@ -183,7 +187,10 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// the store with no copy. The epoch guard is held only while `f` runs.
     ///
     /// # Errors
-    /// The transaction is not usable ([`Transaction::check_usable`]), or
+    /// The transaction is not usable ([`Transaction::check_usable`]),
+    /// [`Error::KeyTooLarge`] for a key longer than
+    /// [`EngineConfig::max_key_len`](crate::EngineConfig::max_key_len) (as
+    /// `put` and `delete`: no such key can exist), or
     /// [`Error::PrepareConflict`] on a prepared update at or below the read
     /// timestamp.
     #[inline]
@@ -193,6 +200,15 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         f: impl FnOnce(Option<&[u8]>) -> R,
     ) -> Result<R> {
         let key = key.as_ref();
+        let max = self.d.engine.config.max_key_len;
+        if key.len() > max {
+            // The transaction's state first, as for a write.
+            self.t.check_usable()?;
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max,
+            });
+        }
         let view = self.t.read_view()?;
         let (r, examined) = self.d.engine.store.read(key, &view, |found, n| {
             let r = match found {
@@ -291,7 +307,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     }
 
     /// Visits the visible key-value pairs with keys in `range`, in key
-    /// order (tombstones hidden), until `f` returns `false`. Keys and values
+    /// order (tombstones hidden), until `f` returns `false`. The range's
+    /// bounds may be of any length (only stored keys are limited by
+    /// `max_key_len`). Keys and values
     /// are borrowed; the epoch guard is held for the whole scan, so keep `f`
     /// short (or use [`Txn::iter`], which re-pins per batch).
     ///
@@ -348,7 +366,8 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
 
     /// A cursor over the visible key-value pairs with keys in `range`: an
     /// [`Iterator`] in key order and a [`DoubleEndedIterator`] (`.rev()`
-    /// for a reverse scan), with [`Cursor::seek`]. See [`Cursor`] for what
+    /// for a reverse scan), with [`Cursor::seek`] and [`Cursor::seek_back`].
+    /// See [`Cursor`] for what
     /// an open cursor holds.
     pub fn iter(&mut self, range: impl KeyRange) -> Cursor<'_, 's, 'e, P> {
         Cursor::new(self, range.bounds())
@@ -464,7 +483,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// # Errors
     /// As [`Transaction::set_commit_timestamp`]; the transaction stays
     /// usable.
-    pub fn set_commit_timestamp(&mut self, ts: Timestamp) -> Result<()> {
+    pub fn set_commit_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<()> {
         self.t.set_commit_timestamp(ts)
     }
 
@@ -473,7 +492,8 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     ///
     /// # Errors
     /// As [`Transaction::set_durable_timestamp`].
-    pub fn set_durable_timestamp(&mut self, ts: Timestamp) -> Result<()> {
+    pub fn set_durable_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<()> {
+        let ts = ts.into();
         self.t.set_durable_timestamp(ts)?;
         self.d.dlog.durable_ts = Some(ts);
         Ok(())
@@ -484,7 +504,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     ///
     /// # Errors
     /// As [`Transaction::prepare`]; the transaction stays usable.
-    pub fn prepare(&mut self, ts: Timestamp) -> Result<Timestamp> {
+    pub fn prepare(&mut self, ts: impl Into<Timestamp>) -> Result<Timestamp> {
         let writes = &mut self.d.writes;
         let p = self.t.prepare(ts, |done| {
             writes.complete(done);
@@ -509,39 +529,51 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     ///
     /// # Errors
     /// As [`Txn::commit`].
-    pub fn commit_async(
-        mut self,
-        opts: CommitOptions,
-    ) -> Result<crate::CommitHandle, CommitError<'s, 'e, P>> {
+    pub fn commit_async(mut self, opts: CommitOptions) -> Result<crate::CommitHandle> {
         self.d.dlog.mode = Some(crate::durable::CommitMode::Async);
-        let r = if self.d.engine.durable.is_some() {
-            self.commit_logged(opts)
+        // On an error `self` drops here, which rolls it back, as `commit`
+        // does.
+        let lsn = if self.d.engine.durable.is_some() {
+            self.commit_logged(opts)?
         } else {
-            self.commit_in_place(opts).map(|()| None)
+            self.commit_in_place(opts)?;
+            None
         };
-        match r {
-            Ok(lsn) => Ok(match &self.d.engine.durable {
-                Some(d) => d.handle(lsn),
-                None => crate::CommitHandle::ready(),
-            }),
-            Err(error) => {
-                let txn = self.t.is_open().then(|| Box::new(self));
-                Err(CommitError { error, txn })
-            }
-        }
+        Ok(match &self.d.engine.durable {
+            Some(d) => d.handle(lsn),
+            None => crate::CommitHandle::ready(),
+        })
     }
 
     /// Commits; see [`Transaction::commit`] for the timestamp rules. Then
     /// prunes the chains it wrote to the reclaim horizon. The session is
     /// free for the next transaction as soon as this returns.
     ///
+    /// The error is an owned [`Error`] that borrows nothing, so `?` works in
+    /// any function whose error type takes one (`Box<dyn std::error::Error>`,
+    /// `anyhow::Error`, [`crate::Result`]). To keep a transaction refused
+    /// for a timestamp, fix it and commit again, use [`Txn::try_commit`].
+    ///
     /// # Errors
-    /// A timestamp error hands the transaction back, open and usable, in
-    /// the [`CommitError`] ([`CommitError::into_txn`]); a transaction that
-    /// hit a write conflict is rolled back and gets [`Error::MustRollBack`]
-    /// (no transaction back).
+    /// A timestamp that breaks a rule of [`Transaction::commit`]: the
+    /// transaction is rolled back (as if dropped) and the error says which
+    /// rule. [`Error::MustRollBack`] after a write conflict (rolled back
+    /// too).
     #[inline]
-    pub fn commit(mut self, opts: CommitOptions) -> Result<(), CommitError<'s, 'e, P>> {
+    pub fn commit(self, opts: CommitOptions) -> Result<()> {
+        self.try_commit(opts).map_err(CommitError::into_error)
+    }
+
+    /// Commits as [`Txn::commit`] does, but hands a transaction refused for
+    /// a timestamp back, open and usable, in the [`CommitError`]
+    /// ([`CommitError::into_txn`]) to fix and commit again, or roll back.
+    ///
+    /// # Errors
+    /// As [`Txn::commit`]; the transaction comes back in the error for a
+    /// timestamp error, and not after a write conflict
+    /// ([`Error::MustRollBack`]: it was rolled back).
+    #[inline]
+    pub fn try_commit(mut self, opts: CommitOptions) -> Result<(), CommitError<'s, 'e, P>> {
         match self.commit_in_place(opts) {
             Ok(()) => Ok(()),
             Err(error) => {

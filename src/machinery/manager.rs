@@ -34,9 +34,10 @@ pub struct TxnManager<P: Protocol = LockFree> {
 impl TxnManager<LockFree> {
     /// A lock-free manager with room for `max_sessions` sessions at once.
     ///
-    /// # Panics
-    /// If `max_sessions` is 0.
-    pub fn new(max_sessions: usize) -> TxnManager<LockFree> {
+    /// # Errors
+    /// [`Error::ConfigOutOfRange`](crate::Error::ConfigOutOfRange) unless
+    /// `max_sessions` is in `1..=`[`EngineConfig::MAX_SESSIONS`].
+    pub fn new(max_sessions: usize) -> Result<TxnManager<LockFree>> {
         TxnManager::with_machinery(max_sessions)
     }
 }
@@ -98,9 +99,9 @@ pub(super) fn count_into(c: &Counters, what: Count, n: u64) {
 impl<P: Protocol> TxnManager<P> {
     /// A manager on machinery `P` with room for `max_sessions` sessions.
     ///
-    /// # Panics
-    /// If `max_sessions` is 0.
-    pub fn with_machinery(max_sessions: usize) -> TxnManager<P> {
+    /// # Errors
+    /// As [`TxnManager::new`].
+    pub fn with_machinery(max_sessions: usize) -> Result<TxnManager<P>> {
         TxnManager::with_config(&EngineConfig {
             max_sessions,
             ..EngineConfig::default()
@@ -110,19 +111,21 @@ impl<P: Protocol> TxnManager<P> {
     /// A manager on machinery `P` built from `config` (its `max_sessions`
     /// and `asymmetric_fences`; the other fields are the store's).
     ///
-    /// # Panics
-    /// If `max_sessions` is 0.
-    pub fn with_config(config: &EngineConfig) -> TxnManager<P> {
+    /// # Errors
+    /// [`Error::ConfigOutOfRange`](crate::Error::ConfigOutOfRange) for a
+    /// field out of its bounds ([`EngineConfig::validate`], which checks
+    /// the store's fields too); nothing is allocated.
+    pub fn with_config(config: &EngineConfig) -> Result<TxnManager<P>> {
+        config.validate()?;
         let max_sessions = config.max_sessions;
-        assert!(max_sessions > 0, "max_sessions must be at least 1");
-        TxnManager {
+        Ok(TxnManager {
             proto: P::new(config),
             counters: (0..=max_sessions)
                 .map(|_| CachePadded::new(Counters::default()))
                 .collect(),
             prepared: PreparedTable::new(max_sessions),
             max_sessions,
-        }
+        })
     }
 
     /// The size of the session table.

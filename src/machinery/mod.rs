@@ -22,7 +22,7 @@
 //! struct Version { status: VersionStatus, value: u64 }
 //! let versions: Mutex<Vec<Version>> = Mutex::new(Vec::new());
 //!
-//! let mgr = TxnManager::new(8);
+//! let mgr = TxnManager::new(8)?;
 //! let mut session = mgr.session()?;
 //!
 //! // A writer: get a status (and the transaction's id), check first

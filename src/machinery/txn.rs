@@ -279,7 +279,8 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     /// timestamp is already set; `ts` is below oldest (without
     /// `roundup_read`).
     #[inline]
-    pub fn set_read_timestamp(&mut self, ts: Timestamp) -> Result<Timestamp> {
+    pub fn set_read_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<Timestamp> {
+        let ts = ts.into();
         self.check_usable()?;
         check_ts(TimestampRole::Read, ts)?;
         if !self.sess.cur.read_ts.is_none() {
@@ -467,7 +468,8 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     /// [`Error::CommitTimestampAlreadySet`] for a value other than the one
     /// already set (after rounding), prepared or not; otherwise the
     /// commit-timestamp errors of the rules above.
-    pub fn set_commit_timestamp(&mut self, ts: Timestamp) -> Result<()> {
+    pub fn set_commit_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<()> {
+        let ts = ts.into();
         match self.sess.cur.state {
             State::Active | State::Prepared => {}
             _ => self.check_usable()?,
@@ -506,7 +508,8 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     /// # Errors
     /// The transaction is not prepared; the timestamp is 0 or out of range,
     /// below the commit timestamp, or not after stable.
-    pub fn set_durable_timestamp(&mut self, ts: Timestamp) -> Result<()> {
+    pub fn set_durable_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<()> {
+        let ts = ts.into();
         if self.sess.cur.state != State::Prepared {
             self.check_usable()?;
             check_ts(TimestampRole::Durable, ts)?;
@@ -544,9 +547,10 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     /// the transaction stays usable.
     pub fn prepare(
         &mut self,
-        ts: Timestamp,
+        ts: impl Into<Timestamp>,
         flip: impl FnOnce(&Completion<'_>),
     ) -> Result<Timestamp> {
+        let ts = ts.into();
         if self.sess.cur.state == State::Prepared {
             return Err(Error::AlreadyPrepared);
         }

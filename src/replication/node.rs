@@ -284,7 +284,9 @@ impl Replica {
     ///
     /// # Errors
     /// [`ReplicaError::BadConfig`] if a batching bound is 0;
-    /// [`ReplicaError::Raft`] if openraft rejects the configuration.
+    /// [`ReplicaError::Raft`] if openraft rejects the configuration; the
+    /// engine's error if `config.engine` is out of bounds
+    /// ([`EngineConfig::validate`](crate::EngineConfig::validate)).
     pub fn new<N>(
         id: NodeId,
         config: ReplicaConfig,
@@ -303,9 +305,10 @@ impl Replica {
             });
         }
         let raft_config = Arc::new(config.raft.clone().validate().map_err(raft_err)?);
+        let engine = Arc::new(Engine::new(config.engine.clone())?);
         let shared = Arc::new(Shared {
             id,
-            engine: RwLock::new(Arc::new(Engine::new(config.engine.clone()))),
+            engine: RwLock::new(engine),
             config,
             engine_gen: AtomicU64::new(0),
             fenced: AtomicBool::new(false),

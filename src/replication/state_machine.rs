@@ -91,7 +91,6 @@ fn install(
                 commit_ts: Some(rec.commit_ts),
                 durable_ts: None,
             })
-            .map_err(Error::from)
         });
         match res {
             Ok(()) => {
@@ -270,7 +269,7 @@ impl StateMachine {
         data: Vec<u8>,
     ) -> Result<(), ReplicaError> {
         let snap = decode(&data)?;
-        let engine = Arc::new(Engine::new(self.shared.config.engine.clone()));
+        let engine = Arc::new(Engine::new(self.shared.config.engine.clone())?);
         if !snap.watermark.is_none() {
             let mut session = engine.session()?;
             for chunk in snap.base.chunks(1024) {

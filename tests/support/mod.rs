@@ -57,7 +57,8 @@ pub fn fresh<P: Protocol>() -> Engine<P> {
     let e = Engine::<P>::with_machinery(EngineConfig {
         max_sessions: 8,
         ..EngineConfig::default()
-    });
+    })
+    .unwrap();
     {
         let mut s = e.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();

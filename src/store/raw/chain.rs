@@ -1045,7 +1045,11 @@ mod tests {
 
     #[test]
     fn readers_see_the_newest_version_their_view_accepts() {
-        let (mgr, rc, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mgr, rc, e) = (
+            TxnManager::new(4).unwrap(),
+            Collector::new(),
+            KeyEntry::new(),
+        );
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
         put(&e, &rc, &mut w, b"a", 10);
         put(&e, &rc, &mut w, b"b", 20);
@@ -1056,7 +1060,11 @@ mod tests {
 
     #[test]
     fn a_second_writer_conflicts_until_the_first_is_visible() {
-        let (mgr, rc, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mgr, rc, e) = (
+            TxnManager::new(4).unwrap(),
+            Collector::new(),
+            KeyEntry::new(),
+        );
         let (mut s1, mut s2) = (mgr.session().unwrap(), mgr.session().unwrap());
         let g = rc.pin();
         let mut t1 = s1.begin(&TxnOptions::default()).unwrap();
@@ -1085,7 +1093,11 @@ mod tests {
 
     #[test]
     fn pruning_keeps_the_newest_version_at_or_below_the_horizon() {
-        let (mgr, rc, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mgr, rc, e) = (
+            TxnManager::new(4).unwrap(),
+            Collector::new(),
+            KeyEntry::new(),
+        );
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
         for (v, ts) in [(1u8, 10u64), (2, 20), (3, 30)] {
             put(&e, &rc, &mut w, &[v], ts);
@@ -1104,7 +1116,11 @@ mod tests {
 
     #[test]
     fn an_old_read_timestamp_costs_one_version_from_the_finger() {
-        let (mgr, rc, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mgr, rc, e) = (
+            TxnManager::new(4).unwrap(),
+            Collector::new(),
+            KeyEntry::new(),
+        );
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
         put(&e, &rc, &mut w, &[1], 10);
         put(&e, &rc, &mut w, &[2], 20);
@@ -1134,7 +1150,11 @@ mod tests {
 
     #[test]
     fn pruning_climbs_from_the_floor_without_walking_the_chain() {
-        let (mgr, rc, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mgr, rc, e) = (
+            TxnManager::new(4).unwrap(),
+            Collector::new(),
+            KeyEntry::new(),
+        );
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
         let mut examined = 0;
         for i in 1..=1000u64 {
@@ -1156,7 +1176,11 @@ mod tests {
 
     #[test]
     fn an_out_of_order_commit_sends_readers_back_to_the_head_walk() {
-        let (mgr, rc, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mgr, rc, e) = (
+            TxnManager::new(4).unwrap(),
+            Collector::new(),
+            KeyEntry::new(),
+        );
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
         // 10, 50, then 30 (below 50: the key becomes unordered), then 70.
         for (v, ts) in [(1u8, 10u64), (2, 50), (3, 30), (4, 70)] {
@@ -1171,7 +1195,11 @@ mod tests {
 
     #[test]
     fn an_untimestamped_commit_over_timestamped_ones_is_read_from_the_head() {
-        let (mgr, rc, e) = (TxnManager::new(4), Collector::new(), KeyEntry::new());
+        let (mgr, rc, e) = (
+            TxnManager::new(4).unwrap(),
+            Collector::new(),
+            KeyEntry::new(),
+        );
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
         for (v, ts) in [(1u8, 10u64), (2, 50), (3, 0), (4, 70)] {
             put(&e, &rc, &mut w, &[v], ts);
@@ -1194,7 +1222,7 @@ mod tests {
 
     #[test]
     fn a_value_lives_in_its_version_allocation() {
-        let mgr = TxnManager::new(2);
+        let mgr = TxnManager::new(2).unwrap();
         let mut s = mgr.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
         let mut status = || t.new_version().unwrap().0;
