@@ -495,6 +495,24 @@ fn a_prepared_commit_durable_above_stable_is_carried_not_checkpointed() {
     assert_eq!(get(&r, "p").as_deref(), Some(&b"prepared"[..]));
     assert_eq!(get(&r, "q").as_deref(), Some(&b"plain"[..]));
     assert_eq!(get(&r, "open"), None);
+    drop(r);
+    // Rolled back to stable 20: the prepared commit durable at 30 goes, for
+    // good (a later plain open does not bring it back).
+    let rolled = DurabilityOptions {
+        rollback_to_stable: true,
+        ..opts(&image, Durability::Sync)
+    };
+    let r = Engine::open(DIR, EngineConfig::default(), rolled).unwrap();
+    assert_eq!(r.recovery_report().unwrap().rolled_back, 1);
+    assert_eq!(get(&r, "p"), None);
+    assert_eq!(get(&r, "q").as_deref(), Some(&b"plain"[..]));
+    put(&r, "after", "x").unwrap();
+    drop(r);
+    let r = open(&image).unwrap();
+    assert_eq!(r.recovery_report().unwrap().rolled_back, 0);
+    assert_eq!(get(&r, "p"), None);
+    assert_eq!(get(&r, "q").as_deref(), Some(&b"plain"[..]));
+    assert_eq!(get(&r, "after").as_deref(), Some(&b"x"[..]));
 }
 
 #[test]

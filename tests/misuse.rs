@@ -628,6 +628,13 @@ fn rows() -> Vec<Row> {
                         max: MAX_KEY
                     })
                 );
+                assert_eq!(
+                    t.get_many(&[&b"k"[..], &[b'k'; MAX_KEY + 1]]),
+                    Err(Error::KeyTooLarge {
+                        len: MAX_KEY + 1,
+                        max: MAX_KEY
+                    })
+                );
                 // A key at the limit is an ordinary read.
                 assert_eq!(t.get([b'k'; MAX_KEY])?, None);
                 r

@@ -76,6 +76,13 @@ pub enum Workload {
     /// leader with two followers serving the read-only share (needs
     /// `--features replication`).
     Replicated,
+    /// Durability: writers committing one key each per transaction on the
+    /// commit log in each mode, the in-memory engine and (feature `peers`)
+    /// LMDB synced and redb `Durability::Immediate`; recovery replay rate;
+    /// a checkpoint of --keys keys beside one write + fsync of its bytes.
+    /// Writers from --configs (e.g. `0/4,0/16`).
+    #[value(name = "durable-writes")]
+    DurableWrites,
 }
 
 impl Workload {
@@ -86,6 +93,7 @@ impl Workload {
             Workload::RoMix => "ro-mix",
             Workload::Tail => "tail",
             Workload::Replicated => "replicated",
+            Workload::DurableWrites => "durable-writes",
         }
     }
 }
@@ -468,6 +476,7 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
         Workload::RoMix => (2.0, 3),
         Workload::Begin => (0.2, 5),
         Workload::Replicated => (2.0, 3),
+        Workload::DurableWrites => (2.0, 3),
     };
     if workload == Workload::Replicated {
         if !cfg!(feature = "replication") {

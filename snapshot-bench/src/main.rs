@@ -9,6 +9,7 @@ mod begin;
 mod ceiling;
 mod cli;
 mod common;
+mod durable;
 mod engines;
 #[cfg(feature = "peers")]
 mod lmdb;
@@ -144,6 +145,14 @@ fn main() {
         Workload::Begin => begin_table(&plan),
         Workload::RoMix => ro_mix(&plan),
         Workload::Replicated => replicated_main(&plan),
+        Workload::DurableWrites => durable::main(&durable::Params {
+            writers: plan.configs.iter().map(|&(_, w)| w.max(1)).collect(),
+            seconds: plan.seconds,
+            warmup: plan.warmup,
+            rounds: plan.rounds,
+            value_size: plan.value_size,
+            keys: plan.keys,
+        }),
     }
 }
 

@@ -75,6 +75,15 @@ pub struct DurabilityOptions {
     /// [`RecoveryReport::truncated`], instead of failing with
     /// [`Error::Corrupt`]. Default `false`.
     pub truncate_corrupt: bool,
+    /// Roll back to stable at open, as WiredTiger's `rollback_to_stable`
+    /// after a crash: drop every logged commit not covered by the recovered
+    /// checkpoint's stable timestamp (timestamped above it, or prepared and
+    /// durable above it), for good: the state at that stable is written as
+    /// a new checkpoint before the engine opens. A replicated host uses it
+    /// to come back to a point every replica agrees on. Without a
+    /// checkpoint at a stable timestamp nothing is dropped. The count is in
+    /// [`RecoveryReport::rolled_back`]. Default `false`.
+    pub rollback_to_stable: bool,
     /// Take a checkpoint in the background this often (`None`: only when
     /// [`Engine::checkpoint`] is called). Default `None`; at least 1 ms.
     pub checkpoint_interval: Option<Duration>,
@@ -88,6 +97,7 @@ impl Default for DurabilityOptions {
             durability: Durability::Sync,
             segment_bytes: 64 << 20,
             truncate_corrupt: false,
+            rollback_to_stable: false,
             checkpoint_interval: None,
             fs: Arc::new(StdFs),
         }
@@ -100,6 +110,7 @@ impl fmt::Debug for DurabilityOptions {
             .field("durability", &self.durability)
             .field("segment_bytes", &self.segment_bytes)
             .field("truncate_corrupt", &self.truncate_corrupt)
+            .field("rollback_to_stable", &self.rollback_to_stable)
             .field("checkpoint_interval", &self.checkpoint_interval)
             .finish_non_exhaustive()
     }
@@ -179,6 +190,8 @@ pub struct RecoveryReport {
     /// A corrupt record the log was truncated at
     /// ([`DurabilityOptions::truncate_corrupt`]).
     pub truncated: Option<Damage>,
+    /// Commits dropped by [`DurabilityOptions::rollback_to_stable`].
+    pub rolled_back: u64,
 }
 
 /// What [`Engine::checkpoint`] wrote.
@@ -651,6 +664,36 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
     })
 }
 
+/// Rollback to stable at open: folds the covered commits into the state,
+/// drops the rest, and writes the result as a checkpoint covering every
+/// segment there is (the new log starts after them), so that no later
+/// recovery brings a dropped commit back. Returns how many it dropped.
+fn roll_back_files(fs: &dyn Fs, dir: &Path, rec: &mut Recovered) -> Result<u64> {
+    let st = &mut rec.state;
+    let all: Vec<Commit> = std::mem::take(&mut st.carried)
+        .into_iter()
+        .chain(std::mem::take(&mut rec.tail))
+        .collect();
+    let total = all.len();
+    let keep: Vec<Commit> = all
+        .into_iter()
+        .filter(|c| c.covered_by(st.stable))
+        .collect();
+    let dropped = (total - keep.len()) as u64;
+    st.fold(keep, st.stable, rec.next_seq, rec.next_lsn);
+    checkpoint::write(fs, dir, st)?;
+    for name in fs.list(dir).map_err(|e| io_error("list", dir, &e))? {
+        let old_seg = parse_segment(&name).is_some_and(|s| s < rec.next_seq);
+        let old_ckpt = checkpoint::parse_checkpoint(&name).is_some_and(|s| s < rec.next_seq);
+        if old_seg || old_ckpt {
+            let p = dir.join(&name);
+            fs.remove(&p).map_err(|e| io_error("remove", &p, &e))?;
+        }
+    }
+    fs.sync_dir(dir).map_err(|e| io_error("sync", dir, &e))?;
+    Ok(dropped)
+}
+
 /// Rebuilds the store from a checkpoint's base and the records after it,
 /// through ordinary transactions on an engine that is not logging yet.
 fn replay(engine: &Engine, st: &State, tail: &[Commit]) -> Result<u64> {
@@ -717,6 +760,7 @@ impl Engine<LockFree> {
         config: EngineConfig,
         options: DurabilityOptions,
     ) -> Result<Engine> {
+        // The config first: a bad one touches no file.
         config.validate()?;
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
@@ -728,7 +772,10 @@ impl Engine<LockFree> {
             .lock(&lock_path)
             .map_err(|e| io_error("lock", &lock_path, &e))?
             .ok_or(Error::DirectoryLocked { path: dir.clone() })?;
-        let rec = recover_files(&*fs, &dir, options.truncate_corrupt)?;
+        let mut rec = recover_files(&*fs, &dir, options.truncate_corrupt)?;
+        if options.rollback_to_stable && rec.state.stable != 0 {
+            rec.report.rolled_back = roll_back_files(&*fs, &dir, &mut rec)?;
+        }
         let mut engine = Engine::with_machinery(config)?;
         let replayed = replay(&engine, &rec.state, &rec.tail)?;
         let stable = Timestamp::new(rec.state.stable);

@@ -247,7 +247,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     ///
     /// ```
     /// # use snapshot_engine::{CommitOptions, Engine, EngineConfig, TxnOptions};
-    /// let engine = Engine::new(EngineConfig::default());
+    /// let engine = Engine::new(EngineConfig::default())?;
     /// let mut session = engine.session()?;
     /// let mut txn = session.begin(&TxnOptions::default())?;
     /// txn.put("a", "1")?;
@@ -259,13 +259,22 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// ```
     ///
     /// # Errors
-    /// As [`Txn::get_with`]; a prepare conflict stops the batch at that key
-    /// (`f` has run for the keys before it).
+    /// As [`Txn::get_with`] (a key over `max_key_len` is
+    /// [`Error::KeyTooLarge`] before any key is read); a prepare conflict
+    /// stops the batch at that key (`f` has run for the keys before it).
     pub fn get_many_with<K: AsRef<[u8]>>(
         &mut self,
         keys: &[K],
         mut f: impl FnMut(usize, Option<&[u8]>),
     ) -> Result<()> {
+        let max = self.d.engine.config.max_key_len;
+        if let Some(k) = keys.iter().find(|k| k.as_ref().len() > max) {
+            self.t.check_usable()?;
+            return Err(Error::KeyTooLarge {
+                len: k.as_ref().len(),
+                max,
+            });
+        }
         let view = self.t.read_view()?;
         let (mut reads, mut examined) = (0, 0);
         let mut conflict = None;

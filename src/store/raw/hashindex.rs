@@ -24,7 +24,7 @@
 //!   the insert (Release) happens-before that later publication, which
 //!   happens-before the reader's load of the table and slot.
 
-use super::chain::KeyEntry;
+use super::chain::{KeyEntry, Version};
 use super::SendPtr;
 use crate::machinery::epoch::{Collector as Reclaimer, Guard};
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
@@ -88,11 +88,20 @@ impl KeyBytes {
     }
 }
 
-/// A table slot, one word: the node pointer in the low [`ADDR_BITS`] bits
+/// A table slot. `word`: the node pointer in the low [`ADDR_BITS`] bits
 /// and the top bits of its key's hash (the *tag*) above them, so a probe
-/// that meets another key's node rejects it without touching the node,
-/// in 8 bytes a slot. 0: empty (a node pointer is never null).
-struct Slot(AtomicU64);
+/// that meets another key's node rejects it without touching the node; 0:
+/// empty (a node pointer is never null). `head`: a hint, the key's head
+/// version when a writer last stored it, which a lookup prefetches beside
+/// the node so the node's and the version's misses overlap (a point read
+/// is then two dependent misses: the slot, then node and version together).
+/// The hint is never dereferenced, only prefetched (a prefetch reads
+/// nothing and never faults): a stale or freed hint costs a miss, never a
+/// wrong read, so its loads and stores are Relaxed.
+struct Slot {
+    word: AtomicU64,
+    head: AtomicPtr<Version>,
+}
 
 /// Bits of a node address: user-space addresses on the 64-bit targets this
 /// builds for fit in 48 (checked for every node in `new_node`).
@@ -145,24 +154,31 @@ impl Table {
         Box::new(Table {
             mask: cap - 1,
             shift: 64 - cap.trailing_zeros(),
-            slots: (0..cap).map(|_| Slot(AtomicU64::new(0))).collect(),
+            slots: (0..cap)
+                .map(|_| Slot {
+                    word: AtomicU64::new(0),
+                    head: AtomicPtr::new(ptr::null_mut()),
+                })
+                .collect(),
         })
     }
 
     /// Stores `node` in the first empty slot of its probe sequence. Only the
     /// inserter (holding `inserting`) calls this.
-    fn place(&self, node: *mut Node, hash: u64) {
+    fn place(&self, node: *mut Node, hash: u64, head: *mut Version) {
         let mut i = self.home(hash);
         loop {
             let s = &self.slots[i];
             // Relaxed: only the inserter writes slots, under the mutex.
-            if s.0.load(Ordering::Relaxed) == 0 {
+            if s.word.load(Ordering::Relaxed) == 0 {
+                // Relaxed: a hint, never dereferenced.
+                s.head.store(head, Ordering::Relaxed);
                 // Release, required: pairs with the Acquire slot load in
                 // `get`, so a reader that finds the node sees it fully
                 // built. Not checked by loom (this
                 // file does not run under it) nor by x86 (which compiles
                 // Relaxed and Release alike); required by the argument.
-                s.0.store(pack(node, hash), Ordering::Release);
+                s.word.store(pack(node, hash), Ordering::Release);
                 return;
             }
             i = (i + 1) & self.mask;
@@ -272,17 +288,50 @@ impl HashIndex {
             let slot = &t.slots[i];
             // Acquire, required: pairs with the Release slot store in
             // `Table::place` (the node's key and entry).
-            let w = slot.0.load(Ordering::Acquire);
+            let w = slot.word.load(Ordering::Acquire);
             if w == 0 {
                 return None;
             }
             if w & !ADDR_MASK == tag(hash) {
+                // Relaxed: a hint, only prefetched (see `Slot`).
+                super::prefetch(slot.head.load(Ordering::Relaxed));
                 let p = node_of(w);
                 // SAFETY: nodes are freed only when the index drops, which
                 // needs `&mut`; the `'s` borrow of `self` rules that out.
                 let n = unsafe { &*p };
                 if n.key() == key {
                     return Some(n);
+                }
+            }
+            i = (i + 1) & t.mask;
+        }
+    }
+
+    /// Stores `v` as `key`'s head hint (see `Slot`): called by a writer
+    /// after its head CAS. A probe of slots only (hot after the writer's
+    /// lookup); nothing if the key is absent. A store into a table that
+    /// growth has just replaced is lost, which only leaves a stale hint.
+    #[inline]
+    pub(crate) fn hint_head(&self, key: &[u8], hash: u64, v: *mut Version, _guard: &Guard) {
+        // Acquire, required: as in `get` (the table's slots).
+        let t = self.table.load(Ordering::Acquire);
+        // SAFETY: as in `get`: loaded under `_guard`, freed only after it.
+        let t = unsafe { &*t };
+        let mut i = t.home(hash);
+        loop {
+            let slot = &t.slots[i];
+            // Relaxed: we compare the address only, never dereference it
+            // here; the writer reached this key's node through `get`.
+            let w = slot.word.load(Ordering::Relaxed);
+            if w == 0 {
+                return;
+            }
+            if w & !ADDR_MASK == tag(hash) {
+                // SAFETY: a node in a slot lives until the index drops.
+                if unsafe { (*node_of(w)).key() } == key {
+                    // Relaxed: a hint, never dereferenced.
+                    slot.head.store(v, Ordering::Relaxed);
+                    return;
                 }
             }
             i = (i + 1) & t.mask;
@@ -314,13 +363,15 @@ impl HashIndex {
         loop {
             let slot = &t.slots[i];
             // Acquire, required: as in `get` (the node's key and entry).
-            let w = slot.0.load(Ordering::Acquire);
+            let w = slot.word.load(Ordering::Acquire);
             if w == 0 {
                 return Candidate::NONE;
             }
             if w & !ADDR_MASK == tag(hash) {
                 let p = node_of(w);
                 super::prefetch(p);
+                // Relaxed: a hint, only prefetched (see `Slot`).
+                super::prefetch(slot.head.load(Ordering::Relaxed));
                 return Candidate(p);
             }
             i = (i + 1) & t.mask;
@@ -409,17 +460,18 @@ impl HashIndex {
             let bigger = Table::with_capacity(t.slots.len() * 2);
             for s in t.slots.iter() {
                 // Relaxed: only the inserter (us) writes slots.
-                let w = s.0.load(Ordering::Relaxed);
+                let w = s.word.load(Ordering::Relaxed);
                 if w != 0 {
                     let p = node_of(w);
                     // SAFETY: a node in the table lives until the index
                     // drops; its key is immutable. The slot keeps only the
                     // hash's tag, so the home slot is recomputed.
                     let h = self.hash(unsafe { (*p).key() });
-                    bigger.place(p, h);
+                    // Relaxed: a hint, never dereferenced.
+                    bigger.place(p, h, s.head.load(Ordering::Relaxed));
                 }
             }
-            bigger.place(node, hash);
+            bigger.place(node, hash, ptr::null_mut());
             // Release, required: pairs with the Acquire table load in
             // `get`; the new table's slots are visible to whoever loads it.
             self.table.store(Box::into_raw(bigger), Ordering::Release);
@@ -432,7 +484,7 @@ impl HashIndex {
                 drop(unsafe { Box::from_raw(old.0) });
             });
         } else {
-            t.place(node, hash);
+            t.place(node, hash, ptr::null_mut());
         }
         self.len.set(len);
     }
@@ -478,8 +530,44 @@ mod tests {
         assert_eq!(std::mem::size_of::<KeyBytes>(), 24);
         assert_eq!(std::mem::size_of::<Node>(), 64);
         assert_eq!(std::mem::align_of::<Node>(), 64);
-        // A slot is one word: the node address and the hash's tag.
-        assert_eq!(std::mem::size_of::<Slot>(), 8);
+        // A slot: the node address with the hash's tag, and the head hint.
+        assert_eq!(std::mem::size_of::<Slot>(), 16);
+    }
+
+    /// The head hint stored for `key` in the current table.
+    fn hint_of(ix: &HashIndex, key: &[u8]) -> *mut Version {
+        // SAFETY: single-threaded test; the current table is alive.
+        let t = unsafe { &*ix.table.load(Ordering::Relaxed) };
+        let h = ix.hash(key);
+        let mut i = t.home(h);
+        loop {
+            let w = t.slots[i].word.load(Ordering::Relaxed);
+            assert_ne!(w, 0, "key present");
+            // SAFETY: a node in a slot lives until the index drops.
+            if unsafe { (*node_of(w)).key() } == key {
+                return t.slots[i].head.load(Ordering::Relaxed);
+            }
+            i = (i + 1) & t.mask;
+        }
+    }
+
+    #[test]
+    fn a_head_hint_lands_in_its_keys_slot_and_survives_growth() {
+        let rc = Reclaimer::new();
+        let ix = HashIndex::new();
+        let g = rc.pin();
+        // Never dereferenced: any address will do as a hint.
+        let fake = |i: u64| ptr::without_provenance_mut::<Version>(((i + 1) * 64) as usize);
+        for i in 0u64..3000 {
+            let k = i.to_be_bytes();
+            ix.get_or_insert(&k, &rc, &g, |_| {});
+            ix.hint_head(&k, ix.hash(&k), fake(i), &g);
+        }
+        // Absent keys take no hint.
+        ix.hint_head(b"absent", ix.hash(b"absent"), fake(0), &g);
+        for i in 0u64..3000 {
+            assert_eq!(hint_of(&ix, &i.to_be_bytes()), fake(i), "key {i}");
+        }
     }
 
     #[test]

@@ -145,6 +145,13 @@ impl Index {
         true
     }
 
+    /// Tells the index that `v` is now `key`'s head (a writer, after its
+    /// head CAS): a hint that lookups prefetch, never dereferenced.
+    #[inline]
+    pub(crate) fn hint_head(&self, key: &[u8], v: *mut super::chain::Version, guard: &Guard) {
+        self.hash.hint_head(key, self.hash.hash(key), v, guard);
+    }
+
     /// The entry for `key`, inserting an empty one if needed. Entries live
     /// until the index drops, hence the `'s` borrow.
     pub(crate) fn get_or_insert<'s>(
@@ -227,6 +234,8 @@ impl Index {
     pub(crate) fn get<'s>(&'s self, key: &[u8], _guard: &Guard) -> Option<&'s KeyEntry> {
         self.map.lock().unwrap().get(key).map(|b| Self::extend(b))
     }
+
+    pub(crate) fn hint_head(&self, _key: &[u8], _v: *mut super::chain::Version, _guard: &Guard) {}
 
     pub(crate) fn get_batch<'s, K: AsRef<[u8]>>(
         &'s self,

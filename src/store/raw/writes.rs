@@ -104,6 +104,7 @@ impl<'s> WriteSet<'s> {
         let entry = store.index.get_or_insert(key, &store.rc, &guard);
         match entry.prepend(Version::alloc(status, value), view, &guard) {
             Ok((v, retries)) => {
+                store.index.hint_head(key, v, &guard);
                 let version = NonNull::new(v).expect("prepend returns the linked version");
                 self.recs.push(Rec { entry, version });
                 Ok(retries)

@@ -1,0 +1,368 @@
+//! The durable-writes workload: writers that each commit one key and one
+//! value per transaction, on the durable engine (`Engine::open`) in each
+//! durability mode, on the in-memory engine, and (feature `peers`) on LMDB
+//! with its syncs on and redb with `Durability::Immediate`; then the
+//! recovery replay rate and a checkpoint of `--keys` keys beside one
+//! sequential write and one fsync of the same bytes. Rounds alternate the
+//! order of the engines; figures are medians with min-max.
+//!
+//! The files live in `SNAPSHOT_BENCH_DIR` (default: the system temporary
+//! directory), which must be on the disk being measured (not a tmpfs).
+
+use snapshot_engine::{
+    CommitOptions, Durability, DurabilityOptions, Engine, EngineConfig, TxnOptions,
+};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+/// The workload's knobs (from the command line).
+pub struct Params {
+    pub writers: Vec<usize>,
+    pub seconds: f64,
+    pub warmup: f64,
+    pub rounds: usize,
+    pub value_size: usize,
+    pub keys: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Peer {
+    Mem,
+    Durable(Durability),
+    #[cfg(feature = "peers")]
+    LmdbSync,
+    #[cfg(feature = "peers")]
+    RedbImmediate,
+}
+
+impl Peer {
+    fn name(self) -> &'static str {
+        match self {
+            Peer::Mem => "in-memory",
+            Peer::Durable(Durability::Sync) => "log-sync",
+            Peer::Durable(Durability::Periodic(_)) => "log-periodic-10ms",
+            Peer::Durable(Durability::None) => "log-none",
+            #[cfg(feature = "peers")]
+            Peer::LmdbSync => "lmdb-sync",
+            #[cfg(feature = "peers")]
+            Peer::RedbImmediate => "redb-immediate",
+        }
+    }
+}
+
+fn peers() -> Vec<Peer> {
+    vec![
+        Peer::Durable(Durability::Sync),
+        Peer::Durable(Durability::Periodic(Duration::from_millis(10))),
+        Peer::Durable(Durability::None),
+        Peer::Mem,
+        #[cfg(feature = "peers")]
+        Peer::LmdbSync,
+        #[cfg(feature = "peers")]
+        Peer::RedbImmediate,
+    ]
+}
+
+fn base_dir() -> PathBuf {
+    std::env::var_os("SNAPSHOT_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+}
+
+fn fresh_dir(what: &str) -> PathBuf {
+    let d = base_dir().join(format!("snapshot-bench-{what}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("bench directory");
+    d
+}
+
+fn key(writer: usize, i: u64) -> [u8; 8] {
+    ((writer as u64) << 32 | (i % 1024)).to_be_bytes()
+}
+
+/// Runs `writers` threads of `one(writer, i)` for warmup + seconds; returns
+/// commits per second over the measured part.
+fn drive(writers: usize, p: &Params, one: &(dyn Fn(usize, u64) + Sync)) -> f64 {
+    let stop = AtomicBool::new(false);
+    let count = AtomicU64::new(0);
+    let measuring = AtomicBool::new(false);
+    let start = Barrier::new(writers + 1);
+    std::thread::scope(|sc| {
+        for w in 0..writers {
+            let (stop, count, measuring, start) = (&stop, &count, &measuring, &start);
+            sc.spawn(move || {
+                start.wait();
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    one(w, i);
+                    i += 1;
+                    if measuring.load(Ordering::Relaxed) {
+                        count.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+        start.wait();
+        std::thread::sleep(Duration::from_secs_f64(p.warmup));
+        measuring.store(true, Ordering::Relaxed);
+        let t = Instant::now();
+        std::thread::sleep(Duration::from_secs_f64(p.seconds));
+        let n = count.load(Ordering::Relaxed);
+        let secs = t.elapsed().as_secs_f64();
+        stop.store(true, Ordering::Relaxed);
+        n as f64 / secs
+    })
+}
+
+fn snapshot_writes(engine: &Engine, writers: usize, p: &Params) -> f64 {
+    let value = vec![0x5a; p.value_size];
+    let sessions: Vec<_> = (0..writers)
+        .map(|_| std::sync::Mutex::new(engine.session().expect("a session per writer")))
+        .collect();
+    drive(writers, p, &|w, i| {
+        let mut s = sessions[w].lock().unwrap();
+        let mut t = s.begin(&TxnOptions::default()).unwrap();
+        t.put(key(w, i), &value).unwrap();
+        t.commit(CommitOptions::default()).unwrap();
+    })
+}
+
+fn run_peer(peer: Peer, writers: usize, p: &Params) -> f64 {
+    match peer {
+        Peer::Mem => snapshot_writes(
+            &Engine::new(EngineConfig::default()).expect("default config"),
+            writers,
+            p,
+        ),
+        Peer::Durable(mode) => {
+            let dir = fresh_dir("log");
+            let e = Engine::open(
+                &dir,
+                EngineConfig::default(),
+                DurabilityOptions {
+                    durability: mode,
+                    ..DurabilityOptions::default()
+                },
+            )
+            .expect("open the durable engine");
+            let r = snapshot_writes(&e, writers, p);
+            drop(e);
+            let _ = std::fs::remove_dir_all(&dir);
+            r
+        }
+        #[cfg(feature = "peers")]
+        Peer::LmdbSync => lmdb_sync(writers, p),
+        #[cfg(feature = "peers")]
+        Peer::RedbImmediate => redb_immediate(writers, p),
+    }
+}
+
+#[cfg(feature = "peers")]
+fn lmdb_sync(writers: usize, p: &Params) -> f64 {
+    use heed::types::Bytes;
+    let dir = fresh_dir("lmdb-sync");
+    // SAFETY: the directory is fresh and ours alone, opened once; default
+    // flags: LMDB syncs every commit (the peer as it ships).
+    let env = unsafe {
+        heed::EnvOpenOptions::new()
+            .map_size(1 << 30)
+            .max_dbs(1)
+            .open(&dir)
+            .expect("LMDB environment")
+    };
+    let mut wtxn = env.write_txn().unwrap();
+    let db: heed::Database<Bytes, Bytes> = env.create_database(&mut wtxn, None).unwrap();
+    wtxn.commit().unwrap();
+    let value = vec![0x5a; p.value_size];
+    let r = drive(writers, p, &|w, i| {
+        let mut t = env.write_txn().unwrap();
+        db.put(&mut t, &key(w, i), &value).unwrap();
+        t.commit().unwrap();
+    });
+    drop(env);
+    let _ = std::fs::remove_dir_all(&dir);
+    r
+}
+
+#[cfg(feature = "peers")]
+fn redb_immediate(writers: usize, p: &Params) -> f64 {
+    const TABLE: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("t");
+    let dir = fresh_dir("redb");
+    let db = redb::Database::create(dir.join("db.redb")).expect("redb database");
+    let value = vec![0x5a; p.value_size];
+    let r = drive(writers, p, &|w, i| {
+        let mut t = db.begin_write().unwrap();
+        t.set_durability(redb::Durability::Immediate);
+        {
+            let mut table = t.open_table(TABLE).unwrap();
+            table.insert(&key(w, i)[..], &value[..]).unwrap();
+        }
+        t.commit().unwrap();
+    });
+    drop(db);
+    let _ = std::fs::remove_dir_all(&dir);
+    r
+}
+
+/// Median, min and max.
+fn summary(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+/// Writes `records` one-key commits with `Durability::None`, closes, and
+/// times the reopen: (records replayed per second, open seconds).
+fn recovery(records: u64, p: &Params) -> (f64, f64) {
+    let dir = fresh_dir("recovery");
+    let opts = || DurabilityOptions {
+        durability: Durability::None,
+        ..DurabilityOptions::default()
+    };
+    {
+        let e = Engine::open(&dir, EngineConfig::default(), opts()).unwrap();
+        let mut s = e.session().unwrap();
+        let value = vec![0x5a; p.value_size];
+        for i in 0..records {
+            let mut t = s.begin(&TxnOptions::default()).unwrap();
+            t.put(i.to_be_bytes(), &value).unwrap();
+            t.commit(CommitOptions::default()).unwrap();
+        }
+    }
+    let t = Instant::now();
+    let e = Engine::open(&dir, EngineConfig::default(), opts()).unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    let n = e.recovery_report().unwrap().records_replayed;
+    assert_eq!(n, records, "every record replayed");
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+    (n as f64 / secs, secs)
+}
+
+/// Loads `keys` keys, then times a checkpoint and, beside it, one write and
+/// one fsync of as many bytes to a new file (order alternating by round):
+/// (checkpoint seconds, write+fsync seconds, bytes).
+fn checkpoint(keys: u64, p: &Params, round: usize) -> (f64, f64, u64) {
+    let dir = fresh_dir("checkpoint");
+    let e = Engine::open(
+        &dir,
+        EngineConfig::default(),
+        DurabilityOptions {
+            durability: Durability::None,
+            ..DurabilityOptions::default()
+        },
+    )
+    .unwrap();
+    let mut s = e.session().unwrap();
+    let value = vec![0x5a; p.value_size];
+    let mut i = 0;
+    while i < keys {
+        let mut t = s.begin(&TxnOptions::default()).unwrap();
+        for _ in 0..1000.min(keys - i) {
+            t.put(i.to_be_bytes(), &value).unwrap();
+            i += 1;
+        }
+        t.commit(CommitOptions::default()).unwrap();
+    }
+    // A first checkpoint folds the log; the measured one rewrites the
+    // state it holds (the steady-state cost).
+    let first = e.checkpoint().unwrap();
+    let bytes = first.bytes;
+    let raw = || {
+        let buf = vec![0xa5u8; bytes as usize];
+        let path = dir.join("raw");
+        let t = Instant::now();
+        let mut f = std::fs::File::create(&path).unwrap();
+        std::io::Write::write_all(&mut f, &buf).unwrap();
+        f.sync_data().unwrap();
+        let secs = t.elapsed().as_secs_f64();
+        std::fs::remove_file(&path).unwrap();
+        secs
+    };
+    let ckpt = || {
+        let t = Instant::now();
+        e.checkpoint().unwrap();
+        t.elapsed().as_secs_f64()
+    };
+    let (c, r) = if round % 2 == 0 {
+        let c = ckpt();
+        (c, raw())
+    } else {
+        let r = raw();
+        (ckpt(), r)
+    };
+    drop(s);
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+    (c, r, bytes)
+}
+
+pub fn main(p: &Params) {
+    println!(
+        "durable-writes: one {}-byte value per commit, {} s per run after {} s warm-up, {} rounds, files in {}",
+        p.value_size,
+        p.seconds,
+        p.warmup,
+        p.rounds,
+        base_dir().display()
+    );
+    let all = peers();
+    for &writers in &p.writers {
+        let mut per: Vec<Vec<f64>> = vec![Vec::new(); all.len()];
+        for r in 0..p.rounds {
+            let mut order: Vec<usize> = (0..all.len()).collect();
+            if r % 2 == 1 {
+                order.reverse();
+            }
+            for i in order {
+                per[i].push(run_peer(all[i], writers, p));
+            }
+        }
+        println!("\n{writers} writers: commits/s, median (min-max)");
+        let mut meds = Vec::new();
+        for (i, peer) in all.iter().enumerate() {
+            let (m, lo, hi) = summary(&mut per[i]);
+            meds.push(m);
+            println!("  {:<18} {m:>12.0} ({lo:.0}-{hi:.0})", peer.name());
+        }
+        let mem = meds[all.iter().position(|&x| x == Peer::Mem).expect("in-memory")];
+        let none = meds[2];
+        println!(
+            "  log-none costs a writer {:.2}x the in-memory engine's time per commit",
+            mem / none
+        );
+        #[cfg(feature = "peers")]
+        {
+            let lmdb = meds[all.iter().position(|&x| x == Peer::LmdbSync).expect("lmdb")];
+            println!("  log-sync / lmdb-sync: {:.1}x", meds[0] / lmdb);
+        }
+    }
+    let records = (p.keys / 2).max(1000);
+    let mut rates = Vec::new();
+    let mut opens = Vec::new();
+    for _ in 0..p.rounds {
+        let (rate, secs) = recovery(records, p);
+        rates.push(rate);
+        opens.push(secs);
+    }
+    let (m, lo, hi) = summary(&mut rates);
+    let (om, _, _) = summary(&mut opens);
+    println!("\nrecovery: {records} one-key records replayed at {m:.0}/s ({lo:.0}-{hi:.0}), open {om:.3} s");
+    let (mut cs, mut rs, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+    let mut bytes = 0;
+    for r in 0..p.rounds {
+        let (c, w, b) = checkpoint(p.keys, p, r);
+        cs.push(c);
+        rs.push(w);
+        ratio.push(c / w);
+        bytes = b;
+    }
+    let (cm, clo, chi) = summary(&mut cs);
+    let (wm, wlo, whi) = summary(&mut rs);
+    let (qm, qlo, qhi) = summary(&mut ratio);
+    println!(
+        "checkpoint of {} keys ({bytes} bytes): {cm:.3} s ({clo:.3}-{chi:.3}); one write + fsync of the same bytes: {wm:.3} s ({wlo:.3}-{whi:.3}); ratio {qm:.2}x ({qlo:.2}-{qhi:.2})",
+        p.keys
+    );
+}
