@@ -27,6 +27,15 @@ fn config() -> ReplicaConfig {
     }
 }
 
+/// Sets its flag when dropped, on a panic too.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 fn account(i: u64) -> Vec<u8> {
     format!("acct/{i:04}").into_bytes()
 }
@@ -347,6 +356,9 @@ fn leader_failover_with_writes_in_flight_loses_no_acknowledged_write() {
     let acked: Mutex<Vec<(NodeId, Timestamp, Vec<u8>)>> = Mutex::default();
     let stop = AtomicBool::new(false);
     let failed = std::thread::scope(|s| {
+        // A failed check below ends the writers too (the scope joins them
+        // before it reports the panic).
+        let _stop_writers = StopOnDrop(&stop);
         let writers: Vec<_> = (0..2u64)
             .map(|w| {
                 let (stop, acked, c) = (&stop, &acked, &c);

@@ -21,8 +21,9 @@
 //! (nanoseconds on CPU), summed over threads named `n<id>-...` (workers
 //! `n<id>-w<k>`, the node's raft runtime `n<id>-raft`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hint::black_box;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
@@ -30,7 +31,8 @@ use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use serde::Serialize;
 use snapshot_engine::replication::{
-    LocalCluster, PendingWrite, Replica, ReplicaConfig, ReplicaError, WriteTxn,
+    LocalCluster, NodeConfig, PendingWrite, Replica, ReplicaConfig, ReplicaError, TcpConfig,
+    TcpNode, WriteTxn,
 };
 use snapshot_engine::{
     CommitOptions, Engine, EngineConfig, Error, Timestamp, TimestampUpdate, Txn, TxnOptions,
@@ -58,15 +60,23 @@ pub enum Mode {
     OneFast,
     #[serde(rename = "leader + 2 followers")]
     Cluster,
+    #[serde(rename = "leader + 2 followers, TCP")]
+    ClusterTcp,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 3] = [Mode::OneNormal, Mode::OneFast, Mode::Cluster];
+    pub const ALL: [Mode; 4] = [
+        Mode::OneNormal,
+        Mode::OneFast,
+        Mode::Cluster,
+        Mode::ClusterTcp,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             Mode::OneNormal => "1 node, normal",
             Mode::OneFast => "1 node, fast",
             Mode::Cluster => "leader + 2 followers",
+            Mode::ClusterTcp => "leader + 2 followers, TCP",
         }
     }
 }
@@ -91,6 +101,8 @@ pub struct NodeOut {
     pub staleness_ns: Option<Pct>,
     pub apply_commits_per_s: Option<f64>,
     pub apply_writes_per_s: Option<f64>,
+    /// Leader: commits per log entry it proposed (group commit).
+    pub commits_per_entry: Option<f64>,
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -429,6 +441,7 @@ fn node_out(role: &'static str, id: u64, outs: &[ThreadOut], secs: f64, cpu_ns: 
         staleness_ns: None,
         apply_commits_per_s: None,
         apply_writes_per_s: None,
+        commits_per_entry: None,
     }
 }
 
@@ -644,7 +657,75 @@ fn staleness(commits: &[(Timestamp, Instant)], history: &[(Timestamp, Instant)])
     Pct::of(&h)
 }
 
-fn run_cluster(p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
+/// The three nodes of a cluster mode: in-process router or TCP on loopback.
+enum Nodes {
+    Local(Box<LocalCluster>),
+    Tcp(Vec<TcpNode>),
+}
+
+impl Nodes {
+    fn start(cfg: ReplicaConfig, tcp: bool) -> Nodes {
+        if !tcp {
+            return Nodes::Local(Box::new(
+                LocalCluster::start(3, cfg).expect("a 3-node cluster"),
+            ));
+        }
+        let addrs: BTreeMap<u64, SocketAddr> = (1..=3u64)
+            .map(|id| {
+                let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+                (id, l.local_addr().expect("its address"))
+            })
+            .collect();
+        let dir = std::env::temp_dir().join(format!("snapshot-bench-{}", std::process::id()));
+        let nodes = addrs
+            .iter()
+            .map(|(&id, &addr)| {
+                TcpNode::start(NodeConfig {
+                    id,
+                    addr,
+                    peers: addrs
+                        .iter()
+                        .filter(|(&p, _)| p != id)
+                        .map(|(&p, &a)| (p, a))
+                        .collect(),
+                    data_dir: dir.join(format!("n{id}")),
+                    init: id == 1,
+                    replica: cfg.clone(),
+                    tcp: TcpConfig::default(),
+                })
+                .expect("a TCP node")
+            })
+            .collect();
+        Nodes::Tcp(nodes)
+    }
+
+    fn replicas(&self) -> Vec<&Replica> {
+        match self {
+            Nodes::Local(c) => c.ids().into_iter().filter_map(|id| c.node(id)).collect(),
+            Nodes::Tcp(v) => v.iter().map(TcpNode::replica).collect(),
+        }
+    }
+
+    fn node(&self, id: u64) -> &Replica {
+        self.replicas()
+            .into_iter()
+            .find(|r| r.id() == id)
+            .expect("a running node")
+    }
+
+    fn wait_for_leader(&self) -> u64 {
+        let t = Instant::now();
+        loop {
+            if let Some(r) = self.replicas().into_iter().find(|r| r.is_leader_ready()) {
+                return r.id();
+            }
+            assert!(t.elapsed() < Duration::from_secs(20), "no leader in 20 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+fn run_cluster(p: &Params, round: usize, pb: &ProgressBar, tcp: bool) -> RoundOut {
     let cfg = ReplicaConfig {
         record_watermarks: true,
         engine: EngineConfig {
@@ -653,11 +734,9 @@ fn run_cluster(p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
         },
         ..ReplicaConfig::default()
     };
-    let c = LocalCluster::start(3, cfg).expect("a 3-node cluster");
-    let lid = c
-        .wait_for_leader(Duration::from_secs(10))
-        .expect("a leader");
-    let l = c.node(lid).expect("leader");
+    let c = Nodes::start(cfg, tcp);
+    let lid = c.wait_for_leader();
+    let l = c.node(lid);
     let mut last = Timestamp::NONE;
     for batch in initial_rows() {
         let (_, ts) = l
@@ -670,10 +749,21 @@ fn run_cluster(p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
             .expect("load through the log");
         last = ts;
     }
-    let fids: Vec<u64> = c.ids().into_iter().filter(|&id| id != lid).collect();
-    for id in c.ids() {
-        c.wait_watermark(id, last, Duration::from_secs(30))
-            .expect("every node applied the load");
+    let fids: Vec<u64> = c
+        .replicas()
+        .iter()
+        .map(|r| r.id())
+        .filter(|&id| id != lid)
+        .collect();
+    let t = Instant::now();
+    for r in c.replicas() {
+        while r.watermark().unwrap_or(Timestamp::NONE) < last {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "every node applied the load"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
     let phase = Phase(AtomicU8::new(WARMUP));
     let mut apply0 = HashMap::new();
@@ -685,7 +775,7 @@ fn run_cluster(p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
         let fh: Vec<_> = fids
             .iter()
             .map(|&f| {
-                let node = c.node(f).expect("follower");
+                let node = c.node(f);
                 spawn_workers(sc, f, p.threads, move |k| {
                     replica_worker(node, phase, "follower", 0x7000 + node.id() * 100 + k as u64)
                 })
@@ -693,8 +783,9 @@ fn run_cluster(p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
             .collect();
         let (secs, cpu) = phases(phase, p, pb, || {
             for &f in &fids {
-                apply0.insert(f, c.node(f).unwrap().stats());
+                apply0.insert(f, c.node(f).stats());
             }
+            apply0.insert(lid, l.stats());
         });
         let louts: Vec<ThreadOut> = lh.into_iter().map(|h| h.join().expect("leader")).collect();
         let fouts: Vec<Vec<ThreadOut>> = fh
@@ -712,15 +803,20 @@ fn run_cluster(p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
         .flat_map(|o| o.commits.iter().copied())
         .collect();
     commits.sort();
-    let mut nodes = vec![node_out(
+    let mut leader = node_out(
         "leader",
         lid,
         &louts,
         secs,
         cpu.get(&lid).copied().unwrap_or(0),
-    )];
+    );
+    let (s0, s1) = (&apply0[&lid], l.stats());
+    let entries = s1.batches_proposed - s0.batches_proposed;
+    leader.commits_per_entry =
+        (entries > 0).then(|| (s1.commits_proposed - s0.commits_proposed) as f64 / entries as f64);
+    let mut nodes = vec![leader];
     for (&f, outs) in fids.iter().zip(&fouts) {
-        let node = c.node(f).unwrap();
+        let node = c.node(f);
         let mut n = node_out("follower", f, outs, secs, cpu.get(&f).copied().unwrap_or(0));
         n.staleness_ns = Some(staleness(&commits, &node.watermark_history()));
         let (s0, s1) = (&apply0[&f], node.stats());
@@ -731,7 +827,7 @@ fn run_cluster(p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
     drop(c);
     RoundOut {
         round,
-        mode: Mode::Cluster,
+        mode: if tcp { Mode::ClusterTcp } else { Mode::Cluster },
         seconds: secs,
         total_ops_per_s: nodes.iter().map(|n| n.ops_per_s).sum(),
         nodes,
@@ -742,7 +838,8 @@ pub fn run(mode: Mode, p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
     match mode {
         Mode::OneNormal => run_one(p, false, round, pb),
         Mode::OneFast => run_one(p, true, round, pb),
-        Mode::Cluster => run_cluster(p, round, pb),
+        Mode::Cluster => run_cluster(p, round, pb, false),
+        Mode::ClusterTcp => run_cluster(p, round, pb, true),
     }
 }
 
@@ -791,10 +888,14 @@ fn med_range(v: &[f64]) -> String {
     )
 }
 
-/// Nanoseconds as microseconds: every latency and staleness of this report
-/// is in one unit, µs (the table's header and the followers' line say so).
+/// Nanoseconds as microseconds (every latency column of the table).
 fn us(ns: f64) -> String {
     format!("{:.1}", ns / 1e3)
+}
+
+/// Nanoseconds as milliseconds (every staleness figure).
+fn ms(ns: f64) -> String {
+    format!("{:.2}", ns / 1e6)
 }
 
 fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
@@ -808,10 +909,10 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
         plural(rounds as u64, "round")
     );
     println!(
-        "NOTE: the three nodes (workers and raft runtimes) share this machine's 2 cores with each other and with other users, so per-node throughput here cannot add up the way it does on three machines; ops per CPU-second is the number to judge scaling by."
+        "NOTE: the three nodes (workers and raft runtimes) share this machine's cores with each other and with other users, so per-node throughput here cannot add up the way it does on three machines; ops per CPU-second is the number to judge scaling by. Cluster modes: the leader's NewOrders are pipelined (up to {PIPELINE} in flight per worker) and counted when acknowledged (replicated to a majority); TCP: three nodes in this process, joined over 127.0.0.1 by the TCP transport."
     );
     println!(
-        "{:<21} {:<10} {:>28} {:>11} {:>13} {:>7} {:>13} {:>12} {:>11} {:>11} {:>11}",
+        "{:<26} {:<10} {:>28} {:>11} {:>13} {:>7} {:>13} {:>12} {:>11} {:>11} {:>10} {:>8}",
         "mode",
         "node",
         "ops/s med (min-max)",
@@ -822,7 +923,8 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
         "lat mean us",
         "lat p50 us",
         "lat p99 us",
-        "NO p50 us"
+        "NO p50 us",
+        "txn/entry",
     );
     for m in Mode::ALL {
         let runs: Vec<&RoundOut> = res.iter().filter(|r| r.mode == m).collect();
@@ -835,7 +937,7 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
                 (r, _) => r.to_string(),
             };
             println!(
-                "{:<21} {:<10} {:>28} {:>11} {:>13} {:>7.2} {:>13} {:>12} {:>11} {:>11} {:>11}",
+                "{:<26} {:<10} {:>28} {:>11} {:>13} {:>7.2} {:>13} {:>12} {:>11} {:>11} {:>10} {:>8}",
                 if i == 0 { m.name() } else { "" },
                 label,
                 med_range(&col(|n| n.ops_per_s)),
@@ -851,16 +953,38 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
                 } else {
                     "-".to_string()
                 },
+                if ns[0].commits_per_entry.is_some() {
+                    format!("{:.1}", median(&col(|n| n.commits_per_entry.unwrap_or(0.0))))
+                } else {
+                    "-".to_string()
+                },
             );
         }
         if slots > 1 {
             let tot: Vec<f64> = runs.iter().map(|r| r.total_ops_per_s).collect();
-            println!("{:<21} {:<10} {:>28}", "", "total", med_range(&tot));
+            println!("{:<26} {:<10} {:>28}", "", "total", med_range(&tot));
         }
     }
-    let cluster: Vec<&RoundOut> = res.iter().filter(|r| r.mode == Mode::Cluster).collect();
-    if let Some(first) = cluster.first() {
-        println!("followers: staleness (us) = leader's NewOrder commit returned -> the follower's watermark covers it; apply = commit entries (and their writes) installed per second");
+    println!("followers: staleness (ms) = leader's NewOrder acknowledged -> the follower's watermark covers it; apply = commit entries (and their writes) installed per second");
+    let normal: Vec<&RoundOut> = res.iter().filter(|r| r.mode == Mode::OneNormal).collect();
+    let single_no = median(
+        &normal
+            .iter()
+            .map(|r| r.nodes[0].new_order_per_s)
+            .collect::<Vec<_>>(),
+    );
+    let single_eff = median(
+        &normal
+            .iter()
+            .map(|r| r.nodes[0].ops_per_cpu_s)
+            .collect::<Vec<_>>(),
+    );
+    let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
+    for m in [Mode::Cluster, Mode::ClusterTcp] {
+        let cluster: Vec<&RoundOut> = res.iter().filter(|r| r.mode == m).collect();
+        let Some(first) = cluster.first() else {
+            continue;
+        };
         for i in 1..first.nodes.len() {
             let ns: Vec<&NodeOut> = cluster.iter().map(|r| &r.nodes[i]).collect();
             let st = |f: fn(&Pct) -> u64| {
@@ -870,11 +994,13 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
                         .collect::<Vec<_>>(),
                 )
             };
+            let eff = median(&ns.iter().map(|n| n.ops_per_cpu_s).collect::<Vec<_>>());
             println!(
-                "  follower {i}: staleness p50 {} us, p99 {} us, max {} us; apply {} commits/s, {} writes/s",
-                us(st(|s| s.p50)),
-                us(st(|s| s.p99)),
-                us(st(|s| s.max)),
+                "  {}, follower {i}: staleness p50 {} ms, p99 {} ms, max {} ms; apply {} commits/s, {} writes/s",
+                m.name(),
+                ms(st(|s| s.p50)),
+                ms(st(|s| s.p99)),
+                ms(st(|s| s.max)),
                 fmt_int(median(
                     &ns.iter()
                         .map(|n| n.apply_commits_per_s.unwrap_or(0.0))
@@ -886,7 +1012,37 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
                         .collect::<Vec<_>>()
                 )),
             );
+            println!(
+                "  verdict {}, follower {i}: staleness p99 {} ms <= 5 ms: {}; p50 {} ms <= 2 ticks (2 ms): {}; ops per CPU-second {} >= the single node's {}: {}",
+                m.name(),
+                ms(st(|s| s.p99)),
+                verdict(st(|s| s.p99) <= 5e6),
+                ms(st(|s| s.p50)),
+                verdict(st(|s| s.p50) <= 2e6),
+                fmt_int(eff),
+                fmt_int(single_eff),
+                verdict(eff >= single_eff),
+            );
         }
+        let lno = median(
+            &cluster
+                .iter()
+                .map(|r| r.nodes[0].new_order_per_s)
+                .collect::<Vec<_>>(),
+        );
+        let ratio = if single_no > 0.0 {
+            lno / single_no
+        } else {
+            0.0
+        };
+        println!(
+            "  verdict {}: leader NewOrder/s {} vs the single node's (normal) {}: {:.2}x >= 0.66x: {}",
+            m.name(),
+            fmt_int(lno),
+            fmt_int(single_no),
+            ratio,
+            verdict(ratio >= 0.66)
+        );
     }
     let total = |m: Mode| -> Vec<f64> {
         res.iter()
@@ -901,6 +1057,10 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
         (
             Mode::Cluster,
             "leader + 2 followers (total) vs 1 node normal path",
+        ),
+        (
+            Mode::ClusterTcp,
+            "leader + 2 followers over TCP (total) vs 1 node normal path",
         ),
     ] {
         let c = crate::report::compare_values(

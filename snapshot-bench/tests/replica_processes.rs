@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use snapshot_engine::replication::{
-    ClientError, ClientRequest, ClientResponse, NodeConfig, Op, TcpClient, TcpConfig,
+    ClientError, ClientRequest, ClientResponse, NodeConfig, Op, TcpClient, TcpConfig, TcpNode,
     TransportError,
 };
 
@@ -339,7 +339,7 @@ fn bad_configs_and_unreachable_peers_are_typed_errors() {
         max_frame_bytes: 4096,
         ..TcpConfig::default()
     };
-    let mut c = TcpClient::new(free_addr(), small).unwrap();
+    let mut c = TcpClient::new(free_addr(), small.clone()).unwrap();
     match c.call(ClientRequest::Write {
         ops: vec![Op::Put {
             key: b"k".to_vec(),
@@ -352,4 +352,30 @@ fn bad_configs_and_unreachable_peers_are_typed_errors() {
         }
         other => panic!("expected FrameTooLarge, got {other:?}"),
     }
+    // A node with a small bound refuses a larger frame, naming the bound,
+    // and stays up for the next connection.
+    let mut cfg = NodeConfig::parse(&format!(
+        "id = 1\naddr = {}\ndata_dir = {}\ninit = true\n",
+        free_addr(),
+        dir().join("small").display()
+    ))
+    .unwrap();
+    cfg.tcp = small;
+    let node = TcpNode::start(cfg).unwrap();
+    let mut big = client(node.addr());
+    match big.call(ClientRequest::Write {
+        ops: vec![Op::Put {
+            key: b"k".to_vec(),
+            value: vec![0; 10_000],
+        }],
+    }) {
+        Err(TransportError::BadMessage { what }) => {
+            assert!(what.contains("bound 4096 bytes"), "{what}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(matches!(
+        client(node.addr()).call(ClientRequest::Status),
+        Ok(ClientResponse::Status { id: 1, .. })
+    ));
 }

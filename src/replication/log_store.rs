@@ -10,7 +10,9 @@ use std::ops::RangeBounds;
 use std::sync::Arc;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
-use openraft::{Entry, EntryPayload, LogId, OptionalSend, StorageError, Vote};
+use openraft::{
+    AnyError, Entry, EntryPayload, LogId, OptionalSend, StorageError, StorageIOError, Vote,
+};
 use parking_lot::Mutex;
 
 use super::node::Shared;
@@ -136,6 +138,30 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     {
         let mut inner = self.inner.lock();
         for e in entries {
+            // An own batch of this run is appended only once every earlier
+            // one has been (a batch seen before may come back from another
+            // leader), and while the node is not fenced: a batch whose
+            // predecessor never reached the log (refused when leadership
+            // went) may hold commits that read that predecessor's writes,
+            // so it must never commit. Refusing it stops this node's raft
+            // before the entry is in its log, where replication reads it.
+            if let EntryPayload::Normal(Command::Batch { proposer, .. }) = &e.payload {
+                if proposer.node == self.shared.id && proposer.run == self.shared.run {
+                    let mut last = self.shared.last_own_batch.lock();
+                    if self.shared.is_fenced() || proposer.batch > *last + 1 {
+                        let why = format!(
+                            "own batch {} after batch {} (fenced: {})",
+                            proposer.batch,
+                            *last,
+                            self.shared.is_fenced()
+                        );
+                        drop(last);
+                        self.shared.fence();
+                        return Err(StorageIOError::write_logs(AnyError::error(why)).into());
+                    }
+                    *last = (*last).max(proposer.batch);
+                }
+            }
             // Every timestamp this log has seen: a node that becomes leader
             // allocates above all of them (DESIGN.md, "Replication",
             // failover), including entries of older leaders that may still
@@ -143,7 +169,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             match &e.payload {
                 EntryPayload::Normal(Command::Commit(c)) => self.saw_commit(c),
                 EntryPayload::Normal(Command::Watermark { ts }) => self.shared.saw_ts(*ts),
-                EntryPayload::Normal(Command::Batch { commits, watermark }) => {
+                EntryPayload::Normal(Command::Batch {
+                    commits, watermark, ..
+                }) => {
                     commits.iter().for_each(|c| self.saw_commit(c));
                     if let Some(w) = watermark {
                         self.shared.saw_ts(*w);

@@ -109,6 +109,20 @@ pub struct Origin {
     pub seq: u64,
 }
 
+/// Where a [`Command::Batch`] came from. A node appends its own batches
+/// (those of its current run) only one after another, with no batch
+/// missing: a later batch may hold commits that read an earlier one's
+/// writes on the leader.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Proposer {
+    /// The proposing node.
+    pub node: NodeId,
+    /// That node's run (a value drawn when its [`Replica`] was made).
+    pub run: u64,
+    /// The batch's number in that run, from 1.
+    pub batch: u64,
+}
+
 /// A committed leader transaction, as carried in the log.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CommitRecord {
@@ -144,9 +158,14 @@ pub enum Command {
     /// or in an entry before it. A node applies the commits in order, then
     /// the watermark.
     Batch {
+        /// Which node proposed it, in which run of that node, and its place
+        /// among that run's batches (1, 2, ...).
+        proposer: Proposer,
         /// The commits, in the order their transactions committed on the
         /// leader (so two commits of one key are in timestamp order).
-        commits: Vec<CommitRecord>,
+        /// Shared: openraft clones an entry for every follower it sends it
+        /// to, and a clone is a reference count.
+        commits: std::sync::Arc<[CommitRecord]>,
         /// The watermark carried after them, if it moved.
         #[serde(with = "opt_ts_serde")]
         watermark: Option<Timestamp>,

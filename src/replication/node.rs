@@ -16,6 +16,17 @@ use super::{
 };
 use crate::{CommitOptions, Engine, Result, Session, Timestamp, TimestampKind, Txn, TxnOptions};
 
+/// A value that tells this run of a node from earlier ones: the time and
+/// the process, hashed with std's randomly keyed hasher (fresh keys per
+/// call).
+fn new_run() -> u64 {
+    use std::hash::BuildHasher;
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    std::collections::hash_map::RandomState::new().hash_one((t, std::process::id()))
+}
+
 /// Commit timestamps the leader has handed out and whose log entries are not
 /// yet appended.
 #[derive(Default)]
@@ -67,6 +78,12 @@ pub(crate) struct Shared {
     pub(crate) pending: Mutex<HashMap<u64, u64>>,
     /// Commits waiting for the batcher.
     queue: Mutex<Queue>,
+    /// This run of the node (tells its own batches from those of an
+    /// earlier run with the same id).
+    pub(crate) run: u64,
+    /// The number of the last own batch of this run appended to this
+    /// node's log (the log store checks that none is missing).
+    pub(crate) last_own_batch: Mutex<u64>,
     queue_notify: tokio::sync::Notify,
     wm_lock: Mutex<()>,
     wm_cv: Condvar,
@@ -138,6 +155,12 @@ impl Shared {
     /// yet known to be committed).
     pub(crate) fn is_pending(&self, seq: u64) -> bool {
         self.pending.lock().contains_key(&seq)
+    }
+
+    /// Whether the fence is set.
+    pub(crate) fn is_fenced(&self) -> bool {
+        // Acquire: pairs with the Release store in `fence`.
+        self.fenced.load(Ordering::Acquire)
     }
 
     /// Sets the fence (DESIGN.md, "Replication", R4).
@@ -292,6 +315,8 @@ impl Replica {
             tracker: Mutex::default(),
             pending: Mutex::default(),
             queue: Mutex::default(),
+            run: new_run(),
+            last_own_batch: Mutex::new(0),
             queue_notify: tokio::sync::Notify::new(),
             wm_lock: Mutex::new(()),
             wm_cv: Condvar::new(),
@@ -654,10 +679,10 @@ impl<R> PendingWrite<R> {
     /// # Errors
     /// [`ReplicaError::Fenced`] when the entry failed or timed out (the
     /// outcome is unknown; the node fenced itself and left the cluster);
-    /// [`ReplicaError::NotLeader`] when the node lost leadership before the
-    /// entry was appended (the node fenced itself too: its engine holds the
-    /// commit); [`ReplicaError::Timeout`] if no outcome came within three
-    /// write timeouts.
+    /// [`ReplicaError::NotLeader`] when openraft refused the entry because
+    /// the node is no longer the leader (the node fenced itself too: its
+    /// engine holds the commit); [`ReplicaError::Timeout`] if no outcome
+    /// came within three write timeouts.
     pub fn wait(self) -> std::result::Result<(R, Timestamp), ReplicaError> {
         self.wait_timed().map(|(r, ts, _)| (r, ts))
     }
@@ -730,6 +755,7 @@ async fn batcher(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
     let id = shared.id;
     // The newest watermark proposed in this leadership.
     let mut sent = 0;
+    let mut batch_no = 0;
     loop {
         let _ = tokio::time::timeout(shared.config.tick, shared.queue_notify.notified()).await;
         // Acquire: pairs with the Release store in `fence`; `stopped` is a
@@ -737,10 +763,10 @@ async fn batcher(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
         if shared.fenced.load(Ordering::Acquire) || shared.stopped.load(Ordering::Relaxed) {
             break;
         }
-        if let Err(leader) = leader_ready(&raft, id) {
+        if leader_ready(&raft, id).is_err() {
             sent = 0;
-            // Queued just before leadership went: in no log, but committed
-            // in this engine.
+            // Queued just before leadership went (or the raft stopped): in
+            // no log, but committed in this engine, so the node fences.
             let items = std::mem::take(&mut shared.queue.lock().items);
             if !items.is_empty() {
                 let items = items
@@ -751,7 +777,7 @@ async fn batcher(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
                     &shared,
                     &raft,
                     items,
-                    Err(ReplicaError::NotLeader { node: id, leader }),
+                    Err(ReplicaError::Fenced { node: id }),
                 );
             }
             continue;
@@ -787,7 +813,16 @@ async fn batcher(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
             commits.push(q.rec);
         }
         let n = commits.len() as u64;
-        let cmd = Command::Batch { commits, watermark };
+        batch_no += 1;
+        let cmd = Command::Batch {
+            proposer: super::Proposer {
+                node: id,
+                run: shared.run,
+                batch: batch_no,
+            },
+            commits: commits.into(),
+            watermark,
+        };
         // `client_write_ff` hands the entry to RaftCore's channel before it
         // returns, so entries reach the log in the order they are made here.
         match raft.client_write_ff(cmd).await {

@@ -152,8 +152,10 @@ impl StateMachine {
             EntryPayload::Normal(Command::Watermark { ts }) => {
                 self.apply_watermark(&engine, entry, *ts)?;
             }
-            EntryPayload::Normal(Command::Batch { commits, watermark }) => {
-                for rec in commits {
+            EntryPayload::Normal(Command::Batch {
+                commits, watermark, ..
+            }) => {
+                for rec in commits.iter() {
                     self.apply_commit(&engine, rec)?;
                 }
                 if let Some(ts) = watermark {

@@ -288,7 +288,52 @@ pub enum Response {
 
 // ---- frames ---------------------------------------------------------------
 
-type Conn = Framed<TcpStream, LengthDelimitedCodec>;
+type Conn = Framed<Stream, LengthDelimitedCodec>;
+
+/// A TCP stream written with `send` (which Rust passes `MSG_NOSIGNAL`), not
+/// `writev`: writing to a connection the peer closed is then an `EPIPE`
+/// error, never a SIGPIPE for a process that set the signal's default
+/// action.
+pub(crate) struct Stream(TcpStream);
+
+impl tokio::io::AsyncRead for Stream {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Stream {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+fn framed(s: TcpStream, max: usize) -> Conn {
+    let _ = s.set_nodelay(true);
+    Framed::new(Stream(s), codec(max))
+}
 
 fn codec(max: usize) -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder()
@@ -365,8 +410,7 @@ impl Link {
                 .await
                 .map_err(|_| io_err(&self.addr, "connect timed out"))?
                 .map_err(|e| io_err(&self.addr, e))?;
-            let _ = s.set_nodelay(true);
-            self.conn = Some(Framed::new(s, codec(self.cfg.max_frame_bytes)));
+            self.conn = Some(framed(s, self.cfg.max_frame_bytes));
         }
         let conn = self.conn.as_mut().expect("connected above");
         conn.send(&body[..])
@@ -671,28 +715,24 @@ async fn serve(listener: TcpListener, replica: Arc<Replica>, max: usize) {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
-        let _ = stream.set_nodelay(true);
-        tokio::spawn(connection(
-            Framed::new(stream, codec(max)),
-            replica.clone(),
-            max,
-        ));
+        tokio::spawn(connection(framed(stream, max), replica.clone(), max));
     }
 }
 
 /// Answers one connection's requests in turn until it closes or breaks (an
-/// oversized or undecodable frame closes it after a `Refused` answer where
-/// one can still be sent).
+/// oversized frame closes it after a `Refused` answer naming the bound).
 async fn connection(mut conn: Conn, replica: Arc<Replica>, max: usize) {
     while let Some(frame) = conn.next().await {
         let resp = match frame {
-            Err(e) => {
+            // The codec's only data error: a frame above the bound.
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
                 let msg = format!("frame refused (bound {max} bytes): {e}");
                 if let Ok(b) = encode(&Response::Refused(msg), max) {
                     let _ = conn.send(&b[..]).await;
                 }
                 return;
             }
+            Err(_) => return,
             Ok(frame) => match decode::<Request>(&frame, max) {
                 Err(e) => Response::Refused(e.to_string()),
                 Ok(req) => answer(&replica, req).await,
