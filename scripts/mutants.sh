@@ -80,6 +80,9 @@ if [ "$list" -eq 1 ]; then
 fi
 
 dir="${MUTANTS_DIR:-/tmp/snapshot-engine-mutants}"
+# The tree the mutants are made from, for the report (HEAD may move while
+# the run goes on).
+base="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo ' + uncommitted src changes')"
 tree="$dir/tree"
 pristine="$dir/pristine"
 results="$dir/results.tsv"
@@ -180,7 +183,7 @@ while IFS=$'\t' read -r id desc; do
 done <<<"$all"
 
 python3 "$pristine/scripts/mutants.py" report "$results" "$pristine" \
-    "LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS, tests: $([ "$tests_first" -eq 1 ] && echo "first" || { [ "$tests" -eq 1 ] && echo "on loom survivors" || echo no; }), base $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo ' + uncommitted src changes')" \
+    "LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS, tests: $([ "$tests_first" -eq 1 ] && echo "first" || { [ "$tests" -eq 1 ] && echo "on loom survivors" || echo no; }), base $base" \
     >"$dir/report.md"
 if [ -n "$report" ]; then cp "$dir/report.md" "$report"; fi
 echo "== $(grep -c $'\tkilled\t' "$results" || true) killed, ${#survivors[@]} survived," \
