@@ -376,6 +376,8 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
             return;
         }
         let bounds = (self.keys.bound(lo), self.keys.bound(hi));
+        // The engine outlives `'t`: index keys borrowed from its store may be
+        // kept for `'t` (keys are never removed while the store lives).
         let store = &self.txn.session.engine.store;
         let guard = store.collector.pin();
         // `examined`: index entries looked at (bounds a batch);
@@ -384,13 +386,8 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
         let mut last: Option<&'t [u8]> = None;
         let mut conflict = None;
         let mut exhausted = true;
-        let mut visit = |k: &[u8], e: &crate::store::raw::chain::KeyEntry| {
+        let mut visit = |k: &'t [u8], e: &crate::store::raw::chain::KeyEntry| {
             examined += 1;
-            // SAFETY: index keys are never removed or moved until the store
-            // drops (DESIGN.md, "Boundaries"), and the store outlives `'t`
-            // (the cursor borrows the transaction, which borrows the
-            // session that keeps the engine alive).
-            let k: &'t [u8] = unsafe { &*(k as *const [u8]) };
             last = Some(k);
             match e.read_counted(&view, &guard, &mut versions) {
                 Found::Value(v) => {

@@ -108,14 +108,7 @@ impl<P: Protocol> Engine<P> {
     /// [`Error::SessionTableFull`](crate::Error::SessionTableFull) when
     /// every slot is taken.
     pub fn owned_session(self: &Arc<Self>) -> Result<OwnedSession<P>> {
-        // SAFETY: invariant 14 (DESIGN.md): the `'static` borrow is of the
-        // engine inside the `Arc` this session keeps in `owner`, which is
-        // heap-allocated (it never moves) and dropped last, after `msess`
-        // and `data`, the only holders of the borrow; no method hands a
-        // `&'static Engine` (or anything borrowed from one) out of the
-        // session.
-        let engine: &'static Engine<P> = unsafe { &*Arc::as_ptr(self) };
-        Session::open(engine, Some(self.clone()))
+        super::raw::open_owned(self)
     }
 
     /// Sets global timestamps, with WiredTiger's rules: oldest and stable
@@ -279,7 +272,7 @@ pub(crate) struct SessionData<'e, P: Protocol> {
 }
 
 impl<'e, P: Protocol> Session<'e, P> {
-    fn open(engine: &'e Engine<P>, owner: Option<Arc<Engine<P>>>) -> Result<Self> {
+    pub(super) fn open(engine: &'e Engine<P>, owner: Option<Arc<Engine<P>>>) -> Result<Self> {
         Ok(Session {
             msess: engine.mgr.session()?,
             data: SessionData {

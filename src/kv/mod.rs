@@ -5,6 +5,7 @@
 mod cursor;
 mod engine;
 mod range;
+mod raw;
 mod txn;
 
 pub use cursor::Cursor;

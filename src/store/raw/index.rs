@@ -170,16 +170,18 @@ impl Index {
 
     /// Visits the entries with keys in `range`, in order, until `f` returns
     /// false.
-    pub(crate) fn range<'g>(
-        &'g self,
+    pub(crate) fn range<'s: 'g, 'g>(
+        &'s self,
         range: (Bound<&[u8]>, Bound<&[u8]>),
         guard: &'g Guard,
-        mut f: impl FnMut(&'g [u8], &'g KeyEntry) -> bool,
+        mut f: impl FnMut(&'s [u8], &'g KeyEntry) -> bool,
     ) {
         for e in self.list.range::<[u8], _>(range, guard) {
             // SAFETY: nodes are freed only when the index drops (after the
-            // skiplist), which the `'g` borrow of `self` rules out.
-            let n: &'g Node = unsafe { &*e.key().0 };
+            // skiplist), which the `'s` borrow of `self` rules out, so the
+            // node and its key outlive `'s` (keys are never removed), not
+            // only the guard.
+            let n: &'s Node = unsafe { &*e.key().0 };
             if !f(n.key(), &n.entry) {
                 break;
             }
@@ -187,15 +189,15 @@ impl Index {
     }
 
     /// As [`Index::range`], in descending key order.
-    pub(crate) fn range_rev<'g>(
-        &'g self,
+    pub(crate) fn range_rev<'s: 'g, 'g>(
+        &'s self,
         range: (Bound<&[u8]>, Bound<&[u8]>),
         guard: &'g Guard,
-        mut f: impl FnMut(&'g [u8], &'g KeyEntry) -> bool,
+        mut f: impl FnMut(&'s [u8], &'g KeyEntry) -> bool,
     ) {
         for e in self.list.range::<[u8], _>(range, guard).rev() {
             // SAFETY: as in `range`.
-            let n: &'g Node = unsafe { &*e.key().0 };
+            let n: &'s Node = unsafe { &*e.key().0 };
             if !f(n.key(), &n.entry) {
                 break;
             }
@@ -264,11 +266,11 @@ impl Index {
         Self::extend(b)
     }
 
-    pub(crate) fn range<'g>(
-        &'g self,
+    pub(crate) fn range<'s: 'g, 'g>(
+        &'s self,
         range: (Bound<&[u8]>, Bound<&[u8]>),
         _guard: &'g Guard,
-        mut f: impl FnMut(&'g [u8], &'g KeyEntry) -> bool,
+        mut f: impl FnMut(&'s [u8], &'g KeyEntry) -> bool,
     ) {
         let items: Vec<(*const [u8], *const KeyEntry)> = self
             .map
@@ -286,11 +288,11 @@ impl Index {
         }
     }
 
-    pub(crate) fn range_rev<'g>(
-        &'g self,
+    pub(crate) fn range_rev<'s: 'g, 'g>(
+        &'s self,
         range: (Bound<&[u8]>, Bound<&[u8]>),
         _guard: &'g Guard,
-        mut f: impl FnMut(&'g [u8], &'g KeyEntry) -> bool,
+        mut f: impl FnMut(&'s [u8], &'g KeyEntry) -> bool,
     ) {
         let items: Vec<(*const [u8], *const KeyEntry)> = self
             .map
