@@ -34,7 +34,7 @@
 //! thread's causality, so the reader's SeqCst fence in `begin_at_stable`
 //! picks up the writer's flip through the advancer's Relaxed read, an edge
 //! C++ does not give ([atomics.fences]). See `DescriptorCell::xmin` and
-//! DESIGN.md, "What loom cannot check". What the model itself asserts, on
+//! DESIGN.md, "How the invariants are checked". What the model itself asserts, on
 //! the real code: a fast-path read decides the untimestamped version by
 //! `complete_below` exactly, and repeatably. Its other twin takes a writer
 //! *at* `complete_below` as completed (FAST_PATH_BELOW_INCLUSIVE): with the

@@ -35,7 +35,7 @@ pub struct EngineConfig {
     /// default**: with an advance every `horizon_refresh_commits` commits
     /// of a session, the advances cost more than the readers save unless
     /// readers take hundreds to thousands of snapshots per advance (the
-    /// numbers are in DESIGN.md, "The asymmetric fence").
+    /// numbers are in DESIGN.md, "Slots and the three handshakes").
     /// Where registration fails, on other systems, or when this is false,
     /// both sides use SeqCst fences. The environment variable
     /// `SNAPSHOT_ENGINE_FENCES` overrides this for every engine of the

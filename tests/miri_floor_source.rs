@@ -1,6 +1,6 @@
 //! A completion racing a horizon advance, for Miri's data-race detector
 //! (which loom cannot show: see `DescriptorCell::xmin` and
-//! DESIGN.md, "What loom cannot check").
+//! DESIGN.md, "How the invariants are checked").
 //!
 //! The advancer (`collect`) reads the current descriptor's plain `xmin`
 //! field through the pointer a completer installed with a Release CAS. With

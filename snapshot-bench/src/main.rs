@@ -281,7 +281,7 @@ fn read_ts(plan: &Plan) {
                 println!("{}", rmw_note());
                 report::print_headline(&per);
                 println!(
-                    "What the columns mean: README.md, section \"Reading the read-ts table\".\n"
+                    "What the columns mean: snapshot-bench/README.md, section \"Reading the read-ts table\".\n"
                 );
             }
         });

@@ -256,7 +256,7 @@ pub(crate) fn write(fs: &dyn Fs, dir: &Path, st: &State) -> Result<(PathBuf, u64
     Ok((path, size))
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 

@@ -430,7 +430,7 @@ impl Fs for MemFs {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 

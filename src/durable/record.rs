@@ -291,7 +291,7 @@ pub(crate) fn encode_commit(c: &Commit, out: &mut Vec<u8>) {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 

@@ -20,7 +20,7 @@
 //! default, and the process registered for
 //! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`; else `fence(SeqCst)`)
 //! and the advancer's heavy fence (`fence(SeqCst)`, then the membarrier in
-//! that mode). DESIGN.md "The asymmetric fence" gives the argument.
+//! that mode). DESIGN.md "Slots and the three handshakes" gives the argument.
 //!
 //! 1. **Snapshot pin versus horizon** (invariants 1, 2). Reader: store
 //!    `slot.xmin`, light fence, load `floor_xmin`. Advancer: store

@@ -568,7 +568,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             if !self.sess.cur.opts.roundup_prepared {
                 // Stable is checked first: with stable set, oldest <= stable,
                 // so a prepare below oldest is also not after stable, and
-                // that is the error the rules promise (DESIGN.md, "Prepare").
+                // that is the error the rules promise (DESIGN.md, "The timestamp contract").
                 // `PrepareTimestampBeforeOldest` is for no stable set.
                 if !stable.is_none() {
                     return Err(Error::PrepareTimestampNotAfterStable {

@@ -329,7 +329,7 @@ impl<'a> ReadView<'a> {
     ///
     /// A store that keeps its committed versions ordered by timestamp can
     /// use it to skip versions it knows are too new (the bundled store's
-    /// finger and `newer` links, DESIGN.md "Version chains").
+    /// finger and `newer` links, DESIGN.md "Version chains and the index").
     #[inline]
     pub fn timestamp_bound(&self) -> Option<Timestamp> {
         match self.how {

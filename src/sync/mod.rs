@@ -62,7 +62,7 @@ pub(crate) use std::sync::Mutex;
 /// `check` is a read, and loom panics with "Causality violation" unless the
 /// construction happens-before the check. Check at the read itself, before
 /// any fence the reader issues later (loom's fences join more than C++'s,
-/// DESIGN.md "What loom cannot check"). In every other build it is a
+/// DESIGN.md "How the invariants are checked"). In every other build it is a
 /// zero-sized type and `check` compiles to nothing.
 #[derive(Debug)]
 pub(crate) struct Witness {
