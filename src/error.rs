@@ -316,11 +316,6 @@ pub enum Error {
     /// The operation needs an engine opened on a directory
     /// (`Engine::open`), not an in-memory one.
     NotDurable,
-    /// The operation needs every transaction to have ended.
-    OpenTransactions {
-        /// How many sessions have a transaction open.
-        open: usize,
-    },
 }
 
 impl fmt::Display for Error {
@@ -458,9 +453,6 @@ impl fmt::Display for Error {
                 bound,
             } => write!(f, "durability option {option} = {value} is out of bounds ({bound})"),
             NotDurable => write!(f, "the engine is in memory (open one on a directory)"),
-            OpenTransactions { open } => {
-                write!(f, "{open} sessions have a transaction open")
-            }
         }
     }
 }

@@ -420,17 +420,7 @@ impl Durable {
                     reason,
                 });
             }
-            for (offset, c) in recs {
-                if c.lsn != expect {
-                    return Err(Error::Corrupt {
-                        file: path,
-                        offset,
-                        reason: "log sequence gap",
-                    });
-                }
-                expect += 1;
-                records.push(c);
-            }
+            push_in_order(recs, &mut expect, &path, &mut records)?;
         }
         let folded = records.len() as u64;
         st.fold(records, stable, cut_seq, cut_lsn);
@@ -500,6 +490,29 @@ fn newest_checkpoint(fs: &dyn Fs, dir: &Path) -> Result<Option<(u64, PathBuf)>> 
 
 /// A segment's records with their offsets, and how its scan ended. A file
 /// shorter than its header reads as torn at 0.
+/// Appends a segment's records to `out`, checking that their lsns run on
+/// from `expect` without a gap (invariant D4): a lost or doubled record is
+/// `Corrupt` at its offset, never replayed.
+fn push_in_order(
+    recs: Vec<(u64, Commit)>,
+    expect: &mut u64,
+    path: &Path,
+    out: &mut Vec<Commit>,
+) -> Result<()> {
+    for (offset, c) in recs {
+        if c.lsn != *expect {
+            return Err(Error::Corrupt {
+                file: path.to_path_buf(),
+                offset,
+                reason: "log sequence gap",
+            });
+        }
+        *expect += 1;
+        out.push(c);
+    }
+    Ok(())
+}
+
 fn read_segment(fs: &dyn Fs, path: &Path, seq: u64) -> Result<(Vec<(u64, Commit)>, End)> {
     let buf = fs.read(path).map_err(|e| io_error("read", path, &e))?;
     if buf.len() < FILE_HEADER {
@@ -586,17 +599,7 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
         let path = dir.join(segment_name(seq));
         let (recs, end) = read_segment(fs, &path, seq)?;
         report.segments += 1;
-        for (offset, c) in recs {
-            if c.lsn != expect {
-                return Err(Error::Corrupt {
-                    file: path,
-                    offset,
-                    reason: "log sequence gap",
-                });
-            }
-            expect += 1;
-            tail.push(c);
-        }
+        push_in_order(recs, &mut expect, &path, &mut tail)?;
         let cut_at = match end {
             End::Clean => continue,
             End::Torn { offset } if last => {

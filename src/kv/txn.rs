@@ -617,15 +617,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         let r = self
             .inner
             .commit(opts, |done| done_with = Some(writes.complete(done)));
-        if let Some(c) = done_with {
-            if r.is_err() {
-                self.session.writes.clear();
-                self.inner.count(Count::VersionsPruned, c.unlinked);
-            } else if !self.session.writes.is_empty() {
-                self.inner.count(Count::CommitVersionsExamined, c.examined);
-                self.prune_written();
-            }
-        }
+        self.after_completion(done_with, r.is_ok());
         r
     }
 
@@ -672,16 +664,22 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
                 return Err(e);
             }
         };
-        if let Some(c) = done_with {
-            if r.is_err() {
-                self.session.writes.clear();
-                self.inner.count(Count::VersionsPruned, c.unlinked);
-            } else if !self.session.writes.is_empty() {
-                self.inner.count(Count::CommitVersionsExamined, c.examined);
-                self.prune_written();
-            }
-        }
+        self.after_completion(done_with, r.is_ok());
         r.map(|()| lsn)
+    }
+
+    /// After the machinery ran the commit's completion (`done`, if it
+    /// did): a refused or doomed commit's versions were unlinked, so the
+    /// write set is cleared; a committed one prunes the chains it wrote.
+    fn after_completion(&mut self, done: Option<crate::store::Completed>, committed: bool) {
+        let Some(c) = done else { return };
+        if !committed {
+            self.session.writes.clear();
+            self.inner.count(Count::VersionsPruned, c.unlinked);
+        } else if !self.session.writes.is_empty() {
+            self.inner.count(Count::CommitVersionsExamined, c.examined);
+            self.prune_written();
+        }
     }
 
     /// Prunes the chains this transaction wrote, and refreshes the horizon

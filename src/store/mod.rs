@@ -14,7 +14,7 @@ use crate::machinery::epoch::Collector;
 use crate::machinery::{Horizon, ReadView};
 pub(crate) use raw::chain::{Found, Pruned};
 pub(crate) use raw::index::Index;
-pub(crate) use raw::writes::WriteSet;
+pub(crate) use raw::writes::{Completed, WriteSet};
 
 /// The key-value store: index, collector, and freed-version count.
 pub(crate) struct Store {
