@@ -38,7 +38,7 @@ pub struct Round {
     pub read_locks_per_read_txn: Option<f64>,
     pub snapshot_rebuilds_per_read_txn: Option<f64>,
     /// Snapshot copies per write transaction (a writer whose previous
-    /// commit's descriptor is still current reuses it; issue 14w).
+    /// commit's descriptor is still current reuses it).
     pub snapshot_rebuilds_per_write_txn: Option<f64>,
     pub lock_wait_ns_per_read_txn: Option<f64>,
     pub read_locks_per_write_txn: Option<f64>,

@@ -141,7 +141,7 @@ impl Batch<'_> {
 /// up to one batch of copied values per direction. It holds **no epoch
 /// guard** between calls: each refill pins the store's guard, copies up to
 /// 64 visible pairs (looking at no more than 1024 index entries), and drops
-/// it (PROTOCOL.md: a guard never outlives one operation), so a cursor left
+/// it (a guard never outlives one operation: DESIGN.md invariant 11), so a cursor left
 /// open for minutes stalls no one's reclamation. Its reads are those of the
 /// transaction: one snapshot (with [`Isolation::ReadCommitted`](crate::Isolation),
 /// a fresh one per batch), its own writes included.
