@@ -407,11 +407,7 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
             }
             true
         };
-        if forward {
-            store.index.range(bounds, &guard, &mut visit);
-        } else {
-            store.index.range_rev(bounds, &guard, &mut visit);
-        }
+        store.index.range(bounds, forward, &guard, &mut visit);
         drop(guard);
         self.txn.inner.count(Count::Reads, examined as u64);
         self.txn.inner.count(Count::VersionsRead, versions);

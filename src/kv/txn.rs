@@ -341,7 +341,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         let guard = store.collector.pin();
         let mut conflict: Option<Vec<u8>> = None;
         let (mut reads, mut examined) = (0, 0);
-        store.index.range(bounds, &guard, |k, e| {
+        store.index.range(bounds, true, &guard, |k, e| {
             reads += 1;
             match e.read_counted(&view, &guard, &mut examined) {
                 Found::Value(v) => f(k, v),

@@ -768,18 +768,7 @@ async fn batcher(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
             // Queued just before leadership went (or the raft stopped): in
             // no log, but committed in this engine, so the node fences.
             let items = std::mem::take(&mut shared.queue.lock().items);
-            if !items.is_empty() {
-                let items = items
-                    .into_iter()
-                    .map(|q| (q.seq, q.rec.commit_ts.get(), q.slot))
-                    .collect();
-                resolve(
-                    &shared,
-                    &raft,
-                    items,
-                    Err(ReplicaError::Fenced { node: id }),
-                );
-            }
+            fail_queued(&shared, &raft, items);
             continue;
         }
         let Ok(permit) = slots.clone().acquire_owned().await else {
@@ -866,15 +855,21 @@ async fn batcher(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
         q.closed = true;
         std::mem::take(&mut q.items)
     };
-    let items = items
+    fail_queued(&shared, &raft, items);
+}
+
+/// Fails writes that were queued but are in no log entry: committed in this
+/// engine, so the node fences (`resolve`; nothing happens for none).
+fn fail_queued(shared: &Shared, raft: &Raft<TypeConfig>, queued: Vec<Queued>) {
+    let items = queued
         .into_iter()
         .map(|q| (q.seq, q.rec.commit_ts.get(), q.slot))
         .collect();
     resolve(
-        &shared,
-        &raft,
+        shared,
+        raft,
         items,
-        Err(ReplicaError::Fenced { node: id }),
+        Err(ReplicaError::Fenced { node: shared.id }),
     );
 }
 

@@ -168,39 +168,28 @@ impl Index {
         &n.entry
     }
 
-    /// Visits the entries with keys in `range`, in order, until `f` returns
-    /// false.
+    /// Visits the entries with keys in `range`, in ascending key order if
+    /// `forward`, else descending, until `f` returns false.
     pub(crate) fn range<'s: 'g, 'g>(
         &'s self,
         range: (Bound<&[u8]>, Bound<&[u8]>),
+        forward: bool,
         guard: &'g Guard,
         mut f: impl FnMut(&'s [u8], &'g KeyEntry) -> bool,
     ) {
-        for e in self.list.range::<[u8], _>(range, guard) {
+        let mut visit = |e: crossbeam_skiplist::base::Entry<'_, 'g, NodeKey, ()>| {
             // SAFETY: nodes are freed only when the index drops (after the
             // skiplist), which the `'s` borrow of `self` rules out, so the
             // node and its key outlive `'s` (keys are never removed), not
             // only the guard.
             let n: &'s Node = unsafe { &*e.key().0 };
-            if !f(n.key(), &n.entry) {
-                break;
-            }
-        }
-    }
-
-    /// As [`Index::range`], in descending key order.
-    pub(crate) fn range_rev<'s: 'g, 'g>(
-        &'s self,
-        range: (Bound<&[u8]>, Bound<&[u8]>),
-        guard: &'g Guard,
-        mut f: impl FnMut(&'s [u8], &'g KeyEntry) -> bool,
-    ) {
-        for e in self.list.range::<[u8], _>(range, guard).rev() {
-            // SAFETY: as in `range`.
-            let n: &'s Node = unsafe { &*e.key().0 };
-            if !f(n.key(), &n.entry) {
-                break;
-            }
+            f(n.key(), &n.entry)
+        };
+        let entries = self.list.range::<[u8], _>(range, guard);
+        if forward {
+            entries.into_iter().all(&mut visit);
+        } else {
+            entries.rev().all(&mut visit);
         }
     }
 
@@ -269,6 +258,7 @@ impl Index {
     pub(crate) fn range<'s: 'g, 'g>(
         &'s self,
         range: (Bound<&[u8]>, Bound<&[u8]>),
+        forward: bool,
         _guard: &'g Guard,
         mut f: impl FnMut(&'s [u8], &'g KeyEntry) -> bool,
     ) {
@@ -279,34 +269,13 @@ impl Index {
             .range::<[u8], _>(range)
             .map(|(k, v)| (&**k as *const [u8], &**v as *const KeyEntry))
             .collect();
-        for (k, v) in items {
-            // SAFETY: as in `extend`: boxed keys and entries are never
-            // removed while the index lives.
-            if !f(unsafe { &*k }, unsafe { &*v }) {
-                break;
-            }
-        }
-    }
-
-    pub(crate) fn range_rev<'s: 'g, 'g>(
-        &'s self,
-        range: (Bound<&[u8]>, Bound<&[u8]>),
-        _guard: &'g Guard,
-        mut f: impl FnMut(&'s [u8], &'g KeyEntry) -> bool,
-    ) {
-        let items: Vec<(*const [u8], *const KeyEntry)> = self
-            .map
-            .lock()
-            .unwrap()
-            .range::<[u8], _>(range)
-            .rev()
-            .map(|(k, v)| (&**k as *const [u8], &**v as *const KeyEntry))
-            .collect();
-        for (k, v) in items {
-            // SAFETY: as in `extend`.
-            if !f(unsafe { &*k }, unsafe { &*v }) {
-                break;
-            }
+        // SAFETY: as in `extend`: boxed keys and entries are never removed
+        // while the index lives.
+        let mut visit = |(k, v): (*const [u8], *const KeyEntry)| f(unsafe { &*k }, unsafe { &*v });
+        if forward {
+            items.into_iter().all(&mut visit);
+        } else {
+            items.into_iter().rev().all(&mut visit);
         }
     }
 
