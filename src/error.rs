@@ -316,6 +316,19 @@ pub enum Error {
     /// The operation needs an engine opened on a directory
     /// (`Engine::open`), not an in-memory one.
     NotDurable,
+    /// `Engine::rollback_to_stable` found transactions that never ended
+    /// (leaked with `mem::forget` together with their session, or still
+    /// prepared): it cannot decide what they will be. Nothing changed.
+    RollbackWithOpenTransactions {
+        /// Sessions holding a snapshot or read timestamp of an open
+        /// transaction.
+        open: usize,
+        /// Transactions with a version still in progress or prepared in
+        /// the store.
+        unfinished_writers: usize,
+    },
+    /// The operation needs a stable timestamp and none is set.
+    StableNotSet,
 }
 
 impl fmt::Display for Error {
@@ -453,6 +466,16 @@ impl fmt::Display for Error {
                 bound,
             } => write!(f, "durability option {option} = {value} is out of bounds ({bound})"),
             NotDurable => write!(f, "the engine is in memory (open one on a directory)"),
+            RollbackWithOpenTransactions {
+                open,
+                unfinished_writers,
+            } => write!(
+                f,
+                "rollback to stable needs every transaction ended: {open} session(s) hold an \
+                 open transaction's snapshot, {unfinished_writers} transaction(s) have an \
+                 unfinished or prepared version"
+            ),
+            StableNotSet => write!(f, "no stable timestamp is set"),
         }
     }
 }

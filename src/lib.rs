@@ -104,7 +104,9 @@ pub use config::{
 };
 pub use durable::{CommitHandle, Durability, DurabilityOptions, RecoveryReport};
 pub use error::{Error, Result, TimestampRole};
-pub use kv::{CommitError, Cursor, Engine, KeyRange, OwnedSession, Savepoint, Session, Txn};
+pub use kv::{
+    CommitError, Cursor, Engine, KeyRange, OwnedSession, RollbackReport, Savepoint, Session, Txn,
+};
 pub use machinery::{LockFree, Protocol, SessionPin};
 pub use stats::Stats;
 pub use ts::{Generation, Timestamp, TxnId};

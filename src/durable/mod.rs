@@ -395,6 +395,27 @@ impl Durable {
     /// `checkpoint.rs`). Holds no lock a reader or writer takes, except the
     /// log's writer lock for the one sync and segment switch of the cut.
     pub(crate) fn checkpoint(&self) -> Result<CheckpointReport> {
+        let stable = self.stable.load(Ordering::Relaxed);
+        self.fold_checkpoint(stable, false).map(|(r, _)| r)
+    }
+
+    /// Rollback to stable's log half: a checkpoint at `stable` (the
+    /// engine's, which cannot move: the caller holds the engine
+    /// exclusively) that drops every record not covered at `stable`
+    /// instead of carrying it, and covers every segment written so far, so
+    /// that no later recovery replays a dropped record. Returns the
+    /// checkpoint and the number of records dropped.
+    pub(crate) fn roll_back(&self, stable: Timestamp) -> Result<(CheckpointReport, u64)> {
+        self.fold_checkpoint(stable.get(), true)
+    }
+
+    /// A checkpoint at `stable`; with `drop_uncovered`, the records it would
+    /// carry are dropped instead (returns how many).
+    fn fold_checkpoint(
+        &self,
+        stable: u64,
+        drop_uncovered: bool,
+    ) -> Result<(CheckpointReport, u64)> {
         let mut guard = self.ckpt.lock();
         let mut st = match guard.take() {
             Some(st) => st,
@@ -403,9 +424,9 @@ impl Durable {
                 |(_, p)| checkpoint::load(&*self.fs, &p),
             )?,
         };
-        // Stable first, then the cut: every commit at or below this stable
-        // finished (and so appended its record) before stable was published.
-        let stable = self.stable.load(Ordering::Relaxed);
+        // Stable first (the caller's load), then the cut: every commit at or
+        // below this stable finished (and so appended its record) before
+        // stable was published.
         let (cut_seq, cut_lsn) = self.log.cut()?;
         let seqs = segments_in(&*self.fs, &self.dir)?;
         let mut records = Vec::new();
@@ -423,6 +444,13 @@ impl Durable {
             push_in_order(recs, &mut expect, &path, &mut records)?;
         }
         let folded = records.len() as u64;
+        let mut dropped = 0;
+        if drop_uncovered {
+            let before = st.carried.len() + records.len();
+            st.carried.retain(|c| c.covered_by(stable));
+            records.retain(|c| c.covered_by(stable));
+            dropped = (before - st.carried.len() - records.len()) as u64;
+        }
         st.fold(records, stable, cut_seq, cut_lsn);
         let (path, bytes) = checkpoint::write(&*self.fs, &self.dir, &st)?;
         let mut removed = 0;
@@ -452,7 +480,7 @@ impl Durable {
             segments_removed: removed,
         };
         *guard = Some(st);
-        Ok(report)
+        Ok((report, dropped))
     }
 }
 
@@ -723,6 +751,9 @@ fn replay(engine: &Engine, st: &State, tail: &[Commit]) -> Result<u64> {
     let mut n = 0;
     for r in st.carried.iter().chain(tail) {
         let mut t = s.begin(&TxnOptions::default())?;
+        // Replayed as an ordinary commit: note a prepared one's durable
+        // timestamp for `rollback_to_stable`, as its commit did.
+        let prepared = r.prepared.then_some((r.commit_ts, r.durable_ts));
         for w in &r.writes {
             if st.base.get(&w.key).is_some_and(|e| e.lsn > r.lsn) {
                 continue;
@@ -732,7 +763,11 @@ fn replay(engine: &Engine, st: &State, tail: &[Commit]) -> Result<u64> {
                 None => t.delete(&w.key)?,
             }
         }
+        let id = t.id();
         t.commit(at(r.commit_ts))?;
+        if let Some((c, d)) = prepared {
+            engine.prepared_durable.note(id, c, d, 0);
+        }
         n += 1;
     }
     Ok(n)

@@ -29,6 +29,8 @@ pub struct Engine<P: Protocol = LockFree> {
     /// The commit log and checkpoints of an engine from `Engine::open`
     /// (`None`: in memory).
     pub(crate) durable: Option<Arc<crate::durable::Durable>>,
+    /// Prepared commits durable above stable, for `rollback_to_stable`.
+    pub(crate) prepared_durable: super::PreparedDurable,
 }
 
 impl Engine<LockFree> {
@@ -67,6 +69,7 @@ impl<P: Protocol> Engine<P> {
             store: Store::new(),
             config,
             durable: None,
+            prepared_durable: Default::default(),
         })
     }
 

@@ -6,9 +6,12 @@ mod cursor;
 mod engine;
 mod range;
 mod raw;
+mod rollback;
 mod txn;
 
 pub use cursor::Cursor;
 pub use engine::{Engine, OwnedSession, Session};
 pub use range::KeyRange;
+pub(crate) use rollback::PreparedDurable;
+pub use rollback::RollbackReport;
 pub use txn::{CommitError, Savepoint, Txn};

@@ -610,13 +610,18 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         if self.session.engine.durable.is_some() {
             return self.commit_logged(opts).map(|_| ());
         }
-        let writes = &mut self.session.writes;
+        let id = self.inner.id();
+        let d = &mut *self.session;
+        let (writes, dlog, engine) = (&mut d.writes, &d.dlog, d.engine);
         let mut done_with = None;
         // A doomed transaction's completion is an abort (rolled back), a
         // committed one's links and flips.
-        let r = self
-            .inner
-            .commit(opts, |done| done_with = Some(writes.complete(done)));
+        let r = self.inner.commit(opts, |done| {
+            if dlog.prepared {
+                note_prepared(engine, dlog, id, done.outcome(), opts);
+            }
+            done_with = Some(writes.complete(done));
+        });
         self.after_completion(done_with, r.is_ok());
         r
     }
@@ -631,8 +636,10 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     #[cold]
     #[inline(never)]
     fn commit_logged(&mut self, opts: CommitOptions) -> Result<Option<u64>> {
+        let id = self.inner.id();
         let d = &mut *self.session;
-        let log = d.engine.durable.as_deref().expect("a durable engine");
+        let engine = d.engine;
+        let log = engine.durable.as_deref().expect("a durable engine");
         if !d.writes.is_empty() {
             if let Some(e) = log.refusal() {
                 return Err(e);
@@ -653,6 +660,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
                         }
                     }
                 }
+            }
+            if dlog.prepared {
+                note_prepared(engine, dlog, id, done.outcome(), opts);
             }
             done_with = Some(writes.complete(done));
         });
@@ -743,6 +753,28 @@ impl<P: Protocol> Txn<'_, '_, P> {
         // completes, and its versions stay where they are) still has writes
         // here; the next transaction on this session must not see them.
         self.session.writes.clear();
+    }
+}
+
+/// A prepared transaction's commit (`outcome`, before its flips): notes
+/// its durable timestamp for `rollback_to_stable` when it is above the
+/// commit timestamp (`kv/rollback.rs`).
+#[cold]
+#[inline(never)]
+fn note_prepared<P: Protocol>(
+    engine: &super::Engine<P>,
+    dlog: &crate::durable::SessionLog,
+    id: TxnId,
+    outcome: VersionState,
+    opts: CommitOptions,
+) {
+    if let VersionState::Committed(cts) = outcome {
+        let durable = opts
+            .durable_ts
+            .or(dlog.durable_ts)
+            .map_or(cts.get(), Timestamp::get);
+        let stable = engine.mgr.stable_timestamp().get();
+        engine.prepared_durable.note(id, cts.get(), durable, stable);
     }
 }
 

@@ -973,6 +973,10 @@ impl Drop for KeyEntry {
     }
 }
 
+/// Rollback to stable's surgery on whole chains (its module docs).
+#[path = "rollback.rs"]
+pub(crate) mod rollback;
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
