@@ -177,6 +177,31 @@ pub struct Cli {
     /// pages) and resident-set growth, on fresh instances.
     #[arg(long)]
     pub report_memory: bool,
+    /// read-ts and tail: also run the lock-free engine with its commit log
+    /// on, in each of these modes (`sync`, `periodic` = every 10 ms,
+    /// `none`), as the engines `lock-free+sync` etc., each opened in a
+    /// fresh directory under `SNAPSHOT_BENCH_DIR` (default: the temporary
+    /// directory); the order alternates with the other engines'.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub durability: Vec<DurabilityArg>,
+}
+
+/// A `--durability` mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DurabilityArg {
+    Sync,
+    Periodic,
+    None,
+}
+
+impl DurabilityArg {
+    fn engine(self) -> EngineKind {
+        match self {
+            DurabilityArg::Sync => EngineKind::LogSync,
+            DurabilityArg::Periodic => EngineKind::LogPeriodic,
+            DurabilityArg::None => EngineKind::LogNone,
+        }
+    }
 }
 
 /// An integer flag in `r`: clap's ranged parser says "-1 is not in 1..=N"
@@ -373,6 +398,31 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
     }
     let workload = cli.workload;
     let mut engines = cli.engines.clone();
+    let logged = |e: &EngineKind| e.durability().is_some();
+    if !matches!(workload, Workload::ReadTs | Workload::Tail)
+        && (!cli.durability.is_empty() || engines.iter().any(logged))
+    {
+        return Err(invalid(
+            "--durability",
+            list(&cli.engines),
+            format_args!(
+                "runs read-ts and tail only ({} has its own durability modes or none)",
+                workload.name()
+            ),
+        ));
+    }
+    for d in &cli.durability {
+        if !engines.contains(&d.engine()) {
+            engines.push(d.engine());
+        }
+    }
+    if cli.report_memory && engines.iter().any(logged) {
+        return Err(invalid(
+            "--report-memory",
+            "true",
+            "has no pass for an engine with its log on; drop --durability",
+        ));
+    }
     if matches!(workload, Workload::Begin | Workload::RoMix) {
         engines.retain(|&e| e != EngineKind::Lmdb && e != EngineKind::Ceiling);
         if engines.is_empty() {

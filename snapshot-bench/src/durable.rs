@@ -71,7 +71,7 @@ fn base_dir() -> PathBuf {
         .unwrap_or_else(std::env::temp_dir)
 }
 
-fn fresh_dir(what: &str) -> PathBuf {
+pub(crate) fn fresh_dir(what: &str) -> PathBuf {
     let d = base_dir().join(format!("snapshot-bench-{what}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("bench directory");

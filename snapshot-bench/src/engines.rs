@@ -25,6 +25,17 @@ pub enum EngineKind {
     /// synchronization (read-ts only; its writers are not started).
     #[value(name = "ceiling")]
     Ceiling,
+    /// The lock-free engine with its commit log on (`Engine::open` in a
+    /// fresh directory), every commit `Durability::Sync` (read-ts and tail
+    /// only; also added by `--durability sync`).
+    #[value(name = "lock-free+sync")]
+    LogSync,
+    /// The same with `Durability::Periodic(10 ms)`.
+    #[value(name = "lock-free+periodic")]
+    LogPeriodic,
+    /// The same with `Durability::None`.
+    #[value(name = "lock-free+none")]
+    LogNone,
 }
 
 impl EngineKind {
@@ -35,6 +46,23 @@ impl EngineKind {
             EngineKind::RwLock2 => "rwlock2",
             EngineKind::Lmdb => "lmdb",
             EngineKind::Ceiling => "ceiling",
+            EngineKind::LogSync => "lock-free+sync",
+            EngineKind::LogPeriodic => "lock-free+periodic",
+            EngineKind::LogNone => "lock-free+none",
+        }
+    }
+
+    /// The durability of a lock-free engine with its log on (`None`: not
+    /// one of those).
+    pub fn durability(self) -> Option<snapshot_engine::Durability> {
+        use snapshot_engine::Durability;
+        match self {
+            EngineKind::LogSync => Some(Durability::Sync),
+            EngineKind::LogPeriodic => {
+                Some(Durability::Periodic(std::time::Duration::from_millis(10)))
+            }
+            EngineKind::LogNone => Some(Durability::None),
+            _ => None,
         }
     }
 }
@@ -51,6 +79,11 @@ macro_rules! dispatch {
                 $f::<snapshot_engine::machinery::RwLockBaselinePatched>($($arg),*)
             }
             $crate::engines::EngineKind::Lmdb | $crate::engines::EngineKind::Ceiling => $lmdb,
+            $crate::engines::EngineKind::LogSync
+            | $crate::engines::EngineKind::LogPeriodic
+            | $crate::engines::EngineKind::LogNone => {
+                unreachable!("cli::plan runs an engine with its log on in read-ts and tail only")
+            }
         }
     };
 }

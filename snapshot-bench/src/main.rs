@@ -354,6 +354,9 @@ fn run_w1(kind: EngineKind, p: &readts::Params, pb: &ProgressBar) -> readts::Out
     if kind == EngineKind::Ceiling {
         return ceiling::run(p, pb);
     }
+    if let Some(mode) = kind.durability() {
+        return readts::run_logged(mode, p, pb);
+    }
     dispatch!(kind, run(p, pb), run_lmdb(p, pb))
 }
 

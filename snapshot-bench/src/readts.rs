@@ -9,7 +9,10 @@ use crate::common::{
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use snapshot_engine::machinery::bench::thread_rmw_count;
-use snapshot_engine::{Engine, EngineConfig, Error, Protocol, Stats, Timestamp, TxnOptions};
+use snapshot_engine::{
+    Durability, DurabilityOptions, Engine, EngineConfig, Error, Protocol, Stats, Timestamp,
+    TxnOptions,
+};
 use std::hint::black_box;
 
 /// The shape of one W1 run.
@@ -208,17 +211,45 @@ fn finish(m: Meter, txns: u64, aborts: u64, base_rmw: Option<u64>, stats: Stats)
     }
 }
 
-/// One W1 run on a fresh engine.
-pub fn run<P: Protocol>(p: &Params, pb: &ProgressBar) -> Out {
-    let e = Engine::<P>::with_machinery(EngineConfig {
+fn config(p: &Params) -> EngineConfig {
+    EngineConfig {
         max_sessions: p.readers + p.writers + 8,
         ..EngineConfig::default()
-    })
-    .expect("the CLI bounds the threads (MAX_THREADS) well below EngineConfig::MAX_SESSIONS");
-    load(&e, p.keys, p.value_size, pb);
+    }
+}
+
+/// One W1 run on a fresh engine.
+pub fn run<P: Protocol>(p: &Params, pb: &ProgressBar) -> Out {
+    let e = Engine::<P>::with_machinery(config(p))
+        .expect("the CLI bounds the threads (MAX_THREADS) well below EngineConfig::MAX_SESSIONS");
+    run_on(&e, p, pb)
+}
+
+/// One W1 run on a fresh lock-free engine with its commit log on in
+/// `mode`, in a fresh directory (removed afterwards). The load is logged
+/// too, in 1,000-key commits.
+pub fn run_logged(mode: Durability, p: &Params, pb: &ProgressBar) -> Out {
+    let dir = crate::durable::fresh_dir("w1");
+    let e = Engine::open(
+        &dir,
+        config(p),
+        DurabilityOptions {
+            durability: mode,
+            ..DurabilityOptions::default()
+        },
+    )
+    .expect("open the durable engine");
+    let out = run_on(&e, p, pb);
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+fn run_on<P: Protocol>(e: &Engine<P>, p: &Params, pb: &ProgressBar) -> Out {
+    load(e, p.keys, p.value_size, pb);
     let ctl = Ctl::new(1);
     let (rs, ws, secs, tk) = std::thread::scope(|sc| {
-        let (e, ctl) = (&e, &ctl);
+        let ctl = &ctl;
         let tk = sc.spawn(move || timekeeper(e, ctl, p.stable_lag, p.oldest_lag));
         let rh: Vec<_> = (0..p.readers)
             .map(|i| sc.spawn(move || reader(e, ctl, p, i)))
