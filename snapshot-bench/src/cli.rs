@@ -184,11 +184,6 @@ pub struct Cli {
     /// directory); the order alternates with the other engines'.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub durability: Vec<DurabilityArg>,
-    /// durable-writes: also run `log-sync` with each of these
-    /// `DurabilityOptions::commit_delay`s, in microseconds (0 to 100,000),
-    /// e.g. `50,200`.
-    #[arg(long, value_delimiter = ',', value_parser = int_range(0..=100_000))]
-    pub commit_delay_us: Vec<u64>,
 }
 
 /// A `--durability` mode.
@@ -363,7 +358,6 @@ pub struct Plan {
     pub plot: Option<(PathBuf, File)>,
     /// The memory pass before the read-ts runs.
     pub report_memory: bool,
-    pub commit_delays_us: Vec<u64>,
 }
 
 fn invalid(flag: &str, value: impl std::fmt::Display, why: impl std::fmt::Display) -> Refusal {
@@ -579,13 +573,6 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
             }
         }
     };
-    if !cli.commit_delay_us.is_empty() && workload != Workload::DurableWrites {
-        return Err(invalid(
-            "--commit-delay-us",
-            format_args!("{:?}", cli.commit_delay_us),
-            "runs durable-writes only",
-        ));
-    }
     if cli.report_memory && !matches!(workload, Workload::ReadTs | Workload::Tail) {
         return Err(invalid(
             "--report-memory",
@@ -614,7 +601,6 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
         progress: !cli.no_progress,
         plot,
         report_memory: cli.report_memory,
-        commit_delays_us: cli.commit_delay_us.clone(),
     })
 }
 

@@ -25,16 +25,12 @@ pub struct Params {
     pub rounds: usize,
     pub value_size: usize,
     pub keys: u64,
-    /// `log-sync` again with each of these commit delays (microseconds).
-    pub commit_delays_us: Vec<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Peer {
     Mem,
     Durable(Durability),
-    /// `Sync` with `commit_delay` (and `commit_siblings` 1).
-    SyncDelay(Duration),
     #[cfg(feature = "peers")]
     LmdbSync,
     #[cfg(feature = "peers")]
@@ -42,16 +38,8 @@ enum Peer {
 }
 
 impl Peer {
-    fn name(self) -> String {
+    fn name(self) -> &'static str {
         match self {
-            Peer::SyncDelay(d) => format!("log-sync-delay-{}us", d.as_micros()),
-            other => other.fixed_name().to_string(),
-        }
-    }
-
-    fn fixed_name(self) -> &'static str {
-        match self {
-            Peer::SyncDelay(_) => "log-sync-delay",
             Peer::Mem => "in-memory",
             Peer::Durable(Durability::Sync) => "log-sync",
             Peer::Durable(Durability::Periodic(_)) => "log-periodic-10ms",
@@ -64,8 +52,8 @@ impl Peer {
     }
 }
 
-fn peers(p: &Params) -> Vec<Peer> {
-    let mut v = vec![
+fn peers() -> Vec<Peer> {
+    vec![
         Peer::Durable(Durability::Sync),
         Peer::Durable(Durability::Periodic(Duration::from_millis(10))),
         Peer::Durable(Durability::None),
@@ -74,13 +62,7 @@ fn peers(p: &Params) -> Vec<Peer> {
         Peer::LmdbSync,
         #[cfg(feature = "peers")]
         Peer::RedbImmediate,
-    ];
-    v.extend(
-        p.commit_delays_us
-            .iter()
-            .map(|&us| Peer::SyncDelay(Duration::from_micros(us))),
-    );
-    v
+    ]
 }
 
 fn base_dir() -> PathBuf {
@@ -154,19 +136,13 @@ fn run_peer(peer: Peer, writers: usize, p: &Params) -> f64 {
             writers,
             p,
         ),
-        Peer::Durable(_) | Peer::SyncDelay(_) => {
-            let (mode, commit_delay) = match peer {
-                Peer::SyncDelay(d) => (Durability::Sync, d),
-                Peer::Durable(m) => (m, Duration::ZERO),
-                _ => unreachable!("matched above"),
-            };
+        Peer::Durable(mode) => {
             let dir = fresh_dir("log");
             let e = Engine::open(
                 &dir,
                 EngineConfig::default(),
                 DurabilityOptions {
                     durability: mode,
-                    commit_delay,
                     ..DurabilityOptions::default()
                 },
             )
@@ -331,7 +307,7 @@ pub fn main(p: &Params) {
         p.rounds,
         base_dir().display()
     );
-    let all = peers(p);
+    let all = peers();
     for &writers in &p.writers {
         let mut per: Vec<Vec<f64>> = vec![Vec::new(); all.len()];
         for r in 0..p.rounds {
@@ -360,11 +336,6 @@ pub fn main(p: &Params) {
         {
             let lmdb = meds[all.iter().position(|&x| x == Peer::LmdbSync).expect("lmdb")];
             println!("  log-sync / lmdb-sync: {:.1}x", meds[0] / lmdb);
-            for (i, peer) in all.iter().enumerate() {
-                if let Peer::SyncDelay(_) = peer {
-                    println!("  {} / lmdb-sync: {:.1}x", peer.name(), meds[i] / lmdb);
-                }
-            }
         }
     }
     let records = (p.keys / 2).max(1000);

@@ -152,7 +152,6 @@ fn main() {
             rounds: plan.rounds,
             value_size: plan.value_size,
             keys: plan.keys,
-            commit_delays_us: plan.commit_delays_us.clone(),
         }),
     }
 }

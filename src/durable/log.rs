@@ -97,14 +97,6 @@ pub(crate) struct Log {
     failed: OnceLock<Error>,
     bg: Arc<BgShared>,
     pub(crate) counters: Counters,
-    /// The commit delay (`DurabilityOptions::commit_delay`): how long a
-    /// `Sync` flusher waits, holding the `out` lock, before it takes the
-    /// pending buffer, when at least `siblings` other commits are in
-    /// flight. Zero: never.
-    delay: Duration,
-    siblings: u64,
-    /// Commits between their append and the return of their flush.
-    pub(crate) in_flight: AtomicU64,
 }
 
 /// Creates segment `seq` with its header, syncs it and the directory, so
@@ -131,7 +123,6 @@ impl Log {
         next_lsn: u64,
         segment_bytes: u64,
         interval: Option<Duration>,
-        (delay, siblings): (Duration, u32),
     ) -> Result<Arc<Log>> {
         let (file, path) = new_segment(&*fs, dir, seq)?;
         let log = Arc::new(Log {
@@ -157,9 +148,6 @@ impl Log {
                 cv: Condvar::new(),
             }),
             counters: Counters::default(),
-            delay,
-            siblings: u64::from(siblings),
-            in_flight: AtomicU64::new(0),
         });
         let weak = Arc::downgrade(&log);
         let bg = log.bg.clone();
@@ -221,22 +209,7 @@ impl Log {
         if self.is_done(lsn, sync) {
             return Ok(());
         }
-        if sync && !self.delay.is_zero() && self.others_in_flight() >= self.siblings {
-            // PostgreSQL's commit_delay: this committer leads the next
-            // sync; waiting a moment before it takes the buffer lets the
-            // other committers (runnable, or just woken by the last sync)
-            // append their records to it. They wait on `out` meanwhile and
-            // find their lsn covered. The sync still begins after every
-            // record it acknowledges was written (D2).
-            std::thread::sleep(self.delay);
-        }
         self.flush_locked(&mut out, sync).map(|_| ())
-    }
-
-    /// Commits in flight other than the caller's.
-    fn others_in_flight(&self) -> u64 {
-        // Relaxed: a heuristic; nothing is ordered by it.
-        self.in_flight.load(Ordering::Relaxed).saturating_sub(1)
     }
 
     /// Writes the whole pending buffer (and syncs it with `sync`); returns

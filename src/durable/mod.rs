@@ -89,17 +89,6 @@ pub struct DurabilityOptions {
     pub checkpoint_interval: Option<Duration>,
     /// The file layer. Default [`StdFs`].
     pub fs: Arc<dyn Fs>,
-    /// PostgreSQL's `commit_delay`: a `Sync` committer about to lead a
-    /// sync (the first to reach the log's writer) first waits this long,
-    /// when at least [`commit_siblings`](Self::commit_siblings) other
-    /// commits are in flight, so that their records join its sync. It
-    /// trades each commit's latency for fewer syncs. Zero: never wait.
-    /// Default zero; at most 100 ms.
-    pub commit_delay: Duration,
-    /// The other commits in flight (appended, not yet acknowledged) that
-    /// make a sync leader wait [`commit_delay`](Self::commit_delay), as
-    /// PostgreSQL's `commit_siblings`. Default 1; at most 4096.
-    pub commit_siblings: u32,
 }
 
 impl Default for DurabilityOptions {
@@ -111,8 +100,6 @@ impl Default for DurabilityOptions {
             rollback_to_stable: false,
             checkpoint_interval: None,
             fs: Arc::new(StdFs),
-            commit_delay: Duration::ZERO,
-            commit_siblings: 1,
         }
     }
 }
@@ -125,8 +112,6 @@ impl fmt::Debug for DurabilityOptions {
             .field("truncate_corrupt", &self.truncate_corrupt)
             .field("rollback_to_stable", &self.rollback_to_stable)
             .field("checkpoint_interval", &self.checkpoint_interval)
-            .field("commit_delay", &self.commit_delay)
-            .field("commit_siblings", &self.commit_siblings)
             .finish_non_exhaustive()
     }
 }
@@ -160,20 +145,6 @@ impl DurabilityOptions {
                     "an interval of at least 1 ms",
                 );
             }
-        }
-        if self.commit_delay > Duration::from_millis(100) {
-            return bad(
-                "commit_delay",
-                format!("{:?}", self.commit_delay),
-                "at most 100 ms",
-            );
-        }
-        if self.commit_siblings > 4096 {
-            return bad(
-                "commit_siblings",
-                self.commit_siblings.to_string(),
-                "at most 4096",
-            );
         }
         if let Some(d) = self.checkpoint_interval {
             if d < Duration::from_millis(1) {
@@ -380,18 +351,14 @@ impl Durable {
             for (i, v) in values.enumerate() {
                 record::push_write(&mut p, sl.key(i), v);
             }
-            // Relaxed: as below.
-            self.log.in_flight.fetch_add(1, Ordering::Relaxed);
             self.log.append(&mut p)
         });
         let sync = match sl.mode.unwrap_or(CommitMode::Durability(self.mode)) {
             CommitMode::Durability(Durability::Sync) => true,
             CommitMode::Durability(_) | CommitMode::Async => false,
         };
-        let r = self.log.flush(lsn, sync);
-        // Relaxed: a count for the commit delay's heuristic only.
-        self.log.in_flight.fetch_sub(1, Ordering::Relaxed);
-        r.map(|()| lsn)
+        self.log.flush(lsn, sync)?;
+        Ok(lsn)
     }
 
     /// Notes a stable timestamp that `set_timestamps` published.
@@ -868,7 +835,6 @@ impl Engine<LockFree> {
             rec.next_lsn,
             options.segment_bytes,
             interval,
-            (options.commit_delay, options.commit_siblings),
         )?;
         let mut report = rec.report;
         report.records_replayed = replayed;

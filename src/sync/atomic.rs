@@ -79,11 +79,6 @@ macro_rules! int_atomic {
                 self.0.fetch_add(v, o)
             }
             #[inline(always)]
-            pub(crate) fn fetch_sub(&self, v: $int, o: Ordering) -> $int {
-                count_rmw();
-                self.0.fetch_sub(v, o)
-            }
-            #[inline(always)]
             pub(crate) fn fetch_max(&self, v: $int, o: Ordering) -> $int {
                 count_rmw();
                 self.0.fetch_max(v, o)
