@@ -58,6 +58,8 @@ mod network;
 mod node;
 mod state_machine;
 mod tcp;
+#[cfg(test)]
+mod tests;
 
 use std::fmt;
 use std::io::Cursor;
@@ -205,11 +207,12 @@ pub struct ReplicaConfig {
     pub raft: openraft::Config,
     /// The engine settings of every node.
     pub engine: crate::EngineConfig,
-    /// Test-only mutant switch: a node that sets its stable timestamp to the
-    /// newest commit it applied (a watermark that jumps the holes below it).
-    /// Wrong on purpose, to show that the tests catch a watermark with holes.
-    #[doc(hidden)]
-    pub mutant_stable_follows_newest_commit: bool,
+    /// The unit tests' mutant switch: a node that sets its stable timestamp
+    /// to the newest commit it applied (a watermark that jumps the holes
+    /// below it). Wrong on purpose, to show that the hole test catches it;
+    /// compiled only in the crate's unit tests.
+    #[cfg(test)]
+    pub(crate) mutant_stable_follows_newest_commit: bool,
 }
 
 impl Default for ReplicaConfig {
@@ -237,6 +240,7 @@ impl Default for ReplicaConfig {
                 ..Default::default()
             },
             engine: crate::EngineConfig::default(),
+            #[cfg(test)]
             mutant_stable_follows_newest_commit: false,
         }
     }
