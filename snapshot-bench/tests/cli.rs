@@ -410,7 +410,7 @@ fn replicated_is_refused_without_its_feature_and_bounds_threads() {
 #[cfg(feature = "replication")]
 #[test]
 fn replicated_runs_its_nodes_as_processes_too() {
-    let args = [
+    let table = [
         "replicated",
         "--rounds",
         "1",
@@ -420,9 +420,8 @@ fn replicated_runs_its_nodes_as_processes_too() {
         "0",
         "--threads",
         "1",
-        "--json",
     ];
-    let o = run(&args);
+    let o = run(&[&table[..], &["--json"]].concat());
     assert_eq!(o.code, Some(0), "stderr: {}", o.stderr);
     let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).expect("one JSON object");
     let rounds = v["rounds"].as_array().expect("rounds");
@@ -438,17 +437,7 @@ fn replicated_runs_its_nodes_as_processes_too() {
         assert!(f["staleness_ns"].is_object(), "{f}");
         assert_eq!(f["new_order_per_s"], 0.0, "{f}");
     }
-    let o = run(&[
-        "replicated",
-        "--rounds",
-        "1",
-        "--seconds",
-        "0.2",
-        "--warmup",
-        "0",
-        "--threads",
-        "1",
-    ]);
+    let o = run(&table);
     assert_eq!(o.code, Some(0), "stderr: {}", o.stderr);
     assert!(
         o.stdout
