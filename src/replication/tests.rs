@@ -112,3 +112,151 @@ fn a_follower_never_exposes_a_commit_with_a_hole_below_it() {
 fn a_stable_that_follows_the_newest_applied_commit_exposes_a_hole() {
     out_of_order_commit(true);
 }
+
+/// `CommitRecord::encoded_len` is the size bincode gives the record, for
+/// puts, tombstones and empty keys and values alike.
+#[test]
+fn a_records_encoded_len_is_its_bincode_size() {
+    use super::{CommitRecord, Origin, Write};
+    let mut writes = Vec::new();
+    for i in 0..40usize {
+        let rec = CommitRecord {
+            commit_ts: Timestamp::new(7 + i as u64),
+            durable_ts: Timestamp::new(7 + i as u64),
+            origin: Origin {
+                node: 2,
+                seq: i as u64,
+            },
+            writes: writes.clone(),
+        };
+        assert_eq!(
+            rec.encoded_len(),
+            bincode::serialize(&rec).unwrap().len(),
+            "{} writes",
+            writes.len()
+        );
+        writes.push(Write {
+            key: vec![b'k'; i % 7],
+            value: (i % 3 != 0).then(|| vec![b'v'; i * 13 % 200]),
+        });
+    }
+}
+
+/// A transaction whose record could never fit one log entry is refused at
+/// submit with its size and the bound, and nothing of it commits, on the
+/// leader or anywhere; the cluster goes on taking writes.
+#[test]
+fn a_commit_above_the_entry_bound_is_refused_and_leaves_nothing() {
+    let c = LocalCluster::start(
+        3,
+        ReplicaConfig {
+            max_batch_bytes: 1024,
+            ..config()
+        },
+    )
+    .unwrap();
+    let l = leader(&c);
+    let big = vec![7u8; 2000];
+    match l.write(|t| {
+        t.put(b"small", b"1")?;
+        t.put(b"big", &big)
+    }) {
+        Err(super::ReplicaError::CommitTooLarge { size, bound }) => {
+            assert_eq!(bound, 1024);
+            assert!(size > 2000, "{size}");
+        }
+        other => panic!("want CommitTooLarge, got {other:?}"),
+    }
+    let (_, ts) = l.write(|t| t.put(b"after", b"1")).expect("the next write");
+    for id in c.ids() {
+        c.wait_watermark(id, ts, LONG).unwrap();
+        let node = c.node(id).unwrap();
+        let reader = node.reader();
+        let mut sess = reader.engine().session().unwrap();
+        let mut txn = reader.begin(&mut sess, ts, LONG).unwrap();
+        assert_eq!(txn.get(b"after").unwrap(), Some(b"1".to_vec()));
+        assert_eq!(txn.get(b"small").unwrap(), None, "node {id}");
+        assert_eq!(txn.get(b"big").unwrap(), None, "node {id}");
+    }
+    let reader = l.reader();
+    let mut s = reader.engine().session().unwrap();
+    let mut txn = s.begin(&TxnOptions::default()).unwrap();
+    assert_eq!(
+        txn.get(b"small").unwrap(),
+        None,
+        "the leader kept none of it"
+    );
+}
+
+/// Queued commits are split across entries so that none carries more than
+/// `max_batch_bytes` of them, and every one is acknowledged.
+#[test]
+fn batches_stay_under_the_byte_bound() {
+    const BOUND: usize = 4096;
+    let c = LocalCluster::start(
+        3,
+        ReplicaConfig {
+            max_batch_bytes: BOUND,
+            ..config()
+        },
+    )
+    .unwrap();
+    let l = leader(&c);
+    let value = vec![1u8; 900];
+    let pending: Vec<_> = (0..120u32)
+        .map(|i| {
+            l.submit(|t| t.put(&i.to_be_bytes(), &value))
+                .expect("submitted")
+        })
+        .collect();
+    let mut last = Timestamp::NONE;
+    for p in pending {
+        let ((), ts) = p.wait().expect("acknowledged");
+        last = last.max(ts);
+    }
+    let s = l.stats();
+    assert!(
+        s.largest_batch_bytes as usize <= BOUND,
+        "an entry carried {} bytes of commits, above {BOUND}",
+        s.largest_batch_bytes
+    );
+    assert!(s.largest_batch_bytes > 0);
+    // 120 commits of about 950 bytes cannot go in fewer than 30 entries.
+    assert!(s.batches_proposed >= 30, "{s:?}");
+    for id in c.ids() {
+        c.wait_watermark(id, last, LONG).unwrap();
+    }
+}
+
+/// A TCP node whose entries could outgrow the transport's frames is
+/// refused at start, naming both settings and the bound.
+#[test]
+fn a_tcp_node_refuses_a_batch_bound_its_frames_cannot_carry() {
+    use super::{NodeConfig, ReplicaError, TcpConfig, TcpNode};
+    let dir = std::env::temp_dir().join(format!("se-batch-bound-{}", std::process::id()));
+    let cfg = NodeConfig {
+        id: 1,
+        addr: "127.0.0.1:0".parse().unwrap(),
+        peers: Default::default(),
+        data_dir: dir.clone(),
+        init: false,
+        replica: ReplicaConfig {
+            max_batch_bytes: 1 << 20,
+            ..config()
+        },
+        tcp: TcpConfig {
+            max_frame_bytes: 1 << 20,
+            ..TcpConfig::default()
+        },
+    };
+    match TcpNode::start(cfg) {
+        Err(ReplicaError::BadConfig { what }) => {
+            assert!(what.contains("max_batch_bytes 1048576"), "{what}");
+            assert!(what.contains("max_frame_bytes 1048576"), "{what}");
+            assert!(what.contains("want at most 1044480"), "{what}");
+        }
+        Err(e) => panic!("want BadConfig, got {e}"),
+        Ok(_) => panic!("want BadConfig, the node started"),
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
