@@ -92,6 +92,33 @@ pub(crate) struct Shared {
     history: Mutex<Vec<(Timestamp, Instant)>>,
 }
 
+/// Invariant R5 for one entry a log store is about to append: an own batch
+/// of this run (`proposer` is this node and run) is admitted only while the
+/// node is not fenced and every earlier batch of the run is in the log
+/// (`last` is the newest admitted; a batch seen before may come back from
+/// another leader). A batch whose predecessor never reached the log may
+/// hold commits that read that predecessor's writes, so it must never
+/// commit: refusing it (and fencing) stops this node's raft before the
+/// entry is in its log, where replication reads it. Other entries pass.
+pub(crate) fn admit_batch(
+    shared: &Shared,
+    last: &mut u64,
+    proposer: &super::Proposer,
+) -> std::result::Result<(), String> {
+    if proposer.node != shared.id || proposer.run != shared.run {
+        return Ok(());
+    }
+    let fenced = shared.is_fenced();
+    if fenced || proposer.batch > *last + 1 {
+        return Err(format!(
+            "own batch {} after batch {} (fenced: {fenced})",
+            proposer.batch, *last
+        ));
+    }
+    *last = (*last).max(proposer.batch);
+    Ok(())
+}
+
 impl Shared {
     pub(crate) fn engine(&self) -> Arc<Engine> {
         self.engine.read().clone()
@@ -273,7 +300,7 @@ pub struct ReplicaStats {
 
 /// One node: an engine kept equal to the replicated log, and its raft.
 pub struct Replica {
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     raft: Raft<TypeConfig>,
     rt: tokio::runtime::Handle,
     log: LogStore,

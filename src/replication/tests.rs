@@ -260,3 +260,41 @@ fn a_tcp_node_refuses_a_batch_bound_its_frames_cannot_carry() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// R5: a log store admits an own batch of this run only after every earlier
+/// one and while the node is not fenced; a batch seen before, another
+/// node's and an earlier run's pass.
+#[test]
+fn an_own_batch_is_admitted_only_after_its_predecessors() {
+    use super::node::admit_batch;
+    use super::Proposer;
+    let c = LocalCluster::start(3, config()).unwrap();
+    let sh = &leader(&c).shared;
+    let own = |batch| Proposer {
+        node: sh.id,
+        run: sh.run,
+        batch,
+    };
+    let mut last = 0;
+    for b in [1, 2, 2, 1, 3] {
+        admit_batch(sh, &mut last, &own(b)).unwrap_or_else(|e| panic!("batch {b}: {e}"));
+    }
+    assert_eq!(last, 3);
+    let e = admit_batch(sh, &mut last, &own(5)).unwrap_err();
+    assert!(e.contains("own batch 5 after batch 3"), "{e}");
+    assert_eq!(last, 3, "a refused batch is not recorded");
+    let other_node = Proposer {
+        node: sh.id + 10,
+        ..own(9)
+    };
+    let other_run = Proposer {
+        run: sh.run.wrapping_add(1),
+        ..own(9)
+    };
+    admit_batch(sh, &mut last, &other_node).expect("another node's batch");
+    admit_batch(sh, &mut last, &other_run).expect("an earlier run's batch");
+    assert_eq!(last, 3);
+    sh.fence();
+    let e = admit_batch(sh, &mut last, &own(4)).unwrap_err();
+    assert!(e.contains("fenced: true"), "{e}");
+}
