@@ -110,7 +110,7 @@ fn snapshot<P: Protocol>(c: &mut Criterion, asym: bool) {
                 let mut t = w.begin(&TxnOptions::default()).unwrap();
                 t.put((n % 1024).to_be_bytes(), b"value").unwrap();
                 t.commit(CommitOptions::at(ts)).unwrap();
-                if n % 1024 == 0 {
+                if n.is_multiple_of(1024) {
                     e.set_timestamps(TimestampUpdate {
                         oldest: Some(Timestamp::new(ts)),
                         stable: Some(Timestamp::new(ts)),

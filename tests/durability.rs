@@ -166,7 +166,7 @@ fn a_second_open_of_a_live_directory_is_refused() {
     assert!(matches!(open(&fs), Err(Error::DirectoryLocked { .. })));
     drop(e);
     open(&fs).unwrap();
-    // The OS's files: a flock lock, refused within one process too.
+    // The OS's files: an advisory file lock, refused within one process too.
     let dir = std::env::temp_dir().join(format!("snapshot-lock-{}", std::process::id()));
     let a = Engine::open(&dir, EngineConfig::default(), DurabilityOptions::default()).unwrap();
     let b = Engine::open(&dir, EngineConfig::default(), DurabilityOptions::default());

@@ -38,7 +38,7 @@ fn a_batch_reads_what_each_get_reads() {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         let i = (x >> 33) % 600; // some never written
-        keys.push(key(i, i % 3 == 0));
+        keys.push(key(i, i.is_multiple_of(3)));
     }
     keys.push(vec![]);
     keys.push(max.clone());

@@ -73,7 +73,7 @@ fn readers_of_a_user_owned_map_always_see_the_same_total() {
                     let to = (from + 1 + next(&mut x) % (ACCOUNTS - 1)) % ACCOUNTS;
                     let amount = (next(&mut x) % 50) as i64;
                     let mut t = Tx::new(s.begin(&TxnOptions::default()).unwrap());
-                    let abandon = w == 0 && next(&mut x) % 4 == 0;
+                    let abandon = w == 0 && next(&mut x).is_multiple_of(4);
                     let mut abandoned = false;
                     let r = (|| -> snapshot_engine::Result<()> {
                         let f = num(&map.get(&mut t, &key(from))?.unwrap());

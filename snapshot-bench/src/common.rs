@@ -107,7 +107,7 @@ pub fn new_hist() -> Histogram<u64> {
 }
 
 /// Latency percentiles in nanoseconds.
-#[derive(Serialize, Clone, Copy, Debug, Default)]
+#[derive(Serialize, serde::Deserialize, Clone, Copy, Debug, Default)]
 pub struct Pct {
     pub p50: u64,
     pub p95: u64,

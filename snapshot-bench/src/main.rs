@@ -136,6 +136,13 @@ fn main() {
         default_hook(info);
         std::process::exit(101);
     }));
+    #[cfg(feature = "replication")]
+    {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        if args.first().map(String::as_str) == Some(replicated::NODE_ARG) {
+            std::process::exit(replicated::node_main(&args[1..]));
+        }
+    }
     let plan = match cli::plan(cli::parse()) {
         Ok(p) => p,
         Err(r) => cli::refuse(&r),

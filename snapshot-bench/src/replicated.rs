@@ -12,6 +12,15 @@
 //!   (`snapshot_engine::replication`). Leader threads run the mix (NewOrder
 //!   through the log, OrderStatus at the leader's watermark); follower
 //!   threads run OrderStatus at their own replicated watermark.
+//! * `leader + 2 followers, TCP`: the same three nodes in this process,
+//!   joined over 127.0.0.1 by the TCP transport.
+//! * `leader + 2 followers, processes`: each node a child process (this
+//!   binary re-run with [`NODE_ARG`]) running its own workers, joined over
+//!   127.0.0.1 by the TCP transport. The driver steers the children over
+//!   their standard input and output ([`node_main`]) and computes staleness
+//!   from the leader's acknowledgments and the followers' watermark
+//!   histories, both on `CLOCK_MONOTONIC`, which every process on the
+//!   machine shares.
 //!
 //! In the one-node modes a watermark thread sets stable to the newest
 //! commit timestamp handed out one 1 ms tick earlier; in the cluster the
@@ -21,15 +30,19 @@
 //! (nanoseconds on CPU), summed over threads named `n<id>-...` (workers
 //! `n<id>-w<k>`, the node's raft runtime `n<id>-raft`).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hint::black_box;
+use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use snapshot_engine::replication::{
     LocalCluster, NodeConfig, PendingWrite, Replica, ReplicaConfig, ReplicaError, TcpConfig,
     TcpNode, WriteTxn,
@@ -62,29 +75,36 @@ pub enum Mode {
     Cluster,
     #[serde(rename = "leader + 2 followers, TCP")]
     ClusterTcp,
+    #[serde(rename = "leader + 2 followers, processes")]
+    ClusterProcesses,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 4] = [
+    pub const ALL: [Mode; 5] = [
         Mode::OneNormal,
         Mode::OneFast,
         Mode::Cluster,
         Mode::ClusterTcp,
+        Mode::ClusterProcesses,
     ];
+    /// The modes with a leader and followers.
+    const CLUSTERS: [Mode; 3] = [Mode::Cluster, Mode::ClusterTcp, Mode::ClusterProcesses];
     pub fn name(self) -> &'static str {
         match self {
             Mode::OneNormal => "1 node, normal",
             Mode::OneFast => "1 node, fast",
             Mode::Cluster => "leader + 2 followers",
             Mode::ClusterTcp => "leader + 2 followers, TCP",
+            Mode::ClusterProcesses => "leader + 2 followers, processes",
         }
     }
 }
 
 /// One node's share of a run.
-#[derive(Serialize, Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct NodeOut {
-    pub role: &'static str,
+    /// `leader` or `follower` (owned when read back from a node process).
+    pub role: Cow<'static, str>,
     pub id: u64,
     pub ops_per_s: f64,
     pub new_order_per_s: f64,
@@ -423,7 +443,7 @@ fn node_out(role: &'static str, id: u64, outs: &[ThreadOut], secs: f64, cpu_ns: 
     let ops = (no + os) as f64;
     let cpu_s = cpu_ns as f64 / 1e9;
     NodeOut {
-        role,
+        role: Cow::Borrowed(role),
         id,
         ops_per_s: ops / secs,
         new_order_per_s: no as f64 / secs,
@@ -670,30 +690,12 @@ impl Nodes {
                 LocalCluster::start(3, cfg).expect("a 3-node cluster"),
             ));
         }
-        let addrs: BTreeMap<u64, SocketAddr> = (1..=3u64)
-            .map(|id| {
-                let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-                (id, l.local_addr().expect("its address"))
-            })
-            .collect();
+        let addrs = free_addrs();
         let dir = std::env::temp_dir().join(format!("snapshot-bench-{}", std::process::id()));
         let nodes = addrs
-            .iter()
-            .map(|(&id, &addr)| {
-                TcpNode::start(NodeConfig {
-                    id,
-                    addr,
-                    peers: addrs
-                        .iter()
-                        .filter(|(&p, _)| p != id)
-                        .map(|(&p, &a)| (p, a))
-                        .collect(),
-                    data_dir: dir.join(format!("n{id}")),
-                    init: id == 1,
-                    replica: cfg.clone(),
-                    tcp: TcpConfig::default(),
-                })
-                .expect("a TCP node")
+            .keys()
+            .map(|&id| {
+                TcpNode::start(tcp_node_config(id, &addrs, &dir, cfg.clone())).expect("a TCP node")
             })
             .collect();
         Nodes::Tcp(nodes)
@@ -725,18 +727,53 @@ impl Nodes {
     }
 }
 
-fn run_cluster(p: &Params, round: usize, pb: &ProgressBar, tcp: bool) -> RoundOut {
-    let cfg = ReplicaConfig {
+/// Node `id` of a TCP cluster at `addrs`, its files under `dir`.
+fn tcp_node_config(
+    id: u64,
+    addrs: &BTreeMap<u64, SocketAddr>,
+    dir: &Path,
+    replica: ReplicaConfig,
+) -> NodeConfig {
+    NodeConfig {
+        id,
+        addr: addrs[&id],
+        peers: addrs
+            .iter()
+            .filter(|(&p, _)| p != id)
+            .map(|(&p, &a)| (p, a))
+            .collect(),
+        data_dir: dir.join(format!("n{id}")),
+        init: id == 1,
+        replica,
+        tcp: TcpConfig::default(),
+    }
+}
+
+/// Three free ports on 127.0.0.1, by node id 1 to 3.
+fn free_addrs() -> BTreeMap<u64, SocketAddr> {
+    (1..=3u64)
+        .map(|id| {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+            (id, l.local_addr().expect("its address"))
+        })
+        .collect()
+}
+
+/// Every cluster mode's node configuration.
+fn cluster_config(threads: usize) -> ReplicaConfig {
+    ReplicaConfig {
         record_watermarks: true,
         engine: EngineConfig {
-            max_sessions: p.threads + 16,
+            max_sessions: threads + 16,
             ..EngineConfig::default()
         },
         ..ReplicaConfig::default()
-    };
-    let c = Nodes::start(cfg, tcp);
-    let lid = c.wait_for_leader();
-    let l = c.node(lid);
+    }
+}
+
+/// Loads the initial rows through the leader's log; the last commit's
+/// timestamp.
+fn load_through(l: &Replica) -> Timestamp {
     let mut last = Timestamp::NONE;
     for batch in initial_rows() {
         let (_, ts) = l
@@ -749,6 +786,14 @@ fn run_cluster(p: &Params, round: usize, pb: &ProgressBar, tcp: bool) -> RoundOu
             .expect("load through the log");
         last = ts;
     }
+    last
+}
+
+fn run_cluster(p: &Params, round: usize, pb: &ProgressBar, tcp: bool) -> RoundOut {
+    let c = Nodes::start(cluster_config(p.threads), tcp);
+    let lid = c.wait_for_leader();
+    let l = c.node(lid);
+    let last = load_through(l);
     let fids: Vec<u64> = c
         .replicas()
         .iter()
@@ -840,6 +885,360 @@ pub fn run(mode: Mode, p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
         Mode::OneFast => run_one(p, true, round, pb),
         Mode::Cluster => run_cluster(p, round, pb, false),
         Mode::ClusterTcp => run_cluster(p, round, pb, true),
+        Mode::ClusterProcesses => run_processes(p, round, pb),
+    }
+}
+
+// ---- nodes as processes -----------------------------------------------------
+
+/// The first argument that makes this binary one node of the `processes`
+/// mode: `snapshot-bench __replicated-node ID THREADS ADDR,ADDR,ADDR DIR`
+/// (node ids 1 to 3 in address order; node 1 initializes the cluster). Only
+/// the driver passes it.
+pub const NODE_ARG: &str = "__replicated-node";
+
+/// Nanoseconds on `CLOCK_MONOTONIC`, the clock `Instant` reads on Linux and
+/// every process on the machine shares.
+fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through the valid pointer
+    // it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// Maps this process's `Instant`s to [`monotonic_ns`].
+#[derive(Clone, Copy)]
+struct Clock {
+    at: Instant,
+    ns: u64,
+}
+
+impl Clock {
+    fn now() -> Clock {
+        Clock {
+            at: Instant::now(),
+            ns: monotonic_ns(),
+        }
+    }
+    fn ns(self, t: Instant) -> u64 {
+        match t.checked_duration_since(self.at) {
+            Some(d) => self.ns + d.as_nanos() as u64,
+            None => self.ns - self.at.duration_since(t).as_nanos() as u64,
+        }
+    }
+    fn instant(self, ns: u64) -> Instant {
+        if ns >= self.ns {
+            self.at + Duration::from_nanos(ns - self.ns)
+        } else {
+            self.at - Duration::from_nanos(self.ns - ns)
+        }
+    }
+}
+
+/// What a node process reports after `run`.
+#[derive(Serialize, Deserialize)]
+struct NodeReport {
+    node: NodeOut,
+    /// Leader: (commit timestamp, acknowledged at, monotonic ns).
+    commits: Vec<(u64, u64)>,
+    /// Follower: (watermark, applied at, monotonic ns).
+    history: Vec<(u64, u64)>,
+}
+
+/// The child side of the `processes` mode: starts node `ID` and answers one
+/// line per command on standard input (`status`: `status LEADER WATERMARK`;
+/// `load`: `loaded TS`; `run WARMUP SECONDS`: `result JSON`), until its
+/// standard input closes. Exit code 2 on bad arguments or a bad command.
+pub fn node_main(args: &[String]) -> i32 {
+    let usage = || {
+        eprintln!("snapshot-bench {NODE_ARG}: want ID THREADS ADDR,ADDR,ADDR DIR (internal; the replicated workload's processes mode passes them)");
+        2
+    };
+    let [id, threads, addrs, dir] = args else {
+        return usage();
+    };
+    let (Ok(id), Ok(threads)) = (id.parse::<u64>(), threads.parse::<usize>()) else {
+        return usage();
+    };
+    let Ok(addrs) = addrs
+        .split(',')
+        .map(str::parse::<SocketAddr>)
+        .collect::<Result<Vec<_>, _>>()
+    else {
+        return usage();
+    };
+    if addrs.len() != 3 || !(1..=3).contains(&id) || !(1..=64).contains(&threads) {
+        return usage();
+    }
+    let addrs: BTreeMap<u64, SocketAddr> = (1..).zip(addrs).collect();
+    let cfg = tcp_node_config(id, &addrs, Path::new(dir), cluster_config(threads));
+    let node = match TcpNode::start(cfg) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("snapshot-bench {NODE_ARG}: node {id}: {e}");
+            return 1;
+        }
+    };
+    let r = node.replica();
+    let clock = Clock::now();
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "ready");
+    let _ = out.flush();
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let reply = match words.as_slice() {
+            ["status"] => format!(
+                "status {} {}",
+                u8::from(r.is_leader_ready()),
+                r.watermark().unwrap_or(Timestamp::NONE).get()
+            ),
+            ["load"] => format!("loaded {}", load_through(r).get()),
+            ["run", warmup, seconds] => {
+                let (Ok(warmup), Ok(seconds)) = (warmup.parse(), seconds.parse()) else {
+                    eprintln!("snapshot-bench {NODE_ARG}: bad command {line:?}");
+                    return 2;
+                };
+                let p = Params {
+                    threads,
+                    warmup,
+                    seconds,
+                };
+                let report = node_run(r, &p, clock);
+                format!("result {}", serde_json::to_string(&report).expect("json"))
+            }
+            _ => {
+                eprintln!("snapshot-bench {NODE_ARG}: bad command {line:?}");
+                return 2;
+            }
+        };
+        if writeln!(out, "{reply}").and_then(|()| out.flush()).is_err() {
+            break;
+        }
+    }
+    drop(node);
+    0
+}
+
+/// One measured run of this node process's workers: the mix on the leader,
+/// OrderStatus on a follower.
+fn node_run(r: &Replica, p: &Params, clock: Clock) -> NodeReport {
+    let id = r.id();
+    let role = if r.is_leader_ready() {
+        "leader"
+    } else {
+        "follower"
+    };
+    let phase = Phase(AtomicU8::new(WARMUP));
+    let mut stats0 = None;
+    let (outs, secs, cpu) = std::thread::scope(|sc| {
+        let phase = &phase;
+        let hs = spawn_workers(sc, id, p.threads, move |k| {
+            replica_worker(r, phase, role, 0x8000 + id * 100 + k as u64)
+        });
+        let (secs, cpu) = phases(phase, p, &ProgressBar::hidden(), || {
+            stats0 = Some(r.stats());
+        });
+        let outs: Vec<ThreadOut> = hs.into_iter().map(|h| h.join().expect("worker")).collect();
+        (outs, secs, cpu)
+    });
+    let mut node = node_out(role, id, &outs, secs, cpu.get(&id).copied().unwrap_or(0));
+    let (s0, s1) = (stats0.expect("phases ran the hook"), r.stats());
+    let mut history = Vec::new();
+    if role == "leader" {
+        let entries = s1.batches_proposed - s0.batches_proposed;
+        node.commits_per_entry = (entries > 0)
+            .then(|| (s1.commits_proposed - s0.commits_proposed) as f64 / entries as f64);
+    } else {
+        node.apply_commits_per_s = Some((s1.applied_commits - s0.applied_commits) as f64 / secs);
+        node.apply_writes_per_s = Some((s1.applied_writes - s0.applied_writes) as f64 / secs);
+        history = r
+            .watermark_history()
+            .into_iter()
+            .map(|(ts, at)| (ts.get(), clock.ns(at)))
+            .collect();
+    }
+    let commits = outs
+        .iter()
+        .flat_map(|o| o.commits.iter().map(|&(ts, at)| (ts.get(), clock.ns(at))))
+        .collect();
+    NodeReport {
+        node,
+        commits,
+        history,
+    }
+}
+
+/// One node process, driven over its standard input and output.
+struct NodeProcess {
+    child: Child,
+    to: Option<ChildStdin>,
+    from: BufReader<ChildStdout>,
+}
+
+impl NodeProcess {
+    fn spawn(id: u64, threads: usize, addrs: &BTreeMap<u64, SocketAddr>, dir: &Path) -> Self {
+        let list: Vec<String> = addrs.values().map(SocketAddr::to_string).collect();
+        let mut child = Command::new(std::env::current_exe().expect("this binary's path"))
+            .arg(NODE_ARG)
+            .arg(id.to_string())
+            .arg(threads.to_string())
+            .arg(list.join(","))
+            .arg(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start a node process");
+        let to = child.stdin.take();
+        let from = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let mut n = NodeProcess { child, to, from };
+        let first = n.line();
+        assert_eq!(first, "ready", "node process {id} said {first:?}");
+        n
+    }
+
+    fn send(&mut self, cmd: &str) {
+        let to = self.to.as_mut().expect("stdin open until drop");
+        writeln!(to, "{cmd}")
+            .and_then(|()| to.flush())
+            .expect("a node process took a command");
+    }
+
+    fn line(&mut self) -> String {
+        let mut s = String::new();
+        let n = self
+            .from
+            .read_line(&mut s)
+            .expect("a node process's output");
+        assert!(n > 0, "a node process ended early (see its stderr above)");
+        s.trim_end().to_string()
+    }
+
+    fn ask(&mut self, cmd: &str) -> String {
+        self.send(cmd);
+        self.line()
+    }
+
+    /// (leader ready, watermark).
+    fn status(&mut self) -> (bool, u64) {
+        let l = self.ask("status");
+        let w: Vec<&str> = l.split_whitespace().collect();
+        match w.as_slice() {
+            ["status", lead, wm] => (*lead == "1", wm.parse().expect("a watermark")),
+            _ => panic!("node process status: {l:?}"),
+        }
+    }
+}
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        // A closed standard input ends the node; one that does not end in
+        // 10 s is killed.
+        drop(self.to.take());
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Removes a directory tree when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run_processes(p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
+    let dir = TempDir(std::env::temp_dir().join(format!(
+        "snapshot-bench-{}-procs-{round}",
+        std::process::id()
+    )));
+    let addrs = free_addrs();
+    let mut nodes: Vec<NodeProcess> = addrs
+        .keys()
+        .map(|&id| NodeProcess::spawn(id, p.threads, &addrs, &dir.0))
+        .collect();
+    let t = Instant::now();
+    let lead = loop {
+        if let Some(i) = (0..nodes.len()).find(|&i| nodes[i].status().0) {
+            break i;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "no leader in 20 s");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let loaded = nodes[lead].ask("load");
+    let last: u64 = loaded
+        .strip_prefix("loaded ")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("node process load: {loaded:?}"));
+    let t = Instant::now();
+    for n in &mut nodes {
+        while n.status().1 < last {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "every node applied the load"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let cmd = format!("run {} {}", p.warmup, p.seconds);
+    for n in &mut nodes {
+        n.send(&cmd);
+    }
+    let reports: Vec<NodeReport> = nodes
+        .iter_mut()
+        .map(|n| {
+            let l = n.line();
+            let json = l
+                .strip_prefix("result ")
+                .unwrap_or_else(|| panic!("node process run: {l:?}"));
+            serde_json::from_str(json).expect("a node process's report")
+        })
+        .collect();
+    pb.inc(((p.warmup + p.seconds) * 1000.0) as u64);
+    drop(nodes);
+    let secs = p.seconds;
+    let clock = Clock::now();
+    let at = |ns: u64| clock.instant(ns);
+    let mut commits: Vec<(Timestamp, Instant)> = reports[lead]
+        .commits
+        .iter()
+        .map(|&(ts, ns)| (Timestamp::new(ts), at(ns)))
+        .collect();
+    commits.sort();
+    let mut out = vec![reports[lead].node.clone()];
+    for (i, r) in reports.iter().enumerate() {
+        if i == lead {
+            continue;
+        }
+        let history: Vec<(Timestamp, Instant)> = r
+            .history
+            .iter()
+            .map(|&(ts, ns)| (Timestamp::new(ts), at(ns)))
+            .collect();
+        let mut n = r.node.clone();
+        n.staleness_ns = Some(staleness(&commits, &history));
+        out.push(n);
+    }
+    RoundOut {
+        round,
+        mode: Mode::ClusterProcesses,
+        seconds: secs,
+        total_ops_per_s: out.iter().map(|n| n.ops_per_s).sum(),
+        nodes: out,
     }
 }
 
@@ -909,10 +1308,10 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
         plural(rounds as u64, "round")
     );
     println!(
-        "NOTE: the three nodes (workers and raft runtimes) share this machine's cores with each other and with other users, so per-node throughput here cannot add up the way it does on three machines; ops per CPU-second is the number to judge scaling by. Cluster modes: the leader's NewOrders are pipelined (up to {PIPELINE} in flight per worker) and counted when acknowledged (replicated to a majority); TCP: three nodes in this process, joined over 127.0.0.1 by the TCP transport."
+        "NOTE: the three nodes (workers and raft runtimes) share this machine's cores with each other and with other users, so per-node throughput here cannot add up the way it does on three machines; ops per CPU-second is the number to judge scaling by. Cluster modes: the leader's NewOrders are pipelined (up to {PIPELINE} in flight per worker) and counted when acknowledged (replicated to a majority); TCP: three nodes in this process, joined over 127.0.0.1 by the TCP transport; processes: each node a child process of its own (its workers and its raft runtime), joined the same way."
     );
     println!(
-        "{:<26} {:<10} {:>28} {:>11} {:>13} {:>7} {:>13} {:>12} {:>11} {:>11} {:>10} {:>8}",
+        "{:<32} {:<10} {:>28} {:>11} {:>13} {:>7} {:>13} {:>12} {:>11} {:>11} {:>10} {:>8}",
         "mode",
         "node",
         "ops/s med (min-max)",
@@ -932,12 +1331,12 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
         for i in 0..slots {
             let ns: Vec<&NodeOut> = runs.iter().map(|r| &r.nodes[i]).collect();
             let col = |f: fn(&NodeOut) -> f64| ns.iter().map(|n| f(n)).collect::<Vec<f64>>();
-            let label = match (ns[0].role, i) {
+            let label = match (ns[0].role.as_ref(), i) {
                 ("follower", i) => format!("follower {i}"),
                 (r, _) => r.to_string(),
             };
             println!(
-                "{:<26} {:<10} {:>28} {:>11} {:>13} {:>7.2} {:>13} {:>12} {:>11} {:>11} {:>10} {:>8}",
+                "{:<32} {:<10} {:>28} {:>11} {:>13} {:>7.2} {:>13} {:>12} {:>11} {:>11} {:>10} {:>8}",
                 if i == 0 { m.name() } else { "" },
                 label,
                 med_range(&col(|n| n.ops_per_s)),
@@ -962,7 +1361,7 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
         }
         if slots > 1 {
             let tot: Vec<f64> = runs.iter().map(|r| r.total_ops_per_s).collect();
-            println!("{:<26} {:<10} {:>28}", "", "total", med_range(&tot));
+            println!("{:<32} {:<10} {:>28}", "", "total", med_range(&tot));
         }
     }
     println!("followers: staleness (ms) = leader's NewOrder acknowledged -> the follower's watermark covers it; apply = commit entries (and their writes) installed per second");
@@ -980,7 +1379,7 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
             .collect::<Vec<_>>(),
     );
     let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
-    for m in [Mode::Cluster, Mode::ClusterTcp] {
+    for m in Mode::CLUSTERS {
         let cluster: Vec<&RoundOut> = res.iter().filter(|r| r.mode == m).collect();
         let Some(first) = cluster.first() else {
             continue;
@@ -1061,6 +1460,10 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
         (
             Mode::ClusterTcp,
             "leader + 2 followers over TCP (total) vs 1 node normal path",
+        ),
+        (
+            Mode::ClusterProcesses,
+            "leader + 2 followers as processes (total) vs 1 node normal path",
         ),
     ] {
         let c = crate::report::compare_values(

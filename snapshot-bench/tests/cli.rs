@@ -404,6 +404,79 @@ fn replicated_is_refused_without_its_feature_and_bounds_threads() {
     }
 }
 
+/// `replicated` runs every mode, the node-process one too: its three
+/// children report one leader and two followers with their staleness, and
+/// the table has its rows and verdicts.
+#[cfg(feature = "replication")]
+#[test]
+fn replicated_runs_its_nodes_as_processes_too() {
+    let table = [
+        "replicated",
+        "--rounds",
+        "1",
+        "--seconds",
+        "0.2",
+        "--warmup",
+        "0",
+        "--threads",
+        "1",
+    ];
+    let o = run(&[&table[..], &["--json"]].concat());
+    assert_eq!(o.code, Some(0), "stderr: {}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).expect("one JSON object");
+    let rounds = v["rounds"].as_array().expect("rounds");
+    assert_eq!(rounds.len(), 5, "{rounds:?}");
+    let procs = rounds
+        .iter()
+        .find(|r| r["mode"] == "leader + 2 followers, processes")
+        .expect("the processes mode ran");
+    let nodes = procs["nodes"].as_array().expect("nodes");
+    let roles: Vec<&str> = nodes.iter().map(|n| n["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["leader", "follower", "follower"]);
+    for f in &nodes[1..] {
+        assert!(f["staleness_ns"].is_object(), "{f}");
+        assert_eq!(f["new_order_per_s"], 0.0, "{f}");
+    }
+    let o = run(&table);
+    assert_eq!(o.code, Some(0), "stderr: {}", o.stderr);
+    assert!(
+        o.stdout
+            .contains("verdict leader + 2 followers, processes: leader NewOrder/s"),
+        "{}",
+        o.stdout
+    );
+}
+
+/// The node-process mode's internal entry point refuses bad arguments with
+/// one line and exit code 2.
+#[cfg(feature = "replication")]
+#[test]
+fn a_node_process_refuses_bad_arguments() {
+    for bad in [
+        &["__replicated-node"][..],
+        &[
+            "__replicated-node",
+            "4",
+            "1",
+            "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
+            "/tmp/x",
+        ],
+        &[
+            "__replicated-node",
+            "1",
+            "0",
+            "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
+            "/tmp/x",
+        ],
+        &["__replicated-node", "1", "1", "127.0.0.1:1", "/tmp/x"],
+    ] {
+        let o = run(bad);
+        assert_eq!(o.code, Some(2), "{bad:?}: {}", o.stderr);
+        assert_eq!(o.stderr.lines().count(), 1, "{bad:?}: {}", o.stderr);
+        assert!(o.stdout.is_empty(), "{bad:?}");
+    }
+}
+
 /// Every bad `--sweep` is refused with one line naming the flag, the value
 /// as given and the allowed range, exit code 2.
 #[test]

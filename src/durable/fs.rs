@@ -78,9 +78,9 @@ pub trait Fs: Send + Sync + 'static {
     fn lock(&self, path: &Path) -> io::Result<Option<Box<dyn FsLock>>>;
 }
 
-/// The operating system's files (`std::fs`); directory locks are `flock`
-/// locks on Linux (released by the kernel when the process dies, however it
-/// dies) and exclusively created lock files elsewhere.
+/// The operating system's files (`std::fs`); directory locks are the
+/// platform's advisory file locks ([`std::fs::File::try_lock`]), released
+/// by the kernel when the process dies, however it dies.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StdFs;
 
@@ -95,18 +95,10 @@ impl FsFile for StdFile {
     }
 }
 
-#[cfg(target_os = "linux")]
+/// The directory lock: an open file holding an exclusive advisory lock
+/// (`flock` on Unix, `LockFileEx` on Windows), released by the OS when the
+/// file is closed, so a killed process leaves no stale lock behind.
 struct StdLock(#[allow(dead_code)] std::fs::File);
-
-#[cfg(not(target_os = "linux"))]
-struct StdLock(PathBuf);
-
-#[cfg(not(target_os = "linux"))]
-impl Drop for StdLock {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
 
 impl FsLock for StdLock {}
 
@@ -148,25 +140,16 @@ impl Fs for StdFs {
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         std::fs::File::open(dir)?.sync_all()
     }
-    #[cfg(target_os = "linux")]
     fn lock(&self, path: &Path) -> io::Result<Option<Box<dyn FsLock>>> {
         let f = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(false)
             .open(path)?;
-        Ok(super::raw::try_flock(&f)?.then(|| Box::new(StdLock(f)) as Box<dyn FsLock>))
-    }
-    #[cfg(not(target_os = "linux"))]
-    fn lock(&self, path: &Path) -> io::Result<Option<Box<dyn FsLock>>> {
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-        {
-            Ok(_) => Ok(Some(Box::new(StdLock(path.to_path_buf())))),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
-            Err(e) => Err(e),
+        match f.try_lock() {
+            Ok(()) => Ok(Some(Box::new(StdLock(f)))),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(e),
         }
     }
 }

@@ -18,7 +18,6 @@
 mod checkpoint;
 mod fs;
 mod log;
-mod raw;
 mod record;
 
 pub use fs::{FaultOp, Fs, FsFile, FsLock, MemFs, StdFs};

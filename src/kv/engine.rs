@@ -313,8 +313,11 @@ impl<'e, P: Protocol> Session<'e, P> {
     /// [`Error::WriteConflict`](crate::Error::WriteConflict) (or the
     /// [`Error::MustRollBack`](crate::Error::MustRollBack) that follows
     /// one), the transaction rolls back and `f` runs again in a new one, up
-    /// to [`Session::TRANSACTION_ATTEMPTS`] times in all. Any other error
-    /// rolls back and returns at once.
+    /// to [`Session::TRANSACTION_ATTEMPTS`] times in all. Between attempts
+    /// it backs off so that the writer it conflicted with can finish: it
+    /// yields the thread after the first conflicts, then sleeps, doubling
+    /// from 10 us up to 2 ms. Any other error rolls back and returns at
+    /// once.
     ///
     /// ```
     /// # use snapshot_engine::{Engine, EngineConfig, TxnOptions};
@@ -346,6 +349,7 @@ impl<'e, P: Protocol> Session<'e, P> {
                 Err(Error::WriteConflict { .. } | Error::MustRollBack)
                     if attempt < Self::TRANSACTION_ATTEMPTS =>
                 {
+                    conflict_backoff(attempt);
                     attempt += 1;
                 }
                 r => return r,
@@ -377,6 +381,23 @@ impl<'e, P: Protocol> Session<'e, P> {
     /// `versions_freed` are engine-wide and left at their defaults here.
     pub fn stats(&self) -> Stats {
         self.msess.stats()
+    }
+}
+
+/// The wait after the `attempt`-th conflicting attempt of
+/// [`Session::transaction`]. The transaction that holds the contended key
+/// may be descheduled (more runnable threads than cores), and retrying at
+/// once only spends the attempts before it runs again: yield for the first
+/// few, then sleep, doubling up to a cap.
+fn conflict_backoff(attempt: u32) {
+    const YIELDS: u32 = 3;
+    const FIRST_SLEEP_US: u64 = 10;
+    const MAX_SLEEP_US: u64 = 2_000;
+    if attempt <= YIELDS {
+        std::thread::yield_now();
+    } else {
+        let us = (FIRST_SLEEP_US << (attempt - YIELDS - 1).min(16)).min(MAX_SLEEP_US);
+        std::thread::sleep(std::time::Duration::from_micros(us));
     }
 }
 

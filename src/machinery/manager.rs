@@ -20,8 +20,8 @@ use std::marker::PhantomData;
 /// `Send + Sync`; share it by reference or `Arc`.
 ///
 /// `P` is the snapshot machinery: [`LockFree`] unless you are benchmarking
-/// against the read-write-lock baselines
-/// ([`RwLockBaseline`](super::RwLockBaseline)).
+/// against the read-write-lock baselines (`RwLockBaseline` and
+/// `RwLockBaselinePatched`, feature `baseline`).
 pub struct TxnManager<P: Protocol = LockFree> {
     pub(super) proto: P,
     /// One block per slot, plus one for the manager's own work.

@@ -138,28 +138,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     {
         let mut inner = self.inner.lock();
         for e in entries {
-            // An own batch of this run is appended only once every earlier
-            // one has been (a batch seen before may come back from another
-            // leader), and while the node is not fenced: a batch whose
-            // predecessor never reached the log (refused when leadership
-            // went) may hold commits that read that predecessor's writes,
-            // so it must never commit. Refusing it stops this node's raft
-            // before the entry is in its log, where replication reads it.
+            // R5: no own batch without its predecessors.
             if let EntryPayload::Normal(Command::Batch { proposer, .. }) = &e.payload {
-                if proposer.node == self.shared.id && proposer.run == self.shared.run {
-                    let mut last = self.shared.last_own_batch.lock();
-                    if self.shared.is_fenced() || proposer.batch > *last + 1 {
-                        let why = format!(
-                            "own batch {} after batch {} (fenced: {})",
-                            proposer.batch,
-                            *last,
-                            self.shared.is_fenced()
-                        );
-                        drop(last);
-                        self.shared.fence();
-                        return Err(StorageIOError::write_logs(AnyError::error(why)).into());
-                    }
-                    *last = (*last).max(proposer.batch);
+                let mut last = self.shared.last_own_batch.lock();
+                if let Err(why) = super::node::admit_batch(&self.shared, &mut last, proposer) {
+                    drop(last);
+                    self.shared.fence();
+                    return Err(StorageIOError::write_logs(AnyError::error(why)).into());
                 }
             }
             // Every timestamp this log has seen: a node that becomes leader

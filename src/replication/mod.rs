@@ -58,6 +58,8 @@ mod network;
 mod node;
 mod state_machine;
 mod tcp;
+#[cfg(test)]
+mod tests;
 
 use std::fmt;
 use std::io::Cursor;
@@ -97,6 +99,14 @@ pub struct Write {
     /// The new value, or `None` for a tombstone.
     pub value: Option<Vec<u8>>,
 }
+
+/// The largest [`ReplicaConfig::max_batch_bytes`].
+pub const MAX_BATCH_BYTES: usize = 1 << 30;
+
+/// What a log entry adds to its commits' bytes in a transport frame (the
+/// entry's log id, the batch's proposer and watermark, the AppendEntries
+/// request around it), with room to spare.
+pub const BATCH_FRAME_SLACK: usize = 4096;
 
 /// Which leader transaction a commit entry came from: the proposing node and
 /// its own sequence number. The proposing node skips applying its own
@@ -138,6 +148,27 @@ pub struct CommitRecord {
     pub origin: Origin,
     /// The writes, in key order (one per key).
     pub writes: Vec<Write>,
+}
+
+impl CommitRecord {
+    /// The record's size in a log entry (bincode's fixed-width encoding:
+    /// two timestamps, the origin, then each write's key and optional value
+    /// with 8-byte lengths).
+    pub fn encoded_len(&self) -> usize {
+        Self::encoded_len_of(self.writes.iter().map(|w| (&w.key[..], w.value.as_deref())))
+    }
+
+    /// [`CommitRecord::encoded_len`] of a record holding `writes`.
+    pub(crate) fn encoded_len_of<'a>(
+        writes: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+    ) -> usize {
+        // commit_ts, durable_ts, origin (node, seq), the writes' length.
+        const FIXED: usize = 8 + 8 + 16 + 8;
+        FIXED
+            + writes
+                .map(|(k, v)| 8 + k.len() + 1 + v.map_or(0, |v| 8 + v.len()))
+                .sum::<usize>()
+    }
 }
 
 /// The application data of a log entry.
@@ -197,6 +228,13 @@ pub struct ReplicaConfig {
     pub record_watermarks: bool,
     /// The most commits the leader puts in one log entry.
     pub max_batch_commits: usize,
+    /// The most bytes of encoded commits ([`CommitRecord::encoded_len`]) the
+    /// leader puts in one log entry, 1,024 to [`MAX_BATCH_BYTES`]. A
+    /// transaction whose own record is larger is refused when submitted
+    /// ([`ReplicaError::CommitTooLarge`]), before it commits anywhere. Over
+    /// TCP it must leave [`BATCH_FRAME_SLACK`] bytes under the transport's
+    /// frame bound, so that every entry can be sent.
+    pub max_batch_bytes: usize,
     /// The most log entries of commits the leader has proposed and not yet
     /// seen committed; while that many are out, new commits queue up and
     /// go out together in the next entry (group commit).
@@ -205,11 +243,12 @@ pub struct ReplicaConfig {
     pub raft: openraft::Config,
     /// The engine settings of every node.
     pub engine: crate::EngineConfig,
-    /// Test-only mutant switch: a node that sets its stable timestamp to the
-    /// newest commit it applied (a watermark that jumps the holes below it).
-    /// Wrong on purpose, to show that the tests catch a watermark with holes.
-    #[doc(hidden)]
-    pub mutant_stable_follows_newest_commit: bool,
+    /// The unit tests' mutant switch: a node that sets its stable timestamp
+    /// to the newest commit it applied (a watermark that jumps the holes
+    /// below it). Wrong on purpose, to show that the hole test catches it;
+    /// compiled only in the crate's unit tests.
+    #[cfg(test)]
+    pub(crate) mutant_stable_follows_newest_commit: bool,
 }
 
 impl Default for ReplicaConfig {
@@ -218,6 +257,7 @@ impl Default for ReplicaConfig {
             tick: Duration::from_millis(1),
             oldest_lag: 1_000,
             max_batch_commits: 4_096,
+            max_batch_bytes: 16 << 20,
             max_batches_in_flight: 2,
             write_timeout: Duration::from_secs(5),
             record_watermarks: false,
@@ -237,6 +277,7 @@ impl Default for ReplicaConfig {
                 ..Default::default()
             },
             engine: crate::EngineConfig::default(),
+            #[cfg(test)]
             mutant_stable_follows_newest_commit: false,
         }
     }
@@ -294,6 +335,15 @@ pub enum ReplicaError {
         /// Which setting and what was wrong with it, with its bound.
         what: String,
     },
+    /// A transaction's log record would be `size` bytes, above the bound
+    /// on one log entry ([`ReplicaConfig::max_batch_bytes`]); it was rolled
+    /// back, nothing of it committed. Split it into smaller transactions.
+    CommitTooLarge {
+        /// The record's encoded size.
+        size: usize,
+        /// The bound.
+        bound: usize,
+    },
     /// Waited longer than the bound for a cluster event.
     Timeout {
         /// What was waited for.
@@ -335,6 +385,10 @@ impl fmt::Display for ReplicaError {
             ReplicaError::Raft { message } => write!(f, "openraft: {message}"),
             ReplicaError::BadSnapshot { what } => write!(f, "bad snapshot: {what}"),
             ReplicaError::BadConfig { what } => write!(f, "bad configuration: {what}"),
+            ReplicaError::CommitTooLarge { size, bound } => write!(
+                f,
+                "the transaction's log record is {size} bytes, above the bound of {bound} bytes per log entry (max_batch_bytes); it was rolled back"
+            ),
             ReplicaError::Timeout { what, waited } => {
                 write!(f, "timed out after {waited:?} waiting for {what}")
             }

@@ -53,6 +53,7 @@ pub(crate) struct Counters {
     pub(crate) snapshots_installed: AtomicU64,
     pub(crate) batches: AtomicU64,
     pub(crate) batched_commits: AtomicU64,
+    pub(crate) largest_batch_bytes: AtomicU64,
 }
 
 /// What the node's parts (write path, state machine, log store, readers)
@@ -89,6 +90,33 @@ pub(crate) struct Shared {
     wm_cv: Condvar,
     pub(crate) ctr: Counters,
     history: Mutex<Vec<(Timestamp, Instant)>>,
+}
+
+/// Invariant R5 for one entry a log store is about to append: an own batch
+/// of this run (`proposer` is this node and run) is admitted only while the
+/// node is not fenced and every earlier batch of the run is in the log
+/// (`last` is the newest admitted; a batch seen before may come back from
+/// another leader). A batch whose predecessor never reached the log may
+/// hold commits that read that predecessor's writes, so it must never
+/// commit: refusing it (and fencing) stops this node's raft before the
+/// entry is in its log, where replication reads it. Other entries pass.
+pub(crate) fn admit_batch(
+    shared: &Shared,
+    last: &mut u64,
+    proposer: &super::Proposer,
+) -> std::result::Result<(), String> {
+    if proposer.node != shared.id || proposer.run != shared.run {
+        return Ok(());
+    }
+    let fenced = shared.is_fenced();
+    if fenced || proposer.batch > *last + 1 {
+        return Err(format!(
+            "own batch {} after batch {} (fenced: {fenced})",
+            proposer.batch, *last
+        ));
+    }
+    *last = (*last).max(proposer.batch);
+    Ok(())
 }
 
 impl Shared {
@@ -261,6 +289,9 @@ pub struct ReplicaStats {
     pub batches_proposed: u64,
     /// Commits those entries carried.
     pub commits_proposed: u64,
+    /// The most bytes of commits ([`CommitRecord::encoded_len`]) one of
+    /// those entries carried; at most `ReplicaConfig::max_batch_bytes`.
+    pub largest_batch_bytes: u64,
     /// The current watermark (stable timestamp).
     pub watermark: Option<Timestamp>,
     /// Whether the node is fenced.
@@ -269,7 +300,7 @@ pub struct ReplicaStats {
 
 /// One node: an engine kept equal to the replicated log, and its raft.
 pub struct Replica {
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     raft: Raft<TypeConfig>,
     rt: tokio::runtime::Handle,
     log: LogStore,
@@ -299,6 +330,15 @@ impl Replica {
                 what: format!(
                     "max_batch_commits {} and max_batches_in_flight {} must be at least 1",
                     config.max_batch_commits, config.max_batches_in_flight
+                ),
+            });
+        }
+        if !(1024..=super::MAX_BATCH_BYTES).contains(&config.max_batch_bytes) {
+            return Err(ReplicaError::BadConfig {
+                what: format!(
+                    "max_batch_bytes {} is out of range: want 1024 to {}",
+                    config.max_batch_bytes,
+                    super::MAX_BATCH_BYTES
                 ),
             });
         }
@@ -393,6 +433,7 @@ impl Replica {
             snapshots_installed: c.snapshots_installed.load(Ordering::Relaxed),
             batches_proposed: c.batches.load(Ordering::Relaxed),
             commits_proposed: c.batched_commits.load(Ordering::Relaxed),
+            largest_batch_bytes: c.largest_batch_bytes.load(Ordering::Relaxed),
             watermark: self.watermark(),
             fenced: self.is_fenced(),
         }
@@ -488,6 +529,15 @@ impl Replica {
             txn: &mut txn,
             writes: &mut writes,
         })?;
+        let size = CommitRecord::encoded_len_of(writes.iter().map(|(k, v)| (&k[..], v.as_deref())));
+        if size > self.shared.config.max_batch_bytes {
+            // Dropping the open transaction rolls it back: nothing of it is
+            // committed, here or in any log.
+            return Err(ReplicaError::CommitTooLarge {
+                size,
+                bound: self.shared.config.max_batch_bytes,
+            });
+        }
         if writes.is_empty() {
             txn.commit(CommitOptions::default())?;
             return Ok(PendingWrite {
@@ -774,14 +824,24 @@ async fn batcher(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
         let Ok(permit) = slots.clone().acquire_owned().await else {
             break;
         };
-        let taken: Vec<Queued> = {
+        let (taken, bytes): (Vec<Queued>, usize) = {
             let mut q = shared.queue.lock();
-            let n = q.items.len().min(shared.config.max_batch_commits);
+            // At most `max_batch_commits` commits and `max_batch_bytes` of
+            // them; at least one, which `submit` bounded by the bytes.
+            let (mut n, mut bytes) = (0, 0);
+            for item in q.items.iter().take(shared.config.max_batch_commits) {
+                let len = item.rec.encoded_len();
+                if n > 0 && bytes + len > shared.config.max_batch_bytes {
+                    break;
+                }
+                n += 1;
+                bytes += len;
+            }
             let taken: Vec<Queued> = q.items.drain(..n).collect();
             if !q.items.is_empty() {
                 shared.queue_notify.notify_one();
             }
-            taken
+            (taken, bytes)
         };
         let engine = shared.engine();
         let mut own: Vec<u64> = taken.iter().map(|q| q.rec.commit_ts.get()).collect();
@@ -818,6 +878,10 @@ async fn batcher(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
             Ok(rx) => {
                 shared.ctr.batches.fetch_add(1, Ordering::Relaxed);
                 shared.ctr.batched_commits.fetch_add(n, Ordering::Relaxed);
+                shared
+                    .ctr
+                    .largest_batch_bytes
+                    .fetch_max(bytes as u64, Ordering::Relaxed);
                 if let Some(w) = watermark {
                     sent = w.get();
                 }

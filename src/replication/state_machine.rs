@@ -182,6 +182,7 @@ impl StateMachine {
                 rec,
                 self.shared.config.write_timeout * 2,
             )?;
+            #[cfg(test)]
             if self.shared.config.mutant_stable_follows_newest_commit
                 && advance(&self.shared, engine, rec.commit_ts)?
             {

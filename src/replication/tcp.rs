@@ -646,6 +646,14 @@ impl TcpNode {
     /// error); [`ReplicaError::Raft`] if openraft refuses to start.
     pub fn start(cfg: NodeConfig) -> Result<TcpNode, ReplicaError> {
         cfg.tcp.validate()?;
+        if cfg.replica.max_batch_bytes + super::BATCH_FRAME_SLACK > cfg.tcp.max_frame_bytes {
+            return Err(bad_config(format!(
+                "max_batch_bytes {} leaves no room for an entry's framing under max_frame_bytes {}: want at most {}",
+                cfg.replica.max_batch_bytes,
+                cfg.tcp.max_frame_bytes,
+                cfg.tcp.max_frame_bytes.saturating_sub(super::BATCH_FRAME_SLACK)
+            )));
+        }
         std::fs::create_dir_all(&cfg.data_dir)
             .map_err(|e| bad_config(format!("data_dir {}: {e}", cfg.data_dir.display())))?;
         let rt = tokio::runtime::Builder::new_multi_thread()

@@ -1,0 +1,300 @@
+//! The replication layer's unit tests: the ones that need a switch the
+//! public API does not have (the watermark-with-holes mutant).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::{LocalCluster, NodeId, Replica, ReplicaConfig, WriteOptions};
+use crate::{Timestamp, TxnOptions};
+
+const LONG: Duration = Duration::from_secs(10);
+
+fn config() -> ReplicaConfig {
+    ReplicaConfig {
+        // A write that times out fences its node; be generous on a loaded
+        // machine.
+        write_timeout: Duration::from_secs(10),
+        ..ReplicaConfig::default()
+    }
+}
+
+fn leader(c: &LocalCluster) -> &Replica {
+    let id = c.wait_for_leader(LONG).expect("a leader");
+    c.node(id).unwrap()
+}
+
+fn followers(c: &LocalCluster) -> Vec<NodeId> {
+    let l = c.wait_for_leader(LONG).unwrap();
+    c.ids().into_iter().filter(|&id| id != l).collect()
+}
+
+/// The leader commits out of timestamp order: transaction A takes its
+/// timestamp first and holds it (delayed before its log append) while B
+/// commits with a later timestamp. No follower may expose B without A.
+fn out_of_order_commit(mutant: bool) {
+    let cfg = ReplicaConfig {
+        mutant_stable_follows_newest_commit: mutant,
+        ..config()
+    };
+    let c = LocalCluster::start(3, cfg).unwrap();
+    let l = leader(&c);
+    let (_, seed) = l.write(|t| t.put(b"seed", b"1")).unwrap();
+    let fs = followers(&c);
+    for &f in &fs {
+        c.wait_watermark(f, seed, LONG).unwrap();
+    }
+    let a_done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let a = s.spawn(|| {
+            let opts = WriteOptions {
+                delay_before_append: Duration::from_millis(800),
+            };
+            let r = l.write_with(&opts, |t| t.put(b"a", b"1"));
+            a_done.store(true, Ordering::SeqCst);
+            r
+        });
+        std::thread::sleep(Duration::from_millis(80));
+        let (_, ts_b) = l
+            .write(|t| t.put(b"b", b"1"))
+            .expect("B commits while A waits");
+        // While A is still held, B is applied on the followers (an ordinary
+        // snapshot sees it) but no follower's watermark passes A's hole.
+        let mut hole_applied = vec![false; fs.len()];
+        let window = Instant::now();
+        while !a_done.load(Ordering::SeqCst) && window.elapsed() < LONG {
+            for (i, &f) in fs.iter().enumerate() {
+                let node = c.node(f).unwrap();
+                let reader = node.reader();
+                let mut sess = reader.engine().session().unwrap();
+                {
+                    let mut txn = reader.begin(&mut sess, Timestamp::NONE, LONG).unwrap();
+                    let b = txn.get(b"b").unwrap();
+                    let a = txn.get(b"a").unwrap();
+                    assert!(
+                        b.is_none() || a.is_some(),
+                        "node {f} exposes B (ts {ts_b:?}) without A at watermark {:?}: a hole",
+                        txn.read_timestamp()
+                    );
+                }
+                let mut txn = sess.begin(&TxnOptions::default()).unwrap();
+                hole_applied[i] |= txn.get(b"b").unwrap().is_some();
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let (_, ts_a) = a.join().unwrap().expect("A commits");
+        assert!(
+            ts_a < ts_b,
+            "A took its timestamp first: {ts_a:?} < {ts_b:?}"
+        );
+        assert!(
+            hole_applied.iter().all(|&x| x),
+            "B was applied on every follower while A was held: {hole_applied:?}"
+        );
+        for &f in &fs {
+            c.wait_watermark(f, ts_b, LONG).unwrap();
+            let node = c.node(f).unwrap();
+            let reader = node.reader();
+            let mut sess = reader.engine().session().unwrap();
+            let mut txn = reader.begin(&mut sess, ts_b, LONG).unwrap();
+            assert_eq!(txn.get(b"a").unwrap(), Some(b"1".to_vec()));
+            assert_eq!(txn.get(b"b").unwrap(), Some(b"1".to_vec()));
+        }
+    });
+}
+
+#[test]
+fn a_follower_never_exposes_a_commit_with_a_hole_below_it() {
+    out_of_order_commit(false);
+}
+
+#[test]
+#[should_panic(expected = "a hole")]
+fn a_stable_that_follows_the_newest_applied_commit_exposes_a_hole() {
+    out_of_order_commit(true);
+}
+
+/// `CommitRecord::encoded_len` is the size bincode gives the record, for
+/// puts, tombstones and empty keys and values alike.
+#[test]
+fn a_records_encoded_len_is_its_bincode_size() {
+    use super::{CommitRecord, Origin, Write};
+    let mut writes = Vec::new();
+    for i in 0..40usize {
+        let rec = CommitRecord {
+            commit_ts: Timestamp::new(7 + i as u64),
+            durable_ts: Timestamp::new(7 + i as u64),
+            origin: Origin {
+                node: 2,
+                seq: i as u64,
+            },
+            writes: writes.clone(),
+        };
+        assert_eq!(
+            rec.encoded_len(),
+            bincode::serialize(&rec).unwrap().len(),
+            "{} writes",
+            writes.len()
+        );
+        writes.push(Write {
+            key: vec![b'k'; i % 7],
+            value: (i % 3 != 0).then(|| vec![b'v'; i * 13 % 200]),
+        });
+    }
+}
+
+/// A transaction whose record could never fit one log entry is refused at
+/// submit with its size and the bound, and nothing of it commits, on the
+/// leader or anywhere; the cluster goes on taking writes.
+#[test]
+fn a_commit_above_the_entry_bound_is_refused_and_leaves_nothing() {
+    let c = LocalCluster::start(
+        3,
+        ReplicaConfig {
+            max_batch_bytes: 1024,
+            ..config()
+        },
+    )
+    .unwrap();
+    let l = leader(&c);
+    let big = vec![7u8; 2000];
+    match l.write(|t| {
+        t.put(b"small", b"1")?;
+        t.put(b"big", &big)
+    }) {
+        Err(super::ReplicaError::CommitTooLarge { size, bound }) => {
+            assert_eq!(bound, 1024);
+            assert!(size > 2000, "{size}");
+        }
+        other => panic!("want CommitTooLarge, got {other:?}"),
+    }
+    let (_, ts) = l.write(|t| t.put(b"after", b"1")).expect("the next write");
+    for id in c.ids() {
+        c.wait_watermark(id, ts, LONG).unwrap();
+        let node = c.node(id).unwrap();
+        let reader = node.reader();
+        let mut sess = reader.engine().session().unwrap();
+        let mut txn = reader.begin(&mut sess, ts, LONG).unwrap();
+        assert_eq!(txn.get(b"after").unwrap(), Some(b"1".to_vec()));
+        assert_eq!(txn.get(b"small").unwrap(), None, "node {id}");
+        assert_eq!(txn.get(b"big").unwrap(), None, "node {id}");
+    }
+    let reader = l.reader();
+    let mut s = reader.engine().session().unwrap();
+    let mut txn = s.begin(&TxnOptions::default()).unwrap();
+    assert_eq!(
+        txn.get(b"small").unwrap(),
+        None,
+        "the leader kept none of it"
+    );
+}
+
+/// Queued commits are split across entries so that none carries more than
+/// `max_batch_bytes` of them, and every one is acknowledged.
+#[test]
+fn batches_stay_under_the_byte_bound() {
+    const BOUND: usize = 4096;
+    let c = LocalCluster::start(
+        3,
+        ReplicaConfig {
+            max_batch_bytes: BOUND,
+            ..config()
+        },
+    )
+    .unwrap();
+    let l = leader(&c);
+    let value = vec![1u8; 900];
+    let pending: Vec<_> = (0..120u32)
+        .map(|i| {
+            l.submit(|t| t.put(&i.to_be_bytes(), &value))
+                .expect("submitted")
+        })
+        .collect();
+    let mut last = Timestamp::NONE;
+    for p in pending {
+        let ((), ts) = p.wait().expect("acknowledged");
+        last = last.max(ts);
+    }
+    let s = l.stats();
+    assert!(
+        s.largest_batch_bytes as usize <= BOUND,
+        "an entry carried {} bytes of commits, above {BOUND}",
+        s.largest_batch_bytes
+    );
+    assert!(s.largest_batch_bytes > 0);
+    // 120 commits of about 950 bytes cannot go in fewer than 30 entries.
+    assert!(s.batches_proposed >= 30, "{s:?}");
+    for id in c.ids() {
+        c.wait_watermark(id, last, LONG).unwrap();
+    }
+}
+
+/// A TCP node whose entries could outgrow the transport's frames is
+/// refused at start, naming both settings and the bound.
+#[test]
+fn a_tcp_node_refuses_a_batch_bound_its_frames_cannot_carry() {
+    use super::{NodeConfig, ReplicaError, TcpConfig, TcpNode};
+    let dir = std::env::temp_dir().join(format!("se-batch-bound-{}", std::process::id()));
+    let cfg = NodeConfig {
+        id: 1,
+        addr: "127.0.0.1:0".parse().unwrap(),
+        peers: Default::default(),
+        data_dir: dir.clone(),
+        init: false,
+        replica: ReplicaConfig {
+            max_batch_bytes: 1 << 20,
+            ..config()
+        },
+        tcp: TcpConfig {
+            max_frame_bytes: 1 << 20,
+            ..TcpConfig::default()
+        },
+    };
+    match TcpNode::start(cfg) {
+        Err(ReplicaError::BadConfig { what }) => {
+            assert!(what.contains("max_batch_bytes 1048576"), "{what}");
+            assert!(what.contains("max_frame_bytes 1048576"), "{what}");
+            assert!(what.contains("want at most 1044480"), "{what}");
+        }
+        Err(e) => panic!("want BadConfig, got {e}"),
+        Ok(_) => panic!("want BadConfig, the node started"),
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// R5: a log store admits an own batch of this run only after every earlier
+/// one and while the node is not fenced; a batch seen before, another
+/// node's and an earlier run's pass.
+#[test]
+fn an_own_batch_is_admitted_only_after_its_predecessors() {
+    use super::node::admit_batch;
+    use super::Proposer;
+    let c = LocalCluster::start(3, config()).unwrap();
+    let sh = &leader(&c).shared;
+    let own = |batch| Proposer {
+        node: sh.id,
+        run: sh.run,
+        batch,
+    };
+    let mut last = 0;
+    for b in [1, 2, 2, 1, 3] {
+        admit_batch(sh, &mut last, &own(b)).unwrap_or_else(|e| panic!("batch {b}: {e}"));
+    }
+    assert_eq!(last, 3);
+    let e = admit_batch(sh, &mut last, &own(5)).unwrap_err();
+    assert!(e.contains("own batch 5 after batch 3"), "{e}");
+    assert_eq!(last, 3, "a refused batch is not recorded");
+    let other_node = Proposer {
+        node: sh.id + 10,
+        ..own(9)
+    };
+    let other_run = Proposer {
+        run: sh.run.wrapping_add(1),
+        ..own(9)
+    };
+    admit_batch(sh, &mut last, &other_node).expect("another node's batch");
+    admit_batch(sh, &mut last, &other_run).expect("an earlier run's batch");
+    assert_eq!(last, 3);
+    sh.fence();
+    let e = admit_batch(sh, &mut last, &own(4)).unwrap_err();
+    assert!(e.contains("fenced: true"), "{e}");
+}
