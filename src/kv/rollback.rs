@@ -88,6 +88,14 @@ impl<P: Protocol> Engine<P> {
     ///
     /// [`OwnedSession`]: crate::OwnedSession
     ///
+    /// One limit: pruning judges a version by its commit timestamp, so once
+    /// oldest reaches the commit timestamp of a prepared commit durable
+    /// above stable, the versions below it may already be pruned, and this
+    /// rollback then leaves the key with what remains (nothing, if nothing
+    /// does). WiredTiger judges global visibility by the durable timestamp
+    /// instead. Keep oldest below such a commit's timestamp until stable
+    /// reaches its durable timestamp to keep that history.
+    ///
     /// # Errors
     /// [`Error::StableNotSet`] without a stable timestamp;
     /// [`Error::RollbackWithOpenTransactions`] when a transaction never
