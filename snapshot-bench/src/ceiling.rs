@@ -5,9 +5,8 @@
 //! the configuration's readers only: a plain map takes no concurrent
 //! writes, so its writers are not started.
 
-use crate::common::{run_phases, Ctl, Meter, Rng, Worst};
-use crate::readts::{merge_peer, Out, Params};
-use hdrhistogram::Histogram;
+use crate::common::{run_phases, Ctl, Meter, Rng};
+use crate::readts::{merge_peer, Out, Params, PeerThread as ThreadRes};
 use indicatif::ProgressBar;
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -43,14 +42,13 @@ pub fn run(p: &Params, pb: &ProgressBar) -> Out {
                             n += 1;
                         }
                     }
-                    let (hist, worst) = meter.finish();
-                    (n, hist, worst)
+                    let (hist, worst, cpu) = meter.finish();
+                    (n, hist, worst, cpu)
                 })
             })
             .collect();
         let secs = run_phases(ctl, p.warmup, p.seconds, pb);
-        let rs: Vec<(u64, Histogram<u64>, Vec<Worst>)> =
-            rh.into_iter().map(|h| h.join().expect("reader")).collect();
+        let rs: Vec<ThreadRes> = rh.into_iter().map(|h| h.join().expect("reader")).collect();
         (rs, secs)
     });
     merge_peer(secs, rs, Vec::new(), p.worst)

@@ -200,6 +200,20 @@ pub struct Meter {
     worst: WorstList,
     thread: usize,
     round: usize,
+    /// This thread's CPU time when the measured window opened.
+    cpu0: Option<u64>,
+}
+
+/// The calling thread's CPU time in nanoseconds (user and system), from
+/// `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`; `None` where that fails.
+pub fn thread_cpu_ns() -> Option<u64> {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid, writable timespec for the call's duration.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    (rc == 0).then(|| t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64)
 }
 
 impl Meter {
@@ -215,6 +229,7 @@ impl Meter {
             worst: WorstList::new(worst),
             thread,
             round,
+            cpu0: None,
         }
     }
 
@@ -228,6 +243,7 @@ impl Meter {
         }
         if ph == MEASURE && !self.measuring {
             self.measuring = true;
+            self.cpu0 = thread_cpu_ns();
             self.t0 = Instant::now();
             self.last = self.t0;
             return Some(true);
@@ -256,9 +272,16 @@ impl Meter {
         self.measuring
     }
 
-    /// The histogram and the slowest transactions.
-    pub fn finish(self) -> (Histogram<u64>, Vec<Worst>) {
-        (self.hist, self.worst.v)
+    /// The histogram, the slowest transactions, and the CPU time this
+    /// thread spent since the measured window opened (`None`: it never
+    /// opened, or the clock could not be read). Call it as soon as the
+    /// thread's loop ends, so the CPU time is the window's.
+    pub fn finish(self) -> (Histogram<u64>, Vec<Worst>, Option<u64>) {
+        let cpu = self
+            .cpu0
+            .zip(thread_cpu_ns())
+            .map(|(a, b)| b.saturating_sub(a));
+        (self.hist, self.worst.v, cpu)
     }
 }
 

@@ -5,16 +5,14 @@
 //! temporary directory with `NO_SYNC | NO_META_SYNC | WRITE_MAP`, so commits
 //! do not wait for the disk (the engines here have no durability either).
 
-use crate::common::{key, run_phases, Ctl, Meter, Rng, Worst};
-use crate::readts::{merge_peer, Out, Params};
-use hdrhistogram::Histogram;
+use crate::common::{key, run_phases, Ctl, Meter, Rng};
+use crate::readts::{merge_peer, Out, Params, PeerThread as ThreadRes};
 use heed::types::Bytes;
 use heed::{Database, EnvFlags, EnvOpenOptions};
 use indicatif::ProgressBar;
 use std::hint::black_box;
 
 type Db = Database<Bytes, Bytes>;
-type ThreadRes = (u64, Histogram<u64>, Vec<Worst>);
 
 fn thread_loop(
     ctl: &Ctl,
@@ -32,8 +30,8 @@ fn thread_loop(
             n += 1;
         }
     }
-    let (hist, worst) = m.finish();
-    (n, hist, worst)
+    let (hist, worst, cpu) = m.finish();
+    (n, hist, worst, cpu)
 }
 
 /// One read-ts run on a fresh LMDB environment.

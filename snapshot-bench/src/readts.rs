@@ -49,6 +49,11 @@ pub struct Out {
     /// How long the timekeeper's `set_timestamps` calls took in the
     /// measured window (None for peers).
     pub timekeeper: Option<Timekeeping>,
+    /// CPU time the reader threads spent in the measured window, summed
+    /// (None where a thread's CPU clock could not be read).
+    pub reader_cpu_ns: Option<u64>,
+    /// The same for the writer threads.
+    pub writer_cpu_ns: Option<u64>,
     /// Mean runnable threads of the process over the window (sampled).
     pub runnable: Option<f64>,
     /// Scheduler counters of every thread over the window.
@@ -62,9 +67,14 @@ pub struct Out {
     pub worst: Vec<Worst>,
 }
 
+/// A peer engine's thread result: transactions, latency histogram, the
+/// slowest transactions, and CPU time in the window ([`Meter::finish`]).
+pub(crate) type PeerThread = (u64, Histogram<u64>, Vec<Worst>, Option<u64>);
+
 struct ThreadOut {
     txns: u64,
     aborts: u64,
+    cpu_ns: Option<u64>,
     rmw: Option<u64>,
     stats: Option<Stats>,
     hist: Histogram<u64>,
@@ -200,10 +210,11 @@ fn writer<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
 /// window opened, and its session's counter deltas.
 fn finish(m: Meter, txns: u64, aborts: u64, base_rmw: Option<u64>, stats: Stats) -> ThreadOut {
     let rmw = thread_rmw_count().zip(base_rmw).map(|(a, b)| a - b);
-    let (hist, worst) = m.finish();
+    let (hist, worst, cpu_ns) = m.finish();
     ThreadOut {
         txns,
         aborts,
+        cpu_ns,
         rmw,
         stats: Some(stats),
         hist,
@@ -292,6 +303,14 @@ fn merge(seconds: f64, rs: Vec<ThreadOut>, ws: Vec<ThreadOut>, worst: usize) -> 
         }
     }
     let has_stats = rs.iter().chain(&ws).any(|t| t.stats.is_some());
+    let cpu = |ts: &[ThreadOut]| -> Option<u64> {
+        let mut sum = Some(0u64);
+        for t in ts {
+            sum = sum.zip(t.cpu_ns).map(|(a, b)| a + b);
+        }
+        sum.filter(|_| !ts.is_empty())
+    };
+    let (reader_cpu_ns, writer_cpu_ns) = (cpu(&rs), cpu(&ws));
     Out {
         seconds,
         reader_txns: rs.iter().map(|r| r.txns).sum(),
@@ -300,6 +319,8 @@ fn merge(seconds: f64, rs: Vec<ThreadOut>, ws: Vec<ThreadOut>, worst: usize) -> 
         reader_read_ts_retries: rs.iter().map(|r| r.aborts).sum(),
         reader_rmw: if rs.is_empty() { None } else { reader_rmw },
         writer_rmw: if ws.is_empty() { None } else { writer_rmw },
+        reader_cpu_ns,
+        writer_cpu_ns,
         timekeeper: None,
         runnable: None,
         sched: None,
@@ -315,13 +336,14 @@ fn merge(seconds: f64, rs: Vec<ThreadOut>, ws: Vec<ThreadOut>, worst: usize) -> 
 #[allow(dead_code)]
 pub(crate) fn merge_peer(
     seconds: f64,
-    readers: Vec<(u64, Histogram<u64>, Vec<Worst>)>,
-    writers: Vec<(u64, Histogram<u64>, Vec<Worst>)>,
+    readers: Vec<PeerThread>,
+    writers: Vec<PeerThread>,
     worst: usize,
 ) -> Out {
-    let to = |(txns, hist, worst): (u64, Histogram<u64>, Vec<Worst>)| ThreadOut {
+    let to = |(txns, hist, worst, cpu_ns): PeerThread| ThreadOut {
         txns,
         aborts: 0,
+        cpu_ns,
         rmw: None,
         stats: None,
         hist,

@@ -15,6 +15,13 @@ pub struct Round {
     pub seconds: f64,
     pub reader_txn_per_s: f64,
     pub writer_txn_per_s: f64,
+    /// Reader transactions per second of reader-thread CPU time (the
+    /// readers' own CPU clocks over the window, summed): what a reader does
+    /// with the CPU it gets, apart from how much of it the writers took.
+    /// `null` where the clocks could not be read or there are no readers.
+    pub reader_txn_per_cpu_s: Option<f64>,
+    /// The same for writer transactions and writer-thread CPU time.
+    pub writer_txn_per_cpu_s: Option<f64>,
     pub reader_txns: u64,
     pub writer_txns: u64,
     pub writer_conflicts: u64,
@@ -82,6 +89,14 @@ impl Round {
             seconds: o.seconds,
             reader_txn_per_s: o.reader_txns as f64 / o.seconds,
             writer_txn_per_s: o.writer_txns as f64 / o.seconds,
+            reader_txn_per_cpu_s: o
+                .reader_cpu_ns
+                .filter(|&c| c > 0)
+                .map(|c| o.reader_txns as f64 / (c as f64 / 1e9)),
+            writer_txn_per_cpu_s: o
+                .writer_cpu_ns
+                .filter(|&c| c > 0)
+                .map(|c| o.writer_txns as f64 / (c as f64 / 1e9)),
             reader_txns: o.reader_txns,
             writer_txns: o.writer_txns,
             writer_conflicts: o.writer_aborts,
@@ -221,10 +236,12 @@ fn med_opt(xs: Vec<Option<f64>>, digits: usize) -> String {
 pub fn print_read_ts(title: &str, engines: &[EngineRounds], cmps: &[Comparison]) {
     println!("{title}");
     println!(
-        "{:<10} {:>32} {:>32} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10} {:>8} {:>8} {:>8} {:>8}",
+        "{:<10} {:>32} {:>14} {:>32} {:>14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10} {:>8} {:>8} {:>8} {:>8}",
         "engine",
         "reader txn/s median (min-max)",
+        "rtxn/cpu-s",
         "writer txn/s median (min-max)",
+        "wtxn/cpu-s",
         "rmw/rtxn",
         "rmw/wtxn",
         "rlock/rtxn",
@@ -248,14 +265,16 @@ pub fn print_read_ts(title: &str, engines: &[EngineRounds], cmps: &[Comparison])
         };
         let maxv = r.iter().map(|x| x.read_latency_ns.max).max().unwrap_or(0);
         println!(
-            "{:<10} {:>32} {:>32} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10} {:>8} {:>8} {:>8} {:>8}",
+            "{:<10} {:>32} {:>14} {:>32} {:>14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10} {:>8} {:>8} {:>8} {:>8}",
             e.engine,
             med_range(&counted(
                 &r.iter().map(|x| x.reader_txn_per_s).collect::<Vec<_>>()
             )),
+            med_opt(r.iter().map(|x| x.reader_txn_per_cpu_s).collect(), 0),
             med_range(&counted(
                 &r.iter().map(|x| x.writer_txn_per_s).collect::<Vec<_>>()
             )),
+            med_opt(r.iter().map(|x| x.writer_txn_per_cpu_s).collect(), 0),
             med_opt(r.iter().map(|x| x.shared_rmw_per_read_txn).collect(), 3),
             med_opt(r.iter().map(|x| x.shared_rmw_per_write_txn).collect(), 3),
             med_opt(r.iter().map(|x| x.read_locks_per_read_txn).collect(), 3),
