@@ -77,6 +77,7 @@ pub use state_machine::StateMachine;
 pub use tcp::{
     ClientError, ClientRequest, ClientResponse, NodeConfig, Op, Request, Response, TcpClient,
     TcpConfig, TcpNetwork, TcpNetworkFactory, TcpNode, TransportError, MAX_FRAME_BOUND,
+    MIN_FRAME_BYTES,
 };
 
 /// A node's id in the cluster.
@@ -106,7 +107,7 @@ pub const MAX_BATCH_BYTES: usize = 1 << 30;
 /// What a log entry adds to its commits' bytes in a transport frame (the
 /// entry's log id, the batch's proposer and watermark, the AppendEntries
 /// request around it), with room to spare.
-pub const BATCH_FRAME_SLACK: usize = 4096;
+pub const BATCH_FRAME_SLACK: usize = 1024;
 
 /// Which leader transaction a commit entry came from: the proposing node and
 /// its own sequence number. The proposing node skips applying its own
@@ -231,9 +232,9 @@ pub struct ReplicaConfig {
     /// The most bytes of encoded commits ([`CommitRecord::encoded_len`]) the
     /// leader puts in one log entry, 1,024 to [`MAX_BATCH_BYTES`]. A
     /// transaction whose own record is larger is refused when submitted
-    /// ([`ReplicaError::CommitTooLarge`]), before it commits anywhere. Over
-    /// TCP it must leave [`BATCH_FRAME_SLACK`] bytes under the transport's
-    /// frame bound, so that every entry can be sent.
+    /// ([`ReplicaError::CommitTooLarge`]), before it commits anywhere. A
+    /// [`TcpNode`] lowers it to its frame bound less [`BATCH_FRAME_SLACK`]
+    /// where it is above that, so that every entry can be sent.
     pub max_batch_bytes: usize,
     /// The most log entries of commits the leader has proposed and not yet
     /// seen committed; while that many are out, new commits queue up and

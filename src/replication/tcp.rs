@@ -53,6 +53,11 @@ pub struct TcpConfig {
     pub rpc_timeout: Duration,
 }
 
+/// The smallest [`TcpConfig::max_frame_bytes`]: room for the smallest
+/// batch bound ([`ReplicaConfig::max_batch_bytes`](super::ReplicaConfig))
+/// and an entry's framing ([`BATCH_FRAME_SLACK`](super::BATCH_FRAME_SLACK)).
+pub const MIN_FRAME_BYTES: usize = 1024 + super::BATCH_FRAME_SLACK;
+
 /// The largest [`TcpConfig::max_frame_bytes`].
 pub const MAX_FRAME_BOUND: usize = 1 << 30;
 
@@ -68,9 +73,9 @@ impl Default for TcpConfig {
 
 impl TcpConfig {
     fn validate(&self) -> Result<(), ReplicaError> {
-        if self.max_frame_bytes < 1024 || self.max_frame_bytes > MAX_FRAME_BOUND {
+        if self.max_frame_bytes < MIN_FRAME_BYTES || self.max_frame_bytes > MAX_FRAME_BOUND {
             return Err(bad_config(format!(
-                "max_frame_bytes {} is out of range: want 1024 to {MAX_FRAME_BOUND}",
+                "max_frame_bytes {} is out of range: want {MIN_FRAME_BYTES} to {MAX_FRAME_BOUND}",
                 self.max_frame_bytes
             )));
         }
@@ -644,16 +649,13 @@ impl TcpNode {
     /// [`ReplicaError::BadConfig`] if a setting is out of range, the data
     /// directory cannot be made or the address cannot be bound (with the OS
     /// error); [`ReplicaError::Raft`] if openraft refuses to start.
-    pub fn start(cfg: NodeConfig) -> Result<TcpNode, ReplicaError> {
+    pub fn start(mut cfg: NodeConfig) -> Result<TcpNode, ReplicaError> {
         cfg.tcp.validate()?;
-        if cfg.replica.max_batch_bytes + super::BATCH_FRAME_SLACK > cfg.tcp.max_frame_bytes {
-            return Err(bad_config(format!(
-                "max_batch_bytes {} leaves no room for an entry's framing under max_frame_bytes {}: want at most {}",
-                cfg.replica.max_batch_bytes,
-                cfg.tcp.max_frame_bytes,
-                cfg.tcp.max_frame_bytes.saturating_sub(super::BATCH_FRAME_SLACK)
-            )));
-        }
+        // Every entry must fit one frame (`ReplicaConfig::max_batch_bytes`).
+        cfg.replica.max_batch_bytes = cfg
+            .replica
+            .max_batch_bytes
+            .min(cfg.tcp.max_frame_bytes - super::BATCH_FRAME_SLACK);
         std::fs::create_dir_all(&cfg.data_dir)
             .map_err(|e| bad_config(format!("data_dir {}: {e}", cfg.data_dir.display())))?;
         let rt = tokio::runtime::Builder::new_multi_thread()

@@ -228,36 +228,44 @@ fn batches_stay_under_the_byte_bound() {
     }
 }
 
-/// A TCP node whose entries could outgrow the transport's frames is
-/// refused at start, naming both settings and the bound.
+/// A TCP node lowers the batch bound to what its frames can carry, so a
+/// transaction too large for one frame is refused at submit, naming the
+/// lowered bound, and a small one replicates.
 #[test]
-fn a_tcp_node_refuses_a_batch_bound_its_frames_cannot_carry() {
-    use super::{NodeConfig, ReplicaError, TcpConfig, TcpNode};
+fn a_tcp_node_bounds_its_batches_by_its_frames() {
+    use super::{NodeConfig, ReplicaError, TcpConfig, TcpNode, BATCH_FRAME_SLACK};
     let dir = std::env::temp_dir().join(format!("se-batch-bound-{}", std::process::id()));
+    let frame = 4096;
     let cfg = NodeConfig {
         id: 1,
         addr: "127.0.0.1:0".parse().unwrap(),
         peers: Default::default(),
         data_dir: dir.clone(),
-        init: false,
-        replica: ReplicaConfig {
-            max_batch_bytes: 1 << 20,
-            ..config()
-        },
+        init: true,
+        replica: config(),
         tcp: TcpConfig {
-            max_frame_bytes: 1 << 20,
+            max_frame_bytes: frame,
             ..TcpConfig::default()
         },
     };
-    match TcpNode::start(cfg) {
-        Err(ReplicaError::BadConfig { what }) => {
-            assert!(what.contains("max_batch_bytes 1048576"), "{what}");
-            assert!(what.contains("max_frame_bytes 1048576"), "{what}");
-            assert!(what.contains("want at most 1044480"), "{what}");
-        }
-        Err(e) => panic!("want BadConfig, got {e}"),
-        Ok(_) => panic!("want BadConfig, the node started"),
+    let node = TcpNode::start(cfg).unwrap();
+    let r = node.replica();
+    let t = Instant::now();
+    while !r.is_leader_ready() {
+        assert!(t.elapsed() < LONG, "a one-node cluster elects itself");
+        std::thread::sleep(Duration::from_millis(5));
     }
+    let big = vec![1u8; 3500];
+    match r.write(|t| t.put(b"big", &big)) {
+        Err(ReplicaError::CommitTooLarge { size, bound }) => {
+            assert_eq!(bound, frame - BATCH_FRAME_SLACK);
+            assert!(size > 3500, "{size}");
+        }
+        other => panic!("want CommitTooLarge, got {other:?}"),
+    }
+    r.write(|t| t.put(b"small", &big[..1000]))
+        .expect("a commit under the bound");
+    drop(node);
     let _ = std::fs::remove_dir_all(dir);
 }
 
