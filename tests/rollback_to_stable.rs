@@ -62,6 +62,16 @@ fn prepared(e: &Engine, k: &str, v: &str, p: u64, c: u64, d: u64) {
 }
 
 /// `key` read at `at` (0: no read timestamp).
+/// The model's value of key `ki` at timestamp `at` (0: the newest): the
+/// newest commit at or below `at`, its value or `None` for a delete.
+fn model_at(model: &[(usize, u64, u64, Option<String>)], ki: usize, at: u64) -> Option<String> {
+    model
+        .iter()
+        .rev()
+        .find(|m| m.0 == ki && (at == 0 || m.1 <= at))
+        .and_then(|m| m.3.clone())
+}
+
 fn read(e: &Engine, key: &str, at: u64) -> Option<String> {
     let mut s = e.session().unwrap();
     let mut t = s
@@ -355,14 +365,9 @@ fn rollback_agrees_with_a_model_of_commits() {
                     for e in &engines {
                         for (ki, key) in keys.iter().enumerate() {
                             for at in (1..=top).chain([0]) {
-                                let want = model
-                                    .iter()
-                                    .rev()
-                                    .find(|m| m.0 == ki && (at == 0 || m.1 <= at))
-                                    .and_then(|m| m.3.clone());
                                 assert_eq!(
                                     read(e, key, at),
-                                    want,
+                                    model_at(&model, ki, at),
                                     "round {round} step {step}: {key} at {at}, stable {st}"
                                 );
                             }
@@ -390,14 +395,9 @@ fn rollback_agrees_with_a_model_of_commits() {
         let top = model.iter().map(|m| m.1).max().unwrap_or(0) + 2;
         for (ki, key) in keys.iter().enumerate() {
             for at in (from..=top.max(from)).chain([0]) {
-                let want = model
-                    .iter()
-                    .rev()
-                    .find(|m| m.0 == ki && (at == 0 || m.1 <= at))
-                    .and_then(|m| m.3.clone());
                 assert_eq!(
                     read(&e, key, at),
-                    want,
+                    model_at(&model, ki, at),
                     "reopened, round {round}: {key} at {at}"
                 );
             }
