@@ -285,7 +285,7 @@ fn checkpoint(keys: u64, p: &Params, round: usize) -> (f64, f64, u64) {
         e.checkpoint().unwrap();
         t.elapsed().as_secs_f64()
     };
-    let (c, r) = if round % 2 == 0 {
+    let (c, r) = if round.is_multiple_of(2) {
         let c = ckpt();
         (c, raw())
     } else {
