@@ -329,6 +329,17 @@ pub enum Error {
     },
     /// The operation needs a stable timestamp and none is set.
     StableNotSet,
+    /// `Engine::rollback_to_stable` at `stable`, below the stable of the
+    /// durable engine's last checkpoint (`checkpoint`: one taken with no
+    /// stable set holds everything committed, up to its newest durable
+    /// timestamp): what that checkpoint holds cannot be rolled back.
+    /// Nothing changed.
+    RollbackBelowCheckpoint {
+        /// The stable timestamp asked for.
+        stable: Timestamp,
+        /// The last checkpoint's stable timestamp.
+        checkpoint: Timestamp,
+    },
 }
 
 impl fmt::Display for Error {
@@ -476,6 +487,12 @@ impl fmt::Display for Error {
                  unfinished or prepared version"
             ),
             StableNotSet => write!(f, "no stable timestamp is set"),
+            RollbackBelowCheckpoint { stable, checkpoint } => write!(
+                f,
+                "cannot roll back to stable {}: the last checkpoint holds everything up to {}; nothing changed",
+                stable.get(),
+                checkpoint.get()
+            ),
         }
     }
 }

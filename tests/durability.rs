@@ -368,13 +368,16 @@ fn recovery_after_checkpoints_under_writers_equals_the_model() {
                 std::thread::yield_now();
             }
         });
+        // At least one checkpoint, however the threads are scheduled.
         let checkpointer = sc.spawn(|| {
             let mut n = 0;
-            while !done.load(Ordering::Relaxed) {
+            loop {
                 e.checkpoint().unwrap();
                 n += 1;
+                if done.load(Ordering::Relaxed) {
+                    break n;
+                }
             }
-            n
         });
         let writers: Vec<_> = (0..WRITERS)
             .map(|w| {
@@ -613,4 +616,74 @@ fn checkpoints_remove_covered_segments_and_recovery_starts_from_them() {
             Some(format!("v{i}").into_bytes())
         );
     }
+}
+
+/// A checkpoint taken with no stable set holds everything committed, so it
+/// stands at its newest commit timestamp: a later checkpoint at a lower
+/// stable keeps that, recovery starts there, and every read from there up
+/// sees the newest writes, never a hole where the folded history was.
+#[test]
+fn a_checkpoint_without_stable_is_never_undercut_by_a_lower_stable() {
+    let fs = MemFs::new();
+    let e = open(&fs).unwrap();
+    let commit = |key: &str, v: Option<&str>, at: u64| {
+        let mut s = e.session().unwrap();
+        let mut t = s.begin(&TxnOptions::default()).unwrap();
+        match v {
+            Some(v) => t.put(key, v).unwrap(),
+            None => t.delete(key).unwrap(),
+        }
+        t.commit(CommitOptions::at(at)).unwrap();
+    };
+    commit("k", Some("old"), 10);
+    commit("k", None, 40);
+    commit("j", Some("j20"), 20);
+    // No stable: everything, up to 40, goes into the base.
+    let first = e.checkpoint().unwrap();
+    assert_eq!(first.stable, Some(Timestamp::new(40)), "{first:?}");
+    e.set_timestamps(TimestampUpdate::stable(30)).unwrap();
+    commit("j", Some("j35"), 35);
+    let second = e.checkpoint().unwrap();
+    assert_eq!(second.stable, Some(Timestamp::new(40)), "{second:?}");
+    drop(e);
+    let r = open(&fs.crash()).unwrap();
+    let at = r.query_timestamp(TimestampKind::Recovery);
+    assert_eq!(at, Some(Timestamp::new(40)));
+    assert_eq!(r.query_timestamp(TimestampKind::Oldest), at);
+    let mut s = r.session().unwrap();
+    for read in [40, 41] {
+        let mut t = s
+            .begin(&TxnOptions {
+                read_timestamp: Some(Timestamp::new(read)),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(t.get("k").unwrap(), None, "k at {read}");
+        assert_eq!(t.get("j").unwrap(), Some(b"j35".to_vec()), "j at {read}");
+    }
+}
+
+/// Rolling back below what a checkpoint already holds is refused with both
+/// timestamps, and nothing changes.
+#[test]
+fn rollback_below_a_checkpoint_is_refused() {
+    let fs = MemFs::new();
+    let mut e = open(&fs).unwrap();
+    put(&e, "a", "1").unwrap();
+    {
+        let mut s = e.session().unwrap();
+        let mut t = s.begin(&TxnOptions::default()).unwrap();
+        t.put("k", "v").unwrap();
+        t.commit(CommitOptions::at(40)).unwrap();
+    }
+    e.checkpoint().unwrap();
+    e.set_timestamps(TimestampUpdate::stable(30)).unwrap();
+    match e.rollback_to_stable() {
+        Err(Error::RollbackBelowCheckpoint { stable, checkpoint }) => {
+            assert_eq!((stable.get(), checkpoint.get()), (30, 40));
+        }
+        other => panic!("want RollbackBelowCheckpoint, got {other:?}"),
+    }
+    assert_eq!(get(&e, "k"), Some(b"v".to_vec()));
+    assert_eq!(get(&e, "a"), Some(b"1".to_vec()));
 }

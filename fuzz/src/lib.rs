@@ -1502,7 +1502,7 @@ impl Model {
         let log = &self.log;
         let durable_of = |seq: usize| log[seq].2;
         let (cut, stable) = self.ckpt.unwrap_or((0, 0));
-        let covered = |d: u64| stable == 0 || d == 0 || d <= stable;
+        let covered = |d: u64| d == 0 || d <= stable;
         // The checkpoint keeps a deletion only while an older uncovered
         // commit (which it shadows) is carried.
         let first_uncovered = log[..cut.min(kept)]
@@ -1598,9 +1598,18 @@ impl Model {
                 return Ok(Out::Unit);
             }
             Op::Checkpoint => {
-                // The cut syncs every record before it.
+                // The cut syncs every record before it. A checkpoint never
+                // holds less than the one before it; one taken with no
+                // stable covers every record, and its stable is the newest
+                // durable timestamp it covers.
                 self.synced = self.log.len();
-                self.ckpt = Some((self.log.len(), self.stable));
+                let prev = self.ckpt.map_or(0, |(_, s)| s);
+                let stable = if self.stable == 0 {
+                    self.log.iter().map(|&(_, _, d)| d).fold(prev, u64::max)
+                } else {
+                    self.stable.max(prev)
+                };
+                self.ckpt = Some((self.log.len(), stable));
                 return Ok(Out::Unit);
             }
             Op::Crash | Op::Restart => unreachable!("run handles reopens"),

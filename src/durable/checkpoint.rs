@@ -70,6 +70,14 @@ impl State {
     /// Folds `records` (in lsn order, all at or above `self.next_lsn`) and
     /// the carried records into a checkpoint at `stable` cut at
     /// `(first_seq, next_lsn)`.
+    ///
+    /// A checkpoint never holds less than the one before it (invariant D11):
+    /// it folds at the higher of `stable` and the previous checkpoint's
+    /// stable, and one taken with no stable set (`0`) covers every record
+    /// and takes as its stable the newest durable timestamp it covered. So a
+    /// base never holds a version above its checkpoint's stable, which is
+    /// where a recovered engine's stable and oldest start: a later, lower
+    /// stable cannot claim a base folded past it.
     pub(crate) fn fold(
         &mut self,
         records: Vec<Commit>,
@@ -77,12 +85,16 @@ impl State {
         first_seq: u64,
         next_lsn: u64,
     ) {
+        let cover_all = stable == 0;
+        let stable = stable.max(self.stable);
+        let mut newest = stable;
         let carried = std::mem::take(&mut self.carried);
         for r in carried.into_iter().chain(records) {
-            if !r.covered_by(stable) {
+            if !cover_all && !r.covered_by(stable) {
                 self.carried.push(r);
                 continue;
             }
+            newest = newest.max(r.durable_ts);
             for w in r.writes {
                 // `<=`: a later write of the same record wins.
                 let newer = self.base.get(&w.key).is_none_or(|e| e.lsn <= r.lsn);
@@ -102,7 +114,7 @@ impl State {
         let min_carried = self.carried.first().map_or(u64::MAX, |c| c.lsn);
         self.base
             .retain(|_, e| e.value.is_some() || e.lsn > min_carried);
-        self.stable = stable;
+        self.stable = newest;
         self.first_seq = first_seq;
         self.next_lsn = next_lsn;
     }

@@ -197,8 +197,10 @@ pub struct RecoveryReport {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CheckpointReport {
-    /// The stable timestamp it holds the state at (`None`: none was set, so
-    /// it holds everything committed before it began).
+    /// The stable timestamp it holds the state at, never below the previous
+    /// checkpoint's. With no stable set it holds everything committed before
+    /// it began, and this is the newest durable timestamp among that (`None`:
+    /// nothing in it is timestamped).
     pub stable: Option<Timestamp>,
     /// The file.
     pub path: PathBuf,
@@ -423,6 +425,14 @@ impl Durable {
                 |(_, p)| checkpoint::load(&*self.fs, &p),
             )?,
         };
+        if drop_uncovered && stable < st.stable {
+            let checkpoint = Timestamp::new(st.stable);
+            *guard = Some(st);
+            return Err(Error::RollbackBelowCheckpoint {
+                stable: Timestamp::new(stable),
+                checkpoint,
+            });
+        }
         // Stable first (the caller's load), then the cut: every commit at or
         // below this stable finished (and so appended its record) before
         // stable was published.
@@ -452,25 +462,25 @@ impl Durable {
         }
         st.fold(records, stable, cut_seq, cut_lsn);
         let (path, bytes) = checkpoint::write(&*self.fs, &self.dir, &st)?;
+        // The checkpoint is in force (D5): from here the call succeeds. What
+        // it covers is removed on a best-effort basis: a file left behind
+        // (a failed remove or sync) is below the newest checkpoint's cut,
+        // which recovery never replays, and the next checkpoint removes it;
+        // `segments_removed` counts only what went.
         let mut removed = 0;
-        for name in self
-            .fs
-            .list(&self.dir)
-            .map_err(|e| io_error("list", &self.dir, &e))?
-        {
+        for name in self.fs.list(&self.dir).unwrap_or_default() {
             let old_seg = parse_segment(&name).is_some_and(|s| s < cut_seq);
             let old_ckpt = checkpoint::parse_checkpoint(&name).is_some_and(|s| s < cut_seq);
             if old_seg || old_ckpt {
                 let p = self.dir.join(&name);
-                self.fs.remove(&p).map_err(|e| io_error("remove", &p, &e))?;
-                removed += u64::from(old_seg);
+                if self.fs.remove(&p).is_ok() {
+                    removed += u64::from(old_seg);
+                }
             }
         }
-        self.fs
-            .sync_dir(&self.dir)
-            .map_err(|e| io_error("sync", &self.dir, &e))?;
+        let _ = self.fs.sync_dir(&self.dir);
         let report = CheckpointReport {
-            stable: Timestamp::new(stable).to_option(),
+            stable: Timestamp::new(st.stable).to_option(),
             path,
             keys: st.base.values().filter(|e| e.value.is_some()).count() as u64,
             carried: st.carried.len() as u64,
