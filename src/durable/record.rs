@@ -162,10 +162,11 @@ pub(crate) struct Commit {
 }
 
 impl Commit {
-    /// Covered by a checkpoint at `stable` (0: none set, which covers
-    /// everything): untimestamped, or durable at or below stable.
+    /// Covered at `stable`: untimestamped, or durable at or below it. (A
+    /// checkpoint taken with no stable set covers everything;
+    /// `State::fold` says so itself.)
     pub(crate) fn covered_by(&self, stable: u64) -> bool {
-        stable == 0 || self.durable_ts == 0 || self.durable_ts <= stable
+        self.durable_ts == 0 || self.durable_ts <= stable
     }
 }
 

@@ -100,9 +100,10 @@ impl<P: Protocol> Engine<P> {
     /// [`Error::StableNotSet`] without a stable timestamp;
     /// [`Error::RollbackWithOpenTransactions`] when a transaction never
     /// ended (leaked with its session, or still prepared);
-    /// for a durable engine, [`Error::Io`] or [`Error::Corrupt`] from the
-    /// checkpoint (the log's own failure, if it failed before). Nothing
-    /// changes on an error.
+    /// for a durable engine, [`Error::RollbackBelowCheckpoint`] when its last
+    /// checkpoint already holds more than stable, and [`Error::Io`] or
+    /// [`Error::Corrupt`] from the checkpoint (the log's own failure, if it
+    /// failed before). Nothing changes on an error.
     pub fn rollback_to_stable(&mut self) -> Result<RollbackReport> {
         let stable = self.mgr.stable_timestamp();
         if stable.is_none() {
