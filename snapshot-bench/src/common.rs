@@ -204,15 +204,20 @@ pub struct Meter {
     cpu0: Option<u64>,
 }
 
-/// The calling thread's CPU time in nanoseconds (user and system), from
-/// `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`; `None` where that fails.
+/// The calling thread's CPU time in nanoseconds (user and system); `None`
+/// where the clock cannot be read.
 pub fn thread_cpu_ns() -> Option<u64> {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// `clock_gettime(clock)` in nanoseconds; `None` where it fails.
+pub fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `t` is a valid, writable timespec for the call's duration.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    let rc = unsafe { libc::clock_gettime(clock, &mut t) };
     (rc == 0).then(|| t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64)
 }
 

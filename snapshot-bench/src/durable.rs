@@ -78,6 +78,30 @@ pub(crate) fn fresh_dir(what: &str) -> PathBuf {
     d
 }
 
+/// Runs `f` on an engine with `config` opened in `mode` on a fresh
+/// directory (tagged `what`), removed afterwards.
+pub(crate) fn on_logged_engine<R>(
+    what: &str,
+    config: EngineConfig,
+    mode: Durability,
+    f: impl FnOnce(&Engine) -> R,
+) -> R {
+    let dir = fresh_dir(what);
+    let e = Engine::open(
+        &dir,
+        config,
+        DurabilityOptions {
+            durability: mode,
+            ..DurabilityOptions::default()
+        },
+    )
+    .expect("open the durable engine");
+    let r = f(&e);
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+    r
+}
+
 fn key(writer: usize, i: u64) -> [u8; 8] {
     ((writer as u64) << 32 | (i % 1024)).to_be_bytes()
 }
@@ -136,22 +160,9 @@ fn run_peer(peer: Peer, writers: usize, p: &Params) -> f64 {
             writers,
             p,
         ),
-        Peer::Durable(mode) => {
-            let dir = fresh_dir("log");
-            let e = Engine::open(
-                &dir,
-                EngineConfig::default(),
-                DurabilityOptions {
-                    durability: mode,
-                    ..DurabilityOptions::default()
-                },
-            )
-            .expect("open the durable engine");
-            let r = snapshot_writes(&e, writers, p);
-            drop(e);
-            let _ = std::fs::remove_dir_all(&dir);
-            r
-        }
+        Peer::Durable(mode) => on_logged_engine("log", EngineConfig::default(), mode, |e| {
+            snapshot_writes(e, writers, p)
+        }),
         #[cfg(feature = "peers")]
         Peer::LmdbSync => lmdb_sync(writers, p),
         #[cfg(feature = "peers")]

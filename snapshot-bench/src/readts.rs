@@ -10,8 +10,7 @@ use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use snapshot_engine::machinery::bench::thread_rmw_count;
 use snapshot_engine::{
-    Durability, DurabilityOptions, Engine, EngineConfig, Error, Protocol, Stats, Timestamp,
-    TxnOptions,
+    Durability, Engine, EngineConfig, Error, Protocol, Stats, Timestamp, TxnOptions,
 };
 use std::hint::black_box;
 
@@ -240,20 +239,7 @@ pub fn run<P: Protocol>(p: &Params, pb: &ProgressBar) -> Out {
 /// `mode`, in a fresh directory (removed afterwards). The load is logged
 /// too, in 1,000-key commits.
 pub fn run_logged(mode: Durability, p: &Params, pb: &ProgressBar) -> Out {
-    let dir = crate::durable::fresh_dir("w1");
-    let e = Engine::open(
-        &dir,
-        config(p),
-        DurabilityOptions {
-            durability: mode,
-            ..DurabilityOptions::default()
-        },
-    )
-    .expect("open the durable engine");
-    let out = run_on(&e, p, pb);
-    drop(e);
-    let _ = std::fs::remove_dir_all(&dir);
-    out
+    crate::durable::on_logged_engine("w1", config(p), mode, |e| run_on(e, p, pb))
 }
 
 fn run_on<P: Protocol>(e: &Engine<P>, p: &Params, pb: &ProgressBar) -> Out {

@@ -44,8 +44,8 @@ use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
 use snapshot_engine::replication::{
-    LocalCluster, NodeConfig, PendingWrite, Replica, ReplicaConfig, ReplicaError, TcpConfig,
-    TcpNode, WriteTxn,
+    LocalCluster, NodeConfig, PendingWrite, Replica, ReplicaConfig, ReplicaError, ReplicaStats,
+    TcpConfig, TcpNode, WriteTxn,
 };
 use snapshot_engine::{
     CommitOptions, Engine, EngineConfig, Error, Timestamp, TimestampUpdate, Txn, TxnOptions,
@@ -123,6 +123,22 @@ pub struct NodeOut {
     pub apply_writes_per_s: Option<f64>,
     /// Leader: commits per log entry it proposed (group commit).
     pub commits_per_entry: Option<f64>,
+}
+
+impl NodeOut {
+    /// The replica counters over the window (`s0` at its start, `s1` at its
+    /// end): a leader's commits per log entry, a follower's apply rates.
+    fn add_replica_stats(&mut self, s0: &ReplicaStats, s1: &ReplicaStats, secs: f64) {
+        if self.role == "leader" {
+            let entries = s1.batches_proposed - s0.batches_proposed;
+            self.commits_per_entry = (entries > 0)
+                .then(|| (s1.commits_proposed - s0.commits_proposed) as f64 / entries as f64);
+        } else {
+            self.apply_commits_per_s =
+                Some((s1.applied_commits - s0.applied_commits) as f64 / secs);
+            self.apply_writes_per_s = Some((s1.applied_writes - s0.applied_writes) as f64 / secs);
+        }
+    }
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -855,18 +871,13 @@ fn run_cluster(p: &Params, round: usize, pb: &ProgressBar, tcp: bool) -> RoundOu
         secs,
         cpu.get(&lid).copied().unwrap_or(0),
     );
-    let (s0, s1) = (&apply0[&lid], l.stats());
-    let entries = s1.batches_proposed - s0.batches_proposed;
-    leader.commits_per_entry =
-        (entries > 0).then(|| (s1.commits_proposed - s0.commits_proposed) as f64 / entries as f64);
+    leader.add_replica_stats(&apply0[&lid], &l.stats(), secs);
     let mut nodes = vec![leader];
     for (&f, outs) in fids.iter().zip(&fouts) {
         let node = c.node(f);
         let mut n = node_out("follower", f, outs, secs, cpu.get(&f).copied().unwrap_or(0));
         n.staleness_ns = Some(staleness(&commits, &node.watermark_history()));
-        let (s0, s1) = (&apply0[&f], node.stats());
-        n.apply_commits_per_s = Some((s1.applied_commits - s0.applied_commits) as f64 / secs);
-        n.apply_writes_per_s = Some((s1.applied_writes - s0.applied_writes) as f64 / secs);
+        n.add_replica_stats(&apply0[&f], &node.stats(), secs);
         nodes.push(n);
     }
     drop(c);
@@ -900,14 +911,7 @@ pub const NODE_ARG: &str = "__replicated-node";
 /// Nanoseconds on `CLOCK_MONOTONIC`, the clock `Instant` reads on Linux and
 /// every process on the machine shares.
 fn monotonic_ns() -> u64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through the valid pointer
-    // it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+    crate::common::clock_ns(libc::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always readable")
 }
 
 /// Maps this process's `Instant`s to [`monotonic_ns`].
@@ -1047,15 +1051,9 @@ fn node_run(r: &Replica, p: &Params, clock: Clock) -> NodeReport {
         (outs, secs, cpu)
     });
     let mut node = node_out(role, id, &outs, secs, cpu.get(&id).copied().unwrap_or(0));
-    let (s0, s1) = (stats0.expect("phases ran the hook"), r.stats());
+    node.add_replica_stats(&stats0.expect("phases ran the hook"), &r.stats(), secs);
     let mut history = Vec::new();
-    if role == "leader" {
-        let entries = s1.batches_proposed - s0.batches_proposed;
-        node.commits_per_entry = (entries > 0)
-            .then(|| (s1.commits_proposed - s0.commits_proposed) as f64 / entries as f64);
-    } else {
-        node.apply_commits_per_s = Some((s1.applied_commits - s0.applied_commits) as f64 / secs);
-        node.apply_writes_per_s = Some((s1.applied_writes - s0.applied_writes) as f64 / secs);
+    if role != "leader" {
         history = r
             .watermark_history()
             .into_iter()

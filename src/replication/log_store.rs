@@ -140,9 +140,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         for e in entries {
             // R5: no own batch without its predecessors.
             if let EntryPayload::Normal(Command::Batch { proposer, .. }) = &e.payload {
-                let mut last = self.shared.last_own_batch.lock();
-                if let Err(why) = super::node::admit_batch(&self.shared, &mut last, proposer) {
-                    drop(last);
+                let last = &self.shared.last_own_batch;
+                if let Err(why) = super::node::admit_batch(&self.shared, last, proposer) {
                     self.shared.fence();
                     return Err(StorageIOError::write_logs(AnyError::error(why)).into());
                 }

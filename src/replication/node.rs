@@ -102,12 +102,13 @@ pub(crate) struct Shared {
 /// entry is in its log, where replication reads it. Other entries pass.
 pub(crate) fn admit_batch(
     shared: &Shared,
-    last: &mut u64,
+    last: &Mutex<u64>,
     proposer: &super::Proposer,
 ) -> std::result::Result<(), String> {
     if proposer.node != shared.id || proposer.run != shared.run {
         return Ok(());
     }
+    let mut last = last.lock();
     let fenced = shared.is_fenced();
     if fenced || proposer.batch > *last + 1 {
         return Err(format!(
@@ -601,6 +602,7 @@ impl Replica {
                     Ok(()) => {
                         q.items.push(Queued {
                             rec,
+                            bytes: size,
                             seq,
                             slot: slot.clone(),
                         });
@@ -665,6 +667,8 @@ fn leader_ready(raft: &Raft<TypeConfig>, id: NodeId) -> std::result::Result<(), 
 /// A commit waiting for its log entry, and where its outcome goes.
 pub(crate) struct Queued {
     rec: CommitRecord,
+    /// `rec.encoded_len()`, computed once at submit.
+    bytes: usize,
     seq: u64,
     slot: Arc<Slot>,
 }
@@ -830,12 +834,11 @@ async fn batcher(shared: Arc<Shared>, raft: Raft<TypeConfig>) {
             // them; at least one, which `submit` bounded by the bytes.
             let (mut n, mut bytes) = (0, 0);
             for item in q.items.iter().take(shared.config.max_batch_commits) {
-                let len = item.rec.encoded_len();
-                if n > 0 && bytes + len > shared.config.max_batch_bytes {
+                if n > 0 && bytes + item.bytes > shared.config.max_batch_bytes {
                     break;
                 }
                 n += 1;
-                bytes += len;
+                bytes += item.bytes;
             }
             let taken: Vec<Queued> = q.items.drain(..n).collect();
             if !q.items.is_empty() {

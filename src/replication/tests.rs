@@ -283,14 +283,14 @@ fn an_own_batch_is_admitted_only_after_its_predecessors() {
         run: sh.run,
         batch,
     };
-    let mut last = 0;
+    let last = parking_lot::Mutex::new(0);
     for b in [1, 2, 2, 1, 3] {
-        admit_batch(sh, &mut last, &own(b)).unwrap_or_else(|e| panic!("batch {b}: {e}"));
+        admit_batch(sh, &last, &own(b)).unwrap_or_else(|e| panic!("batch {b}: {e}"));
     }
-    assert_eq!(last, 3);
-    let e = admit_batch(sh, &mut last, &own(5)).unwrap_err();
+    assert_eq!(*last.lock(), 3);
+    let e = admit_batch(sh, &last, &own(5)).unwrap_err();
     assert!(e.contains("own batch 5 after batch 3"), "{e}");
-    assert_eq!(last, 3, "a refused batch is not recorded");
+    assert_eq!(*last.lock(), 3, "a refused batch is not recorded");
     let other_node = Proposer {
         node: sh.id + 10,
         ..own(9)
@@ -299,10 +299,10 @@ fn an_own_batch_is_admitted_only_after_its_predecessors() {
         run: sh.run.wrapping_add(1),
         ..own(9)
     };
-    admit_batch(sh, &mut last, &other_node).expect("another node's batch");
-    admit_batch(sh, &mut last, &other_run).expect("an earlier run's batch");
-    assert_eq!(last, 3);
+    admit_batch(sh, &last, &other_node).expect("another node's batch");
+    admit_batch(sh, &last, &other_run).expect("an earlier run's batch");
+    assert_eq!(*last.lock(), 3);
     sh.fence();
-    let e = admit_batch(sh, &mut last, &own(4)).unwrap_err();
+    let e = admit_batch(sh, &last, &own(4)).unwrap_err();
     assert!(e.contains("fenced: true"), "{e}");
 }
