@@ -572,3 +572,237 @@ fn pipelined_writes_share_log_entries_and_keep_each_keys_order() {
         }
     }
 }
+
+// ---- durable nodes: restarts from their own directories -------------------
+
+/// A fresh directory for one test's cluster, removed when dropped.
+struct TestDir(std::path::PathBuf);
+
+impl TestDir {
+    fn new(name: &str) -> TestDir {
+        let d = std::env::temp_dir().join(format!("replication-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        TestDir(d)
+    }
+
+    /// Node `id`'s log segments, oldest first.
+    fn segments(&self, id: NodeId) -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(self.0.join(format!("n{id}")))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "log"))
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `n` acknowledged transfers, each also writing its own key `w/<seq>`; the
+/// keys and timestamps acknowledged are added to `acked`.
+fn acked_writes(node: &Replica, rng: &mut SmallRng, n: usize, acked: &mut Vec<(Vec<u8>, u64)>) {
+    let mut done = 0;
+    while done < n {
+        let seq = acked.len() as u64;
+        let key = format!("w/{seq:06}").into_bytes();
+        let a = rng.gen_range(0..ACCOUNTS);
+        let b = (a + rng.gen_range(1..ACCOUNTS)) % ACCOUNTS;
+        match node.write(|t| {
+            let x = balance(t.get(&account(a))?);
+            let y = balance(t.get(&account(b))?);
+            let m = x.min(3);
+            t.put(&account(a), &(x - m).to_le_bytes())?;
+            t.put(&account(b), &(y + m).to_le_bytes())?;
+            t.put(&key, &seq.to_le_bytes())
+        }) {
+            Ok((_, ts)) => {
+                acked.push((key, ts.get()));
+                done += 1;
+            }
+            Err(ReplicaError::Engine(Error::WriteConflict { .. })) => {}
+            Err(e) => panic!("write: {e}"),
+        }
+    }
+}
+
+/// Node `id` holds every write in `acked`, and the bank's total, once its
+/// watermark reaches `ts`.
+fn holds_every_acked_write(c: &LocalCluster, id: NodeId, ts: Timestamp, acked: &[(Vec<u8>, u64)]) {
+    c.wait_watermark(id, ts, LONG).unwrap();
+    let node = c.node(id).unwrap();
+    let (sum, _) = sum_at_watermark(node);
+    assert_eq!(sum, START_BALANCE * ACCOUNTS, "node {id}: the bank's total");
+    let got: BTreeMap<Vec<u8>, Vec<u8>> = contents_at(node, ts).into_iter().collect();
+    for (seq, (k, at)) in acked.iter().enumerate() {
+        assert_eq!(
+            got.get(k).map(|v| v.as_slice()),
+            Some(&(seq as u64).to_le_bytes()[..]),
+            "node {id} lost acknowledged write {} at {at}",
+            String::from_utf8_lossy(k)
+        );
+    }
+}
+
+#[test]
+fn a_durable_cluster_restarted_whole_keeps_every_acknowledged_write() {
+    let d = TestDir::new("whole");
+    let mut rng = SmallRng::seed_from_u64(11);
+    let mut acked = Vec::new();
+    let snapped;
+    // Small segments, so that the log spans many and a purge removes some.
+    let mut cfg = config();
+    cfg.log.segment_bytes = 4096;
+    {
+        let c = LocalCluster::open(&d.0, 3, cfg.clone()).unwrap();
+        for id in c.ids() {
+            assert!(c.node(id).unwrap().recovery().unwrap().fresh);
+        }
+        let l = leader(&c);
+        load_accounts(l);
+        acked_writes(l, &mut rng, 100, &mut acked);
+        // One follower takes a snapshot and purges its log, so that its
+        // restart goes through its snapshot file and the log after it.
+        snapped = followers(&c)[0];
+        let ts = Timestamp::new(acked.last().unwrap().1);
+        c.wait_watermark(snapped, ts, LONG).unwrap();
+        let before = d.segments(snapped).len();
+        assert!(before > 2, "the log spans {before} segments");
+        c.snapshot(snapped, LONG).unwrap();
+        // The purge after the snapshot removes the segments it empties.
+        let t = Instant::now();
+        while d.segments(snapped).len() >= before {
+            assert!(t.elapsed() < LONG, "purged segments are removed");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        acked_writes(l, &mut rng, 100, &mut acked);
+    }
+    // Every node stopped. They come back from their directories alone.
+    let c = LocalCluster::open(&d.0, 3, cfg).unwrap();
+    for id in c.ids() {
+        let r = c.node(id).unwrap().recovery().unwrap().clone();
+        assert!(!r.fresh, "node {id} found its files");
+        assert!(r.entries > 0, "node {id} recovered its log: {r:?}");
+        assert_eq!(
+            r.snapshot_index.is_some(),
+            id == snapped,
+            "node {id}: {r:?}"
+        );
+        assert_eq!(r.torn_tail, None);
+    }
+    let l = leader(&c);
+    let (_, last) = l.write(|t| t.put(b"after", b"1")).unwrap();
+    for id in c.ids() {
+        holds_every_acked_write(&c, id, last, &acked);
+        assert_eq!(c.node(id).unwrap().stats().snapshots_installed, 0);
+    }
+}
+
+#[test]
+fn a_stopped_follower_restarts_from_its_own_directory_and_catches_up() {
+    let d = TestDir::new("follower");
+    let mut rng = SmallRng::seed_from_u64(12);
+    let mut acked = Vec::new();
+    let mut c = LocalCluster::open(&d.0, 3, config()).unwrap();
+    let l = c.wait_for_leader(LONG).unwrap();
+    load_accounts(c.node(l).unwrap());
+    acked_writes(c.node(l).unwrap(), &mut rng, 50, &mut acked);
+    let f = followers(&c)[0];
+    let ts = Timestamp::new(acked.last().unwrap().1);
+    c.wait_watermark(f, ts, LONG).unwrap();
+    assert!(c.stop(f));
+    // The other two go on without it.
+    acked_writes(c.node(l).unwrap(), &mut rng, 50, &mut acked);
+    let r = c.spawn_node(f).unwrap().recovery().unwrap().clone();
+    assert!(!r.fresh && r.entries > 0, "{r:?}");
+    let (_, last) = c.node(l).unwrap().write(|t| t.put(b"after", b"1")).unwrap();
+    holds_every_acked_write(&c, f, last, &acked);
+    let node = c.node(f).unwrap();
+    assert_eq!(
+        node.stats().snapshots_installed,
+        0,
+        "it caught up from the log, not a snapshot"
+    );
+    assert_eq!(
+        contents_at(node, last),
+        contents_at(c.node(l).unwrap(), last)
+    );
+}
+
+#[test]
+fn a_torn_raft_log_is_cut_and_reported_and_damage_inside_is_a_typed_error() {
+    let d = TestDir::new("damage");
+    let mut rng = SmallRng::seed_from_u64(13);
+    let mut acked = Vec::new();
+    {
+        let c = LocalCluster::open(&d.0, 3, config()).unwrap();
+        let l = leader(&c);
+        load_accounts(l);
+        acked_writes(l, &mut rng, 30, &mut acked);
+        let ts = Timestamp::new(acked.last().unwrap().1);
+        for id in c.ids() {
+            c.wait_watermark(id, ts, LONG).unwrap();
+        }
+    }
+    // A crash in the middle of node 2's last write: the tail is cut off and
+    // reported, and the node serves everything before it.
+    let seg = d.segments(2).pop().unwrap();
+    let len = std::fs::metadata(&seg).unwrap().len();
+    let mut f = std::fs::OpenOptions::new().append(true).open(&seg).unwrap();
+    std::io::Write::write_all(&mut f, &[7, 0, 0, 0, 9]).unwrap();
+    drop(f);
+    {
+        let c = LocalCluster::open(&d.0, 3, config()).unwrap();
+        let torn = c.node(2).unwrap().recovery().unwrap().torn_tail.clone();
+        let torn = torn.expect("a torn tail reported");
+        assert_eq!((torn.file, torn.offset, torn.bytes_dropped), (seg, len, 5));
+        let (_, last) = leader(&c).write(|t| t.put(b"after", b"1")).unwrap();
+        for id in c.ids() {
+            holds_every_acked_write(&c, id, last, &acked);
+        }
+    }
+    // A flipped bit inside node 3's first segment is corruption: the node
+    // refuses to start, naming the file and the offset.
+    let seg = d.segments(3).remove(0);
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x10;
+    std::fs::write(&seg, &bytes).unwrap();
+    match LocalCluster::open(&d.0, 3, config()) {
+        Err(ReplicaError::Engine(Error::Corrupt { file, offset, .. })) => {
+            assert_eq!(file, seg);
+            assert!(offset as usize <= at, "offset {offset}, flipped byte {at}");
+        }
+        Err(e) => panic!("expected Corrupt, got {e}"),
+        Ok(_) => panic!("a corrupt raft log opened"),
+    }
+    bytes[at] ^= 0x10;
+    std::fs::write(&seg, &bytes).unwrap();
+    // The same for a damaged snapshot file.
+    {
+        let c = LocalCluster::open(&d.0, 3, config()).unwrap();
+        c.snapshot(1, LONG).unwrap();
+        // A second open of a running node's directory is refused.
+        match LocalCluster::open(&d.0, 3, config()) {
+            Err(ReplicaError::Engine(Error::DirectoryLocked { path })) => {
+                assert_eq!(path, d.0.join("n1"))
+            }
+            Err(e) => panic!("expected DirectoryLocked, got {e}"),
+            Ok(_) => panic!("a node directory opened twice"),
+        }
+    }
+    let snap = d.0.join("n1").join("snapshot");
+    let mut bytes = std::fs::read(&snap).unwrap();
+    let at = bytes.len() - 3;
+    bytes[at] ^= 1;
+    std::fs::write(&snap, &bytes).unwrap();
+    match LocalCluster::open(&d.0, 3, config()) {
+        Err(ReplicaError::Engine(Error::Corrupt { file, .. })) => assert_eq!(file, snap),
+        Err(e) => panic!("expected Corrupt, got {e}"),
+        Ok(_) => panic!("a corrupt snapshot opened"),
+    }
+}

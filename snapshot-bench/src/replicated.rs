@@ -700,18 +700,19 @@ enum Nodes {
 }
 
 impl Nodes {
-    fn start(cfg: ReplicaConfig, tcp: bool) -> Nodes {
-        if !tcp {
+    /// A cluster in process, or over TCP with the nodes' directories (their
+    /// raft logs) under `dir`.
+    fn start(cfg: ReplicaConfig, tcp: Option<&Path>) -> Nodes {
+        let Some(dir) = tcp else {
             return Nodes::Local(Box::new(
                 LocalCluster::start(3, cfg).expect("a 3-node cluster"),
             ));
-        }
+        };
         let addrs = free_addrs();
-        let dir = std::env::temp_dir().join(format!("snapshot-bench-{}", std::process::id()));
         let nodes = addrs
             .keys()
             .map(|&id| {
-                TcpNode::start(tcp_node_config(id, &addrs, &dir, cfg.clone())).expect("a TCP node")
+                TcpNode::start(tcp_node_config(id, &addrs, dir, cfg.clone())).expect("a TCP node")
             })
             .collect();
         Nodes::Tcp(nodes)
@@ -806,7 +807,10 @@ fn load_through(l: &Replica) -> Timestamp {
 }
 
 fn run_cluster(p: &Params, round: usize, pb: &ProgressBar, tcp: bool) -> RoundOut {
-    let c = Nodes::start(cluster_config(p.threads), tcp);
+    let dir = TempDir(
+        std::env::temp_dir().join(format!("snapshot-bench-{}-tcp-{round}", std::process::id())),
+    );
+    let c = Nodes::start(cluster_config(p.threads), tcp.then_some(&*dir.0));
     let lid = c.wait_for_leader();
     let l = c.node(lid);
     let last = load_through(l);

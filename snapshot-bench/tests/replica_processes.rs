@@ -42,24 +42,40 @@ fn free_addr() -> SocketAddr {
     l.local_addr().unwrap()
 }
 
-fn dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("replica-processes-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A test's own directory for its nodes (removed when dropped).
+struct TestDir(PathBuf);
+
+impl TestDir {
+    fn new(test: &str) -> TestDir {
+        let d =
+            std::env::temp_dir().join(format!("replica-processes-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TestDir(d)
+    }
 }
 
-fn start(id: u64, addrs: &BTreeMap<u64, SocketAddr>, init: bool) -> Node {
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Starts node `id` on its directory under `dir` (a restart when it ran
+/// there before).
+fn start(dir: &TestDir, id: u64, addrs: &BTreeMap<u64, SocketAddr>, init: bool) -> Node {
+    let dir = &dir.0;
     let mut cfg = format!(
         "id = {id}\naddr = {}\ndata_dir = {}\ninit = {init}\n",
         addrs[&id],
-        dir().join(format!("n{id}")).display()
+        dir.join(format!("n{id}")).display()
     );
     for (&p, a) in addrs {
         if p != id {
             cfg.push_str(&format!("peer = {p}@{a}\n"));
         }
     }
-    let path = dir().join(format!("n{id}.conf"));
+    let path = dir.join(format!("n{id}.conf"));
     std::fs::write(&path, cfg).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_replica_node"))
         .arg(&path)
@@ -77,6 +93,16 @@ fn start(id: u64, addrs: &BTreeMap<u64, SocketAddr>, init: bool) -> Node {
         addr: addrs[&id],
         child,
         _stdin: stdin,
+    }
+}
+
+/// Sets its flag when dropped, on a panic too, so that the threads of a
+/// scope end and the panic reaches the test.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 
@@ -138,24 +164,145 @@ fn read(c: &mut TcpClient, at_least: u64, extra: &[Vec<u8>]) -> (u64, i64, Vec<b
     }
 }
 
-#[test]
-fn three_processes_on_loopback_keep_every_acknowledged_write_across_a_leader_kill() {
-    let addrs: BTreeMap<u64, SocketAddr> = (1..=3).map(|id| (id, free_addr())).collect();
-    let mut nodes: Vec<Node> = (1..=3).map(|id| start(id, &addrs, id == 1)).collect();
-    let leader = wait_leader(&nodes.iter().collect::<Vec<_>>());
-    let laddr = addrs[&leader];
-    let mut lc = client(laddr);
+const TOTAL: i64 = START * ACCOUNTS as i64;
+
+/// Puts every account at its starting balance through the leader at
+/// `laddr`; the commit timestamp.
+fn load(laddr: SocketAddr) -> u64 {
     let ops = (0..ACCOUNTS)
         .map(|i| Op::Put {
             key: account(i),
             value: START.to_le_bytes().to_vec(),
         })
         .collect();
-    let loaded = match lc.call(ClientRequest::Write { ops }).unwrap() {
+    match client(laddr).call(ClientRequest::Write { ops }).unwrap() {
         ClientResponse::Written { ts } => ts,
         other => panic!("load: {other:?}"),
-    };
-    let total = START * ACCOUNTS as i64;
+    }
+}
+
+/// Bank transfers through the leader at `laddr` until `stop`, each also
+/// writing its own key `<prefix>/<n>`: (commit ts, key) of every
+/// acknowledged one go to `acked`; the key of one whose outcome is unknown
+/// (the connection broke or the node fenced) goes to `unknown`, and the
+/// loop ends there.
+fn transfers(
+    laddr: SocketAddr,
+    prefix: &str,
+    stop: &AtomicBool,
+    acked: &Mutex<Vec<(u64, Vec<u8>)>>,
+    unknown: &Mutex<Vec<Vec<u8>>>,
+) {
+    let mut c = client(laddr);
+    for i in 0u64.. {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let key = format!("{prefix}/{i:06}").into_bytes();
+        let (a, b) = (i % ACCOUNTS, (i * 3 + 1) % ACCOUNTS);
+        let ops = vec![
+            Op::Add {
+                key: account(a),
+                delta: -3,
+            },
+            Op::Add {
+                key: account(b),
+                delta: 3,
+            },
+            Op::Put {
+                key: key.clone(),
+                value: b"v".to_vec(),
+            },
+        ];
+        match c.call(ClientRequest::Write { ops }) {
+            Ok(ClientResponse::Written { ts }) => acked.lock().unwrap().push((ts, key)),
+            Ok(ClientResponse::Failed(ClientError::Conflict)) => {}
+            Ok(other) => {
+                unknown.lock().unwrap().push(key);
+                eprintln!("writer: {other:?}");
+                break;
+            }
+            Err(e) => {
+                unknown.lock().unwrap().push(key);
+                eprintln!("writer: {e}");
+                break;
+            }
+        }
+    }
+}
+
+/// Waits until `acked` holds at least `n` writes.
+fn until_acked(acked: &Mutex<Vec<(u64, Vec<u8>)>>, n: usize) {
+    let t = Instant::now();
+    while acked.lock().unwrap().len() < n {
+        assert!(t.elapsed() < LONG, "the leader acknowledges writes");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Every node in `nodes`, read at a watermark of at least `last`, holds the
+/// bank's total and every acknowledged write, and each write of unknown
+/// outcome on all of them or on none.
+fn hold_every_acknowledged_write(
+    nodes: &[&Node],
+    last: u64,
+    acked: &[(u64, Vec<u8>)],
+    unknown: &[Vec<u8>],
+) {
+    assert!(acked.iter().all(|&(ts, _)| ts < last));
+    let keys: Vec<Vec<u8>> = acked
+        .iter()
+        .map(|(_, k)| k.clone())
+        .chain(unknown.iter().cloned())
+        .collect();
+    let mut seen = Vec::new();
+    for n in nodes {
+        let (ts, sum, present) = read(&mut client(n.addr), last, &keys);
+        assert!(ts >= last);
+        assert_eq!(sum, TOTAL, "node {}: the bank's total", n.id);
+        for (i, (ts, k)) in acked.iter().enumerate() {
+            assert!(
+                present[i],
+                "node {} lost acknowledged write {} at {ts}",
+                n.id,
+                String::from_utf8_lossy(k)
+            );
+        }
+        seen.push(present[acked.len()..].to_vec());
+    }
+    assert!(
+        seen.windows(2).all(|w| w[0] == w[1]),
+        "a write of unknown outcome is on every node or on none"
+    );
+}
+
+/// A write through the leader among `nodes` after everything before it;
+/// its commit timestamp.
+fn write_after(nodes: &[&Node]) -> u64 {
+    let new = wait_leader(nodes);
+    let mut nc = client(nodes.iter().find(|n| n.id == new).unwrap().addr);
+    loop {
+        match nc.call(ClientRequest::Write {
+            ops: vec![Op::Put {
+                key: b"after".to_vec(),
+                value: b"1".to_vec(),
+            }],
+        }) {
+            Ok(ClientResponse::Written { ts }) => return ts,
+            Ok(ClientResponse::Failed(ClientError::Conflict)) => continue,
+            other => panic!("write on the new leader: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn three_processes_on_loopback_keep_every_acknowledged_write_across_a_leader_kill() {
+    let dir = TestDir::new("leader-kill");
+    let addrs: BTreeMap<u64, SocketAddr> = (1..=3).map(|id| (id, free_addr())).collect();
+    let mut nodes: Vec<Node> = (1..=3).map(|id| start(&dir, id, &addrs, id == 1)).collect();
+    let leader = wait_leader(&nodes.iter().collect::<Vec<_>>());
+    let laddr = addrs[&leader];
+    let loaded = load(laddr);
 
     // (commit ts, key) of every acknowledged write; keys of writes whose
     // outcome is unknown (the connection broke or the node fenced).
@@ -165,44 +312,8 @@ fn three_processes_on_loopback_keep_every_acknowledged_write_across_a_leader_kil
     let reads = AtomicU64::new(0);
     std::thread::scope(|s| {
         let (acked, unknown, stop, reads) = (&acked, &unknown, &stop, &reads);
-        let writer = s.spawn(move || {
-            let mut c = client(laddr);
-            for i in 0u64.. {
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let key = format!("w/{i:06}").into_bytes();
-                let (a, b) = (i % ACCOUNTS, (i * 3 + 1) % ACCOUNTS);
-                let ops = vec![
-                    Op::Add {
-                        key: account(a),
-                        delta: -3,
-                    },
-                    Op::Add {
-                        key: account(b),
-                        delta: 3,
-                    },
-                    Op::Put {
-                        key: key.clone(),
-                        value: b"v".to_vec(),
-                    },
-                ];
-                match c.call(ClientRequest::Write { ops }) {
-                    Ok(ClientResponse::Written { ts }) => acked.lock().unwrap().push((ts, key)),
-                    Ok(ClientResponse::Failed(ClientError::Conflict)) => {}
-                    Ok(other) => {
-                        unknown.lock().unwrap().push(key);
-                        eprintln!("writer: {other:?}");
-                        break;
-                    }
-                    Err(e) => {
-                        unknown.lock().unwrap().push(key);
-                        eprintln!("writer: {e}");
-                        break;
-                    }
-                }
-            }
-        });
+        let _stop = StopOnDrop(stop);
+        let writer = s.spawn(move || transfers(laddr, "w", stop, acked, unknown));
         for f in addrs.keys().copied().filter(|&id| id != leader) {
             let a = addrs[&f];
             s.spawn(move || {
@@ -220,7 +331,7 @@ fn three_processes_on_loopback_keep_every_acknowledged_write_across_a_leader_kil
                                     i64::from_le_bytes(v.as_deref().unwrap().try_into().unwrap())
                                 })
                                 .sum();
-                            assert_eq!(sum, total, "node {f} at {ts}: the bank's total");
+                            assert_eq!(sum, TOTAL, "node {f} at {ts}: the bank's total");
                             reads.fetch_add(1, Ordering::Relaxed);
                         }
                         other => panic!("node {f} read: {other:?}"),
@@ -229,11 +340,7 @@ fn three_processes_on_loopback_keep_every_acknowledged_write_across_a_leader_kil
             });
         }
         // Writes flow; then the leader dies mid-write.
-        let t = Instant::now();
-        while acked.lock().unwrap().len() < 100 {
-            assert!(t.elapsed() < LONG, "the leader acknowledges writes");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        until_acked(acked, 100);
         let idx = nodes.iter().position(|n| n.id == leader).unwrap();
         nodes[idx].child.kill().unwrap();
         let _ = nodes[idx].child.wait();
@@ -251,49 +358,100 @@ fn three_processes_on_loopback_keep_every_acknowledged_write_across_a_leader_kil
 
     // The new leader takes writes; both survivors then hold every
     // acknowledged write, and each unknown one on both or neither.
-    let new = wait_leader(&nodes.iter().filter(|n| n.id != leader).collect::<Vec<_>>());
-    let mut nc = client(addrs[&new]);
-    let last = loop {
-        match nc.call(ClientRequest::Write {
-            ops: vec![Op::Put {
-                key: b"after".to_vec(),
-                value: b"1".to_vec(),
-            }],
-        }) {
-            Ok(ClientResponse::Written { ts }) => break ts,
-            Ok(ClientResponse::Failed(ClientError::Conflict)) => continue,
-            other => panic!("write on the new leader: {other:?}"),
-        }
-    };
+    let survivors: Vec<&Node> = nodes.iter().filter(|n| n.id != leader).collect();
+    let new = wait_leader(&survivors);
+    let last = write_after(&survivors);
     let acked = acked.into_inner().unwrap();
     let unknown = unknown.into_inner().unwrap();
-    assert!(acked.iter().all(|&(ts, _)| ts < last));
-    let keys: Vec<Vec<u8>> = acked
-        .iter()
-        .map(|(_, k)| k.clone())
-        .chain(unknown.iter().cloned())
-        .collect();
-    let mut seen = Vec::new();
-    for n in nodes.iter().filter(|n| n.id != leader) {
-        let (ts, sum, present) = read(&mut client(n.addr), last, &keys);
-        assert!(ts >= last);
-        assert_eq!(sum, total, "node {}: the bank's total", n.id);
-        for (i, (ts, k)) in acked.iter().enumerate() {
-            assert!(
-                present[i],
-                "node {} lost acknowledged write {} at {ts}",
-                n.id,
-                String::from_utf8_lossy(k)
-            );
-        }
-        seen.push(present[acked.len()..].to_vec());
-    }
-    assert_eq!(
-        seen[0], seen[1],
-        "a write of unknown outcome is on both survivors or on neither"
-    );
+    hold_every_acknowledged_write(&survivors, last, &acked, &unknown);
     eprintln!(
         "processes: {} acknowledged, {} unknown, leader {leader} -> {new}",
+        acked.len(),
+        unknown.len()
+    );
+}
+
+/// What node `n` says of its start: (log entries recovered from its
+/// directory, snapshots installed from a leader since).
+fn recovered(n: &Node) -> (u64, u64) {
+    match client(n.addr).call(ClientRequest::Status) {
+        Ok(ClientResponse::Status {
+            recovered_entries,
+            snapshots_installed,
+            ..
+        }) => (recovered_entries, snapshots_installed),
+        other => panic!("status of node {}: {other:?}", n.id),
+    }
+}
+
+#[test]
+fn killed_processes_restart_from_their_own_directories_with_every_acknowledged_write() {
+    let dir = TestDir::new("restarts");
+    let addrs: BTreeMap<u64, SocketAddr> = (1..=3).map(|id| (id, free_addr())).collect();
+    let mut nodes: Vec<Node> = (1..=3).map(|id| start(&dir, id, &addrs, id == 1)).collect();
+    let leader = wait_leader(&nodes.iter().collect::<Vec<_>>());
+    let laddr = addrs[&leader];
+    load(laddr);
+    let acked: Mutex<Vec<(u64, Vec<u8>)>> = Mutex::default();
+    let unknown: Mutex<Vec<Vec<u8>>> = Mutex::default();
+
+    // A follower is SIGKILLed mid-write and restarted from its directory
+    // while the other two go on.
+    let f = *addrs.keys().find(|&&id| id != leader).unwrap();
+    let fi = nodes.iter().position(|n| n.id == f).unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (acked, unknown, stop) = (&acked, &unknown, &stop);
+        let _stop = StopOnDrop(stop);
+        s.spawn(move || transfers(laddr, "a", stop, acked, unknown));
+        until_acked(acked, 50);
+        nodes[fi].child.kill().unwrap();
+        let _ = nodes[fi].child.wait();
+        until_acked(acked, 100);
+        nodes[fi] = start(&dir, f, &addrs, f == 1);
+        until_acked(acked, 150);
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(
+        unknown.lock().unwrap().is_empty(),
+        "the leader kept running"
+    );
+    let last = write_after(&nodes.iter().collect::<Vec<_>>());
+    hold_every_acknowledged_write(&[&nodes[fi]], last, &acked.lock().unwrap(), &[]);
+    let (entries, snapshots) = recovered(&nodes[fi]);
+    assert!(entries > 0, "node {f} recovered its log from its directory");
+    assert_eq!(
+        snapshots, 0,
+        "node {f} caught up from the log, not a snapshot"
+    );
+
+    // Every process is SIGKILLed mid-write, then all restart from their
+    // directories: every acknowledged write is on each of them.
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (acked, unknown, stop) = (&acked, &unknown, &stop);
+        let _stop = StopOnDrop(stop);
+        let writer = s.spawn(move || transfers(laddr, "b", stop, acked, unknown));
+        until_acked(acked, 250);
+        for n in &mut nodes {
+            n.child.kill().unwrap();
+        }
+        for n in &mut nodes {
+            let _ = n.child.wait();
+        }
+        writer.join().unwrap();
+    });
+    drop(nodes);
+    let nodes: Vec<Node> = (1..=3).map(|id| start(&dir, id, &addrs, id == 1)).collect();
+    let all: Vec<&Node> = nodes.iter().collect();
+    let last = write_after(&all);
+    let (acked, unknown) = (acked.into_inner().unwrap(), unknown.into_inner().unwrap());
+    hold_every_acknowledged_write(&all, last, &acked, &unknown);
+    for n in &nodes {
+        assert!(recovered(n).0 > 0, "node {} recovered its log", n.id);
+    }
+    eprintln!(
+        "restarts: {} acknowledged, {} unknown",
         acked.len(),
         unknown.len()
     );
@@ -354,10 +512,11 @@ fn bad_configs_and_unreachable_peers_are_typed_errors() {
     }
     // A node with a small bound refuses a larger frame, naming the bound,
     // and stays up for the next connection.
+    let small_dir = TestDir::new("small");
     let mut cfg = NodeConfig::parse(&format!(
         "id = 1\naddr = {}\ndata_dir = {}\ninit = true\n",
         free_addr(),
-        dir().join("small").display()
+        small_dir.0.display()
     ))
     .unwrap();
     cfg.tcp = small;

@@ -18,7 +18,7 @@
 mod checkpoint;
 mod fs;
 mod log;
-mod record;
+pub(crate) mod record;
 
 pub use fs::{FaultOp, Fs, FsFile, FsLock, MemFs, StdFs};
 
@@ -30,7 +30,8 @@ use crate::sync::{AtomicU64, Ordering};
 use crate::ts::Timestamp;
 use crate::CommitOptions;
 use checkpoint::State;
-use log::{io_error, parse_segment, segment_name, Log};
+pub(crate) use log::io_error;
+use log::{parse_segment, segment_name, Log};
 use parking_lot::{Condvar, Mutex};
 use record::{Commit, End, FILE_HEADER, SEGMENT_MAGIC};
 use std::cell::RefCell;
@@ -122,36 +123,41 @@ impl DurabilityOptions {
     /// [`Error::InvalidDurabilityOption`] naming the first option out of
     /// bounds, its value and the bound.
     pub fn validate(&self) -> Result<()> {
-        let bad = |option, value: String, bound| {
-            Err(Error::InvalidDurabilityOption {
-                option,
-                value,
-                bound,
-            })
-        };
-        if !(4096..=1 << 40).contains(&self.segment_bytes) {
-            return bad(
-                "segment_bytes",
-                self.segment_bytes.to_string(),
-                "4096..=2^40",
-            );
-        }
-        if let Durability::Periodic(d) = self.durability {
-            if d < Duration::from_millis(1) {
-                return bad(
-                    "durability",
-                    format!("Periodic({d:?})"),
-                    "an interval of at least 1 ms",
-                );
-            }
-        }
+        validate_log(self.durability, self.segment_bytes)?;
         if let Some(d) = self.checkpoint_interval {
             if d < Duration::from_millis(1) {
-                return bad("checkpoint_interval", format!("{d:?}"), "at least 1 ms");
+                return Err(Error::InvalidDurabilityOption {
+                    option: "checkpoint_interval",
+                    value: format!("{d:?}"),
+                    bound: "at least 1 ms",
+                });
             }
         }
         Ok(())
     }
+}
+
+/// The bounds every log's settings keep (the commit log's and a durable
+/// replica's raft log): a segment of 4096 bytes to 2^40, a periodic sync of
+/// at least 1 ms.
+pub(crate) fn validate_log(durability: Durability, segment_bytes: u64) -> Result<()> {
+    if !(4096..=1 << 40).contains(&segment_bytes) {
+        return Err(Error::InvalidDurabilityOption {
+            option: "segment_bytes",
+            value: segment_bytes.to_string(),
+            bound: "4096..=2^40",
+        });
+    }
+    if let Durability::Periodic(d) = durability {
+        if d < Duration::from_millis(1) {
+            return Err(Error::InvalidDurabilityOption {
+                option: "durability",
+                value: format!("Periodic({d:?})"),
+                bound: "an interval of at least 1 ms",
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Damage recovery found and cut off.

@@ -1,8 +1,10 @@
 //! [`LocalCluster`]: several [`Replica`]s in one process, each on its own
 //! tokio runtime (threads named `n<id>-raft`), joined by the in-process
-//! [`Router`]. For the tests and the benchmark.
+//! [`Router`], in memory or each on its own directory. For the tests and
+//! the benchmark.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,6 +27,8 @@ pub struct LocalCluster {
     config: ReplicaConfig,
     nodes: BTreeMap<NodeId, LocalNode>,
     crashed: Mutex<BTreeSet<NodeId>>,
+    /// Where durable nodes keep their files (node `id` in `n<id>`).
+    dir: Option<PathBuf>,
 }
 
 impl LocalCluster {
@@ -36,34 +40,62 @@ impl LocalCluster {
     /// be initialized; [`ReplicaError::Timeout`] if no leader is ready in
     /// time.
     pub fn start(n: usize, config: ReplicaConfig) -> Result<LocalCluster, ReplicaError> {
+        LocalCluster::begin(n, config, None)
+    }
+
+    /// Starts (or restarts) nodes `1..=n` as durable nodes
+    /// ([`Replica::open`]), node `id` on `dir/n<id>`, and waits (up to 10 s)
+    /// for a ready leader. A new cluster is initialized; one that ran there
+    /// before comes back with every node's log, vote and snapshot.
+    ///
+    /// # Errors
+    /// As [`LocalCluster::start`], and [`Replica::open`]'s.
+    pub fn open(
+        dir: impl Into<PathBuf>,
+        n: usize,
+        config: ReplicaConfig,
+    ) -> Result<LocalCluster, ReplicaError> {
+        LocalCluster::begin(n, config, Some(dir.into()))
+    }
+
+    fn begin(
+        n: usize,
+        config: ReplicaConfig,
+        dir: Option<PathBuf>,
+    ) -> Result<LocalCluster, ReplicaError> {
         let mut c = LocalCluster {
             router: Arc::default(),
             config,
             nodes: BTreeMap::new(),
             crashed: Mutex::default(),
+            dir,
         };
         let ids: Vec<NodeId> = (1..=n as NodeId).collect();
         for &id in &ids {
             c.spawn_node(id)?;
         }
-        let members: BTreeMap<NodeId, BasicNode> = ids
-            .iter()
-            .map(|&id| (id, BasicNode::new(format!("local:{id}"))))
-            .collect();
         let first = &c.nodes[&ids[0]];
-        first
-            .rt
-            .block_on(first.replica.raft().initialize(members))
-            .map_err(raft_err)?;
+        if first.replica.recovery().is_none_or(|r| r.fresh) {
+            let members: BTreeMap<NodeId, BasicNode> = ids
+                .iter()
+                .map(|&id| (id, BasicNode::new(format!("local:{id}"))))
+                .collect();
+            first
+                .rt
+                .block_on(first.replica.raft().initialize(members))
+                .map_err(raft_err)?;
+        }
         c.wait_for_leader(Duration::from_secs(10))?;
         Ok(c)
     }
 
-    /// Starts node `id` with an empty engine and log, reachable through the
-    /// router but not a member of anything yet.
+    /// Starts node `id`, reachable through the router: in memory, empty and
+    /// a member of nothing yet; in a durable cluster
+    /// ([`LocalCluster::open`]), from its directory, as it was when it
+    /// stopped (a restart after [`LocalCluster::stop`]).
     ///
     /// # Errors
-    /// [`ReplicaError::Raft`] if it cannot start.
+    /// [`ReplicaError::Raft`] if it cannot start; [`Replica::open`]'s.
     pub fn spawn_node(&mut self, id: NodeId) -> Result<&Replica, ReplicaError> {
         // Two workers: the state machine may block briefly (raising stable
         // waits for local commits in flight) while the other runs raft and
@@ -75,7 +107,11 @@ impl LocalCluster {
             .build()
             .map_err(raft_err)?;
         let net = LocalNetworkFactory::new(self.router.clone(), id);
-        let replica = Replica::new(id, self.config.clone(), net, rt.handle().clone())?;
+        let (config, handle) = (self.config.clone(), rt.handle().clone());
+        let replica = match &self.dir {
+            Some(dir) => Replica::open(id, config, dir.join(format!("n{id}")), net, handle)?,
+            None => Replica::new(id, config, net, handle)?,
+        };
         self.router.add(id, replica.raft().clone());
         self.nodes.insert(id, LocalNode { replica, rt });
         Ok(&self.nodes[&id].replica)

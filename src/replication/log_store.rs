@@ -1,8 +1,9 @@
-//! The in-memory raft log ([`openraft::storage::RaftLogStorage`], v2 API).
-//!
-//! Not durable: a process that stops loses it. A deployment that must
-//! survive crashes supplies its own log store (the same trait, written to
-//! disk and flushed before `LogFlushed::log_io_completed`).
+//! A node's raft log ([`openraft::storage::RaftLogStorage`], v2 API): the
+//! entries, vote and committed point in memory, where reads find them, and
+//! for a durable node ([`Replica::open`](super::Replica::open)) the same
+//! records in its directory (`disk.rs`), stored before openraft is told.
+//! An in-memory node ([`Replica::new`](super::Replica::new)) loses its log
+//! when it stops.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -15,6 +16,7 @@ use openraft::{
 };
 use parking_lot::Mutex;
 
+use super::disk::{Recovered, Writer};
 use super::node::Shared;
 use super::{Command, CommitRecord, NodeId, TypeConfig};
 
@@ -26,19 +28,50 @@ struct Inner {
     last_purged: Option<LogId<NodeId>>,
 }
 
-/// A node's in-memory log. Cloning it gives a reader of the same log.
+/// A node's log. Cloning it gives a reader of the same log.
 #[derive(Clone)]
 pub struct LogStore {
     inner: Arc<Mutex<Inner>>,
     shared: Arc<Shared>,
+    /// A durable node's log writer.
+    disk: Option<Arc<Writer>>,
+}
+
+fn io_err(e: crate::Error) -> StorageIOError<NodeId> {
+    StorageIOError::write_logs(AnyError::error(e))
 }
 
 impl LogStore {
+    /// An empty log in memory.
     pub(crate) fn new(shared: Arc<Shared>) -> LogStore {
         LogStore {
             inner: Arc::default(),
             shared,
+            disk: None,
         }
+    }
+
+    /// A durable node's log: what recovery found, stored on by `writer`.
+    /// Every recovered entry's timestamps bound what this node hands out as
+    /// leader, as if it had just been appended.
+    pub(crate) fn recovered(shared: Arc<Shared>, rec: Recovered, writer: Arc<Writer>) -> LogStore {
+        let store = LogStore {
+            inner: Arc::new(Mutex::new(Inner {
+                log: rec.entries,
+                vote: rec.vote,
+                committed: rec.committed,
+                last_purged: rec.purged,
+            })),
+            shared,
+            disk: Some(writer),
+        };
+        store
+            .inner
+            .lock()
+            .log
+            .values()
+            .for_each(|e| store.saw_entry(e));
+        store
     }
 
     /// How many entries the log holds (purged ones excluded).
@@ -61,6 +94,25 @@ impl LogStore {
         self.shared.saw_ts(c.commit_ts);
         if c.origin.node == self.shared.id {
             self.shared.release(c.commit_ts.get());
+        }
+    }
+
+    /// Every timestamp this log has seen: a node that becomes leader
+    /// allocates above all of them (DESIGN.md, "Replication", failover),
+    /// including entries of older leaders that may still commit.
+    fn saw_entry(&self, e: &Entry<TypeConfig>) {
+        match &e.payload {
+            EntryPayload::Normal(Command::Commit(c)) => self.saw_commit(c),
+            EntryPayload::Normal(Command::Watermark { ts }) => self.shared.saw_ts(*ts),
+            EntryPayload::Normal(Command::Batch {
+                commits, watermark, ..
+            }) => {
+                commits.iter().for_each(|c| self.saw_commit(c));
+                if let Some(w) = watermark {
+                    self.shared.saw_ts(*w);
+                }
+            }
+            _ => {}
         }
     }
 }
@@ -108,6 +160,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
         self.inner.lock().vote = Some(*vote);
+        if let Some(w) = &self.disk {
+            w.save_vote(vote)
+                .await
+                .map_err(|e| StorageIOError::write_vote(AnyError::error(e)))?;
+        }
         Ok(())
     }
 
@@ -120,6 +177,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         committed: Option<LogId<NodeId>>,
     ) -> Result<(), StorageError<NodeId>> {
         self.inner.lock().committed = committed;
+        if let Some(w) = &self.disk {
+            w.save_committed(&committed);
+        }
         Ok(())
     }
 
@@ -137,6 +197,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let mut inner = self.inner.lock();
+        let mut stored = Vec::new();
         for e in entries {
             // R5: no own batch without its predecessors.
             if let EntryPayload::Normal(Command::Batch { proposer, .. }) = &e.payload {
@@ -146,35 +207,24 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                     return Err(StorageIOError::write_logs(AnyError::error(why)).into());
                 }
             }
-            // Every timestamp this log has seen: a node that becomes leader
-            // allocates above all of them (DESIGN.md, "Replication",
-            // failover), including entries of older leaders that may still
-            // commit.
-            match &e.payload {
-                EntryPayload::Normal(Command::Commit(c)) => self.saw_commit(c),
-                EntryPayload::Normal(Command::Watermark { ts }) => self.shared.saw_ts(*ts),
-                EntryPayload::Normal(Command::Batch {
-                    commits, watermark, ..
-                }) => {
-                    commits.iter().for_each(|c| self.saw_commit(c));
-                    if let Some(w) = watermark {
-                        self.shared.saw_ts(*w);
-                    }
-                }
-                _ => {}
+            self.saw_entry(&e);
+            if self.disk.is_some() {
+                stored.push(e.clone());
             }
             inner.log.insert(e.log_id.index, e);
         }
         drop(inner);
-        // In memory: "flushed" as soon as it is inserted.
-        callback.log_io_completed(Ok(()));
+        match &self.disk {
+            // Reported flushed by the writer once the records are stored.
+            Some(w) => w.append(&stored, callback),
+            // In memory: "flushed" as soon as it is inserted.
+            None => callback.log_io_completed(Ok(())),
+        }
         Ok(())
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
-        let mut inner = self.inner.lock();
-        let gone = inner.log.split_off(&log_id.index);
-        drop(inner);
+        let gone = self.inner.lock().log.split_off(&log_id.index);
         // An own commit still open here is in this engine but now in no
         // log this node will commit: fence before anything else runs on it.
         let id = self.shared.id;
@@ -184,14 +234,22 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         if own_open {
             self.shared.fence();
         }
+        if let Some(w) = &self.disk {
+            w.truncate(log_id.index).await.map_err(io_err)?;
+        }
         Ok(())
     }
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
-        let mut inner = self.inner.lock();
-        let keep = inner.log.split_off(&(log_id.index + 1));
-        inner.log = keep;
-        inner.last_purged = Some(log_id);
+        {
+            let mut inner = self.inner.lock();
+            let keep = inner.log.split_off(&(log_id.index + 1));
+            inner.log = keep;
+            inner.last_purged = Some(log_id);
+        }
+        if let Some(w) = &self.disk {
+            w.purge(log_id).await.map_err(io_err)?;
+        }
         Ok(())
     }
 }

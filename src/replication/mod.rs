@@ -2,8 +2,9 @@
 //! watermark (cargo feature `replication`).
 //!
 //! A [`Replica`] is one node: an [`Engine`](crate::Engine), an openraft
-//! [`Raft`](openraft::Raft) handle, an in-memory log store and a state
-//! machine that applies the log to the engine. The leader runs read-write
+//! [`Raft`](openraft::Raft) handle, a log store (in memory from
+//! [`Replica::new`]; on disk from [`Replica::open`], which a restart
+//! recovers from) and a state machine that applies the log to the engine. The leader runs read-write
 //! transactions ([`Replica::write`], or pipelined: [`Replica::submit`]);
 //! every commit becomes a [`CommitRecord`] (commit timestamp, durable
 //! timestamp, the writes) that is replicated before the write is
@@ -50,9 +51,11 @@
 //! A transport: [`TcpNetworkFactory`] (nodes in separate processes, one
 //! [`TcpNode`] each, started from a [`NodeConfig`]), [`LocalNetwork`] (in
 //! process, for tests), or its own [`openraft::RaftNetworkFactory`]; and,
-//! for crash durability, a durable log store in place of the in-memory one.
+//! for crash durability, a directory per node ([`Replica::open`],
+//! [`NodeConfig::data_dir`]).
 
 mod cluster;
+mod disk;
 mod log_store;
 mod network;
 mod node;
@@ -70,6 +73,7 @@ use std::time::Duration;
 use crate::{Error, Timestamp};
 
 pub use cluster::LocalCluster;
+pub use disk::{LogOptions, LogRecovery};
 pub use log_store::LogStore;
 pub use network::{LocalNetwork, LocalNetworkFactory, Router};
 pub use node::{PendingWrite, Reader, Replica, ReplicaStats, WriteOptions, WriteTxn};
@@ -242,6 +246,9 @@ pub struct ReplicaConfig {
     pub max_batches_in_flight: usize,
     /// openraft's own settings (heartbeat, elections, snapshots).
     pub raft: openraft::Config,
+    /// How a durable node ([`Replica::open`]) keeps its raft log; unused in
+    /// memory.
+    pub log: LogOptions,
     /// The engine settings of every node.
     pub engine: crate::EngineConfig,
     /// The unit tests' mutant switch: a node that sets its stable timestamp
@@ -278,6 +285,7 @@ impl Default for ReplicaConfig {
                 ..Default::default()
             },
             engine: crate::EngineConfig::default(),
+            log: LogOptions::default(),
             #[cfg(test)]
             mutant_stable_follows_newest_commit: false,
         }

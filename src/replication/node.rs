@@ -9,6 +9,7 @@ use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use openraft::{Raft, RaftNetworkFactory, ServerState};
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use super::disk::{self, Disk, LogRecovery};
 use super::log_store::LogStore;
 use super::state_machine::StateMachine;
 use super::{
@@ -305,6 +306,8 @@ pub struct Replica {
     raft: Raft<TypeConfig>,
     rt: tokio::runtime::Handle,
     log: LogStore,
+    /// A durable node's files and what opening them found.
+    disk: Option<(Arc<Disk>, LogRecovery)>,
 }
 
 impl Replica {
@@ -326,6 +329,42 @@ impl Replica {
     where
         N: RaftNetworkFactory<TypeConfig>,
     {
+        Replica::start(id, config, network, rt, None)
+    }
+
+    /// Starts node `id` on its directory `dir` (created if missing): its
+    /// raft log and vote are kept there ([`ReplicaConfig::log`] says when an
+    /// entry counts as stored), and so is every snapshot it builds or
+    /// installs. A node that ran there before comes back as it was: its
+    /// engine is rebuilt from its snapshot and the committed log after it,
+    /// its vote and log are its own, and it catches up from the leader only
+    /// what it missed. [`Replica::recovery`] says what was found.
+    ///
+    /// # Errors
+    /// As [`Replica::new`], and: [`Error::DirectoryLocked`](crate::Error)
+    /// if another node has `dir` open; [`Error::Corrupt`](crate::Error) if a
+    /// log segment or the snapshot is damaged anywhere but in a torn final
+    /// record (which is cut off and reported); [`Error::Io`](crate::Error)
+    /// if a file cannot be read or written;
+    /// [`Error::InvalidDurabilityOption`](crate::Error) if
+    /// [`ReplicaConfig::log`] is out of bounds. All inside
+    /// [`ReplicaError::Engine`].
+    pub fn open<N>(
+        id: NodeId,
+        config: ReplicaConfig,
+        dir: impl AsRef<std::path::Path>,
+        network: N,
+        rt: tokio::runtime::Handle,
+    ) -> std::result::Result<Replica, ReplicaError>
+    where
+        N: RaftNetworkFactory<TypeConfig>,
+    {
+        Replica::validate(&config)?;
+        let opened = disk::open(dir.as_ref(), config.log)?;
+        Replica::start(id, config, network, rt, Some(opened))
+    }
+
+    fn validate(config: &ReplicaConfig) -> std::result::Result<(), ReplicaError> {
         if config.max_batch_commits == 0 || config.max_batches_in_flight == 0 {
             return Err(ReplicaError::BadConfig {
                 what: format!(
@@ -343,6 +382,22 @@ impl Replica {
                 ),
             });
         }
+        config.raft.clone().validate().map_err(raft_err)?;
+        config.engine.validate()?;
+        Ok(())
+    }
+
+    fn start<N>(
+        id: NodeId,
+        config: ReplicaConfig,
+        network: N,
+        rt: tokio::runtime::Handle,
+        opened: Option<(Disk, disk::Recovered, LogRecovery)>,
+    ) -> std::result::Result<Replica, ReplicaError>
+    where
+        N: RaftNetworkFactory<TypeConfig>,
+    {
+        Replica::validate(&config)?;
         let raft_config = Arc::new(config.raft.clone().validate().map_err(raft_err)?);
         let engine = Arc::new(Engine::new(config.engine.clone())?);
         let shared = Arc::new(Shared {
@@ -364,8 +419,22 @@ impl Replica {
             ctr: Counters::default(),
             history: Mutex::default(),
         });
-        let log = LogStore::new(shared.clone());
-        let sm = StateMachine::new(shared.clone());
+        let (log, sm, disk) = match opened {
+            None => (
+                LogStore::new(shared.clone()),
+                StateMachine::new(shared.clone(), None),
+                None,
+            ),
+            Some((files, recovered, mut report)) => {
+                let files = Arc::new(files);
+                let log = LogStore::recovered(shared.clone(), recovered, files.writer.clone());
+                let mut sm = StateMachine::new(shared.clone(), Some(files.clone()));
+                report.snapshot_index = sm.restore()?;
+                (log, sm, Some((files, report)))
+            }
+        };
+        // openraft re-applies the committed log after the restored snapshot
+        // before it serves anything.
         let raft = rt
             .block_on(Raft::new(id, raft_config, network, log.clone(), sm))
             .map_err(raft_err)?;
@@ -375,7 +444,14 @@ impl Replica {
             raft,
             rt,
             log,
+            disk,
         })
+    }
+
+    /// What [`Replica::open`] found in the node's directory (`None` for a
+    /// node in memory).
+    pub fn recovery(&self) -> Option<&LogRecovery> {
+        self.disk.as_ref().map(|(_, r)| r)
     }
 
     /// This node's id.

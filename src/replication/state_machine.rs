@@ -14,6 +14,9 @@
 //!   at most a few ticks of commits). Installing one builds a new engine:
 //!   the contents committed at `W`, stable set to `W`, then the tail at its
 //!   own timestamps; the node then switches to it.
+//! * A durable node writes every snapshot it builds or installs to its
+//!   directory before reporting it, and at start rebuilds its engine from
+//!   that file; openraft then re-applies the committed log after it.
 
 use std::io::Cursor;
 use std::sync::Arc;
@@ -25,6 +28,7 @@ use openraft::{
     StorageIOError, StoredMembership,
 };
 
+use super::disk::Disk;
 use super::node::Shared;
 use super::{
     Applied, Command, CommitRecord, NodeId, Origin, ReplicaError, SnapshotBytes, TypeConfig, Write,
@@ -44,6 +48,8 @@ pub struct StateMachine {
     max_ts: u64,
     current: Option<Snapshot<TypeConfig>>,
     built: u64,
+    /// A durable node's files, where its snapshots are kept.
+    disk: Option<Arc<Disk>>,
 }
 
 /// Builds nothing: the snapshot is taken when the builder is made, while
@@ -128,7 +134,8 @@ fn advance(shared: &Shared, engine: &Engine, w: Timestamp) -> Result<bool, Error
 }
 
 impl StateMachine {
-    pub(crate) fn new(shared: Arc<Shared>) -> StateMachine {
+    /// A state machine over `shared`'s engine; `disk` keeps its snapshots.
+    pub(crate) fn new(shared: Arc<Shared>, disk: Option<Arc<Disk>>) -> StateMachine {
         StateMachine {
             shared,
             last_applied: None,
@@ -137,7 +144,26 @@ impl StateMachine {
             max_ts: 0,
             current: None,
             built: 0,
+            disk,
         }
+    }
+
+    /// Rebuilds the engine from the snapshot in the node's directory, if
+    /// there is one; returns the index of the last entry it covers.
+    ///
+    /// # Errors
+    /// The file is damaged ([`Error::Corrupt`]) or does not decode
+    /// ([`ReplicaError::BadSnapshot`]); the engine refused its contents.
+    pub(crate) fn restore(&mut self) -> Result<Option<u64>, ReplicaError> {
+        let Some(disk) = self.disk.clone() else {
+            return Ok(None);
+        };
+        let Some((meta, data)) = disk.load_snapshot()? else {
+            return Ok(None);
+        };
+        let index = meta.last_log_id.map(|l| l.index);
+        self.install_snapshot_data(&meta, data, Source::Disk)?;
+        Ok(index)
     }
 
     fn apply_one(&mut self, entry: &Entry<TypeConfig>) -> Result<Applied, ReplicaError> {
@@ -252,12 +278,17 @@ impl StateMachine {
             ),
             None => format!("none-{}-{}", self.shared.id, self.built),
         };
+        let meta = SnapshotMeta {
+            last_log_id: self.last_applied,
+            last_membership: self.membership.clone(),
+            snapshot_id,
+        };
+        // Stored before openraft learns of it: it purges the log up to it.
+        if let Some(disk) = &self.disk {
+            disk.save_snapshot(&meta, &data)?;
+        }
         let snap = Snapshot {
-            meta: SnapshotMeta {
-                last_log_id: self.last_applied,
-                last_membership: self.membership.clone(),
-                snapshot_id,
-            },
+            meta,
             snapshot: Box::new(Cursor::new(data)),
         };
         self.current = Some(snap.clone());
@@ -268,6 +299,7 @@ impl StateMachine {
         &mut self,
         meta: &SnapshotMeta<NodeId, BasicNode>,
         data: Vec<u8>,
+        source: Source,
     ) -> Result<(), ReplicaError> {
         let snap = decode(&data)?;
         let engine = Arc::new(Engine::new(self.shared.config.engine.clone())?);
@@ -290,12 +322,18 @@ impl StateMachine {
         for rec in &snap.tail {
             install(&self.shared, &engine, rec, bound)?;
         }
+        if let (Source::Leader, Some(disk)) = (source, &self.disk) {
+            // Stored before the engine switches and openraft learns of it.
+            disk.save_snapshot(meta, &data)?;
+        }
         self.shared.saw_ts(Timestamp::new(snap.max_ts));
         self.shared.replace_engine(engine);
-        self.shared
-            .ctr
-            .snapshots_installed
-            .fetch_add(1, Ordering::Relaxed);
+        if source == Source::Leader {
+            self.shared
+                .ctr
+                .snapshots_installed
+                .fetch_add(1, Ordering::Relaxed);
+        }
         if !snap.watermark.is_none() {
             self.shared.record_watermark(snap.watermark);
         }
@@ -309,6 +347,15 @@ impl StateMachine {
         });
         Ok(())
     }
+}
+
+/// Where an installed snapshot came from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// Sent by the leader (counted in `snapshots_installed`).
+    Leader,
+    /// This node's own, read from its directory at start.
+    Disk,
 }
 
 fn sm_err(log_id: Option<LogId<NodeId>>, e: ReplicaError) -> StorageError<NodeId> {
@@ -361,7 +408,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta<NodeId, BasicNode>,
         snapshot: Box<SnapshotBytes>,
     ) -> Result<(), StorageError<NodeId>> {
-        self.install_snapshot_data(meta, snapshot.into_inner())
+        self.install_snapshot_data(meta, snapshot.into_inner(), Source::Leader)
             .map_err(|e| sm_err(None, e))
     }
 

@@ -246,6 +246,12 @@ pub enum ClientResponse {
         watermark: u64,
         /// Whether it is fenced.
         fenced: bool,
+        /// Log entries it recovered from its directory when it started.
+        recovered_entries: u64,
+        /// Whether it rebuilt its engine from its own snapshot at start.
+        restored_snapshot: bool,
+        /// Snapshots it installed from a leader since it started.
+        snapshots_installed: u64,
     },
     /// A write was acknowledged at commit timestamp `ts`.
     Written {
@@ -549,11 +555,12 @@ pub struct NodeConfig {
     pub addr: SocketAddr,
     /// Every other voter: id and address.
     pub peers: BTreeMap<NodeId, SocketAddr>,
-    /// The node's directory (created if missing). The log is in memory
-    /// for now; a durable log store keeps its files here.
+    /// The node's directory (created if missing): its raft log, vote and
+    /// snapshot ([`Replica::open`]).
     pub data_dir: PathBuf,
     /// Whether this node initializes the cluster (exactly one node of a new
-    /// cluster does).
+    /// cluster does; on a restart, with its directory no longer empty, it
+    /// does nothing).
     pub init: bool,
     /// The replica's settings.
     pub replica: ReplicaConfig,
@@ -642,13 +649,16 @@ pub struct TcpNode {
 }
 
 impl TcpNode {
-    /// Starts the node: its replica, its listener on `cfg.addr`, and (if
-    /// `cfg.init`) the cluster's initialization with every peer as a voter.
+    /// Starts the node: its replica on `cfg.data_dir` ([`Replica::open`]:
+    /// a restart recovers from it), its listener on `cfg.addr`, and (if
+    /// `cfg.init` and the directory held nothing) the cluster's
+    /// initialization with every peer as a voter.
     ///
     /// # Errors
-    /// [`ReplicaError::BadConfig`] if a setting is out of range, the data
-    /// directory cannot be made or the address cannot be bound (with the OS
-    /// error); [`ReplicaError::Raft`] if openraft refuses to start.
+    /// [`ReplicaError::BadConfig`] if a setting is out of range or the
+    /// address cannot be bound (with the OS error); [`ReplicaError::Raft`]
+    /// if openraft refuses to start; [`Replica::open`]'s errors for the
+    /// directory.
     pub fn start(mut cfg: NodeConfig) -> Result<TcpNode, ReplicaError> {
         cfg.tcp.validate()?;
         // Every entry must fit one frame (`ReplicaConfig::max_batch_bytes`).
@@ -656,8 +666,6 @@ impl TcpNode {
             .replica
             .max_batch_bytes
             .min(cfg.tcp.max_frame_bytes - super::BATCH_FRAME_SLACK);
-        std::fs::create_dir_all(&cfg.data_dir)
-            .map_err(|e| bad_config(format!("data_dir {}: {e}", cfg.data_dir.display())))?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name(format!("n{}-raft", cfg.id))
@@ -671,14 +679,15 @@ impl TcpNode {
             .local_addr()
             .map_err(|e| bad_config(format!("addr {}: {e}", cfg.addr)))?;
         let net = TcpNetworkFactory::new(cfg.tcp.clone())?;
-        let replica = Arc::new(Replica::new(
+        let replica = Arc::new(Replica::open(
             cfg.id,
             cfg.replica.clone(),
+            &cfg.data_dir,
             net,
             rt.handle().clone(),
         )?);
         rt.spawn(serve(listener, replica.clone(), cfg.tcp.max_frame_bytes));
-        if cfg.init {
+        if cfg.init && replica.recovery().is_some_and(|r| r.fresh) {
             let mut members: BTreeMap<NodeId, BasicNode> = cfg
                 .peers
                 .iter()
@@ -798,6 +807,11 @@ fn client(replica: &Replica, req: ClientRequest) -> ClientResponse {
             leader_ready: replica.is_leader_ready(),
             watermark: replica.watermark().map_or(0, Timestamp::get),
             fenced: replica.is_fenced(),
+            recovered_entries: replica.recovery().map_or(0, |r| r.entries),
+            restored_snapshot: replica
+                .recovery()
+                .is_some_and(|r| r.snapshot_index.is_some()),
+            snapshots_installed: replica.stats().snapshots_installed,
         },
         ClientRequest::Write { ops } => {
             let r = replica.write(|t| {
