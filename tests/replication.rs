@@ -722,10 +722,14 @@ fn a_stopped_follower_restarts_from_its_own_directory_and_catches_up() {
     let (_, last) = c.node(l).unwrap().write(|t| t.put(b"after", b"1")).unwrap();
     holds_every_acked_write(&c, f, last, &acked);
     let node = c.node(f).unwrap();
+    let stats = node.stats();
     assert_eq!(
-        node.stats().snapshots_installed,
-        0,
+        stats.snapshots_installed, 0,
         "it caught up from the log, not a snapshot"
+    );
+    assert!(
+        stats.log_syncs > 0 && stats.log_syncs <= stats.log_writes,
+        "{stats:?}"
     );
     assert_eq!(
         contents_at(node, last),

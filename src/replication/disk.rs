@@ -46,6 +46,7 @@ use parking_lot::{Condvar, Mutex};
 use super::{NodeId, TypeConfig};
 use crate::durable::record::{self, End, FILE_HEADER};
 use crate::durable::{io_error, Damage, Durability, Fs, FsFile, FsLock, StdFs};
+use crate::sync::{AtomicU64, Ordering};
 use crate::Error;
 
 /// A log segment's magic bytes.
@@ -324,6 +325,11 @@ pub(crate) struct Writer {
     queue: Mutex<Queue>,
     cv: Condvar,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// `write` calls on segments. Relaxed, as every counter here: a report
+    /// that publishes nothing.
+    pub(crate) writes: AtomicU64,
+    /// `fdatasync` calls on segments.
+    pub(crate) syncs: AtomicU64,
 }
 
 /// The writer thread's own state.
@@ -402,6 +408,8 @@ pub(crate) fn open(
         queue: Mutex::default(),
         cv: Condvar::new(),
         thread: Mutex::new(None),
+        writes: AtomicU64::new(0),
+        syncs: AtomicU64::new(0),
     });
     let w = writer.clone();
     let handle = std::thread::Builder::new()
@@ -548,12 +556,12 @@ impl Writer {
                 }
                 if q.jobs.is_empty() && q.stop {
                     drop(q);
-                    let _ = out.sync();
+                    let _ = out.sync(self);
                     return;
                 }
                 std::mem::take(&mut q.jobs)
             };
-            let res = out.write(&jobs);
+            let res = out.write(&jobs, self);
             for job in jobs {
                 let r = res.clone();
                 match job.done {
@@ -575,12 +583,13 @@ impl Out {
         self.failed.get_or_insert(e).clone()
     }
 
-    fn sync(&mut self) -> Result<(), Error> {
+    fn sync(&mut self, w: &Writer) -> Result<(), Error> {
         let path = self
             .segments
             .last()
             .map(|s| s.path.clone())
             .unwrap_or_default();
+        w.syncs.fetch_add(1, Ordering::Relaxed);
         match self.file.sync() {
             Ok(()) => {
                 self.last_sync = Instant::now();
@@ -592,12 +601,12 @@ impl Out {
 
     /// Writes `jobs` (rolling to a new segment first if the current one is
     /// full), syncs as the durability says, and removes purged segments.
-    fn write(&mut self, jobs: &[Job]) -> Result<(), Error> {
+    fn write(&mut self, jobs: &[Job], w: &Writer) -> Result<(), Error> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
         if self.len >= self.options.segment_bytes {
-            self.roll()?;
+            self.roll(w)?;
         }
         let mut buf = Vec::new();
         let mut purge_upto = None;
@@ -618,17 +627,23 @@ impl Out {
             .clone();
         if buf.is_empty() {
             // A periodic wake-up with nothing queued: only the sync below.
-        } else if let Err(e) = self.file.append(&buf) {
-            return Err(self.io(io_error("write", &path, &e)));
+        } else {
+            w.writes.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = self.file.append(&buf) {
+                return Err(self.io(io_error("write", &path, &e)));
+            }
         }
         self.len += buf.len() as u64;
+        // A committed point alone waits for nobody: the next record's sync
+        // covers it.
+        let waited = jobs.iter().any(|j| !matches!(j.done, Done::Nothing));
         let due = match self.options.durability {
-            Durability::Sync => true,
+            Durability::Sync => waited,
             Durability::Periodic(d) => self.last_sync.elapsed() >= d,
             Durability::None => false,
         };
         if due || purge_upto.is_some() {
-            self.sync()?;
+            self.sync(w)?;
         }
         if let Some(upto) = purge_upto {
             self.remove_purged(upto);
@@ -638,8 +653,8 @@ impl Out {
 
     /// Syncs the full segment and starts the next one with the state
     /// frames.
-    fn roll(&mut self) -> Result<(), Error> {
-        self.sync()?;
+    fn roll(&mut self, w: &Writer) -> Result<(), Error> {
+        self.sync(w)?;
         let seq = self.segments.last().map_or(1, |s| s.seq + 1);
         match new_segment(&*self.fs, &self.dir, seq, &self.state) {
             Ok((file, path, len)) => {

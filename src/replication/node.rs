@@ -294,6 +294,11 @@ pub struct ReplicaStats {
     /// The most bytes of commits ([`CommitRecord::encoded_len`]) one of
     /// those entries carried; at most `ReplicaConfig::max_batch_bytes`.
     pub largest_batch_bytes: u64,
+    /// `write` calls on a durable node's raft log segments.
+    pub log_writes: u64,
+    /// `fdatasync` calls on them (group commit: one covers every entry and
+    /// vote queued meanwhile).
+    pub log_syncs: u64,
     /// The current watermark (stable timestamp).
     pub watermark: Option<Timestamp>,
     /// Whether the node is fenced.
@@ -511,6 +516,14 @@ impl Replica {
             batches_proposed: c.batches.load(Ordering::Relaxed),
             commits_proposed: c.batched_commits.load(Ordering::Relaxed),
             largest_batch_bytes: c.largest_batch_bytes.load(Ordering::Relaxed),
+            log_writes: self
+                .disk
+                .as_ref()
+                .map_or(0, |(d, _)| d.writer.writes.load(Ordering::Relaxed)),
+            log_syncs: self
+                .disk
+                .as_ref()
+                .map_or(0, |(d, _)| d.writer.syncs.load(Ordering::Relaxed)),
             watermark: self.watermark(),
             fenced: self.is_fenced(),
         }
