@@ -103,3 +103,148 @@ fn a_prepared_update_stops_the_batch_at_its_key() {
         })
     );
 }
+
+/// Every batch length from 0 to past a few of the store's groups of 16,
+/// with repeated and never-written keys, reads what `get` reads, in order.
+#[test]
+fn repeats_and_absent_keys_in_batches_of_every_length() {
+    let e = Engine::new(EngineConfig::default()).unwrap();
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    for i in 0..64u64 {
+        t.put(key(i, i % 5 == 0), [i as u8; 100]).unwrap();
+    }
+    t.commit(CommitOptions::default()).unwrap();
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    for i in 0..80u64 {
+        // Repeats (i % 7), never-written keys (64 and up), long keys.
+        let k = match i % 4 {
+            0 => (i % 7) * 9,
+            1 => 64 + i,
+            _ => i % 64,
+        };
+        keys.push(key(k, k % 5 == 0));
+    }
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    for n in 0..=keys.len() {
+        for start in [0, 3] {
+            let batch = &keys[start.min(n)..n];
+            let mut got = Vec::new();
+            t.get_many_with(batch, |i, v| got.push((i, v.map(<[u8]>::to_vec))))
+                .unwrap();
+            let want: Vec<_> = batch
+                .iter()
+                .enumerate()
+                .map(|(i, k)| (i, t.get(k).unwrap()))
+                .collect();
+            assert_eq!(got, want, "keys {start}..{n}");
+        }
+    }
+    let absent: Vec<Vec<u8>> = (1000..1040).map(|i| key(i, false)).collect();
+    assert_eq!(t.get_many(&absent).unwrap(), vec![None; 40]);
+    let same = vec![key(3, false); 40];
+    assert_eq!(t.get_many(&same).unwrap(), vec![Some(vec![3u8; 100]); 40]);
+}
+
+/// A batch reads each key at the transaction's read timestamp, as `get`
+/// does, over chains with newer, aborted and deleted versions (the slot's
+/// head hint then names a version the read does not return).
+#[test]
+fn a_batch_reads_old_versions_as_get_does() {
+    let e = Engine::new(EngineConfig::default()).unwrap();
+    let mut s = e.session().unwrap();
+    for round in 1..=4u64 {
+        let mut t = s.begin(&TxnOptions::default()).unwrap();
+        for i in 0..50u64 {
+            if (i + round) % 6 == 0 {
+                t.delete(key(i, i % 4 == 0)).unwrap();
+            } else if i % round == 0 {
+                t.put(key(i, i % 4 == 0), [round as u8; 30]).unwrap();
+            }
+        }
+        t.commit(CommitOptions::at(10 * round)).unwrap();
+        let mut a = s.begin(&TxnOptions::default()).unwrap();
+        for i in (0..50u64).step_by(3) {
+            a.put(key(i, i % 4 == 0), b"aborted").unwrap();
+        }
+        a.rollback();
+    }
+    let keys: Vec<Vec<u8>> = (0..60u64).map(|i| key(i, i % 4 == 0)).collect();
+    for ts in [5, 10, 15, 20, 30, 40, 50] {
+        let opts = TxnOptions {
+            read_timestamp: Some(Timestamp::new(ts)),
+            ..TxnOptions::default()
+        };
+        let mut t = s.begin(&opts).unwrap();
+        let got = t.get_many(&keys).unwrap();
+        let want: Vec<_> = keys.iter().map(|k| t.get(k).unwrap()).collect();
+        assert_eq!(got, want, "read timestamp {ts}");
+        assert!(ts < 10 || got.iter().any(Option::is_some), "ts {ts}");
+    }
+}
+
+/// A key over `max_key_len` anywhere in the batch fails it before any key
+/// is read, and the transaction goes on reading.
+#[test]
+fn a_key_over_the_limit_fails_the_batch_before_any_read() {
+    let e = Engine::new(EngineConfig::default()).unwrap();
+    let max = e.config().max_key_len;
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    t.put(b"a", b"1").unwrap();
+    let mut keys: Vec<Vec<u8>> = (0..30).map(|_| b"a".to_vec()).collect();
+    keys[25] = vec![1; max + 1];
+    let mut called = 0;
+    let err = t.get_many_with(&keys, |_, _| called += 1).unwrap_err();
+    assert_eq!(err, Error::KeyTooLarge { len: max + 1, max });
+    assert_eq!(called, 0);
+    assert_eq!(
+        t.get_many(&keys[..25]).unwrap(),
+        vec![Some(b"1".to_vec()); 25]
+    );
+}
+
+/// A prepared update stops a batch at its key wherever the key sits: the
+/// first key, one inside the first group of 16, or the last.
+#[test]
+fn a_prepared_update_stops_the_batch_wherever_it_sits() {
+    let e = Engine::new(EngineConfig::default()).unwrap();
+    e.set_timestamps(TimestampUpdate {
+        stable: Some(Timestamp::new(10)),
+        ..TimestampUpdate::default()
+    })
+    .unwrap();
+    let (mut w, mut r) = (e.session().unwrap(), e.session().unwrap());
+    let mut t = w.begin(&TxnOptions::default()).unwrap();
+    for i in 0..40u64 {
+        t.put(key(i, false), b"v").unwrap();
+    }
+    t.commit(CommitOptions::at(20)).unwrap();
+    let keys: Vec<Vec<u8>> = (0..40).map(|i| key(i, false)).collect();
+    let opts = TxnOptions {
+        read_timestamp: Some(Timestamp::new(40)),
+        ..TxnOptions::default()
+    };
+    for at in [0usize, 5, 39] {
+        let mut p = w.begin(&TxnOptions::default()).unwrap();
+        p.put(key(at as u64, false), b"prepared").unwrap();
+        p.prepare(Timestamp::new(30)).unwrap();
+        let mut t = r.begin(&opts).unwrap();
+        let mut seen = Vec::new();
+        let err = t.get_many_with(&keys, |i, _| seen.push(i)).unwrap_err();
+        assert_eq!(
+            err,
+            Error::PrepareConflict {
+                key: key(at as u64, false)
+            }
+        );
+        assert_eq!(seen, (0..at).collect::<Vec<_>>());
+        // The keys after it still read.
+        assert_eq!(
+            t.get_many(&keys[at + 1..]).unwrap(),
+            vec![Some(b"v".to_vec()); 39 - at]
+        );
+        drop(t);
+        p.rollback();
+    }
+}

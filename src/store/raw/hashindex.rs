@@ -10,9 +10,10 @@
 //! null to a node pointer once and never changes, and the table never holds
 //! tombstones. Inserting a new key happens under the index's insert mutex
 //! (writers creating keys only; readers never take it). When the table is
-//! half full the inserter builds a table twice the size holding every node,
-//! installs it with a Release store and retires the old one to the epoch
-//! collector, so a reader still probing the old table stays safe.
+//! three quarters full the inserter builds one half as large again holding
+//! every node (so a table is between half and three quarters full once it
+//! has grown), installs it with a Release store and retires the old one to
+//! the epoch collector, so a reader still probing the old table stays safe.
 //!
 //! # Orderings
 //!
@@ -135,25 +136,51 @@ impl Candidate {
     pub(crate) const NONE: Candidate = Candidate(ptr::null());
 }
 
+/// Slots in a new index's table.
+const FIRST_CAP: usize = 1024;
+
+/// The most keys a table of `cap` slots holds before it grows: three
+/// quarters (a hit then probes about 2.5 slots on average, at most,
+/// and an empty slot always ends a probe).
+#[inline]
+fn max_len(cap: usize) -> usize {
+    cap / 4 * 3
+}
+
+/// The size of the table that replaces a full one of `cap` slots: half as
+/// large again (a multiple of 64), so the new table starts half full.
+#[inline]
+fn grown(cap: usize) -> usize {
+    (cap + cap / 2).next_multiple_of(64)
+}
+
 struct Table {
-    mask: usize,
-    shift: u32,
     slots: Box<[Slot]>,
 }
 
 impl Table {
-    /// The first slot of `hash`'s probe sequence: Fibonacci hashing on the
-    /// top bits, so a hasher with weak low bits cannot cluster the probes.
+    /// The first slot of `hash`'s probe sequence: a Fibonacci multiply,
+    /// then its top bits scaled to the table's size (any size, not only a
+    /// power of two), so a hasher with weak low bits cannot cluster the
+    /// probes.
     #[inline]
     fn home(&self, hash: u64) -> usize {
-        (hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+        let mixed = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        ((u128::from(mixed) * self.slots.len() as u128) >> 64) as usize
+    }
+
+    /// The slot after `i` in a probe sequence (wrapping to the first).
+    #[inline]
+    fn next(&self, i: usize) -> usize {
+        if i + 1 == self.slots.len() {
+            0
+        } else {
+            i + 1
+        }
     }
 
     fn with_capacity(cap: usize) -> Box<Table> {
-        debug_assert!(cap.is_power_of_two());
         Box::new(Table {
-            mask: cap - 1,
-            shift: 64 - cap.trailing_zeros(),
             slots: (0..cap)
                 .map(|_| Slot {
                     word: AtomicU64::new(0),
@@ -181,7 +208,7 @@ impl Table {
                 s.word.store(pack(node, hash), Ordering::Release);
                 return;
             }
-            i = (i + 1) & self.mask;
+            i = self.next(i);
         }
     }
 }
@@ -226,7 +253,7 @@ unsafe impl Send for HashIndex {}
 impl HashIndex {
     pub(crate) fn new() -> HashIndex {
         HashIndex {
-            table: AtomicPtr::new(Box::into_raw(Table::with_capacity(1024))),
+            table: AtomicPtr::new(Box::into_raw(Table::with_capacity(FIRST_CAP))),
             len: std::cell::Cell::new(0),
             arena: UnsafeCell::new(Arena {
                 chunks: Vec::new(),
@@ -303,7 +330,7 @@ impl HashIndex {
                     return Some(n);
                 }
             }
-            i = (i + 1) & t.mask;
+            i = t.next(i);
         }
     }
 
@@ -334,7 +361,7 @@ impl HashIndex {
                     return;
                 }
             }
-            i = (i + 1) & t.mask;
+            i = t.next(i);
         }
     }
 
@@ -374,7 +401,7 @@ impl HashIndex {
                 super::prefetch(slot.head.load(Ordering::Relaxed));
                 return Candidate(p);
             }
-            i = (i + 1) & t.mask;
+            i = t.next(i);
         }
     }
 
@@ -440,7 +467,8 @@ impl HashIndex {
         n
     }
 
-    /// Inserts `node` (a key not present), growing the table when half full.
+    /// Inserts `node` (a key not present), growing the table when three
+    /// quarters full.
     ///
     /// # Safety
     /// The caller holds the index's insert mutex (one inserter at a time),
@@ -456,8 +484,8 @@ impl HashIndex {
         let hash = self.hash(unsafe { (*node).key() });
         // Equivalent mutant (`>=`: the table grows one insert earlier; a
         // load factor, not a bound).
-        if len * 2 > t.slots.len() {
-            let bigger = Table::with_capacity(t.slots.len() * 2);
+        if len > max_len(t.slots.len()) {
+            let bigger = Table::with_capacity(grown(t.slots.len()));
             for s in t.slots.iter() {
                 // Relaxed: only the inserter (us) writes slots.
                 let w = s.word.load(Ordering::Relaxed);
@@ -547,7 +575,7 @@ mod tests {
             if unsafe { (*node_of(w)).key() } == key {
                 return t.slots[i].head.load(Ordering::Relaxed);
             }
-            i = (i + 1) & t.mask;
+            i = t.next(i);
         }
     }
 
@@ -603,6 +631,37 @@ mod tests {
         for i in 5000u32..6000 {
             let k = i.to_be_bytes();
             assert!(ix.get(&k, ix.hash(&k), &g).is_none());
+        }
+    }
+
+    #[test]
+    fn a_table_stays_between_half_and_three_quarters_full() {
+        let collector = Collector::new();
+        let ix = HashIndex::new();
+        let mut grew = 0;
+        let mut cap = FIRST_CAP;
+        for i in 0u32..50_000 {
+            insert(&ix, &collector, &i.to_be_bytes());
+            let len = i as usize + 1;
+            // SAFETY: single-threaded test; the current table is alive.
+            let t = unsafe { &*ix.table.load(Ordering::Relaxed) };
+            let now = t.slots.len();
+            if now != cap {
+                assert_eq!(now, grown(cap), "grows by half, at {len} keys");
+                assert_eq!(len, max_len(cap) + 1, "grows when three quarters full");
+                (cap, grew) = (now, grew + 1);
+            }
+            assert!(len * 4 <= cap * 3, "{len} keys in {cap} slots");
+            if grew > 0 {
+                // Half full right after growing, less the rounding to 64.
+                assert!(len * 2 + 64 >= cap, "{len} keys in {cap} slots");
+            }
+        }
+        assert!(grew >= 8);
+        let g = collector.pin();
+        for i in 0u32..50_000 {
+            let k = i.to_be_bytes();
+            assert!(ix.get(&k, ix.hash(&k), &g).is_some(), "key {i}");
         }
     }
 
