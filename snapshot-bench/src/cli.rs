@@ -184,6 +184,12 @@ pub struct Cli {
     /// directory); the order alternates with the other engines'.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub durability: Vec<DurabilityArg>,
+    /// replicated: when a durable node's raft log entry counts as stored in
+    /// the TCP and processes modes (`sync`: synced first, the default;
+    /// `periodic`: written, synced every 10 ms; `none`: written to the OS).
+    /// The in-process mode keeps its logs in memory.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub raft_log: Option<DurabilityArg>,
 }
 
 /// A `--durability` mode.
@@ -201,6 +207,13 @@ impl DurabilityArg {
             DurabilityArg::Periodic => EngineKind::LogPeriodic,
             DurabilityArg::None => EngineKind::LogNone,
         }
+    }
+
+    /// The mode itself (the one its engine logs with).
+    pub fn durability(self) -> snapshot_engine::Durability {
+        self.engine()
+            .durability()
+            .expect("a logged engine has a durability")
     }
 }
 
@@ -358,6 +371,8 @@ pub struct Plan {
     pub plot: Option<(PathBuf, File)>,
     /// The memory pass before the read-ts runs.
     pub report_memory: bool,
+    /// replicated: the durable nodes' raft log mode.
+    pub raft_log: DurabilityArg,
 }
 
 fn invalid(flag: &str, value: impl std::fmt::Display, why: impl std::fmt::Display) -> Refusal {
@@ -573,6 +588,13 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
             }
         }
     };
+    if let (Some(m), false) = (cli.raft_log, workload == Workload::Replicated) {
+        return Err(invalid(
+            "--raft-log",
+            format_args!("{m:?}").to_string().to_lowercase(),
+            format_args!("runs replicated only, not {}", workload.name()),
+        ));
+    }
     if cli.report_memory && !matches!(workload, Workload::ReadTs | Workload::Tail) {
         return Err(invalid(
             "--report-memory",
@@ -601,6 +623,7 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
         progress: !cli.no_progress,
         plot,
         report_memory: cli.report_memory,
+        raft_log: cli.raft_log.unwrap_or(DurabilityArg::Sync),
     })
 }
 

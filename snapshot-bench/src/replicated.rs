@@ -48,7 +48,8 @@ use snapshot_engine::replication::{
     TcpConfig, TcpNode, WriteTxn,
 };
 use snapshot_engine::{
-    CommitOptions, Engine, EngineConfig, Error, Timestamp, TimestampUpdate, Txn, TxnOptions,
+    CommitOptions, Durability, Engine, EngineConfig, Error, Timestamp, TimestampUpdate, Txn,
+    TxnOptions,
 };
 
 use crate::common::{new_hist, Pct, Rng, MEASURE, STOP, WARMUP};
@@ -63,6 +64,9 @@ pub struct Params {
     pub threads: usize,
     pub warmup: f64,
     pub seconds: f64,
+    /// When a durable node's (TCP, processes) raft log entry counts as
+    /// stored.
+    pub raft_log: Durability,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
@@ -782,8 +786,32 @@ fn free_addrs() -> BTreeMap<u64, SocketAddr> {
 }
 
 /// Every cluster mode's node configuration.
-fn cluster_config(threads: usize) -> ReplicaConfig {
+/// A `--raft-log` mode's name (as a node process is told it).
+fn raft_log_name(d: Durability) -> &'static str {
+    match d {
+        Durability::Sync => "sync",
+        Durability::Periodic(_) => "periodic",
+        Durability::None => "none",
+    }
+}
+
+/// The mode named `name`.
+fn parse_raft_log(name: &str) -> Option<Durability> {
+    [
+        Durability::Sync,
+        Durability::Periodic(Duration::from_millis(10)),
+        Durability::None,
+    ]
+    .into_iter()
+    .find(|&d| raft_log_name(d) == name)
+}
+
+fn cluster_config(threads: usize, raft_log: Durability) -> ReplicaConfig {
     ReplicaConfig {
+        log: snapshot_engine::replication::LogOptions {
+            durability: raft_log,
+            ..Default::default()
+        },
         record_watermarks: true,
         engine: EngineConfig {
             max_sessions: threads + 16,
@@ -815,7 +843,10 @@ fn run_cluster(p: &Params, round: usize, pb: &ProgressBar, tcp: bool) -> RoundOu
     let dir = TempDir(
         std::env::temp_dir().join(format!("snapshot-bench-{}-tcp-{round}", std::process::id())),
     );
-    let c = Nodes::start(cluster_config(p.threads), tcp.then_some(&*dir.0));
+    let c = Nodes::start(
+        cluster_config(p.threads, p.raft_log),
+        tcp.then_some(&*dir.0),
+    );
     let lid = c.wait_for_leader();
     let l = c.node(lid);
     let last = load_through(l);
@@ -968,10 +999,13 @@ struct NodeReport {
 /// standard input closes. Exit code 2 on bad arguments or a bad command.
 pub fn node_main(args: &[String]) -> i32 {
     let usage = || {
-        eprintln!("snapshot-bench {NODE_ARG}: want ID THREADS ADDR,ADDR,ADDR DIR (internal; the replicated workload's processes mode passes them)");
+        eprintln!("snapshot-bench {NODE_ARG}: want ID THREADS ADDR,ADDR,ADDR DIR sync|periodic|none (internal; the replicated workload's processes mode passes them)");
         2
     };
-    let [id, threads, addrs, dir] = args else {
+    let [id, threads, addrs, dir, raft_log] = args else {
+        return usage();
+    };
+    let Some(raft_log) = parse_raft_log(raft_log) else {
         return usage();
     };
     let (Ok(id), Ok(threads)) = (id.parse::<u64>(), threads.parse::<usize>()) else {
@@ -988,7 +1022,12 @@ pub fn node_main(args: &[String]) -> i32 {
         return usage();
     }
     let addrs: BTreeMap<u64, SocketAddr> = (1..).zip(addrs).collect();
-    let cfg = tcp_node_config(id, &addrs, Path::new(dir), cluster_config(threads));
+    let cfg = tcp_node_config(
+        id,
+        &addrs,
+        Path::new(dir),
+        cluster_config(threads, raft_log),
+    );
     let node = match TcpNode::start(cfg) {
         Ok(n) => n,
         Err(e) => {
@@ -1020,6 +1059,7 @@ pub fn node_main(args: &[String]) -> i32 {
                     threads,
                     warmup,
                     seconds,
+                    raft_log,
                 };
                 let report = node_run(r, &p, clock);
                 format!("result {}", serde_json::to_string(&report).expect("json"))
@@ -1088,7 +1128,13 @@ struct NodeProcess {
 }
 
 impl NodeProcess {
-    fn spawn(id: u64, threads: usize, addrs: &BTreeMap<u64, SocketAddr>, dir: &Path) -> Self {
+    fn spawn(
+        id: u64,
+        threads: usize,
+        addrs: &BTreeMap<u64, SocketAddr>,
+        dir: &Path,
+        raft_log: Durability,
+    ) -> Self {
         let list: Vec<String> = addrs.values().map(SocketAddr::to_string).collect();
         let mut child = Command::new(std::env::current_exe().expect("this binary's path"))
             .arg(NODE_ARG)
@@ -1096,6 +1142,7 @@ impl NodeProcess {
             .arg(threads.to_string())
             .arg(list.join(","))
             .arg(dir)
+            .arg(raft_log_name(raft_log))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -1176,7 +1223,7 @@ fn run_processes(p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
     let addrs = free_addrs();
     let mut nodes: Vec<NodeProcess> = addrs
         .keys()
-        .map(|&id| NodeProcess::spawn(id, p.threads, &addrs, &dir.0))
+        .map(|&id| NodeProcess::spawn(id, p.threads, &addrs, &dir.0, p.raft_log))
         .collect();
     let t = Instant::now();
     let lead = loop {

@@ -169,6 +169,8 @@ fn every_other_flag_out_of_range_is_refused() {
         );
     }
     refused(&["begin", "--engines", "lmdb"], "--engines", "lmdb");
+    refused(&["--raft-log", "none"], "--raft-log", "none");
+    refused(&["replicated", "--raft-log", "fast"], "--raft-log", "fast");
 }
 
 #[test]
@@ -452,23 +454,21 @@ fn replicated_runs_its_nodes_as_processes_too() {
 #[cfg(feature = "replication")]
 #[test]
 fn a_node_process_refuses_bad_arguments() {
+    let addrs = "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3";
     for bad in [
         &["__replicated-node"][..],
-        &[
-            "__replicated-node",
-            "4",
-            "1",
-            "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
-            "/tmp/x",
-        ],
+        &["__replicated-node", "4", "1", addrs, "/tmp/x", "sync"],
+        &["__replicated-node", "1", "0", addrs, "/tmp/x", "sync"],
         &[
             "__replicated-node",
             "1",
-            "0",
-            "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
+            "1",
+            "127.0.0.1:1",
             "/tmp/x",
+            "sync",
         ],
-        &["__replicated-node", "1", "1", "127.0.0.1:1", "/tmp/x"],
+        &["__replicated-node", "1", "1", addrs, "/tmp/x", "fast"],
+        &["__replicated-node", "1", "1", addrs, "/tmp/x"],
     ] {
         let o = run(bad);
         assert_eq!(o.code, Some(2), "{bad:?}: {}", o.stderr);
