@@ -59,51 +59,6 @@ fn a_batch_reads_what_each_get_reads() {
     assert!(keys.iter().any(|k| t.get(k).unwrap().is_some()));
 }
 
-#[test]
-fn a_prepared_update_stops_the_batch_at_its_key() {
-    let e = Engine::new(EngineConfig::default()).unwrap();
-    e.set_timestamps(TimestampUpdate {
-        stable: Some(Timestamp::new(10)),
-        ..TimestampUpdate::default()
-    })
-    .unwrap();
-    let (mut w, mut r) = (e.session().unwrap(), e.session().unwrap());
-    let mut t = w.begin(&TxnOptions::default()).unwrap();
-    for i in 0..40u64 {
-        t.put(key(i, false), b"v").unwrap();
-    }
-    t.commit(CommitOptions::at(20)).unwrap();
-    let mut p = w.begin(&TxnOptions::default()).unwrap();
-    p.put(key(20, false), b"prepared").unwrap();
-    p.prepare(Timestamp::new(30)).unwrap();
-    let opts = TxnOptions {
-        read_timestamp: Some(Timestamp::new(40)),
-        ..TxnOptions::default()
-    };
-    let mut t = r.begin(&opts).unwrap();
-    let keys: Vec<Vec<u8>> = (0..40).map(|i| key(i, false)).collect();
-    let mut seen = Vec::new();
-    let err = t
-        .get_many_with(&keys, |i, v| {
-            assert_eq!(v, Some(&b"v"[..]));
-            seen.push(i);
-        })
-        .unwrap_err();
-    assert_eq!(
-        err,
-        Error::PrepareConflict {
-            key: key(20, false)
-        }
-    );
-    assert_eq!(seen, (0..20).collect::<Vec<_>>());
-    assert_eq!(
-        t.get(key(20, false)),
-        Err(Error::PrepareConflict {
-            key: key(20, false)
-        })
-    );
-}
-
 /// Every batch length from 0 to past a few of the store's groups of 16,
 /// with repeated and never-written keys, reads what `get` reads, in order.
 #[test]
@@ -205,7 +160,9 @@ fn a_key_over_the_limit_fails_the_batch_before_any_read() {
 }
 
 /// A prepared update stops a batch at its key wherever the key sits: the
-/// first key, one inside the first group of 16, or the last.
+/// first key, one inside the first group of 16, one in the second, or the
+/// last; `f` has seen exactly the keys before it, a point read of it
+/// conflicts too, and the keys after it still read.
 #[test]
 fn a_prepared_update_stops_the_batch_wherever_it_sits() {
     let e = Engine::new(EngineConfig::default()).unwrap();
@@ -225,13 +182,18 @@ fn a_prepared_update_stops_the_batch_wherever_it_sits() {
         read_timestamp: Some(Timestamp::new(40)),
         ..TxnOptions::default()
     };
-    for at in [0usize, 5, 39] {
+    for at in [0usize, 5, 20, 39] {
         let mut p = w.begin(&TxnOptions::default()).unwrap();
         p.put(key(at as u64, false), b"prepared").unwrap();
         p.prepare(Timestamp::new(30)).unwrap();
         let mut t = r.begin(&opts).unwrap();
         let mut seen = Vec::new();
-        let err = t.get_many_with(&keys, |i, _| seen.push(i)).unwrap_err();
+        let err = t
+            .get_many_with(&keys, |i, v| {
+                assert_eq!(v, Some(&b"v"[..]));
+                seen.push(i);
+            })
+            .unwrap_err();
         assert_eq!(
             err,
             Error::PrepareConflict {
@@ -239,6 +201,12 @@ fn a_prepared_update_stops_the_batch_wherever_it_sits() {
             }
         );
         assert_eq!(seen, (0..at).collect::<Vec<_>>());
+        assert_eq!(
+            t.get(key(at as u64, false)),
+            Err(Error::PrepareConflict {
+                key: key(at as u64, false)
+            })
+        );
         // The keys after it still read.
         assert_eq!(
             t.get_many(&keys[at + 1..]).unwrap(),

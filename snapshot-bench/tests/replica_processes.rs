@@ -295,12 +295,19 @@ fn write_after(nodes: &[&Node]) -> u64 {
     }
 }
 
+/// Three node processes on free ports of 127.0.0.1, their directories under
+/// `dir`, node 1 initializing: the addresses, the nodes and the leader.
+fn cluster(dir: &TestDir) -> (BTreeMap<u64, SocketAddr>, Vec<Node>, u64) {
+    let addrs: BTreeMap<u64, SocketAddr> = (1..=3).map(|id| (id, free_addr())).collect();
+    let nodes: Vec<Node> = (1..=3).map(|id| start(dir, id, &addrs, id == 1)).collect();
+    let leader = wait_leader(&nodes.iter().collect::<Vec<_>>());
+    (addrs, nodes, leader)
+}
+
 #[test]
 fn three_processes_on_loopback_keep_every_acknowledged_write_across_a_leader_kill() {
     let dir = TestDir::new("leader-kill");
-    let addrs: BTreeMap<u64, SocketAddr> = (1..=3).map(|id| (id, free_addr())).collect();
-    let mut nodes: Vec<Node> = (1..=3).map(|id| start(&dir, id, &addrs, id == 1)).collect();
-    let leader = wait_leader(&nodes.iter().collect::<Vec<_>>());
+    let (addrs, mut nodes, leader) = cluster(&dir);
     let laddr = addrs[&leader];
     let loaded = load(laddr);
 
@@ -387,9 +394,7 @@ fn recovered(n: &Node) -> (u64, u64) {
 #[test]
 fn killed_processes_restart_from_their_own_directories_with_every_acknowledged_write() {
     let dir = TestDir::new("restarts");
-    let addrs: BTreeMap<u64, SocketAddr> = (1..=3).map(|id| (id, free_addr())).collect();
-    let mut nodes: Vec<Node> = (1..=3).map(|id| start(&dir, id, &addrs, id == 1)).collect();
-    let leader = wait_leader(&nodes.iter().collect::<Vec<_>>());
+    let (addrs, mut nodes, leader) = cluster(&dir);
     let laddr = addrs[&leader];
     load(laddr);
     let acked: Mutex<Vec<(u64, Vec<u8>)>> = Mutex::default();

@@ -126,11 +126,11 @@ impl DurabilityOptions {
         validate_log(self.durability, self.segment_bytes)?;
         if let Some(d) = self.checkpoint_interval {
             if d < Duration::from_millis(1) {
-                return Err(Error::InvalidDurabilityOption {
-                    option: "checkpoint_interval",
-                    value: format!("{d:?}"),
-                    bound: "at least 1 ms",
-                });
+                return Err(bad_option(
+                    "checkpoint_interval",
+                    format!("{d:?}"),
+                    "at least 1 ms",
+                ));
             }
         }
         Ok(())
@@ -142,22 +142,31 @@ impl DurabilityOptions {
 /// at least 1 ms.
 pub(crate) fn validate_log(durability: Durability, segment_bytes: u64) -> Result<()> {
     if !(4096..=1 << 40).contains(&segment_bytes) {
-        return Err(Error::InvalidDurabilityOption {
-            option: "segment_bytes",
-            value: segment_bytes.to_string(),
-            bound: "4096..=2^40",
-        });
+        return Err(bad_option(
+            "segment_bytes",
+            segment_bytes.to_string(),
+            "4096..=2^40",
+        ));
     }
     if let Durability::Periodic(d) = durability {
         if d < Duration::from_millis(1) {
-            return Err(Error::InvalidDurabilityOption {
-                option: "durability",
-                value: format!("Periodic({d:?})"),
-                bound: "an interval of at least 1 ms",
-            });
+            return Err(bad_option(
+                "durability",
+                format!("Periodic({d:?})"),
+                "an interval of at least 1 ms",
+            ));
         }
     }
     Ok(())
+}
+
+/// The error for `option` set to `value`, outside `bound`.
+fn bad_option(option: &'static str, value: String, bound: &'static str) -> Error {
+    Error::InvalidDurabilityOption {
+        option,
+        value,
+        bound,
+    }
 }
 
 /// Damage recovery found and cut off.
