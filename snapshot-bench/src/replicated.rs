@@ -130,13 +130,21 @@ pub struct NodeOut {
     /// Syncs of the node's raft log per second (durable nodes: TCP and
     /// processes; 0 in process, where the log is in memory).
     pub log_syncs_per_s: f64,
+    /// Their mean duration in nanoseconds (0: none).
+    pub log_sync_mean_ns: f64,
 }
 
 impl NodeOut {
     /// The replica counters over the window (`s0` at its start, `s1` at its
     /// end): a leader's commits per log entry, a follower's apply rates.
     fn add_replica_stats(&mut self, s0: &ReplicaStats, s1: &ReplicaStats, secs: f64) {
-        self.log_syncs_per_s = (s1.log_syncs - s0.log_syncs) as f64 / secs;
+        let syncs = s1.log_syncs - s0.log_syncs;
+        self.log_syncs_per_s = syncs as f64 / secs;
+        self.log_sync_mean_ns = if syncs > 0 {
+            (s1.log_sync_ns - s0.log_sync_ns) as f64 / syncs as f64
+        } else {
+            0.0
+        };
         if self.role == "leader" {
             let entries = s1.batches_proposed - s0.batches_proposed;
             self.commits_per_entry = (entries > 0)
@@ -487,6 +495,7 @@ fn node_out(role: &'static str, id: u64, outs: &[ThreadOut], secs: f64, cpu_ns: 
         apply_writes_per_s: None,
         commits_per_entry: None,
         log_syncs_per_s: 0.0,
+        log_sync_mean_ns: 0.0,
     }
 }
 
@@ -1365,7 +1374,7 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
         "NOTE: the three nodes (workers and raft runtimes) share this machine's cores with each other and with other users, so per-node throughput here cannot add up the way it does on three machines; ops per CPU-second is the number to judge scaling by. Cluster modes: the leader's NewOrders are pipelined (up to {PIPELINE} in flight per worker) and counted when acknowledged (replicated to a majority); in process: raft logs in memory; TCP: three nodes in this process, joined over 127.0.0.1 by the TCP transport, each with its raft log on disk (synced before an entry counts as stored); processes: each node a child process of its own (its workers, its raft runtime and its log on disk), joined the same way."
     );
     println!(
-        "{:<32} {:<10} {:>28} {:>11} {:>13} {:>7} {:>13} {:>12} {:>11} {:>11} {:>10} {:>8} {:>11}",
+        "{:<32} {:<10} {:>28} {:>11} {:>13} {:>7} {:>13} {:>12} {:>11} {:>11} {:>10} {:>8} {:>11} {:>12}",
         "mode",
         "node",
         "ops/s med (min-max)",
@@ -1379,6 +1388,7 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
         "NO p50 us",
         "txn/entry",
         "log syncs/s",
+        "sync mean us",
     );
     for m in Mode::ALL {
         let runs: Vec<&RoundOut> = res.iter().filter(|r| r.mode == m).collect();
@@ -1391,7 +1401,7 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
                 (r, _) => r.to_string(),
             };
             println!(
-                "{:<32} {:<10} {:>28} {:>11} {:>13} {:>7.2} {:>13} {:>12} {:>11} {:>11} {:>10} {:>8} {:>11}",
+                "{:<32} {:<10} {:>28} {:>11} {:>13} {:>7.2} {:>13} {:>12} {:>11} {:>11} {:>10} {:>8} {:>11} {:>12}",
                 if i == 0 { m.name() } else { "" },
                 label,
                 med_range(&col(|n| n.ops_per_s)),
@@ -1413,6 +1423,11 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
                     "-".to_string()
                 },
                 fmt_int(median(&col(|n| n.log_syncs_per_s))),
+                if ns[0].log_syncs_per_s > 0.0 {
+                    us(median(&col(|n| n.log_sync_mean_ns)))
+                } else {
+                    "-".to_string()
+                },
             );
         }
         if slots > 1 {

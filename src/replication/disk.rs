@@ -330,6 +330,8 @@ pub(crate) struct Writer {
     pub(crate) writes: AtomicU64,
     /// `fdatasync` calls on segments.
     pub(crate) syncs: AtomicU64,
+    /// Nanoseconds spent in them.
+    pub(crate) sync_ns: AtomicU64,
 }
 
 /// The writer thread's own state.
@@ -410,6 +412,7 @@ pub(crate) fn open(
         thread: Mutex::new(None),
         writes: AtomicU64::new(0),
         syncs: AtomicU64::new(0),
+        sync_ns: AtomicU64::new(0),
     });
     let w = writer.clone();
     let handle = std::thread::Builder::new()
@@ -590,9 +593,13 @@ impl Out {
             .map(|s| s.path.clone())
             .unwrap_or_default();
         w.syncs.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
         match self.file.sync() {
             Ok(()) => {
                 self.last_sync = Instant::now();
+                let ns = self.last_sync.duration_since(started).as_nanos();
+                w.sync_ns
+                    .fetch_add(u64::try_from(ns).unwrap_or(u64::MAX), Ordering::Relaxed);
                 Ok(())
             }
             Err(e) => Err(self.io(io_error("sync", &path, &e))),

@@ -68,8 +68,8 @@ use std::fmt;
 use std::io::Cursor;
 use std::time::Duration;
 
-// Only the crate's public API (the KV layer), so the module does not
-// depend on how the crate arranges its internals.
+// The KV layer's public API; besides it the module uses only the sync shim
+// and, in `disk.rs`, the durability layer's frame format and I/O errors.
 use crate::{Error, Timestamp};
 
 pub use cluster::LocalCluster;

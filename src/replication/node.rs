@@ -299,6 +299,8 @@ pub struct ReplicaStats {
     /// `fdatasync` calls on them (group commit: one covers every entry and
     /// vote queued meanwhile).
     pub log_syncs: u64,
+    /// Nanoseconds spent in those calls.
+    pub log_sync_ns: u64,
     /// The current watermark (stable timestamp).
     pub watermark: Option<Timestamp>,
     /// Whether the node is fenced.
@@ -524,6 +526,10 @@ impl Replica {
                 .disk
                 .as_ref()
                 .map_or(0, |(d, _)| d.writer.syncs.load(Ordering::Relaxed)),
+            log_sync_ns: self
+                .disk
+                .as_ref()
+                .map_or(0, |(d, _)| d.writer.sync_ns.load(Ordering::Relaxed)),
             watermark: self.watermark(),
             fenced: self.is_fenced(),
         }
