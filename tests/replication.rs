@@ -68,6 +68,16 @@ fn load_accounts(node: &Replica) -> Timestamp {
 
 /// One random transfer; `Ok(None)` on a write conflict (retry).
 fn transfer(node: &Replica, rng: &mut SmallRng) -> Result<Option<Timestamp>, ReplicaError> {
+    transfer_and_put(node, rng, None)
+}
+
+/// One random transfer that also writes `put` (key, value), if given;
+/// `Ok(None)` on a write conflict (retry).
+fn transfer_and_put(
+    node: &Replica,
+    rng: &mut SmallRng,
+    put: Option<(&[u8], &[u8])>,
+) -> Result<Option<Timestamp>, ReplicaError> {
     let a = rng.gen_range(0..ACCOUNTS);
     let b = (a + rng.gen_range(1..ACCOUNTS)) % ACCOUNTS;
     let amount = rng.gen_range(1..10u64);
@@ -77,7 +87,7 @@ fn transfer(node: &Replica, rng: &mut SmallRng) -> Result<Option<Timestamp>, Rep
         let m = amount.min(x);
         t.put(&account(a), &(x - m).to_le_bytes())?;
         t.put(&account(b), &(y + m).to_le_bytes())?;
-        Ok(())
+        put.map_or(Ok(()), |(k, v)| t.put(k, v))
     }) {
         Ok((_, ts)) => Ok(Some(ts)),
         Err(ReplicaError::Engine(Error::WriteConflict { .. })) => Ok(None),
@@ -606,26 +616,13 @@ impl Drop for TestDir {
 /// `n` acknowledged transfers, each also writing its own key `w/<seq>`; the
 /// keys and timestamps acknowledged are added to `acked`.
 fn acked_writes(node: &Replica, rng: &mut SmallRng, n: usize, acked: &mut Vec<(Vec<u8>, u64)>) {
-    let mut done = 0;
-    while done < n {
+    let end = acked.len() + n;
+    while acked.len() < end {
         let seq = acked.len() as u64;
         let key = format!("w/{seq:06}").into_bytes();
-        let a = rng.gen_range(0..ACCOUNTS);
-        let b = (a + rng.gen_range(1..ACCOUNTS)) % ACCOUNTS;
-        match node.write(|t| {
-            let x = balance(t.get(&account(a))?);
-            let y = balance(t.get(&account(b))?);
-            let m = x.min(3);
-            t.put(&account(a), &(x - m).to_le_bytes())?;
-            t.put(&account(b), &(y + m).to_le_bytes())?;
-            t.put(&key, &seq.to_le_bytes())
-        }) {
-            Ok((_, ts)) => {
-                acked.push((key, ts.get()));
-                done += 1;
-            }
-            Err(ReplicaError::Engine(Error::WriteConflict { .. })) => {}
-            Err(e) => panic!("write: {e}"),
+        let put = Some((&key[..], &seq.to_le_bytes()[..]));
+        if let Some(ts) = transfer_and_put(node, rng, put).expect("write") {
+            acked.push((key, ts.get()));
         }
     }
 }

@@ -20,20 +20,19 @@
 
 use super::fs::Fs;
 use super::log::io_error;
-use super::record::{self, Commit, Reader, Write, CHECKPOINT_MAGIC, FILE_HEADER};
-use crate::error::{Error, Result};
+use super::record::{self, corrupt, Commit, Reader, Write, CHECKPOINT_MAGIC, FILE_HEADER};
+use crate::error::Result;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// A checkpoint's file name: `ckpt-` and its first segment in 16 hex digits.
 pub(crate) fn checkpoint_name(seq: u64) -> String {
-    format!("ckpt-{seq:016x}.ckpt")
+    record::numbered_name("ckpt-", seq, ".ckpt")
 }
 
 /// The first-segment number in a checkpoint's file name.
 pub(crate) fn parse_checkpoint(name: &str) -> Option<u64> {
-    let hex = name.strip_prefix("ckpt-")?.strip_suffix(".ckpt")?;
-    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok())?
+    record::parse_numbered(name, "ckpt-", ".ckpt")
 }
 
 /// One key's newest covered write.
@@ -121,14 +120,6 @@ impl State {
 }
 
 const BASE_BATCH: usize = 4096;
-
-fn corrupt(file: &Path, offset: u64, reason: &'static str) -> Error {
-    Error::Corrupt {
-        file: file.to_path_buf(),
-        offset,
-        reason,
-    }
-}
 
 /// Loads a checkpoint file; any damage is [`Error::Corrupt`] (a checkpoint
 /// is complete once renamed into place, so a damaged one is never torn).
@@ -271,6 +262,7 @@ pub(crate) fn write(fs: &dyn Fs, dir: &Path, st: &State) -> Result<(PathBuf, u64
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     fn rec(lsn: u64, ts: u64, durable: u64, key: &str, v: Option<&str>) -> Commit {
         Commit {

@@ -25,13 +25,12 @@ use std::time::Duration;
 
 /// A segment's file name: `log-` and the sequence number in 16 hex digits.
 pub(crate) fn segment_name(seq: u64) -> String {
-    format!("log-{seq:016x}.seg")
+    record::numbered_name("log-", seq, ".seg")
 }
 
 /// The sequence number in a segment's file name.
 pub(crate) fn parse_segment(name: &str) -> Option<u64> {
-    let hex = name.strip_prefix("log-")?.strip_suffix(".seg")?;
-    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok())?
+    record::parse_numbered(name, "log-", ".seg")
 }
 
 /// An I/O error as the engine reports it.
@@ -99,17 +98,26 @@ pub(crate) struct Log {
     pub(crate) counters: Counters,
 }
 
-/// Creates segment `seq` with its header, syncs it and the directory, so
-/// that a record synced in it later is found after a crash.
+/// Creates the file `path` in `dir` holding `first`, and syncs it and the
+/// directory, so that a record synced in it later is found after a crash
+/// (a new segment of the commit log or of a replica's raft log).
+pub(crate) fn create_synced(
+    fs: &dyn Fs,
+    dir: &Path,
+    path: &Path,
+    first: &[u8],
+) -> Result<Box<dyn FsFile>> {
+    let mut f = fs.create(path).map_err(|e| io_error("create", path, &e))?;
+    f.append(first).map_err(|e| io_error("write", path, &e))?;
+    f.sync().map_err(|e| io_error("sync", path, &e))?;
+    fs.sync_dir(dir).map_err(|e| io_error("sync", dir, &e))?;
+    Ok(f)
+}
+
+/// Creates segment `seq` with its header ([`create_synced`]).
 fn new_segment(fs: &dyn Fs, dir: &Path, seq: u64) -> Result<(Box<dyn FsFile>, PathBuf)> {
     let path = dir.join(segment_name(seq));
-    let mut f = fs
-        .create(&path)
-        .map_err(|e| io_error("create", &path, &e))?;
-    f.append(&record::file_header(SEGMENT_MAGIC, seq))
-        .map_err(|e| io_error("write", &path, &e))?;
-    f.sync().map_err(|e| io_error("sync", &path, &e))?;
-    fs.sync_dir(dir).map_err(|e| io_error("sync", dir, &e))?;
+    let f = create_synced(fs, dir, &path, &record::file_header(SEGMENT_MAGIC, seq))?;
     Ok((f, path))
 }
 

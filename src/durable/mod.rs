@@ -30,6 +30,8 @@ use crate::sync::{AtomicU64, Ordering};
 use crate::ts::Timestamp;
 use crate::CommitOptions;
 use checkpoint::State;
+#[cfg(feature = "replication")]
+pub(crate) use log::create_synced;
 pub(crate) use log::io_error;
 use log::{parse_segment, segment_name, Log};
 use parking_lot::{Condvar, Mutex};

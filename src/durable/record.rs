@@ -55,6 +55,29 @@ pub(crate) const FLAG_PREPARED: u8 = 1;
 /// append lock, once the lsn is known).
 pub(crate) const LSN_AT: usize = 1;
 
+/// A numbered file's name: `prefix`, `seq` in 16 hex digits, `suffix`
+/// (`log-….seg`, `ckpt-….ckpt`, a replica's `raft-….log`).
+pub(crate) fn numbered_name(prefix: &str, seq: u64, suffix: &str) -> String {
+    format!("{prefix}{seq:016x}{suffix}")
+}
+
+/// The number in a name made by [`numbered_name`] with `prefix` and
+/// `suffix`.
+pub(crate) fn parse_numbered(name: &str, prefix: &str, suffix: &str) -> Option<u64> {
+    let hex = name.strip_prefix(prefix)?.strip_suffix(suffix)?;
+    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok())?
+}
+
+/// The error for a damaged record at `offset` of `file` (0: the file
+/// itself).
+pub(crate) fn corrupt(file: &std::path::Path, offset: u64, reason: &'static str) -> crate::Error {
+    crate::Error::Corrupt {
+        file: file.to_path_buf(),
+        offset,
+        reason,
+    }
+}
+
 /// The file header for `magic` and `seq`.
 pub(crate) fn file_header(magic: &[u8; 8], seq: u64) -> [u8; FILE_HEADER] {
     let mut h = [0u8; FILE_HEADER];

@@ -44,8 +44,8 @@ use openraft::{BasicNode, Entry, LogId, SnapshotMeta, Vote};
 use parking_lot::{Condvar, Mutex};
 
 use super::{NodeId, TypeConfig};
-use crate::durable::record::{self, End, FILE_HEADER};
-use crate::durable::{io_error, Damage, Durability, Fs, FsFile, FsLock, StdFs};
+use crate::durable::record::{self, corrupt, End, FILE_HEADER};
+use crate::durable::{create_synced, io_error, Damage, Durability, Fs, FsFile, FsLock, StdFs};
 use crate::sync::{AtomicU64, Ordering};
 use crate::Error;
 
@@ -149,21 +149,12 @@ impl Recovered {
 
 /// The name of log segment `seq`.
 fn segment_name(seq: u64) -> String {
-    format!("raft-{seq:016x}.log")
+    record::numbered_name("raft-", seq, ".log")
 }
 
 /// The sequence number in a segment's name.
 fn parse_segment(name: &str) -> Option<u64> {
-    let hex = name.strip_prefix("raft-")?.strip_suffix(".log")?;
-    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok())?
-}
-
-fn corrupt(file: &Path, offset: u64, reason: &'static str) -> Error {
-    Error::Corrupt {
-        file: file.to_path_buf(),
-        offset,
-        reason,
-    }
+    record::parse_numbered(name, "raft-", ".log")
 }
 
 fn payload(kind: u8, value: &impl serde::Serialize) -> Vec<u8> {
@@ -172,6 +163,11 @@ fn payload(kind: u8, value: &impl serde::Serialize) -> Vec<u8> {
     // none of the log's types is.
     bincode::serialize_into(&mut p, value).expect("raft log records serialize");
     p
+}
+
+/// Appends `e`'s log record to `out`.
+pub(crate) fn frame_entry(out: &mut Vec<u8>, e: &Entry<TypeConfig>) {
+    record::frame_into(out, &payload(KIND_ENTRY, e));
 }
 
 fn framed(kind: u8, value: &impl serde::Serialize) -> Vec<u8> {
@@ -441,14 +437,9 @@ fn new_segment(
     head: &BTreeMap<u8, Vec<u8>>,
 ) -> Result<(Box<dyn FsFile>, PathBuf, u64), Error> {
     let path = dir.join(segment_name(seq));
-    let mut f = fs
-        .create(&path)
-        .map_err(|e| io_error("create", &path, &e))?;
     let mut buf = record::file_header(LOG_MAGIC, seq).to_vec();
     head.values().for_each(|h| buf.extend_from_slice(h));
-    f.append(&buf).map_err(|e| io_error("write", &path, &e))?;
-    f.sync().map_err(|e| io_error("sync", &path, &e))?;
-    fs.sync_dir(dir).map_err(|e| io_error("sync", dir, &e))?;
+    let f = create_synced(fs, dir, &path, &buf)?;
     Ok((f, path, buf.len() as u64))
 }
 
@@ -459,15 +450,17 @@ impl Writer {
         self.cv.notify_one();
     }
 
-    /// Queues entries; `callback` is called once they are stored.
-    pub(crate) fn append(&self, entries: &[Entry<TypeConfig>], callback: LogFlushed<TypeConfig>) {
-        let mut frames = Vec::new();
-        for e in entries {
-            record::frame_into(&mut frames, &payload(KIND_ENTRY, e));
-        }
+    /// Queues the entry frames `frames` ([`frame_entry`]), the newest at
+    /// index `max_index`; `callback` is called once they are stored.
+    pub(crate) fn append(
+        &self,
+        frames: Vec<u8>,
+        max_index: Option<u64>,
+        callback: LogFlushed<TypeConfig>,
+    ) {
         self.push(Job {
             frames,
-            max_index: entries.last().map(|e| e.log_id.index),
+            max_index,
             state: None,
             purge_upto: None,
             done: Done::Flushed(callback),
@@ -586,12 +579,12 @@ impl Out {
         self.failed.get_or_insert(e).clone()
     }
 
+    /// The current segment's path (for errors).
+    fn current_path(&self) -> &Path {
+        &self.segments.last().expect("a current segment").path
+    }
+
     fn sync(&mut self, w: &Writer) -> Result<(), Error> {
-        let path = self
-            .segments
-            .last()
-            .map(|s| s.path.clone())
-            .unwrap_or_default();
         w.syncs.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         match self.file.sync() {
@@ -602,7 +595,10 @@ impl Out {
                     .fetch_add(u64::try_from(ns).unwrap_or(u64::MAX), Ordering::Relaxed);
                 Ok(())
             }
-            Err(e) => Err(self.io(io_error("sync", &path, &e))),
+            Err(e) => {
+                let err = io_error("sync", self.current_path(), &e);
+                Err(self.io(err))
+            }
         }
     }
 
@@ -626,18 +622,13 @@ impl Out {
             seg.max_index = seg.max_index.max(job.max_index);
             purge_upto = purge_upto.max(job.purge_upto);
         }
-        let path = self
-            .segments
-            .last()
-            .expect("a current segment")
-            .path
-            .clone();
         if buf.is_empty() {
             // A periodic wake-up with nothing queued: only the sync below.
         } else {
             w.writes.fetch_add(1, Ordering::Relaxed);
             if let Err(e) = self.file.append(&buf) {
-                return Err(self.io(io_error("write", &path, &e)));
+                let err = io_error("write", self.current_path(), &e);
+                return Err(self.io(err));
             }
         }
         self.len += buf.len() as u64;

@@ -16,7 +16,7 @@ use openraft::{
 };
 use parking_lot::Mutex;
 
-use super::disk::{Recovered, Writer};
+use super::disk::{frame_entry, Recovered, Writer};
 use super::node::Shared;
 use super::{Command, CommitRecord, NodeId, TypeConfig};
 
@@ -196,8 +196,15 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
+        let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
+        // A durable node's records of these entries, made before the lock
+        // that readers of the log take.
+        let mut frames = Vec::new();
+        if self.disk.is_some() {
+            entries.iter().for_each(|e| frame_entry(&mut frames, e));
+        }
+        let newest = entries.last().map(|e| e.log_id.index);
         let mut inner = self.inner.lock();
-        let mut stored = Vec::new();
         for e in entries {
             // R5: no own batch without its predecessors.
             if let EntryPayload::Normal(Command::Batch { proposer, .. }) = &e.payload {
@@ -208,15 +215,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 }
             }
             self.saw_entry(&e);
-            if self.disk.is_some() {
-                stored.push(e.clone());
-            }
             inner.log.insert(e.log_id.index, e);
         }
         drop(inner);
         match &self.disk {
             // Reported flushed by the writer once the records are stored.
-            Some(w) => w.append(&stored, callback),
+            Some(w) => w.append(frames, newest, callback),
             // In memory: "flushed" as soon as it is inserted.
             None => callback.log_io_completed(Ok(())),
         }

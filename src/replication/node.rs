@@ -336,6 +336,7 @@ impl Replica {
     where
         N: RaftNetworkFactory<TypeConfig>,
     {
+        Replica::validate(&config)?;
         Replica::start(id, config, network, rt, None)
     }
 
@@ -371,6 +372,7 @@ impl Replica {
         Replica::start(id, config, network, rt, Some(opened))
     }
 
+    /// Checks `config` before anything is started or any file touched.
     fn validate(config: &ReplicaConfig) -> std::result::Result<(), ReplicaError> {
         if config.max_batch_commits == 0 || config.max_batches_in_flight == 0 {
             return Err(ReplicaError::BadConfig {
@@ -394,6 +396,8 @@ impl Replica {
         Ok(())
     }
 
+    /// Starts a node whose `config` has been validated; `opened`: a durable
+    /// node's files and what recovery found in them.
     fn start<N>(
         id: NodeId,
         config: ReplicaConfig,
@@ -404,7 +408,6 @@ impl Replica {
     where
         N: RaftNetworkFactory<TypeConfig>,
     {
-        Replica::validate(&config)?;
         let raft_config = Arc::new(config.raft.clone().validate().map_err(raft_err)?);
         let engine = Arc::new(Engine::new(config.engine.clone())?);
         let shared = Arc::new(Shared {
