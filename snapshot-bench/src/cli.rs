@@ -210,6 +210,7 @@ impl DurabilityArg {
     }
 
     /// The mode itself (the one its engine logs with).
+    #[cfg(feature = "replication")]
     pub fn durability(self) -> snapshot_engine::Durability {
         self.engine()
             .durability()
@@ -372,6 +373,7 @@ pub struct Plan {
     /// The memory pass before the read-ts runs.
     pub report_memory: bool,
     /// replicated: the durable nodes' raft log mode.
+    #[cfg(feature = "replication")]
     pub raft_log: DurabilityArg,
 }
 
@@ -623,6 +625,7 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
         progress: !cli.no_progress,
         plot,
         report_memory: cli.report_memory,
+        #[cfg(feature = "replication")]
         raft_log: cli.raft_log.unwrap_or(DurabilityArg::Sync),
     })
 }

@@ -169,7 +169,7 @@ fn replicated_main(plan: &Plan) {
         threads: plan.threads,
         warmup: plan.warmup,
         seconds: plan.seconds,
-        raft_log: plan.raft_log.durability(),
+        raft_log: plan.raft_log,
     };
     replicated::main(&p, plan.rounds, plan.json, plan.progress);
 }

@@ -40,6 +40,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
+use clap::ValueEnum;
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
@@ -48,10 +49,10 @@ use snapshot_engine::replication::{
     TcpConfig, TcpNode, WriteTxn,
 };
 use snapshot_engine::{
-    CommitOptions, Durability, Engine, EngineConfig, Error, Timestamp, TimestampUpdate, Txn,
-    TxnOptions,
+    CommitOptions, Engine, EngineConfig, Error, Timestamp, TimestampUpdate, Txn, TxnOptions,
 };
 
+use crate::cli::DurabilityArg;
 use crate::common::{new_hist, Pct, Rng, MEASURE, STOP, WARMUP};
 
 pub const DISTRICTS: u64 = 10;
@@ -66,7 +67,7 @@ pub struct Params {
     pub seconds: f64,
     /// When a durable node's (TCP, processes) raft log entry counts as
     /// stored.
-    pub raft_log: Durability,
+    pub raft_log: DurabilityArg,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
@@ -794,31 +795,19 @@ fn free_addrs() -> BTreeMap<u64, SocketAddr> {
         .collect()
 }
 
+/// A `--raft-log` mode's name, as a node process is told it.
+fn raft_log_name(m: DurabilityArg) -> String {
+    m.to_possible_value()
+        .expect("every mode has a name")
+        .get_name()
+        .to_string()
+}
+
 /// Every cluster mode's node configuration.
-/// A `--raft-log` mode's name (as a node process is told it).
-fn raft_log_name(d: Durability) -> &'static str {
-    match d {
-        Durability::Sync => "sync",
-        Durability::Periodic(_) => "periodic",
-        Durability::None => "none",
-    }
-}
-
-/// The mode named `name`.
-fn parse_raft_log(name: &str) -> Option<Durability> {
-    [
-        Durability::Sync,
-        Durability::Periodic(Duration::from_millis(10)),
-        Durability::None,
-    ]
-    .into_iter()
-    .find(|&d| raft_log_name(d) == name)
-}
-
-fn cluster_config(threads: usize, raft_log: Durability) -> ReplicaConfig {
+fn cluster_config(threads: usize, raft_log: DurabilityArg) -> ReplicaConfig {
     ReplicaConfig {
         log: snapshot_engine::replication::LogOptions {
-            durability: raft_log,
+            durability: raft_log.durability(),
             ..Default::default()
         },
         record_watermarks: true,
@@ -849,12 +838,15 @@ fn load_through(l: &Replica) -> Timestamp {
 }
 
 fn run_cluster(p: &Params, round: usize, pb: &ProgressBar, tcp: bool) -> RoundOut {
-    let dir = TempDir(
-        std::env::temp_dir().join(format!("snapshot-bench-{}-tcp-{round}", std::process::id())),
-    );
+    // Over TCP the nodes are durable: a fresh directory per round.
+    let dir = tcp.then(|| {
+        TempDir(
+            std::env::temp_dir().join(format!("snapshot-bench-{}-tcp-{round}", std::process::id())),
+        )
+    });
     let c = Nodes::start(
         cluster_config(p.threads, p.raft_log),
-        tcp.then_some(&*dir.0),
+        dir.as_ref().map(|d| d.0.as_path()),
     );
     let lid = c.wait_for_leader();
     let l = c.node(lid);
@@ -1014,7 +1006,7 @@ pub fn node_main(args: &[String]) -> i32 {
     let [id, threads, addrs, dir, raft_log] = args else {
         return usage();
     };
-    let Some(raft_log) = parse_raft_log(raft_log) else {
+    let Ok(raft_log) = DurabilityArg::from_str(raft_log, false) else {
         return usage();
     };
     let (Ok(id), Ok(threads)) = (id.parse::<u64>(), threads.parse::<usize>()) else {
@@ -1142,7 +1134,7 @@ impl NodeProcess {
         threads: usize,
         addrs: &BTreeMap<u64, SocketAddr>,
         dir: &Path,
-        raft_log: Durability,
+        raft_log: DurabilityArg,
     ) -> Self {
         let list: Vec<String> = addrs.values().map(SocketAddr::to_string).collect();
         let mut child = Command::new(std::env::current_exe().expect("this binary's path"))
