@@ -3,7 +3,7 @@
 //!
 //! A point read hashes the key, loads the table pointer and probes: loads
 //! only, no read-modify-write, no pointer chase per comparison beyond the
-//! node itself (the skiplist compares through a boxed key at every level,
+//! node itself (a skiplist compares through a key pointer at every level,
 //! which measured at over 1 µs per lookup on 100,000 keys here).
 //!
 //! Keys are never removed (DESIGN.md, "Boundaries"), so a slot goes from
@@ -35,7 +35,7 @@ use std::hash::BuildHasher;
 use std::ptr;
 
 /// One key: allocated when the key is first written, freed when the store
-/// drops. The skiplist (ordered scans) and the hash table (point reads) both
+/// drops. The ordered view (scans) and the hash table (point reads) both
 /// point here.
 ///
 /// One cache line: a point read's key comparison and its loads of the
@@ -526,7 +526,7 @@ impl Drop for HashIndex {
             let written = if i + 1 == chunks { a.used } else { CHUNK };
             for j in 0..written {
                 // SAFETY: written once by `new_node` and dropped only here;
-                // the table and the skiplist (dropped first) hold no
+                // the table and the ordered view (freed first) hold no
                 // ownership, and `&mut self` means no one else can reach it.
                 unsafe { ptr::drop_in_place(c.add(j)) };
             }
