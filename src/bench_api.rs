@@ -1,10 +1,14 @@
-//! Hooks for `benches/index.rs` (feature `bench-hooks`): the store's
-//! point-lookup hash index (`store/raw/hashindex.rs`) on its own, used the
-//! way the store uses it, so it can be measured beside other concurrent
-//! maps. Not part of the API: no stability promise, hidden from the docs.
+//! Hooks for `benches/index.rs` and `benches/ordered.rs` (feature
+//! `bench-hooks`): the store's point-lookup hash index
+//! (`store/raw/hashindex.rs`) on its own, and its whole index (hash index
+//! and ordered view, `store/raw/index.rs`), used the way the store uses
+//! them, so they can be measured beside other concurrent maps. Not part of
+//! the API: no stability promise, hidden from the docs.
 
 use crate::machinery::epoch::Collector;
 use crate::store::raw::hashindex::HashIndex;
+use crate::store::raw::index::Index;
+use std::ops::Bound;
 
 /// The hash index with the collector and insert mutex that the store pairs
 /// it with. Every key maps to its own node (key bytes and an empty version
@@ -39,12 +43,54 @@ impl HashIndexHook {
     }
 
     /// Inserts `key` as the store's `Index::get_or_insert` does (a lookup,
-    /// then the insert mutex, a re-check and the insert; the skiplist side
-    /// is left out). Returns whether the key was new.
+    /// then the insert mutex, a re-check and the insert; the ordered view's
+    /// side is left out). Returns whether the key was new.
     pub fn insert(&self, key: &[u8]) -> bool {
         let guard = self.collector.pin();
         self.ix
             .get_or_insert(key, &self.collector, &guard, |_| {})
             .1
+    }
+}
+
+/// The store's whole index: the hash index and the ordered view over the
+/// same key nodes, with the collector the store pairs them with.
+pub struct IndexHook {
+    ix: Index,
+    collector: Collector,
+}
+
+impl Default for IndexHook {
+    fn default() -> Self {
+        IndexHook::new()
+    }
+}
+
+impl IndexHook {
+    /// An empty index.
+    pub fn new() -> IndexHook {
+        IndexHook {
+            ix: Index::new(),
+            collector: Collector::new(),
+        }
+    }
+
+    /// Creates `key` as a writer's first put of it does (a no-op if it is
+    /// there).
+    pub fn insert(&self, key: &[u8]) {
+        let guard = self.collector.pin();
+        self.ix.get_or_insert(key, &self.collector, &guard);
+    }
+
+    /// Visits the keys from `from` on in ascending order, as a scan does,
+    /// until `f` returns false.
+    pub fn scan(&self, from: &[u8], mut f: impl FnMut(&[u8]) -> bool) {
+        let guard = self.collector.pin();
+        self.ix.range(
+            (Bound::Included(from), Bound::Unbounded),
+            true,
+            &guard,
+            |k, _| f(k),
+        );
     }
 }
