@@ -157,6 +157,8 @@ fn merge(
     delta: impl Iterator<Item = NodeKey>,
     mut f: impl FnMut(NodeKey) -> bool,
 ) -> bool {
+    // Strict, though `<=` / `>=` would do the same (equivalent): a key is in
+    // one source only, so `d` and `b` are never equal.
     let before = |d: &NodeKey, b: &NodeKey| {
         if forward {
             d.bytes() < b.bytes()
@@ -241,6 +243,7 @@ impl Index {
         o.delta
             .insert(NodeKey(n as *const Node), (), guard)
             .release(guard);
+        // Equivalent with `<=` (the merge comes one key later).
         if o.delta.len() < MERGE_MIN.max(o.base.len() / MERGE_RATIO) {
             return;
         }
