@@ -4,25 +4,31 @@
 //! that lives, at a stable address, until the index drops: keys are never
 //! removed, only their versions are pruned.
 //!
-//! The ordered view ([`Ordered`]) is two sorted sources behind one atomic
-//! pointer: `base`, an immutable sorted array of node pointers (8 bytes a
-//! key), and `delta`, a crossbeam-skiplist `base::SkipList` of the keys
-//! created since `base` was built. Creating a key (under the hash index's
-//! insert mutex, so creators are serialized) inserts it into `delta`; when
-//! `delta` holds a sixteenth of `base`'s keys (at least [`MERGE_MIN`]), the
-//! creator merges the two into a new `base` with an empty `delta`, publishes
-//! the pair with one pointer store and retires the old pair to the epoch
-//! collector. A scan loads the pair once and merges the two sources; a key
-//! is in exactly one of them.
+//! The ordered view ([`Ordered`]) is up to three sorted sources behind one
+//! atomic pointer: `base`, an immutable sorted array of node pointers (8
+//! bytes a key); `delta`, a crossbeam-skiplist `base::SkipList` of the keys
+//! created since; and, while a merge is under way, `frozen`, the previous
+//! delta. Creating a key (under the hash index's insert mutex, so creators
+//! are serialized) inserts it into `delta`. When `delta` holds a sixteenth
+//! of `base`'s keys (at least [`MERGE_MIN`]), that creator freezes it (a
+//! new view: the same base, `frozen` = the old delta, an empty delta), and
+//! from then on each creator places [`MERGE_STEPS`] keys of `base` and
+//! `frozen` into the next array ([`Merge`]), so no creation pays for a
+//! whole merge; the one that places the last publishes the merged base
+//! with the current delta. Every view is published with one pointer store
+//! and retired whole to the epoch collector; its parts are shared, by
+//! `Arc`, with the views before and after it. A scan loads the view once
+//! and merges its sources; a key is in exactly one of them.
 //!
 //! Everything is read under the store's epoch guard and takes no reference
-//! count, so a point read or a scan does no read-modify-write. The skiplist
-//! runs on the same collector as the store (crossbeam-epoch's default one),
-//! so one guard protects the pairs, their skiplists' towers, the hash
-//! tables and the version chains. A retired pair frees its array and its
-//! skiplist's towers and nothing else; the key nodes they point at are the
-//! hash index's, freed only when the index drops, so neither frees what the
-//! other still reads.
+//! count, so a point read or a scan does no read-modify-write (the merge's
+//! skiplist cursor and the parts' `Arc`s count references on the creator's
+//! path only). The skiplists run on the same collector as the store
+//! (crossbeam-epoch's default one), so one guard protects the views, their
+//! skiplists' towers, the hash tables and the version chains. A part freed
+//! with its last view frees its array or its skiplist's towers and nothing
+//! else; the key nodes they point at are the hash index's, freed only when
+//! the index drops, so neither frees what the other still reads.
 //!
 //! Under `--cfg loom` the skiplist (whose atomics loom cannot see) is
 //! replaced by a mutex-protected `BTreeMap`; the index is not part of the
@@ -35,8 +41,12 @@ use super::hashindex::{HashIndex, Node};
 use super::SendPtr;
 use crate::machinery::epoch::{Collector, Guard};
 #[cfg(not(loom))]
-use crate::sync::{AtomicPtr, Ordering};
+use crate::sync::{AtomicPtr, Mutex, Ordering};
+#[cfg(not(loom))]
+use crossbeam_skiplist::base::RefEntry;
 use std::ops::Bound;
+#[cfg(not(loom))]
+use std::sync::Arc;
 
 /// An ordered-view key: a pointer to the key's node, ordered by the key
 /// bytes.
@@ -91,41 +101,52 @@ unsafe impl Send for NodeKey {}
 #[cfg(not(loom))]
 unsafe impl Sync for NodeKey {}
 
-/// The ordered view's merge threshold: `delta` is merged into `base` once
-/// it holds this many keys, or `base`'s divided by [`MERGE_RATIO`],
-/// whichever is more.
+/// A skiplist of ordered-view keys, on crossbeam-epoch's default collector
+/// (the store's).
+#[cfg(not(loom))]
+type List = crossbeam_skiplist::base::SkipList<NodeKey, ()>;
+
+#[cfg(not(loom))]
+fn new_list() -> Arc<List> {
+    Arc::new(List::new(crossbeam_epoch::default_collector().clone()))
+}
+
+/// The ordered view's merge threshold: `delta` is frozen for a merge into
+/// `base` once it holds this many keys, or `base`'s divided by
+/// [`MERGE_RATIO`], whichever is more.
 #[cfg(not(loom))]
 const MERGE_MIN: usize = 1024;
 
 /// A merge reads every node once, so a key's creation pays about this many
-/// node reads amortized; a scan steps through the skiplist (a dependent
-/// miss more per key) for about one key in this many.
+/// node reads amortized; a scan steps through a skiplist (a dependent miss
+/// more per key) for about one key in this many.
 #[cfg(not(loom))]
 const MERGE_RATIO: usize = 16;
 
-/// The ordered view: every key in exactly one of `base` (sorted, immutable)
-/// and `delta` (the keys created since `base` was built). Published whole
-/// by one pointer store, retired whole to the epoch collector.
+/// Merge steps (keys placed) per key created while a merge is under way:
+/// enough that a merge of `base` and the frozen delta ends before the new
+/// delta is half way to the next threshold, so no creation waits for one.
+#[cfg(not(loom))]
+const MERGE_STEPS: usize = 2 * MERGE_RATIO + 2;
+
+/// The ordered view: every key in exactly one of `base` (sorted,
+/// immutable), `frozen` (the delta being merged into the next base, while a
+/// merge is under way) and `delta` (keys created since). Published whole by
+/// one pointer store and retired whole to the epoch collector; the parts
+/// are shared between successive views, and each is freed with the last
+/// view (or merge) holding it.
 #[cfg(not(loom))]
 struct Ordered {
-    base: Box<[NodeKey]>,
-    delta: crossbeam_skiplist::base::SkipList<NodeKey, ()>,
+    base: Arc<Vec<NodeKey>>,
+    frozen: Option<Arc<List>>,
+    delta: Arc<List>,
 }
 
 #[cfg(not(loom))]
 impl Ordered {
-    fn new(base: Box<[NodeKey]>) -> Box<Ordered> {
-        Box::new(Ordered {
-            base,
-            delta: crossbeam_skiplist::base::SkipList::new(
-                crossbeam_epoch::default_collector().clone(),
-            ),
-        })
-    }
-
     /// The part of `base` inside `range`.
     fn base_span(&self, (lo, hi): (Bound<&[u8]>, Bound<&[u8]>)) -> &[NodeKey] {
-        let b = &self.base;
+        let b = &self.base[..];
         let start = match lo {
             Bound::Included(k) => b.partition_point(|n| n.bytes() < k),
             Bound::Excluded(k) => b.partition_point(|n| n.bytes() <= k),
@@ -140,21 +161,116 @@ impl Ordered {
     }
 }
 
+/// A merge under way: `base` and the frozen delta, merged a few keys at a
+/// time by the key creators (one at a time: they hold the hash index's
+/// insert mutex) into `next`.
+#[cfg(not(loom))]
+struct Merge {
+    /// The frozen delta's next key to place (None: all placed). Declared
+    /// before `_frozen`, which it borrows, so it drops first.
+    cursor: Option<RefEntry<'static, NodeKey, ()>>,
+    /// The frozen delta, kept alive for `cursor`.
+    _frozen: Arc<List>,
+    base: Arc<Vec<NodeKey>>,
+    /// `base`'s next key to place.
+    at: usize,
+    next: Vec<NodeKey>,
+}
+
+#[cfg(not(loom))]
+impl Merge {
+    fn new(base: Arc<Vec<NodeKey>>, frozen: Arc<List>, guard: &Guard) -> Merge {
+        let cursor = frozen.front(guard).and_then(|e| e.pin());
+        // SAFETY: only the lifetime changes. The cursor borrows the list
+        // that `frozen` keeps alive, at a fixed address, in this same
+        // struct; it drops before `_frozen` (field order) and never leaves
+        // the struct, and the list never removes a node.
+        let cursor = cursor.map(|c| unsafe {
+            std::mem::transmute::<RefEntry<'_, NodeKey, ()>, RefEntry<'static, NodeKey, ()>>(c)
+        });
+        let next = Vec::with_capacity(base.len() + frozen.len());
+        Merge {
+            cursor,
+            _frozen: frozen,
+            base,
+            at: 0,
+            next,
+        }
+    }
+
+    /// Places up to `budget` keys (many more once the frozen keys are all
+    /// placed: the rest of `base` is copied without reading a node).
+    /// Returns whether the merge is complete.
+    fn step(&mut self, budget: usize, guard: &Guard) -> bool {
+        let base = &self.base[..];
+        for _ in 0..budget {
+            let Some(c) = &self.cursor else { break };
+            let d = *c.key();
+            if let Some(&b) = base.get(self.at).filter(|b| b.bytes() < d.bytes()) {
+                if let Some(p) = base.get(self.at + AHEAD) {
+                    super::prefetch(p.0);
+                }
+                self.next.push(b);
+                self.at += 1;
+            } else {
+                self.next.push(d);
+                let c = self.cursor.take().expect("checked above");
+                self.cursor = c.next(guard);
+                c.release(guard);
+            }
+        }
+        if self.cursor.is_none() {
+            let end = base.len().min(self.at + budget * 64);
+            self.next.extend_from_slice(&base[self.at..end]);
+            self.at = end;
+        }
+        self.cursor.is_none() && self.at == base.len()
+    }
+}
+
 /// How many array slots ahead a walk of `base` prefetches nodes.
 #[cfg(not(loom))]
 const AHEAD: usize = 16;
 
-/// Visits `base` (ascending) merged with `delta` (in the visiting order:
+/// Two sequences of keys, each in the visiting order (ascending if
+/// `forward`, else descending), merged into one in that order.
+#[cfg(not(loom))]
+struct Union<A: Iterator<Item = NodeKey>, B: Iterator<Item = NodeKey>> {
+    a: std::iter::Peekable<A>,
+    b: std::iter::Peekable<B>,
+    forward: bool,
+}
+
+#[cfg(not(loom))]
+impl<A: Iterator<Item = NodeKey>, B: Iterator<Item = NodeKey>> Iterator for Union<A, B> {
+    type Item = NodeKey;
+
+    fn next(&mut self) -> Option<NodeKey> {
+        let a_first = match (self.a.peek(), self.b.peek()) {
+            // Equivalent with `<=` / `>=`: a key is in one source only.
+            (Some(x), Some(y)) => (x.bytes() < y.bytes()) == self.forward,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if a_first {
+            self.a.next()
+        } else {
+            self.b.next()
+        }
+    }
+}
+
+/// Visits `base` (ascending) merged with `recent` (in the visiting order:
 /// ascending if `forward`, else descending), in the visiting order, until
 /// `f` returns false. Returns false if `f` did. Keys of `base` are compared
-/// only while `delta` has keys left, and each node is prefetched `AHEAD`
+/// only while `recent` has keys left, and each node is prefetched `AHEAD`
 /// slots before it is reached, so a stretch of `base` is walked with its
 /// misses overlapped.
 #[cfg(not(loom))]
 fn merge(
     base: &[NodeKey],
     forward: bool,
-    delta: impl Iterator<Item = NodeKey>,
+    recent: impl Iterator<Item = NodeKey>,
     mut f: impl FnMut(NodeKey) -> bool,
 ) -> bool {
     // Strict, though `<=` / `>=` would do the same (equivalent): a key is in
@@ -166,7 +282,7 @@ fn merge(
             d.bytes() > b.bytes()
         }
     };
-    let mut delta = delta.peekable();
+    let mut recent = recent.peekable();
     let n = base.len();
     for j in 0..n {
         let i = if forward { j } else { n - 1 - j };
@@ -179,7 +295,7 @@ fn merge(
             super::prefetch(p.0);
         }
         let b = base[i];
-        while let Some(d) = delta.next_if(|d| before(d, &b)) {
+        while let Some(d) = recent.next_if(|d| before(d, &b)) {
             if !f(d) {
                 return false;
             }
@@ -188,7 +304,7 @@ fn merge(
             return false;
         }
     }
-    delta.all(f)
+    recent.all(f)
 }
 
 /// The index: a lock-free hash table for point reads and the ordered view
@@ -200,13 +316,16 @@ pub(crate) struct Index {
     /// The current [`Ordered`]; freed by `Drop` (before `hash` frees the
     /// nodes it points to) or, once replaced, by the epoch collector.
     ordered: AtomicPtr<Ordered>,
+    /// The merge under way, if any. Locked only by key creators, who hold
+    /// the hash index's insert mutex already, so it is never contended.
+    merging: Mutex<Option<Merge>>,
     hash: HashIndex,
 }
 
 #[cfg(not(loom))]
 impl Drop for Index {
     fn drop(&mut self) {
-        // SAFETY: `&mut self`: no guard can still hold the current pair
+        // SAFETY: `&mut self`: no guard can still hold the current view
         // (every borrow of it is bounded by a borrow of the index); it came
         // from `Box::into_raw` and is freed once, here.
         drop(unsafe { Box::from_raw(self.ordered.load(Ordering::Relaxed)) });
@@ -216,8 +335,14 @@ impl Drop for Index {
 #[cfg(not(loom))]
 impl Index {
     pub(crate) fn new() -> Index {
+        let empty = Ordered {
+            base: Arc::new(Vec::new()),
+            frozen: None,
+            delta: new_list(),
+        };
         Index {
-            ordered: AtomicPtr::new(Box::into_raw(Ordered::new(Box::new([])))),
+            ordered: AtomicPtr::new(Box::into_raw(Box::new(empty))),
+            merging: Mutex::new(None),
             hash: HashIndex::new(),
         }
     }
@@ -225,45 +350,66 @@ impl Index {
     /// The ordered view now, for as long as `guard` is held.
     #[inline]
     fn ordered<'g>(&self, _guard: &'g Guard) -> &'g Ordered {
-        // Acquire, required: pairs with the Release store in `add_ordered`
-        // (the new pair's array and skiplist).
+        // Acquire, required: pairs with the Release store in `publish` (the
+        // new view's parts).
         let o = self.ordered.load(Ordering::Acquire);
-        // SAFETY: loaded under `_guard`; a replaced pair is retired to the
+        // SAFETY: loaded under `_guard`; a replaced view is retired to the
         // epoch collector and freed only after every guard that could have
         // loaded it drops, and the current one only when the index drops,
         // which the borrow of `self` rules out.
         unsafe { &*o }
     }
 
-    /// Adds a new key's node to the ordered view, merging `delta` into a
-    /// new `base` when it is due. Called under the hash index's insert
-    /// mutex only, so there is one caller at a time.
+    /// Replaces the ordered view `old` (the current one) with `new`. Key
+    /// creators only, under the insert mutex.
+    fn publish(&self, old: &Ordered, new: Ordered, collector: &Collector, guard: &Guard) {
+        let new = Box::into_raw(Box::new(new));
+        // Release, required: pairs with the Acquire load in `ordered`, so a
+        // reader that loads the new view sees its parts.
+        self.ordered.store(new, Ordering::Release);
+        let old = SendPtr(old as *const Ordered as *mut Ordered);
+        collector.defer(guard, move || {
+            let old = old;
+            // SAFETY: the old view is unreachable from the index since the
+            // store above; the collector runs this after every guard that
+            // could have loaded it drops, and nothing else frees it.
+            drop(unsafe { Box::from_raw(old.0) });
+        });
+    }
+
+    /// Adds a new key's node to the ordered view, and moves the merge on:
+    /// freezes `delta` for one when it is due, places a few keys of one
+    /// under way, publishes the merged base when one ends. Called under the
+    /// hash index's insert mutex only, so there is one caller at a time.
     fn add_ordered(&self, n: &Node, collector: &Collector, guard: &Guard) {
         let o = self.ordered(guard);
         o.delta
             .insert(NodeKey(n as *const Node), (), guard)
             .release(guard);
-        // Equivalent with `<=` (the merge comes one key later).
+        let mut merging = self.merging.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = merging.as_mut() {
+            if m.step(MERGE_STEPS, guard) {
+                let m = merging.take().expect("a merge under way");
+                let merged = Ordered {
+                    base: Arc::new(m.next),
+                    frozen: None,
+                    delta: o.delta.clone(),
+                };
+                self.publish(o, merged, collector, guard);
+            }
+            return;
+        }
+        // Equivalent with `<=` (the merge starts one key later).
         if o.delta.len() < MERGE_MIN.max(o.base.len() / MERGE_RATIO) {
             return;
         }
-        let mut base = Vec::with_capacity(o.base.len() + o.delta.len());
-        merge(&o.base, true, o.delta.iter(guard).map(|e| *e.key()), |k| {
-            base.push(k);
-            true
-        });
-        let new = Box::into_raw(Ordered::new(base.into_boxed_slice()));
-        // Release, required: pairs with the Acquire load in `ordered`, so a
-        // reader that loads the new pair sees its array and skiplist.
-        self.ordered.store(new, Ordering::Release);
-        let old = SendPtr(o as *const Ordered as *mut Ordered);
-        collector.defer(guard, move || {
-            let old = old;
-            // SAFETY: the old pair is unreachable from the index since the
-            // store above; the collector runs this after every guard that
-            // could have loaded it drops, and nothing else frees it.
-            drop(unsafe { Box::from_raw(old.0) });
-        });
+        *merging = Some(Merge::new(o.base.clone(), o.delta.clone(), guard));
+        let frozen = Ordered {
+            base: o.base.clone(),
+            frozen: Some(o.delta.clone()),
+            delta: new_list(),
+        };
+        self.publish(o, frozen, collector, guard);
     }
 
     /// The entry for `key`, if the key was ever written. Loads only.
@@ -356,19 +502,33 @@ impl Index {
         };
         let o = self.ordered(guard);
         let base = o.base_span(range);
+        let frozen = o.frozen.as_deref().into_iter();
+        let frozen = frozen.flat_map(|l| l.range::<[u8], _>(range, guard));
         let delta = o.delta.range::<[u8], _>(range, guard);
+        let key = |e: crossbeam_skiplist::base::Entry<'_, '_, NodeKey, ()>| *e.key();
         if forward {
-            merge(base, true, delta.map(|e| *e.key()), visit);
+            let recent = Union {
+                a: frozen.map(key).peekable(),
+                b: delta.map(key).peekable(),
+                forward,
+            };
+            merge(base, true, recent, visit);
         } else {
-            merge(base, false, delta.rev().map(|e| *e.key()), visit);
+            let recent = Union {
+                a: frozen.rev().map(key).peekable(),
+                b: delta.rev().map(key).peekable(),
+                forward,
+            };
+            merge(base, false, recent, visit);
         }
     }
 
     /// Visits every entry.
     pub(crate) fn for_each<'g>(&'g self, guard: &'g Guard, mut f: impl FnMut(&'g KeyEntry)) {
         let o = self.ordered(guard);
-        let delta = o.delta.iter(guard).map(|e| *e.key());
-        for k in o.base.iter().copied().chain(delta) {
+        let lists = o.frozen.as_deref().into_iter().chain([&*o.delta]);
+        let recent = lists.flat_map(|l| l.iter(guard)).map(|e| *e.key());
+        for k in o.base.iter().copied().chain(recent) {
             // SAFETY: as in `range`.
             f(unsafe { &(*k.0).entry });
         }
@@ -511,7 +671,7 @@ mod tests {
             .collect();
         keys.shuffle(&mut rng);
         let mut model = BTreeSet::new();
-        let mut checks = 0;
+        let (mut checks, mut during_merge, mut between_merges) = (0, 0, 0);
         for (i, k) in keys.iter().enumerate() {
             let g = c.pin();
             ix.get_or_insert(k, &c, &g);
@@ -520,6 +680,11 @@ mod tests {
             // Check around the merge points and at random others.
             if i % 997 == 0 || i + 1 == keys.len() || (i + 1) % MERGE_MIN == 0 {
                 checks += 1;
+                if ix.ordered(&c.pin()).frozen.is_some() {
+                    during_merge += 1;
+                } else {
+                    between_merges += 1;
+                }
                 for _ in 0..3 {
                     let a = &keys[rng.gen_range(0..=i)];
                     let b = &keys[rng.gen_range(0..=i)];
@@ -553,13 +718,16 @@ mod tests {
         assert_eq!(all, model.iter().cloned().collect::<Vec<_>>());
         let g = c.pin();
         let o = ix.ordered(&g);
-        assert_eq!(o.base.len() + o.delta.len(), keys.len());
+        let frozen = o.frozen.as_ref().map_or(0, |f| f.len());
+        assert_eq!(o.base.len() + frozen + o.delta.len(), keys.len());
         assert!(
-            o.base.len() >= 8 * MERGE_MIN
-                && o.delta.len() < MERGE_MIN.max(o.base.len() / MERGE_RATIO),
-            "merged: base {} delta {}",
-            o.base.len(),
-            o.delta.len()
+            o.base.len() >= 8 * MERGE_MIN,
+            "merged: base {}",
+            o.base.len()
+        );
+        assert!(
+            during_merge > 5 && between_merges > 5,
+            "checked {during_merge} times during a merge, {between_merges} between"
         );
         let mut n = 0;
         ix.for_each(&g, |_| n += 1);
