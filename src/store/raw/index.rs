@@ -206,6 +206,7 @@ impl Merge {
         for _ in 0..budget {
             let Some(c) = &self.cursor else { break };
             let d = *c.key();
+            // Equivalent with `<=`: a key is in `base` or `frozen`, not both.
             if let Some(&b) = base.get(self.at).filter(|b| b.bytes() < d.bytes()) {
                 if let Some(p) = base.get(self.at + AHEAD) {
                     super::prefetch(p.0);
