@@ -308,6 +308,42 @@ fn merge(
     recent.all(f)
 }
 
+/// Retired ordered views that no guard can reach any more, waiting for a
+/// key creator to free them, one a creation. Freeing the view that ends a
+/// merge frees the old array and the frozen skiplist (tens of milliseconds
+/// at millions of keys), and the epoch collector runs deferred work on
+/// whichever thread pins next, a reader's included; parking views here puts
+/// that cost on the creators, who already hold the insert mutex.
+#[cfg(not(loom))]
+#[derive(Default)]
+struct Graveyard(Mutex<Vec<SendPtr<Ordered>>>);
+
+#[cfg(not(loom))]
+impl Graveyard {
+    /// Frees one parked view, if any.
+    fn free_one(&self) {
+        let p = self.0.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        if let Some(p) = p {
+            // SAFETY: parked by a deferred destructor of `Index::publish`,
+            // so unreachable from the index and from every guard; popped
+            // once, so freed once.
+            drop(unsafe { Box::from_raw(p.0) });
+        }
+    }
+}
+
+#[cfg(not(loom))]
+impl Drop for Graveyard {
+    fn drop(&mut self) {
+        let parked = self.0.get_mut().unwrap_or_else(|e| e.into_inner());
+        for p in parked.drain(..) {
+            // SAFETY: as in `free_one`; the graveyard's last owner frees
+            // what is left, once.
+            drop(unsafe { Box::from_raw(p.0) });
+        }
+    }
+}
+
 /// The index: a lock-free hash table for point reads and the ordered view
 /// for scans, both pointing at the same per-key [`Node`]. Creating a key
 /// takes the hash index's insert mutex (writers creating keys only), under
@@ -315,11 +351,13 @@ fn merge(
 #[cfg(not(loom))]
 pub(crate) struct Index {
     /// The current [`Ordered`]; freed by `Drop` (before `hash` frees the
-    /// nodes it points to) or, once replaced, by the epoch collector.
+    /// nodes it points to) or, once replaced, through the graveyard.
     ordered: AtomicPtr<Ordered>,
     /// The merge under way, if any. Locked only by key creators, who hold
     /// the hash index's insert mutex already, so it is never contended.
     merging: Mutex<Option<Merge>>,
+    /// Shared with the deferred destructors that park retired views.
+    graveyard: Arc<Graveyard>,
     hash: HashIndex,
 }
 
@@ -344,6 +382,7 @@ impl Index {
         Index {
             ordered: AtomicPtr::new(Box::into_raw(Box::new(empty))),
             merging: Mutex::new(None),
+            graveyard: Arc::default(),
             hash: HashIndex::new(),
         }
     }
@@ -369,13 +408,23 @@ impl Index {
         // reader that loads the new view sees its parts.
         self.ordered.store(new, Ordering::Release);
         let old = SendPtr(old as *const Ordered as *mut Ordered);
+        let graveyard = self.graveyard.clone();
+        // The old view is unreachable from the index since the store above;
+        // the collector runs this after every guard that could have loaded
+        // it drops, and the graveyard frees it later, once.
         collector.defer(guard, move || {
             let old = old;
-            // SAFETY: the old view is unreachable from the index since the
-            // store above; the collector runs this after every guard that
-            // could have loaded it drops, and nothing else frees it.
-            drop(unsafe { Box::from_raw(old.0) });
+            graveyard
+                .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(old);
         });
+        // Hands the deferral to the global queue now: a thread's bag moves
+        // only when it fills, and views held back that long (dozens of
+        // merges) would keep their old arrays alive and then be freed at
+        // once.
+        collector.flush(guard);
     }
 
     /// Adds a new key's node to the ordered view, and moves the merge on:
@@ -383,6 +432,7 @@ impl Index {
     /// under way, publishes the merged base when one ends. Called under the
     /// hash index's insert mutex only, so there is one caller at a time.
     fn add_ordered(&self, n: &Node, collector: &Collector, guard: &Guard) {
+        self.graveyard.free_one();
         let o = self.ordered(guard);
         o.delta
             .insert(NodeKey(n as *const Node), (), guard)
