@@ -21,6 +21,10 @@
 //!
 //! Keep runs short:
 //! `cargo bench --bench ordered -- --warm-up-time 1 --measurement-time 2`.
+//!
+//! `ORDERED_CREATE=<n>` instead creates `n` keys in random order through
+//! the store's whole index, one thread, and prints the time a key and the
+//! longest single creations with where they fell (no criterion run).
 
 use criterion::{black_box, BenchmarkId, Criterion, Throughput};
 use rand::rngs::SmallRng;
@@ -32,6 +36,7 @@ use std::borrow::Borrow;
 use std::cmp::Ordering as Cmp;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::{Duration, Instant};
 
 /// A key node as the store has it, reduced to what ordering reads.
 type Node = [u8; 64];
@@ -127,7 +132,38 @@ fn measured<T>(n: u64, build: impl FnOnce() -> T) -> (T, f64) {
     (t, held as f64 / n as f64)
 }
 
+/// `ORDERED_CREATE`: key creation's cost and its longest single waits.
+fn create(n: u64) {
+    let keys = shuffled(n);
+    let ix = IndexHook::new();
+    let mut longest: Vec<(Duration, usize)> = Vec::new();
+    let all = Instant::now();
+    for (i, k) in keys.iter().enumerate() {
+        let t = Instant::now();
+        ix.insert(&k.to_be_bytes());
+        let took = t.elapsed();
+        if took > Duration::from_millis(50) {
+            longest.push((took, i));
+        }
+    }
+    let all = all.elapsed();
+    println!(
+        "created {n} keys: {:.2} us a key",
+        all.as_secs_f64() * 1e6 / n as f64
+    );
+    longest.sort();
+    for (took, i) in longest.iter().rev().take(5) {
+        println!("  {took:.2?} at key {i}");
+    }
+}
+
 fn main() {
+    if let Some(n) = std::env::var("ORDERED_CREATE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return create(n);
+    }
     let mut c = Criterion::default().configure_from_args();
     for n in SIZES {
         let keys = shuffled(n);

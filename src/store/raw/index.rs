@@ -16,8 +16,10 @@
 //! `frozen` into the next array ([`Merge`]), so no creation pays for a
 //! whole merge; the one that places the last publishes the merged base
 //! with the current delta. Every view is published with one pointer store
-//! and retired whole to the epoch collector; its parts are shared, by
-//! `Arc`, with the views before and after it. A scan loads the view once
+//! and retired whole to the epoch collector, whose deferred destructor
+//! parks it in a [`Graveyard`] that key creators empty, one view a
+//! creation; its parts are shared, by `Arc`, with the views before and
+//! after it. A scan loads the view once
 //! and merges its sources; a key is in exactly one of them.
 //!
 //! Everything is read under the store's epoch guard and takes no reference
