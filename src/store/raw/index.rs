@@ -19,8 +19,8 @@
 //! and retired whole to the epoch collector, whose deferred destructor
 //! parks it in a [`Graveyard`] that key creators empty, one view a
 //! creation; its parts are shared, by `Arc`, with the views before and
-//! after it. A scan loads the view once
-//! and merges its sources; a key is in exactly one of them.
+//! after it. A scan loads the view once and merges its sources; a key is in
+//! exactly one of them.
 //!
 //! Everything is read under the store's epoch guard and takes no reference
 //! count, so a point read or a scan does no read-modify-write (the merge's
@@ -62,7 +62,7 @@ impl NodeKey {
     fn bytes(&self) -> &[u8] {
         // SAFETY: nodes are freed only when the index drops, and every
         // comparison of NodeKeys runs through a borrow of the index (a
-        // retired pair freed later drops its NodeKeys without reading them).
+        // retired view freed later drops its NodeKeys without reading them).
         unsafe { (*self.0).key() }
     }
 }
@@ -102,6 +102,20 @@ unsafe impl Send for NodeKey {}
 // SAFETY: as above.
 #[cfg(not(loom))]
 unsafe impl Sync for NodeKey {}
+
+/// Does `a` come before `b` in the visiting order (ascending if `forward`,
+/// else descending)? Strict, though `<=` / `>=` would do the same
+/// (equivalent): a key is in one source of a view only, so two keys merged
+/// against each other are never equal.
+#[cfg(not(loom))]
+#[inline]
+fn goes_first(a: &NodeKey, b: &NodeKey, forward: bool) -> bool {
+    if forward {
+        a.bytes() < b.bytes()
+    } else {
+        a.bytes() > b.bytes()
+    }
+}
 
 /// A skiplist of ordered-view keys, on crossbeam-epoch's default collector
 /// (the store's).
@@ -208,8 +222,7 @@ impl Merge {
         for _ in 0..budget {
             let Some(c) = &self.cursor else { break };
             let d = *c.key();
-            // Equivalent with `<=`: a key is in `base` or `frozen`, not both.
-            if let Some(&b) = base.get(self.at).filter(|b| b.bytes() < d.bytes()) {
+            if let Some(&b) = base.get(self.at).filter(|b| goes_first(b, &d, true)) {
                 if let Some(p) = base.get(self.at + AHEAD) {
                     super::prefetch(p.0);
                 }
@@ -244,14 +257,33 @@ struct Union<A: Iterator<Item = NodeKey>, B: Iterator<Item = NodeKey>> {
     forward: bool,
 }
 
+/// The keys of two skiplist walks, each in the visiting order, as one.
+#[cfg(not(loom))]
+fn union<'a, 'g, A, B>(
+    a: A,
+    b: B,
+    forward: bool,
+) -> impl Iterator<Item = NodeKey> + use<'a, 'g, A, B>
+where
+    A: Iterator<Item = crossbeam_skiplist::base::Entry<'a, 'g, NodeKey, ()>>,
+    B: Iterator<Item = crossbeam_skiplist::base::Entry<'a, 'g, NodeKey, ()>>,
+    'a: 'g,
+{
+    let key = |e: crossbeam_skiplist::base::Entry<'a, 'g, NodeKey, ()>| *e.key();
+    Union {
+        a: a.map(key).peekable(),
+        b: b.map(key).peekable(),
+        forward,
+    }
+}
+
 #[cfg(not(loom))]
 impl<A: Iterator<Item = NodeKey>, B: Iterator<Item = NodeKey>> Iterator for Union<A, B> {
     type Item = NodeKey;
 
     fn next(&mut self) -> Option<NodeKey> {
         let a_first = match (self.a.peek(), self.b.peek()) {
-            // Equivalent with `<=` / `>=`: a key is in one source only.
-            (Some(x), Some(y)) => (x.bytes() < y.bytes()) == self.forward,
+            (Some(x), Some(y)) => goes_first(x, y, self.forward),
             (Some(_), None) => true,
             (None, _) => false,
         };
@@ -276,15 +308,6 @@ fn merge(
     recent: impl Iterator<Item = NodeKey>,
     mut f: impl FnMut(NodeKey) -> bool,
 ) -> bool {
-    // Strict, though `<=` / `>=` would do the same (equivalent): a key is in
-    // one source only, so `d` and `b` are never equal.
-    let before = |d: &NodeKey, b: &NodeKey| {
-        if forward {
-            d.bytes() < b.bytes()
-        } else {
-            d.bytes() > b.bytes()
-        }
-    };
     let mut recent = recent.peekable();
     let n = base.len();
     for j in 0..n {
@@ -298,7 +321,7 @@ fn merge(
             super::prefetch(p.0);
         }
         let b = base[i];
-        while let Some(d) = recent.next_if(|d| before(d, &b)) {
+        while let Some(d) = recent.next_if(|d| goes_first(d, &b, forward)) {
             if !f(d) {
                 return false;
             }
@@ -546,8 +569,8 @@ impl Index {
         mut f: impl FnMut(&'s [u8], &'g KeyEntry) -> bool,
     ) {
         let visit = |k: NodeKey| {
-            // SAFETY: nodes are freed only when the index drops (after every
-            // pair), which the `'s` borrow of `self` rules out, so the node
+            // SAFETY: nodes are freed only when the index drops (after the
+            // current view), which the `'s` borrow of `self` rules out, so the node
             // and its key outlive `'s` (keys are never removed), not only
             // the guard.
             let n: &'s Node = unsafe { &*k.0 };
@@ -558,21 +581,10 @@ impl Index {
         let frozen = o.frozen.as_deref().into_iter();
         let frozen = frozen.flat_map(|l| l.range::<[u8], _>(range, guard));
         let delta = o.delta.range::<[u8], _>(range, guard);
-        let key = |e: crossbeam_skiplist::base::Entry<'_, '_, NodeKey, ()>| *e.key();
         if forward {
-            let recent = Union {
-                a: frozen.map(key).peekable(),
-                b: delta.map(key).peekable(),
-                forward,
-            };
-            merge(base, true, recent, visit);
+            merge(base, true, union(frozen, delta, true), visit);
         } else {
-            let recent = Union {
-                a: frozen.rev().map(key).peekable(),
-                b: delta.rev().map(key).peekable(),
-                forward,
-            };
-            merge(base, false, recent, visit);
+            merge(base, false, union(frozen.rev(), delta.rev(), false), visit);
         }
     }
 
