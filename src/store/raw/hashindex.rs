@@ -9,17 +9,32 @@
 //! Keys are never removed (DESIGN.md, "Boundaries"), so a slot goes from
 //! null to a node pointer once and never changes, and the table never holds
 //! tombstones. Inserting a new key happens under the index's insert mutex
-//! (writers creating keys only; readers never take it). When the table is
-//! three quarters full the inserter builds one half as large again holding
-//! every node (so a table is between half and three quarters full once it
-//! has grown), installs it with a Release store and retires the old one to
-//! the epoch collector, so a reader still probing the old table stays safe.
+//! (writers creating keys only; readers never take it).
+//!
+//! # Growth
+//!
+//! When the table is three quarters full the inserter installs one half as
+//! large again (so a table is between half and three quarters full once it
+//! has grown), empty but for the new key and linked to the table it
+//! replaces (`prev`). The keys move over a few slots at a time: each later
+//! insert moves [`MOVE_STEP`] slots of `prev` (rehashing their keys), and
+//! the one that moves the last slot unlinks `prev` and retires it to the
+//! epoch collector. So no single insert copies the table, and a migration
+//! ends within a sixth of the inserts until the next growth (which, should
+//! one come first, finishes it). Meanwhile every key is in the new table or
+//! still in `prev`, which is never written again: a lookup that misses in
+//! the new table probes `prev` too. A table's slots come from a zeroed
+//! allocation (all-zero bits are an empty slot), so installing a large
+//! table costs no pass over it.
 //!
 //! # Orderings
 //!
 //! * Slot stores and the table-pointer store are Release; a reader's loads
 //!   are Acquire, so a reader that finds a node sees its key and entry
 //!   initialized.
+//! * The store that unlinks `prev` is Release and a reader's load of `prev`
+//!   is Acquire, before it probes the new table: a reader that finds no
+//!   `prev` sees every slot the migration moved.
 //! * A reader that must see a key (because it acquired a descriptor or a
 //!   chain head that a writer published after inserting the key) sees it:
 //!   the insert (Release) happens-before that later publication, which
@@ -156,7 +171,17 @@ fn grown(cap: usize) -> usize {
 
 struct Table {
     slots: Box<[Slot]>,
+    /// The table this one replaced, while its keys are still moving here
+    /// (null: none, or every slot moved). Set before this table is
+    /// installed; unlinked once, by the insert that moves its last slot.
+    prev: AtomicPtr<Table>,
 }
+
+/// Slots of the previous table each insert moves during a migration. A
+/// table of `1.5 c` slots, installed holding `0.75 c` keys, grows again
+/// after `0.375 c` more inserts; moving the `c` slots of its `prev` takes
+/// `c / 16` of them, a sixth.
+const MOVE_STEP: usize = 16;
 
 impl Table {
     /// The first slot of `hash`'s probe sequence: a Fibonacci multiply,
@@ -179,7 +204,8 @@ impl Table {
         }
     }
 
-    fn with_capacity(cap: usize) -> Box<Table> {
+    /// An empty table of `cap` slots, migrating from `prev` (or null).
+    fn with_capacity(cap: usize, prev: *mut Table) -> Box<Table> {
         Box::new(Table {
             slots: (0..cap)
                 .map(|_| Slot {
@@ -187,7 +213,67 @@ impl Table {
                     head: AtomicPtr::new(ptr::null_mut()),
                 })
                 .collect(),
+            prev: AtomicPtr::new(prev),
         })
+    }
+
+    /// The table still migrating into this one (null: none). Acquire,
+    /// required where a lookup relies on a null (`find`): pairs with the
+    /// Release unlinking store in `HashIndex::migrate`, so a reader that
+    /// sees null sees every slot moved here. Stronger than needed for
+    /// `hint_head`, whose miss only leaves a stale hint.
+    #[inline]
+    fn prev(&self) -> *mut Table {
+        self.prev.load(Ordering::Acquire)
+    }
+
+    /// The slot holding `key`'s node, in this table only.
+    #[inline]
+    fn slot_of(&self, key: &[u8], hash: u64) -> Option<&Slot> {
+        let mut i = self.home(hash);
+        loop {
+            let slot = &self.slots[i];
+            // Acquire, required: pairs with the Release slot store in
+            // `Table::place` (the node's key and entry).
+            let w = slot.word.load(Ordering::Acquire);
+            if w == 0 {
+                return None;
+            }
+            if w & !ADDR_MASK == tag(hash) {
+                // Relaxed: a hint, only prefetched (see `Slot`).
+                super::prefetch(slot.head.load(Ordering::Relaxed));
+                // SAFETY: nodes are freed only when the index drops, and
+                // the caller borrows the index.
+                if unsafe { (*node_of(w)).key() } == key {
+                    return Some(slot);
+                }
+            }
+            i = self.next(i);
+        }
+    }
+
+    /// The first slot of `hash`'s probe sequence whose tag matches, as a
+    /// candidate (its node prefetched); `None` if an empty slot comes
+    /// first. Touches slots only.
+    #[inline]
+    fn first_match(&self, hash: u64) -> Option<Candidate> {
+        let mut i = self.home(hash);
+        loop {
+            let slot = &self.slots[i];
+            // Acquire, required: as in `slot_of` (the node's key and entry).
+            let w = slot.word.load(Ordering::Acquire);
+            if w == 0 {
+                return None;
+            }
+            if w & !ADDR_MASK == tag(hash) {
+                let p = node_of(w);
+                super::prefetch(p);
+                // Relaxed: a hint, only prefetched (see `Slot`).
+                super::prefetch(slot.head.load(Ordering::Relaxed));
+                return Some(Candidate(p));
+            }
+            i = self.next(i);
+        }
     }
 
     /// Stores `node` in the first empty slot of its probe sequence. Only the
@@ -200,9 +286,9 @@ impl Table {
             if s.word.load(Ordering::Relaxed) == 0 {
                 // Relaxed: a hint, never dereferenced.
                 s.head.store(head, Ordering::Relaxed);
-                // Release, required: pairs with the Acquire slot load in
-                // `get`, so a reader that finds the node sees it fully
-                // built. Not checked by loom (this
+                // Release, required: pairs with the Acquire slot loads in
+                // `slot_of` and `first_match`, so a reader that finds the
+                // node sees it fully built. Not checked by loom (this
                 // file does not run under it) nor by x86 (which compiles
                 // Relaxed and Release alike); required by the argument.
                 s.word.store(pack(node, hash), Ordering::Release);
@@ -234,6 +320,8 @@ pub(crate) struct HashIndex {
     table: AtomicPtr<Table>,
     /// Keys stored; only the inserter (under the mutex) reads or writes it.
     len: std::cell::Cell<usize>,
+    /// Slots of the current table's `prev` already moved; as `len`.
+    moved: std::cell::Cell<usize>,
     /// Only the inserter (under the mutex) touches it, and the drop.
     arena: UnsafeCell<Arena>,
     hasher: foldhash::fast::RandomState,
@@ -241,8 +329,8 @@ pub(crate) struct HashIndex {
     inserting: crate::sync::Mutex<()>,
 }
 
-// SAFETY: `len` and `arena` are touched only by `insert_locked` and
-// `new_node`, whose callers hold the index's insert mutex (see their
+// SAFETY: `len`, `moved` and `arena` are touched only by `insert_locked`,
+// `migrate` and `new_node`, whose callers hold the index's insert mutex (see their
 // # Safety), and by the drop (`&mut self`); every other field is atomic or
 // immutable after construction. Nodes are Send + Sync (KeyEntry is built
 // from atomics and owned bytes).
@@ -253,8 +341,12 @@ unsafe impl Send for HashIndex {}
 impl HashIndex {
     pub(crate) fn new() -> HashIndex {
         HashIndex {
-            table: AtomicPtr::new(Box::into_raw(Table::with_capacity(FIRST_CAP))),
+            table: AtomicPtr::new(Box::into_raw(Table::with_capacity(
+                FIRST_CAP,
+                ptr::null_mut(),
+            ))),
             len: std::cell::Cell::new(0),
+            moved: std::cell::Cell::new(0),
             arena: UnsafeCell::new(Arena {
                 chunks: Vec::new(),
                 used: CHUNK,
@@ -300,109 +392,96 @@ impl HashIndex {
         self.hasher.hash_one(key)
     }
 
-    /// The node for `key`, if inserted. Loads only.
+    /// The current table, loaded under `_guard`.
     #[inline]
-    pub(crate) fn get<'s>(&'s self, key: &[u8], hash: u64, _guard: &Guard) -> Option<&'s Node> {
+    fn current<'g>(&self, _guard: &'g Guard) -> &'g Table {
         // Acquire, required: pairs with the Release table store in
-        // `insert_locked` (the new table's slots).
+        // `insert_locked` (the new table's slots and its `prev`).
         let t = self.table.load(Ordering::Acquire);
         // SAFETY: loaded under `_guard`; a replaced table is retired to the
-        // epoch collector and freed only after every guard that could have
+        // epoch collector only once its migration has ended (it is then no
+        // table's `prev`), and freed only after every guard that could have
         // loaded it drops (invariant 11).
-        let t = unsafe { &*t };
-        let mut i = t.home(hash);
-        loop {
-            let slot = &t.slots[i];
-            // Acquire, required: pairs with the Release slot store in
-            // `Table::place` (the node's key and entry).
-            let w = slot.word.load(Ordering::Acquire);
-            if w == 0 {
-                return None;
-            }
-            if w & !ADDR_MASK == tag(hash) {
-                // Relaxed: a hint, only prefetched (see `Slot`).
-                super::prefetch(slot.head.load(Ordering::Relaxed));
-                let p = node_of(w);
-                // SAFETY: nodes are freed only when the index drops, which
-                // needs `&mut`; the `'s` borrow of `self` rules that out.
-                let n = unsafe { &*p };
-                if n.key() == key {
-                    return Some(n);
-                }
-            }
-            i = t.next(i);
+        unsafe { &*t }
+    }
+
+    /// The slot holding `key`'s node: in `t`, or in the table still
+    /// migrating into `t`.
+    #[inline]
+    fn find<'g>(t: &'g Table, key: &[u8], hash: u64) -> Option<&'g Slot> {
+        // Loaded before `t` is probed (module docs, "Orderings").
+        let prev = t.prev();
+        if let Some(s) = t.slot_of(key, hash) {
+            return Some(s);
         }
+        if prev.is_null() {
+            return None;
+        }
+        // SAFETY: `prev` was linked from `t` when loaded, so it had not
+        // been retired then (it is retired only after it is unlinked), and
+        // the caller's guard, under which `t` was loaded, keeps it alive.
+        unsafe { &*prev }.slot_of(key, hash)
+    }
+
+    /// The node for `key`, if inserted. Loads only.
+    #[inline]
+    pub(crate) fn get<'s>(&'s self, key: &[u8], hash: u64, guard: &Guard) -> Option<&'s Node> {
+        let slot = Self::find(self.current(guard), key, hash)?;
+        // Relaxed: `find` loaded this word with Acquire already.
+        let w = slot.word.load(Ordering::Relaxed);
+        // SAFETY: nodes are freed only when the index drops, which needs
+        // `&mut`; the `'s` borrow of `self` rules that out.
+        Some(unsafe { &*node_of(w) })
     }
 
     /// Stores `v` as `key`'s head hint (see `Slot`): called by a writer
     /// after its head CAS. A probe of slots only (hot after the writer's
     /// lookup); nothing if the key is absent. A store into a table that
-    /// growth has just replaced is lost, which only leaves a stale hint.
+    /// growth is moving out of, into a slot already moved, is lost, which
+    /// only leaves a stale hint.
     #[inline]
-    pub(crate) fn hint_head(&self, key: &[u8], hash: u64, v: *mut Version, _guard: &Guard) {
-        // Acquire, required: as in `get` (the table's slots).
-        let t = self.table.load(Ordering::Acquire);
-        // SAFETY: as in `get`: loaded under `_guard`, freed only after it.
-        let t = unsafe { &*t };
-        let mut i = t.home(hash);
-        loop {
-            let slot = &t.slots[i];
-            // Relaxed: we compare the address only, never dereference it
-            // here; the writer reached this key's node through `get`.
-            let w = slot.word.load(Ordering::Relaxed);
-            if w == 0 {
-                return;
-            }
-            if w & !ADDR_MASK == tag(hash) {
-                // SAFETY: a node in a slot lives until the index drops.
-                if unsafe { (*node_of(w)).key() } == key {
-                    // Relaxed: a hint, never dereferenced.
-                    slot.head.store(v, Ordering::Relaxed);
-                    return;
-                }
-            }
-            i = t.next(i);
+    pub(crate) fn hint_head(&self, key: &[u8], hash: u64, v: *mut Version, guard: &Guard) {
+        if let Some(slot) = Self::find(self.current(guard), key, hash) {
+            // Relaxed: a hint, never dereferenced.
+            slot.head.store(v, Ordering::Relaxed);
         }
     }
 
     /// Batched lookups, first step: starts loading the slot where `hash`'s
-    /// probe sequence begins. Loads only.
+    /// probe sequence begins (in both tables while a migration runs).
+    /// Loads only.
     #[inline]
-    pub(crate) fn prefetch_slot(&self, hash: u64, _guard: &Guard) {
-        // Acquire, required: as in `get` (the table's slots).
-        let t = self.table.load(Ordering::Acquire);
-        // SAFETY: as in `get`: loaded under `_guard`, freed only after it.
-        let t = unsafe { &*t };
+    pub(crate) fn prefetch_slot(&self, hash: u64, guard: &Guard) {
+        let t = self.current(guard);
         super::prefetch(&t.slots[t.home(hash)]);
+        let prev = t.prev();
+        if !prev.is_null() {
+            // SAFETY: as in `find`.
+            let p = unsafe { &*prev };
+            super::prefetch(&p.slots[p.home(hash)]);
+        }
     }
 
     /// Batched lookups, second step: the node of the first slot in
     /// `hash`'s probe sequence whose hash matches (null if an empty slot
-    /// comes first), and starts loading it. Touches slots only, never a
-    /// node, so a batch's node misses overlap.
+    /// comes first, in the table migrating into this one as well), and
+    /// starts loading it. Touches slots only, never a node, so a batch's
+    /// node misses overlap.
     #[inline]
-    pub(crate) fn candidate(&self, hash: u64, _guard: &Guard) -> Candidate {
-        // Acquire, required: as in `get`.
-        let t = self.table.load(Ordering::Acquire);
-        // SAFETY: as in `get`.
-        let t = unsafe { &*t };
-        let mut i = t.home(hash);
-        loop {
-            let slot = &t.slots[i];
-            // Acquire, required: as in `get` (the node's key and entry).
-            let w = slot.word.load(Ordering::Acquire);
-            if w == 0 {
-                return Candidate::NONE;
-            }
-            if w & !ADDR_MASK == tag(hash) {
-                let p = node_of(w);
-                super::prefetch(p);
-                // Relaxed: a hint, only prefetched (see `Slot`).
-                super::prefetch(slot.head.load(Ordering::Relaxed));
-                return Candidate(p);
-            }
-            i = t.next(i);
+    pub(crate) fn candidate(&self, hash: u64, guard: &Guard) -> Candidate {
+        let t = self.current(guard);
+        // Loaded before `t` is probed, as in `find`.
+        let prev = t.prev();
+        if let Some(c) = t.first_match(hash) {
+            return c;
         }
+        if prev.is_null() {
+            return Candidate::NONE;
+        }
+        // SAFETY: as in `find`.
+        unsafe { &*prev }
+            .first_match(hash)
+            .unwrap_or(Candidate::NONE)
     }
 
     /// Batched lookups, last step: the node for `key` given its
@@ -467,8 +546,9 @@ impl HashIndex {
         n
     }
 
-    /// Inserts `node` (a key not present), growing the table when three
-    /// quarters full.
+    /// Inserts `node` (a key not present): moves a step of a running
+    /// migration, then places the key, growing the table when three
+    /// quarters full (module docs, "Growth").
     ///
     /// # Safety
     /// The caller holds the index's insert mutex (one inserter at a time),
@@ -479,42 +559,86 @@ impl HashIndex {
         let cur = self.table.load(Ordering::Relaxed);
         // SAFETY: the current table is never freed while it is current.
         let t = unsafe { &*cur };
+        // SAFETY: we hold the insert mutex (our caller's contract).
+        unsafe { self.migrate(t, MOVE_STEP, collector, guard) };
         let len = self.len.get() + 1;
         // SAFETY: `node` is valid (caller contract).
         let hash = self.hash(unsafe { (*node).key() });
         // Equivalent mutant (`>=`: the table grows one insert earlier; a
         // load factor, not a bound).
         if len > max_len(t.slots.len()) {
-            let bigger = Table::with_capacity(grown(t.slots.len()));
-            for s in t.slots.iter() {
-                // Relaxed: only the inserter (us) writes slots.
-                let w = s.word.load(Ordering::Relaxed);
-                if w != 0 {
-                    let p = node_of(w);
-                    // SAFETY: a node in the table lives until the index
-                    // drops; its key is immutable. The slot keeps only the
-                    // hash's tag, so the home slot is recomputed.
-                    let h = self.hash(unsafe { (*p).key() });
-                    // Relaxed: a hint, never dereferenced.
-                    bigger.place(p, h, s.head.load(Ordering::Relaxed));
-                }
-            }
+            // A migration still running (it cannot, by `MOVE_STEP`'s
+            // bound) ends first: a table has at most one `prev`.
+            // SAFETY: we hold the insert mutex.
+            unsafe { self.migrate(t, usize::MAX, collector, guard) };
+            let bigger = Table::with_capacity(grown(t.slots.len()), cur);
             bigger.place(node, hash, ptr::null_mut());
+            self.moved.set(0);
             // Release, required: pairs with the Acquire table load in
-            // `get`; the new table's slots are visible to whoever loads it.
+            // `current`; the new table's slot and `prev` are visible to
+            // whoever loads it.
             self.table.store(Box::into_raw(bigger), Ordering::Release);
-            let old = SendPtr(cur);
-            collector.defer(guard, move || {
-                let old = old;
-                // SAFETY: replaced above, so no new reader loads it; freed
-                // after every guard that could have loaded it drops. Table's
-                // drop frees the slot array only, never the nodes.
-                drop(unsafe { Box::from_raw(old.0) });
-            });
         } else {
             t.place(node, hash, ptr::null_mut());
         }
         self.len.set(len);
+    }
+
+    /// Moves up to `step` slots of the table migrating into `t` (if any)
+    /// into `t`; the move of the last one unlinks that table and retires
+    /// it.
+    ///
+    /// # Safety
+    /// The caller holds the index's insert mutex, and `t` is the current
+    /// table.
+    unsafe fn migrate(&self, t: &Table, step: usize, collector: &Collector, guard: &Guard) {
+        // Relaxed: only the inserter (us) writes `prev`.
+        let prev = t.prev.load(Ordering::Relaxed);
+        if prev.is_null() {
+            return;
+        }
+        // SAFETY: `prev` is freed only after the unlinking below.
+        let p = unsafe { &*prev };
+        let from = self.moved.get();
+        let to = from.saturating_add(step).min(p.slots.len());
+        let words = &p.slots[from..to];
+        // Two passes, so the nodes' misses (their keys give the hashes the
+        // slot words keep only the tags of) overlap.
+        for s in words {
+            // Relaxed: only the inserter (us) writes slots.
+            let w = s.word.load(Ordering::Relaxed);
+            if w != 0 {
+                super::prefetch(node_of(w));
+            }
+        }
+        for s in words {
+            // Relaxed: as above.
+            let w = s.word.load(Ordering::Relaxed);
+            if w != 0 {
+                let n = node_of(w);
+                // SAFETY: a node in a slot lives until the index drops; its
+                // key is immutable.
+                let h = self.hash(unsafe { (*n).key() });
+                // Relaxed: a hint, never dereferenced.
+                t.place(n, h, s.head.load(Ordering::Relaxed));
+            }
+        }
+        self.moved.set(to);
+        if to == p.slots.len() {
+            // Release, required: pairs with the Acquire load in
+            // `Table::prev`; a reader that sees no `prev` sees the slots
+            // moved above.
+            t.prev.store(ptr::null_mut(), Ordering::Release);
+            let old = SendPtr(prev);
+            collector.defer(guard, move || {
+                let old = old;
+                // SAFETY: unlinked above and no longer current, so no new
+                // reader reaches it; freed after every guard that could have
+                // loaded it drops. Table's drop frees the slot array only,
+                // never the nodes.
+                drop(unsafe { Box::from_raw(old.0) });
+            });
+        }
     }
 }
 
@@ -534,8 +658,16 @@ impl Drop for HashIndex {
             unsafe { alloc::dealloc(c as *mut u8, chunk_layout()) };
         }
         let t = self.table.get_mut_ptr();
-        // SAFETY: the current table is owned by the index and freed once.
-        drop(unsafe { Box::from_raw(t) });
+        // SAFETY: the current table, and the table still migrating into it
+        // (retired only once unlinked), are owned by the index; each is
+        // freed once.
+        let t = unsafe { Box::from_raw(t) };
+        let prev = t.prev.load(Ordering::Relaxed);
+        if !prev.is_null() {
+            // SAFETY: as above.
+            drop(unsafe { Box::from_raw(prev) });
+        }
+        drop(t);
     }
 }
 
@@ -562,21 +694,11 @@ mod tests {
         assert_eq!(std::mem::size_of::<Slot>(), 16);
     }
 
-    /// The head hint stored for `key` in the current table.
-    fn hint_of(ix: &HashIndex, key: &[u8]) -> *mut Version {
-        // SAFETY: single-threaded test; the current table is alive.
-        let t = unsafe { &*ix.table.load(Ordering::Relaxed) };
-        let h = ix.hash(key);
-        let mut i = t.home(h);
-        loop {
-            let w = t.slots[i].word.load(Ordering::Relaxed);
-            assert_ne!(w, 0, "key present");
-            // SAFETY: a node in a slot lives until the index drops.
-            if unsafe { (*node_of(w)).key() } == key {
-                return t.slots[i].head.load(Ordering::Relaxed);
-            }
-            i = t.next(i);
-        }
+    /// The head hint stored for `key` (in the current table, or the one
+    /// still migrating into it).
+    fn hint_of(ix: &HashIndex, key: &[u8], g: &Guard) -> *mut Version {
+        let slot = HashIndex::find(ix.current(g), key, ix.hash(key)).expect("key present");
+        slot.head.load(Ordering::Relaxed)
     }
 
     #[test]
@@ -594,7 +716,7 @@ mod tests {
         // Absent keys take no hint.
         ix.hint_head(b"absent", ix.hash(b"absent"), fake(0), &g);
         for i in 0u64..3000 {
-            assert_eq!(hint_of(&ix, &i.to_be_bytes()), fake(i), "key {i}");
+            assert_eq!(hint_of(&ix, &i.to_be_bytes(), &g), fake(i), "key {i}");
         }
     }
 
@@ -662,6 +784,57 @@ mod tests {
         for i in 0u32..50_000 {
             let k = i.to_be_bytes();
             assert!(ix.get(&k, ix.hash(&k), &g).is_some(), "key {i}");
+        }
+    }
+
+    #[test]
+    fn a_migration_ends_within_a_sixth_of_a_growth_and_lookups_find_every_key_meanwhile() {
+        let collector = Collector::new();
+        let ix = HashIndex::new();
+        let g = collector.pin();
+        let mut migrations = 0;
+        let mut migrating_for = 0;
+        let mut cap = FIRST_CAP;
+        let found = |n: u32| {
+            let k = n.to_be_bytes();
+            let h = ix.hash(&k);
+            let plain = ix.get(&k, h, &g).map(|n| n as *const Node);
+            ix.prefetch_slot(h, &g);
+            let c = ix.candidate(h, &g);
+            let batched = ix.resolve(&k, h, c, &g).map(|n| n as *const Node);
+            assert_eq!(plain, batched, "key {n}: the batched lookup agrees");
+            plain.is_some()
+        };
+        for i in 0u32..40_000 {
+            insert(&ix, &collector, &i.to_be_bytes());
+            let t = ix.current(&g);
+            let prev = t.prev();
+            if t.slots.len() != cap {
+                assert!(!prev.is_null(), "a grown table migrates from the last");
+                // SAFETY: linked from the current table, under `g`.
+                assert_eq!(unsafe { &*prev }.slots.len(), cap);
+                (cap, migrations, migrating_for) = (t.slots.len(), migrations + 1, 0);
+            } else if !prev.is_null() {
+                migrating_for += 1;
+            }
+            if !prev.is_null() {
+                // Mid-migration: every key so far is found, by both kinds
+                // of lookup, some only in the old table.
+                let step = if i < 5_000 { 1 } else { 97 };
+                for j in (0..=i).step_by(step) {
+                    assert!(found(j), "key {j} lost after inserting {i}");
+                }
+                assert!(!found(i + 1), "a key not inserted is absent");
+            }
+            let old_cap = cap / 3 * 2;
+            assert!(
+                migrating_for <= old_cap.div_ceil(MOVE_STEP),
+                "{migrating_for} inserts into a migration of {old_cap} slots"
+            );
+        }
+        assert!(migrations >= 8);
+        for j in 0u32..40_000 {
+            assert!(found(j), "key {j}");
         }
     }
 
