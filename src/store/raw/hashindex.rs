@@ -230,6 +230,31 @@ impl Table {
     /// The slot holding `key`'s node, in this table only.
     #[inline]
     fn slot_of(&self, key: &[u8], hash: u64) -> Option<&Slot> {
+        self.probe(hash, |w| {
+            // SAFETY: nodes are freed only when the index drops, and the
+            // caller borrows the index.
+            unsafe { (*node_of(w)).key() == key }
+        })
+        .map(|(slot, _)| slot)
+    }
+
+    /// The first slot of `hash`'s probe sequence whose tag matches, as a
+    /// candidate (its node prefetched); `None` if an empty slot comes
+    /// first. Touches slots only.
+    #[inline]
+    fn first_match(&self, hash: u64) -> Option<Candidate> {
+        self.probe(hash, |w| {
+            super::prefetch(node_of(w));
+            true
+        })
+        .map(|(_, w)| Candidate(node_of(w)))
+    }
+
+    /// Walks `hash`'s probe sequence to the first slot whose tag matches
+    /// and whose word `accept` takes, prefetching that slot's head hint;
+    /// `None` if an empty slot comes first.
+    #[inline]
+    fn probe(&self, hash: u64, mut accept: impl FnMut(u64) -> bool) -> Option<(&Slot, u64)> {
         let mut i = self.home(hash);
         loop {
             let slot = &self.slots[i];
@@ -239,38 +264,10 @@ impl Table {
             if w == 0 {
                 return None;
             }
-            if w & !ADDR_MASK == tag(hash) {
+            if w & !ADDR_MASK == tag(hash) && accept(w) {
                 // Relaxed: a hint, only prefetched (see `Slot`).
                 super::prefetch(slot.head.load(Ordering::Relaxed));
-                // SAFETY: nodes are freed only when the index drops, and
-                // the caller borrows the index.
-                if unsafe { (*node_of(w)).key() } == key {
-                    return Some(slot);
-                }
-            }
-            i = self.next(i);
-        }
-    }
-
-    /// The first slot of `hash`'s probe sequence whose tag matches, as a
-    /// candidate (its node prefetched); `None` if an empty slot comes
-    /// first. Touches slots only.
-    #[inline]
-    fn first_match(&self, hash: u64) -> Option<Candidate> {
-        let mut i = self.home(hash);
-        loop {
-            let slot = &self.slots[i];
-            // Acquire, required: as in `slot_of` (the node's key and entry).
-            let w = slot.word.load(Ordering::Acquire);
-            if w == 0 {
-                return None;
-            }
-            if w & !ADDR_MASK == tag(hash) {
-                let p = node_of(w);
-                super::prefetch(p);
-                // Relaxed: a hint, only prefetched (see `Slot`).
-                super::prefetch(slot.head.load(Ordering::Relaxed));
-                return Some(Candidate(p));
+                return Some((slot, w));
             }
             i = self.next(i);
         }
@@ -287,7 +284,7 @@ impl Table {
                 // Relaxed: a hint, never dereferenced.
                 s.head.store(head, Ordering::Relaxed);
                 // Release, required: pairs with the Acquire slot loads in
-                // `slot_of` and `first_match`, so a reader that finds the
+                // `Table::probe`, so a reader that finds the
                 // node sees it fully built. Not checked by loom (this
                 // file does not run under it) nor by x86 (which compiles
                 // Relaxed and Release alike); required by the argument.
