@@ -23,9 +23,8 @@
 //! ends within a sixth of the inserts until the next growth (which, should
 //! one come first, finishes it). Meanwhile every key is in the new table or
 //! still in `prev`, which is never written again: a lookup that misses in
-//! the new table probes `prev` too. A table's slots come from a zeroed
-//! allocation (all-zero bits are an empty slot), so installing a large
-//! table costs no pass over it.
+//! the new table probes `prev` too. The insert that grows the table still
+//! builds the new, empty slot array.
 //!
 //! # Orderings
 //!
@@ -178,7 +177,7 @@ struct Table {
 }
 
 /// Slots of the previous table each insert moves during a migration. A
-/// table of `1.5 c` slots, installed holding `0.75 c` keys, grows again
+/// table of `1.5 c` slots, installed when the index holds `0.75 c` keys, grows again
 /// after `0.375 c` more inserts; moving the `c` slots of its `prev` takes
 /// `c / 16` of them, a sixth.
 const MOVE_STEP: usize = 16;
@@ -227,15 +226,14 @@ impl Table {
         self.prev.load(Ordering::Acquire)
     }
 
-    /// The slot holding `key`'s node, in this table only.
+    /// The slot holding `key`'s node, and its word, in this table only.
     #[inline]
-    fn slot_of(&self, key: &[u8], hash: u64) -> Option<&Slot> {
+    fn slot_of(&self, key: &[u8], hash: u64) -> Option<(&Slot, u64)> {
         self.probe(hash, |w| {
             // SAFETY: nodes are freed only when the index drops, and the
             // caller borrows the index.
             unsafe { (*node_of(w)).key() == key }
         })
-        .map(|(slot, _)| slot)
     }
 
     /// The first slot of `hash`'s probe sequence whose tag matches, as a
@@ -402,14 +400,14 @@ impl HashIndex {
         unsafe { &*t }
     }
 
-    /// The slot holding `key`'s node: in `t`, or in the table still
-    /// migrating into `t`.
+    /// `look` in `t`, then, if it finds nothing, in the table still
+    /// migrating into `t`: every key is in one of the two.
     #[inline]
-    fn find<'g>(t: &'g Table, key: &[u8], hash: u64) -> Option<&'g Slot> {
+    fn in_either<'g, R>(t: &'g Table, look: impl Fn(&'g Table) -> Option<R>) -> Option<R> {
         // Loaded before `t` is probed (module docs, "Orderings").
         let prev = t.prev();
-        if let Some(s) = t.slot_of(key, hash) {
-            return Some(s);
+        if let Some(r) = look(t) {
+            return Some(r);
         }
         if prev.is_null() {
             return None;
@@ -417,15 +415,20 @@ impl HashIndex {
         // SAFETY: `prev` was linked from `t` when loaded, so it had not
         // been retired then (it is retired only after it is unlinked), and
         // the caller's guard, under which `t` was loaded, keeps it alive.
-        unsafe { &*prev }.slot_of(key, hash)
+        look(unsafe { &*prev })
+    }
+
+    /// The slot holding `key`'s node, and its word: in `t`, or in the
+    /// table still migrating into `t`.
+    #[inline]
+    fn find<'g>(t: &'g Table, key: &[u8], hash: u64) -> Option<(&'g Slot, u64)> {
+        Self::in_either(t, |t| t.slot_of(key, hash))
     }
 
     /// The node for `key`, if inserted. Loads only.
     #[inline]
     pub(crate) fn get<'s>(&'s self, key: &[u8], hash: u64, guard: &Guard) -> Option<&'s Node> {
-        let slot = Self::find(self.current(guard), key, hash)?;
-        // Relaxed: `find` loaded this word with Acquire already.
-        let w = slot.word.load(Ordering::Relaxed);
+        let (_, w) = Self::find(self.current(guard), key, hash)?;
         // SAFETY: nodes are freed only when the index drops, which needs
         // `&mut`; the `'s` borrow of `self` rules that out.
         Some(unsafe { &*node_of(w) })
@@ -438,7 +441,7 @@ impl HashIndex {
     /// only leaves a stale hint.
     #[inline]
     pub(crate) fn hint_head(&self, key: &[u8], hash: u64, v: *mut Version, guard: &Guard) {
-        if let Some(slot) = Self::find(self.current(guard), key, hash) {
+        if let Some((slot, _)) = Self::find(self.current(guard), key, hash) {
             // Relaxed: a hint, never dereferenced.
             slot.head.store(v, Ordering::Relaxed);
         }
@@ -453,7 +456,7 @@ impl HashIndex {
         super::prefetch(&t.slots[t.home(hash)]);
         let prev = t.prev();
         if !prev.is_null() {
-            // SAFETY: as in `find`.
+            // SAFETY: as in `in_either`.
             let p = unsafe { &*prev };
             super::prefetch(&p.slots[p.home(hash)]);
         }
@@ -466,19 +469,7 @@ impl HashIndex {
     /// node misses overlap.
     #[inline]
     pub(crate) fn candidate(&self, hash: u64, guard: &Guard) -> Candidate {
-        let t = self.current(guard);
-        // Loaded before `t` is probed, as in `find`.
-        let prev = t.prev();
-        if let Some(c) = t.first_match(hash) {
-            return c;
-        }
-        if prev.is_null() {
-            return Candidate::NONE;
-        }
-        // SAFETY: as in `find`.
-        unsafe { &*prev }
-            .first_match(hash)
-            .unwrap_or(Candidate::NONE)
+        Self::in_either(self.current(guard), |t| t.first_match(hash)).unwrap_or(Candidate::NONE)
     }
 
     /// Batched lookups, last step: the node for `key` given its
@@ -694,7 +685,7 @@ mod tests {
     /// The head hint stored for `key` (in the current table, or the one
     /// still migrating into it).
     fn hint_of(ix: &HashIndex, key: &[u8], g: &Guard) -> *mut Version {
-        let slot = HashIndex::find(ix.current(g), key, ix.hash(key)).expect("key present");
+        let (slot, _) = HashIndex::find(ix.current(g), key, ix.hash(key)).expect("key present");
         slot.head.load(Ordering::Relaxed)
     }
 
