@@ -92,10 +92,24 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: the caller's contract, passed on.
         unsafe { System.alloc(l) }
     }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        HELD.fetch_add(l.size() as isize, Ordering::Relaxed);
+        // SAFETY: the caller's contract, passed on (the system's calloc
+        // takes fresh pages for a large block instead of zeroing it).
+        unsafe { System.alloc_zeroed(l) }
+    }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         HELD.fetch_sub(l.size() as isize, Ordering::Relaxed);
         // SAFETY: the caller's contract, passed on.
         unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        let q = unsafe { System.realloc(p, l, new) };
+        if !q.is_null() {
+            HELD.fetch_add(new as isize - l.size() as isize, Ordering::Relaxed);
+        }
+        q
     }
 }
 

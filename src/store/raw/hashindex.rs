@@ -23,8 +23,9 @@
 //! ends within a sixth of the inserts until the next growth (which, should
 //! one come first, finishes it). Meanwhile every key is in the new table or
 //! still in `prev`, which is never written again: a lookup that misses in
-//! the new table probes `prev` too. The insert that grows the table still
-//! builds the new, empty slot array.
+//! the new table probes `prev` too. The new slot array comes zeroed from
+//! the allocator (fresh pages, zeroed by the kernel as they are first
+//! touched), so the insert that grows the table does not pass over it.
 //!
 //! # Orderings
 //!
@@ -168,6 +169,37 @@ fn grown(cap: usize) -> usize {
     (cap + cap / 2).next_multiple_of(64)
 }
 
+/// `cap` empty slots, from a zeroed allocation: the allocator hands a
+/// large one over as fresh pages the kernel zeroes on first touch, so the
+/// creation that grows the table pays neither a pass over it nor its page
+/// faults (the moves and inserts that follow touch the pages).
+#[cfg(not(loom))]
+fn empty_slots(cap: usize) -> Box<[Slot]> {
+    let layout = Layout::array::<Slot>(cap).expect("a table's slots fit the address space");
+    assert!(layout.size() > 0, "a table has slots");
+    // SAFETY: the layout's size is not zero (asserted above).
+    let p = unsafe { alloc::alloc_zeroed(layout) }.cast::<Slot>();
+    if p.is_null() {
+        alloc::handle_alloc_error(layout);
+    }
+    // SAFETY: `p` is the global allocator's, with the layout of `cap` slots,
+    // which `Box<[Slot]>` frees with; all-zero bits are an empty slot (the
+    // shim's atomics are std's, transparently: a 0 word and a null head).
+    unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(p, cap)) }
+}
+
+/// `cap` empty slots, built one by one: under loom all-zero bits are not an
+/// atomic.
+#[cfg(loom)]
+fn empty_slots(cap: usize) -> Box<[Slot]> {
+    (0..cap)
+        .map(|_| Slot {
+            word: AtomicU64::new(0),
+            head: AtomicPtr::new(ptr::null_mut()),
+        })
+        .collect()
+}
+
 struct Table {
     slots: Box<[Slot]>,
     /// The table this one replaced, while its keys are still moving here
@@ -206,12 +238,7 @@ impl Table {
     /// An empty table of `cap` slots, migrating from `prev` (or null).
     fn with_capacity(cap: usize, prev: *mut Table) -> Box<Table> {
         Box::new(Table {
-            slots: (0..cap)
-                .map(|_| Slot {
-                    word: AtomicU64::new(0),
-                    head: AtomicPtr::new(ptr::null_mut()),
-                })
-                .collect(),
+            slots: empty_slots(cap),
             prev: AtomicPtr::new(prev),
         })
     }
