@@ -18,8 +18,9 @@
 //! with the current delta. Every view is published with one pointer store
 //! and retired whole to the epoch collector, whose deferred destructor
 //! parks it in a [`Graveyard`] that key creators empty, one view a
-//! creation; its parts are shared, by `Arc`, with the views before and
-//! after it. A scan loads the view once and merges its sources; a key is in
+//! creation, and a skiplist that no view holds any more [`DRAIN_STEP`]
+//! nodes a creation; its parts are shared, by `Arc`, with the views before
+//! and after it. A scan loads the view once and merges its sources; a key is in
 //! exactly one of them.
 //!
 //! Everything is read under the store's epoch guard and takes no reference
@@ -334,25 +335,81 @@ fn merge(
 }
 
 /// Retired ordered views that no guard can reach any more, waiting for a
-/// key creator to free them, one a creation. Freeing the view that ends a
-/// merge frees the old array and the frozen skiplist (tens of milliseconds
-/// at millions of keys), and the epoch collector runs deferred work on
-/// whichever thread pins next, a reader's included; parking views here puts
-/// that cost on the creators, who already hold the insert mutex.
+/// key creator to free them, one a creation. The view that ends a merge
+/// holds the last reference to the frozen skiplist, whose nodes are freed
+/// one by one (a dependent miss each: tens of milliseconds at millions of
+/// keys), and the epoch collector runs deferred work on whichever thread
+/// pins next, a reader's included. So parking views here puts that cost on
+/// the creators, who already hold the insert mutex, and a skiplist whose
+/// last view is freed is drained [`DRAIN_STEP`] nodes a creation rather
+/// than at once.
 #[cfg(not(loom))]
 #[derive(Default)]
-struct Graveyard(Mutex<Vec<SendPtr<Ordered>>>);
+struct Graveyard {
+    /// Views parked by their deferred destructors (any thread).
+    parked: Mutex<Vec<SendPtr<Ordered>>>,
+    /// Skiplists no view holds, being freed (key creators only).
+    draining: Mutex<Vec<Drain>>,
+}
+
+/// Skiplist nodes a key creation frees while one drains. A frozen delta
+/// holds a sixteenth of `base`'s keys when it freezes, and the next freeze
+/// comes a sixteenth of `base`'s keys of creations later, so a drain ends
+/// within a thirty-second of the creations between merges.
+#[cfg(not(loom))]
+const DRAIN_STEP: usize = 32;
+
+/// A skiplist being freed: what its `into_iter` has not yet handed out.
+#[cfg(not(loom))]
+struct Drain(crossbeam_skiplist::base::IntoIter<NodeKey, ()>);
+
+// SAFETY: the iterator owns the nodes it has left alone (the list was
+// consumed whole, with no view and no guard able to reach it), so moving it
+// between threads moves that ownership; its keys are `Send`.
+#[cfg(not(loom))]
+unsafe impl Send for Drain {}
 
 #[cfg(not(loom))]
 impl Graveyard {
-    /// Frees one parked view, if any.
+    /// Parks a retired view that no guard can reach any more.
+    fn park(&self, view: SendPtr<Ordered>) {
+        self.parked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(view);
+    }
+
+    /// One creation's share: frees [`DRAIN_STEP`] nodes of a draining
+    /// skiplist if one drains, or else one parked view (its lists that no
+    /// other view holds start draining).
     fn free_one(&self) {
-        let p = self.0.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut draining = self.draining.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = draining.last_mut() {
+            // `IntoIter::next` frees each node it steps past.
+            if d.0.by_ref().take(DRAIN_STEP).count() < DRAIN_STEP {
+                draining.pop();
+            }
+            return;
+        }
+        let p = self.parked.lock().unwrap_or_else(|e| e.into_inner()).pop();
         if let Some(p) = p {
             // SAFETY: parked by a deferred destructor of `Index::publish`,
             // so unreachable from the index and from every guard; popped
             // once, so freed once.
-            drop(unsafe { Box::from_raw(p.0) });
+            let view = unsafe { Box::from_raw(p.0) };
+            let Ordered {
+                base,
+                frozen,
+                delta,
+            } = *view;
+            // An array is one free; a list some other view still holds
+            // stays with it.
+            drop(base);
+            for list in frozen.into_iter().chain([delta]) {
+                if let Ok(list) = Arc::try_unwrap(list) {
+                    draining.push(Drain(list.into_iter()));
+                }
+            }
         }
     }
 }
@@ -360,12 +417,13 @@ impl Graveyard {
 #[cfg(not(loom))]
 impl Drop for Graveyard {
     fn drop(&mut self) {
-        let parked = self.0.get_mut().unwrap_or_else(|e| e.into_inner());
+        let parked = self.parked.get_mut().unwrap_or_else(|e| e.into_inner());
         for p in parked.drain(..) {
             // SAFETY: as in `free_one`; the graveyard's last owner frees
             // what is left, once.
             drop(unsafe { Box::from_raw(p.0) });
         }
+        // The draining lists free their nodes left as they drop.
     }
 }
 
@@ -439,11 +497,7 @@ impl Index {
         // it drops, and the graveyard frees it later, once.
         collector.defer(guard, move || {
             let old = old;
-            graveyard
-                .0
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(old);
+            graveyard.park(old);
         });
         // Hands the deferral to the global queue now: a thread's bag moves
         // only when it fills, and views held back that long (dozens of
@@ -797,6 +851,65 @@ mod tests {
         let mut n = 0;
         ix.for_each(&g, |_| n += 1);
         assert_eq!(n, keys.len());
+    }
+
+    /// A view for the graveyard alone: `frozen` and `delta` as given.
+    fn view(frozen: Option<Arc<List>>, delta: Arc<List>) -> SendPtr<Ordered> {
+        let o = Ordered {
+            base: Arc::new(Vec::new()),
+            frozen,
+            delta,
+        };
+        SendPtr(Box::into_raw(Box::new(o)))
+    }
+
+    /// Creations (`free_one` calls) until the graveyard holds nothing.
+    fn creations_to_empty(gy: &Graveyard) -> usize {
+        let mut n = 0;
+        while !gy.parked.lock().unwrap().is_empty() || !gy.draining.lock().unwrap().is_empty() {
+            gy.free_one();
+            n += 1;
+            assert!(n < 1_000_000, "the graveyard never empties");
+        }
+        n
+    }
+
+    #[test]
+    fn a_parked_skiplist_drains_a_few_nodes_a_creation_once_no_view_holds_it() {
+        let c = Collector::new();
+        let ix = Index::new();
+        let g = c.pin();
+        for i in 0..1_000u64 {
+            ix.get_or_insert(&i.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_be_bytes(), &c, &g);
+        }
+        // A list of the index's nodes that no view of the index holds.
+        let list = new_list();
+        for e in ix.ordered(&g).delta.iter(&g) {
+            list.insert(*e.key(), (), &g).release(&g);
+        }
+        assert_eq!(list.len(), 1_000);
+        let gy = Graveyard::default();
+        // Two parked views share the list: the first freed leaves it to the
+        // second, and only the second's free starts its drain.
+        gy.park(view(Some(list.clone()), new_list()));
+        gy.park(view(Some(list), new_list()));
+        gy.free_one();
+        assert_eq!(gy.parked.lock().unwrap().len(), 1);
+        assert_eq!(
+            gy.draining.lock().unwrap().len(),
+            1,
+            "the shared list stays with the view still parked; the empty delta drains"
+        );
+        let n = creations_to_empty(&gy);
+        // The first view's empty delta (one creation), the second view's
+        // pop and its empty delta (one each), then 1,000 nodes at
+        // `DRAIN_STEP` a creation.
+        let want = 3 + 1_000usize.div_ceil(DRAIN_STEP);
+        assert_eq!(n, want, "creations to drain, against {want}");
+        // While a list drains, the next parked view waits its turn.
+        gy.park(view(None, new_list()));
+        gy.park(view(None, new_list()));
+        assert_eq!(creations_to_empty(&gy), 4);
     }
 
     #[test]
