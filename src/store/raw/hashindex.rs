@@ -209,9 +209,9 @@ struct Table {
 }
 
 /// Slots of the previous table each insert moves during a migration. A
-/// table of `1.5 c` slots, installed when the index holds `0.75 c` keys, grows again
-/// after `0.375 c` more inserts; moving the `c` slots of its `prev` takes
-/// `c / 16` of them, a sixth.
+/// table of `1.5 c` slots, installed when the index holds `0.75 c` keys,
+/// grows again after `0.375 c` more inserts; moving the `c` slots of its
+/// `prev` takes `c / 16` of them, a sixth.
 const MOVE_STEP: usize = 16;
 
 impl Table {

@@ -20,8 +20,8 @@
 //! parks it in a [`Graveyard`] that key creators empty, one view a
 //! creation, and a skiplist that no view holds any more [`DRAIN_STEP`]
 //! nodes a creation; its parts are shared, by `Arc`, with the views before
-//! and after it. A scan loads the view once and merges its sources; a key is in
-//! exactly one of them.
+//! and after it. A scan loads the view once and merges its sources; a key
+//! is in exactly one of them.
 //!
 //! Everything is read under the store's epoch guard and takes no reference
 //! count, so a point read or a scan does no read-modify-write (the merge's
