@@ -22,6 +22,7 @@ mod durable_report;
 mod epoch;
 mod finger;
 mod floor_source;
+mod hash_index;
 mod lazy_snapshot;
 mod pin_horizon;
 mod prepare_stable;

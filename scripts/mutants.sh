@@ -113,7 +113,7 @@ flags="${RUSTFLAGS:-} --cfg loom -C debug-assertions=on"
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 loom_cmd=(cargo test --release --no-default-features --lib)
 # Fast models first: most mutants die in the first few.
-order=(slots:: descriptors:: pin_horizon:: read_ts_oldest:: read_ts_refresh::
+order=(slots:: hash_index:: descriptors:: pin_horizon:: read_ts_oldest:: read_ts_refresh::
     prepared:: durable_report:: dropped_prepared:: announce_stable::
     stable_view:: rollback:: floor_source:: lazy_snapshot::
     finger:: prepare_stable:: chains:: stable::)

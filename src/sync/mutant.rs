@@ -150,6 +150,20 @@ pub const ADVANCE_LIGHT_FENCE: u32 = 46;
 /// which then committed and became the safe point reads nothing
 /// (invariants 3 and 10).
 pub const SKIPPED_NOT_REJUDGED: u32 = 47;
+/// The hash index places a key's node in its slot with a Relaxed store
+/// instead of Release, so a reader that finds the node need not see it
+/// built (`store/raw/hashindex.rs`, invariant 11).
+pub const RELAXED_SLOT_STORE: u32 = 48;
+/// A hash-index lookup loads the table pointer with Relaxed instead of
+/// Acquire, so it may probe a grown table before its slots are visible.
+pub const RELAXED_TABLE_LOAD: u32 = 49;
+/// A hash-index lookup loads the migrating table's link (`prev`) with
+/// Relaxed instead of Acquire, so it can see the link cleared and still
+/// miss a key the migration moved.
+pub const RELAXED_PREV_LOAD: u32 = 50;
+/// The insert that ends a migration unlinks `prev` with a Relaxed store
+/// instead of Release (the other half of `RELAXED_PREV_LOAD`'s pair).
+pub const RELAXED_UNLINK_STORE: u32 = 51;
 
 #[cfg(loom)]
 static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

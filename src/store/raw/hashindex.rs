@@ -43,7 +43,7 @@
 use super::chain::{KeyEntry, Version};
 use super::SendPtr;
 use crate::machinery::epoch::{Collector, Guard};
-use crate::sync::{AtomicPtr, AtomicU64, Ordering};
+use crate::sync::{mutant as m, ordering_or_mutant, AtomicPtr, AtomicU64, Ordering, Witness};
 use std::alloc::{self, Layout};
 use std::cell::UnsafeCell;
 use std::hash::BuildHasher;
@@ -63,6 +63,9 @@ use std::ptr;
 pub(crate) struct Node {
     key: KeyBytes,
     pub(crate) entry: KeyEntry,
+    /// Zero-sized but under loom, where a reader that finds the node checks
+    /// that its building happens-before (the loom model `hash_index`).
+    witness: Witness,
 }
 
 impl Node {
@@ -151,8 +154,21 @@ impl Candidate {
     pub(crate) const NONE: Candidate = Candidate(ptr::null());
 }
 
+/// The index's hasher, seeded afresh for each index.
+#[cfg(not(loom))]
+type Hasher = foldhash::fast::RandomState;
+/// Under loom (where foldhash is not a dependency) std's SipHash with its
+/// fixed keys: every execution of a model must place its keys alike.
+#[cfg(loom)]
+type Hasher = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+
 /// Slots in a new index's table.
+#[cfg(not(loom))]
 const FIRST_CAP: usize = 1024;
+/// Slots in a new index's table under loom: few enough that a model's
+/// handful of inserts grows it and runs a migration.
+#[cfg(loom)]
+const FIRST_CAP: usize = 8;
 
 /// The most keys a table of `cap` slots holds before it grows: three
 /// quarters (a hit then probes about 2.5 slots on average, at most,
@@ -202,6 +218,9 @@ fn empty_slots(cap: usize) -> Box<[Slot]> {
 
 struct Table {
     slots: Box<[Slot]>,
+    /// Zero-sized but under loom, where a lookup checks that the table's
+    /// building happens-before its probe (the loom model `hash_index`).
+    witness: Witness,
     /// The table this one replaced, while its keys are still moving here
     /// (null: none, or every slot moved). Set before this table is
     /// installed; unlinked once, by the insert that moves its last slot.
@@ -239,6 +258,7 @@ impl Table {
     fn with_capacity(cap: usize, prev: *mut Table) -> Box<Table> {
         Box::new(Table {
             slots: empty_slots(cap),
+            witness: Witness::new(),
             prev: AtomicPtr::new(prev),
         })
     }
@@ -250,7 +270,8 @@ impl Table {
     /// `hint_head`, whose miss only leaves a stale hint.
     #[inline]
     fn prev(&self) -> *mut Table {
-        self.prev.load(Ordering::Acquire)
+        self.prev
+            .load(ordering_or_mutant(Ordering::Acquire, m::RELAXED_PREV_LOAD))
     }
 
     /// The slot holding `key`'s node, and its word, in this table only.
@@ -259,7 +280,9 @@ impl Table {
         self.probe(hash, |w| {
             // SAFETY: nodes are freed only when the index drops, and the
             // caller borrows the index.
-            unsafe { (*node_of(w)).key() == key }
+            let n = unsafe { &*node_of(w) };
+            n.witness.check();
+            n.key() == key
         })
     }
 
@@ -284,7 +307,7 @@ impl Table {
         loop {
             let slot = &self.slots[i];
             // Acquire, required: pairs with the Release slot store in
-            // `Table::place` (the node's key and entry).
+            // `Table::place` (the node's key and entry; loom `hash_index`).
             let w = slot.word.load(Ordering::Acquire);
             if w == 0 {
                 return None;
@@ -309,11 +332,12 @@ impl Table {
                 // Relaxed: a hint, never dereferenced.
                 s.head.store(head, Ordering::Relaxed);
                 // Release, required: pairs with the Acquire slot loads in
-                // `Table::probe`, so a reader that finds the
-                // node sees it fully built. Not checked by loom (this
-                // file does not run under it) nor by x86 (which compiles
-                // Relaxed and Release alike); required by the argument.
-                s.word.store(pack(node, hash), Ordering::Release);
+                // `Table::probe`, so a reader that finds the node sees it
+                // fully built (loom `hash_index`, publication).
+                s.word.store(
+                    pack(node, hash),
+                    ordering_or_mutant(Ordering::Release, m::RELAXED_SLOT_STORE),
+                );
                 return;
             }
             i = self.next(i);
@@ -346,7 +370,7 @@ pub(crate) struct HashIndex {
     moved: std::cell::Cell<usize>,
     /// Only the inserter (under the mutex) touches it, and the drop.
     arena: UnsafeCell<Arena>,
-    hasher: foldhash::fast::RandomState,
+    hasher: Hasher,
     /// Held by whoever creates a key (writers only; readers never take it).
     inserting: crate::sync::Mutex<()>,
 }
@@ -373,7 +397,7 @@ impl HashIndex {
                 chunks: Vec::new(),
                 used: CHUNK,
             }),
-            hasher: foldhash::fast::RandomState::default(),
+            hasher: Hasher::default(),
             inserting: crate::sync::Mutex::new(()),
         }
     }
@@ -418,13 +442,18 @@ impl HashIndex {
     #[inline]
     fn current<'g>(&self, _guard: &'g Guard) -> &'g Table {
         // Acquire, required: pairs with the Release table store in
-        // `insert_locked` (the new table's slots and its `prev`).
-        let t = self.table.load(Ordering::Acquire);
+        // `insert_locked` (the new table's slots and its `prev`; loom
+        // `hash_index`, migration).
+        let t = self
+            .table
+            .load(ordering_or_mutant(Ordering::Acquire, m::RELAXED_TABLE_LOAD));
         // SAFETY: loaded under `_guard`; a replaced table is retired to the
         // epoch collector only once its migration has ended (it is then no
         // table's `prev`), and freed only after every guard that could have
         // loaded it drops (invariant 11).
-        unsafe { &*t }
+        let t = unsafe { &*t };
+        t.witness.check();
+        t
     }
 
     /// `look` in `t`, then, if it finds nothing, in the table still
@@ -516,6 +545,7 @@ impl HashIndex {
         // SAFETY: a candidate is a node pointer found in a slot; nodes are
         // freed only when the index drops, which the `'s` borrow rules out.
         let n = unsafe { &*c.0 };
+        n.witness.check();
         if n.key() == key {
             Some(n)
         } else {
@@ -551,6 +581,7 @@ impl HashIndex {
             n.write(Node {
                 key: KeyBytes::new(key),
                 entry: KeyEntry::new(),
+                witness: Witness::new(),
             })
         };
         a.used += 1;
@@ -642,8 +673,11 @@ impl HashIndex {
         if to == p.slots.len() {
             // Release, required: pairs with the Acquire load in
             // `Table::prev`; a reader that sees no `prev` sees the slots
-            // moved above.
-            t.prev.store(ptr::null_mut(), Ordering::Release);
+            // moved above (loom `hash_index`, migration).
+            t.prev.store(
+                ptr::null_mut(),
+                ordering_or_mutant(Ordering::Release, m::RELAXED_UNLINK_STORE),
+            );
             let old = SendPtr(prev);
             collector.defer(guard, move || {
                 let old = old;
@@ -686,7 +720,7 @@ impl Drop for HashIndex {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
