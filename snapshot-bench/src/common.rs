@@ -442,6 +442,10 @@ pub fn run_phases_sampled(ctl: &Ctl, warmup: f64, seconds: f64, pb: &ProgressBar
 pub struct Timekeeping {
     /// `set_timestamps` calls in the measured window.
     pub calls: u64,
+    /// Runs whose measured window opened with stable still at its clamp
+    /// (no commit yet past the stable lag): their readers read the load,
+    /// with nothing pruned, not a moving stable.
+    pub opened_clamped: u64,
     /// Their durations.
     pub set_ns: Pct,
     /// When the slowest one ended, in ms after the window opened.
@@ -461,6 +465,7 @@ impl Timekeeping {
     pub fn new() -> Timekeeping {
         Timekeeping {
             calls: 0,
+            opened_clamped: 0,
             set_ns: Pct::default(),
             set_max_at_ms: 0.0,
             late_ns: Pct::default(),
@@ -480,6 +485,7 @@ impl Timekeeping {
             self.late_max_at_ms = o.late_max_at_ms;
         }
         self.calls += o.calls;
+        self.opened_clamped += o.opened_clamped;
         self.set_hist.add(&o.set_hist).expect("same bounds");
         self.late_hist.add(&o.late_hist).expect("same bounds");
         self.set_ns = Pct::of(&self.set_hist);
@@ -507,6 +513,9 @@ pub fn timekeeper<P: Protocol>(
         let measuring = ctl.phase() == MEASURE;
         if measuring && t0.is_none() {
             t0 = Some(woke);
+            // Stable is `last - stable_lag` clamped at 1 (below).
+            let last = ctl.ts.load(Ordering::Relaxed);
+            tk.opened_clamped = u64::from(last.saturating_sub(stable_lag) <= 1);
         }
         let at_ms = |t: Instant| t0.map_or(0.0, |t0| (t - t0).as_secs_f64() * 1e3);
         if measuring {

@@ -258,6 +258,19 @@ fn read_ts(plan: &Plan) {
                 per[col].rounds.push(round);
             }
         }
+        let timed: Vec<&common::Timekeeping> = per
+            .iter()
+            .flat_map(|e| &e.rounds)
+            .filter_map(|x| x.timekeeper.as_ref())
+            .collect();
+        let clamped: u64 = timed.iter().map(|t| t.opened_clamped).sum();
+        if readers > 0 && writers > 0 && clamped > 0 {
+            pg.warn(format_args!(
+                "{readers}/{writers}: in {clamped} of {} runs stable was still at its clamp when the measured window opened (the writers had not yet committed --stable-lag {} timestamps): there the readers read the load and nothing was pruned, not a moving stable; a longer --warmup measures that",
+                timed.len(),
+                plan.stable_lag
+            ));
+        }
         let mut cmps = Vec::new();
         for other in per.iter().skip(1) {
             if readers > 0 {

@@ -288,6 +288,52 @@ fn a_tiny_run_prints_verdicts_headline_and_per_round_lines() {
     );
 }
 
+/// A run whose measured window opens before the writers have committed
+/// `--stable-lag` timestamps is flagged: its readers read the load, with
+/// nothing pruned, not a moving stable. Once the warm-up passes the lag,
+/// the warning goes.
+#[test]
+fn a_window_that_opens_with_stable_at_its_clamp_is_flagged() {
+    const FLAG: &str = "stable was still at its clamp";
+    let base = ["--keys", "1000", "--seconds", "0.05", "--rounds", "1"];
+    let one = ["--engines", "lock-free", "--no-progress"];
+    // The default lag (1,000,000) is far more than 0.06 s of commits.
+    let o = run(&[&base[..], RW, &one, &["--warmup", "0.01"]].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let flagged: Vec<&str> = o.stderr.lines().filter(|l| l.contains(FLAG)).collect();
+    assert_eq!(flagged.len(), 1, "{}", o.stderr);
+    assert!(
+        flagged[0].starts_with("warning: 1/1: in 1 of 1 runs "),
+        "{}",
+        flagged[0]
+    );
+    assert!(
+        flagged[0].contains("--stable-lag 1000000"),
+        "{}",
+        flagged[0]
+    );
+    // With no lag, a warm-up in which the writer commits once moves stable.
+    let o = run(&[
+        &base[..],
+        RW,
+        &one,
+        &["--warmup", "0.5", "--stable-lag", "0"],
+    ]
+    .concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(!o.stderr.contains(FLAG), "{}", o.stderr);
+    // Without writers there is nothing to wait for.
+    let o = run(&[
+        &base[..],
+        &["--readers", "1", "--writers", "0"],
+        &one,
+        &["--warmup", "0.01"],
+    ]
+    .concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(!o.stderr.contains(FLAG), "{}", o.stderr);
+}
+
 #[test]
 fn edge_configurations_print_no_nan() {
     for extra in [
