@@ -785,13 +785,29 @@ fn tcp_node_config(
     }
 }
 
-/// Three free ports on 127.0.0.1, by node id 1 to 3.
+/// Three free ports on 127.0.0.1, by node id 1 to 3, below Linux's
+/// ephemeral range (32768 and up by default): a port `bind(0)` hands out
+/// comes from that range, which every `connect` also draws its local port
+/// from, so another process's connection could take it between this probe
+/// and the node's bind. Falls back to `bind(0)` if none is free there.
 fn free_addrs() -> BTreeMap<u64, SocketAddr> {
+    let start = u64::from(std::process::id()) * 7_919;
+    let mut held = Vec::new();
+    let mut n = 0u64;
+    while held.len() < 3 && n < 12_000 {
+        let port = 20_000 + ((start + n * 4_999) % 12_000) as u16;
+        n += 1;
+        if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            held.push(l);
+        }
+    }
+    while held.len() < 3 {
+        held.push(std::net::TcpListener::bind("127.0.0.1:0").expect("a free port"));
+    }
+    // The listeners are held until all three are chosen, so no two match.
     (1..=3u64)
-        .map(|id| {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-            (id, l.local_addr().expect("its address"))
-        })
+        .zip(held)
+        .map(|(id, l)| (id, l.local_addr().expect("its address")))
         .collect()
 }
 

@@ -37,9 +37,23 @@ impl Drop for Node {
     }
 }
 
+/// A free port of 127.0.0.1 below Linux's ephemeral range (32768 and up by
+/// default). A port `bind(0)` hands out comes from that range, which every
+/// `connect` also draws its local port from, so a test running beside this
+/// one could take it between this probe and the node's bind ("Address
+/// already in use"). Each call in this process gets a port no earlier call
+/// got.
 fn free_addr() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let start = u64::from(std::process::id()) * 7_919;
+    for _ in 0..12_000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 20_000 + ((start + n * 4_999) % 12_000) as u16;
+        if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
+            return l.local_addr().unwrap();
+        }
+    }
+    panic!("no free port of 127.0.0.1 in 20000..32000");
 }
 
 /// A test's own directory for its nodes (removed when dropped).
@@ -518,9 +532,9 @@ fn bad_configs_and_unreachable_peers_are_typed_errors() {
     // A node with a small bound refuses a larger frame, naming the bound,
     // and stays up for the next connection.
     let small_dir = TestDir::new("small");
+    // Port 0: the node binds a port of its own and reports it.
     let mut cfg = NodeConfig::parse(&format!(
-        "id = 1\naddr = {}\ndata_dir = {}\ninit = true\n",
-        free_addr(),
+        "id = 1\naddr = 127.0.0.1:0\ndata_dir = {}\ninit = true\n",
         small_dir.0.display()
     ))
     .unwrap();
