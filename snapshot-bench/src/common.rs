@@ -493,6 +493,12 @@ impl Timekeeping {
     }
 }
 
+/// The timekeeper's stable for the last commit timestamp `last`: `last -
+/// lag`, clamped at 1 (the clamp holds until the writers pass the lag).
+fn stable_for(last: u64, lag: u64) -> u64 {
+    last.saturating_sub(lag).max(1)
+}
+
 /// The timekeeper of W1/W4: every 1 ms, stable = last commit ts - `stable_lag`
 /// and oldest = stable - `oldest_lag`, both clamped at 1 and only moved
 /// forward. Times its own `set_timestamps` calls and sleeps (measured
@@ -513,9 +519,8 @@ pub fn timekeeper<P: Protocol>(
         let measuring = ctl.phase() == MEASURE;
         if measuring && t0.is_none() {
             t0 = Some(woke);
-            // Stable is `last - stable_lag` clamped at 1 (below).
             let last = ctl.ts.load(Ordering::Relaxed);
-            tk.opened_clamped = u64::from(last.saturating_sub(stable_lag) <= 1);
+            tk.opened_clamped = u64::from(stable_for(last, stable_lag) == 1);
         }
         let at_ms = |t: Instant| t0.map_or(0.0, |t0| (t - t0).as_secs_f64() * 1e3);
         if measuring {
@@ -526,7 +531,7 @@ pub fn timekeeper<P: Protocol>(
             tk.late_hist.saturating_record(late.max(1));
         }
         let last = ctl.ts.load(Ordering::Relaxed);
-        let stable = last.saturating_sub(stable_lag).max(1);
+        let stable = stable_for(last, stable_lag);
         if stable <= cur {
             continue;
         }
