@@ -100,12 +100,15 @@ impl LocalCluster {
         // Two workers: the state machine may block briefly (raising stable
         // waits for local commits in flight) while the other runs raft and
         // its timers.
-        let rt = tokio::runtime::Builder::new_multi_thread()
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder
             .worker_threads(2)
             .thread_name(format!("n{id}-raft"))
-            .enable_time()
-            .build()
-            .map_err(raft_err)?;
+            .enable_time();
+        // A unit test's mutant switch reaches the node's apply path.
+        #[cfg(test)]
+        builder.on_thread_start(crate::sync::mutant::inherit());
+        let rt = builder.build().map_err(raft_err)?;
         let net = LocalNetworkFactory::new(self.router.clone(), id);
         let (config, handle) = (self.config.clone(), rt.handle().clone());
         let replica = match &self.dir {

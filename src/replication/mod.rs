@@ -251,12 +251,6 @@ pub struct ReplicaConfig {
     pub log: LogOptions,
     /// The engine settings of every node.
     pub engine: crate::EngineConfig,
-    /// The unit tests' mutant switch: a node that sets its stable timestamp
-    /// to the newest commit it applied (a watermark that jumps the holes
-    /// below it). Wrong on purpose, to show that the hole test catches it;
-    /// compiled only in the crate's unit tests.
-    #[cfg(test)]
-    pub(crate) mutant_stable_follows_newest_commit: bool,
 }
 
 impl Default for ReplicaConfig {
@@ -286,8 +280,6 @@ impl Default for ReplicaConfig {
             },
             engine: crate::EngineConfig::default(),
             log: LogOptions::default(),
-            #[cfg(test)]
-            mutant_stable_follows_newest_commit: false,
         }
     }
 }

@@ -33,7 +33,7 @@ use super::node::Shared;
 use super::{
     Applied, Command, CommitRecord, NodeId, Origin, ReplicaError, SnapshotBytes, TypeConfig, Write,
 };
-use crate::sync::Ordering;
+use crate::sync::{mutant as m, mutant_on, Ordering};
 use crate::{CommitOptions, Engine, Error, Timestamp, TimestampKind, TimestampUpdate, TxnOptions};
 
 /// A node's state machine: its engine, the last applied log id and
@@ -208,8 +208,7 @@ impl StateMachine {
                 rec,
                 self.shared.config.write_timeout * 2,
             )?;
-            #[cfg(test)]
-            if self.shared.config.mutant_stable_follows_newest_commit
+            if mutant_on(m::STABLE_FOLLOWS_NEWEST_COMMIT)
                 && advance(&self.shared, engine, rec.commit_ts)?
             {
                 self.shared.record_watermark(rec.commit_ts);

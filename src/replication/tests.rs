@@ -1,10 +1,13 @@
 //! The replication layer's unit tests: the ones that need a switch the
-//! public API does not have (the watermark-with-holes mutant).
+//! public API does not have (the watermark-with-holes mutant, through the
+//! crate's mutant switch, which a `LocalCluster`'s threads take over from
+//! the test's thread) or a crate-private part (`admit_batch`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{LocalCluster, NodeId, Replica, ReplicaConfig, WriteOptions};
+use crate::sync::mutant;
 use crate::{Timestamp, TxnOptions};
 
 const LONG: Duration = Duration::from_secs(10);
@@ -28,15 +31,27 @@ fn followers(c: &LocalCluster) -> Vec<NodeId> {
     c.ids().into_iter().filter(|&id| id != l).collect()
 }
 
+/// Turns the thread's mutant off again, also when the twin unwinds.
+struct Reset;
+
+impl Drop for Reset {
+    fn drop(&mut self) {
+        mutant::set_for_thread(mutant::NONE);
+    }
+}
+
 /// The leader commits out of timestamp order: transaction A takes its
 /// timestamp first and holds it (delayed before its log append) while B
 /// commits with a later timestamp. No follower may expose B without A.
-fn out_of_order_commit(mutant: bool) {
-    let cfg = ReplicaConfig {
-        mutant_stable_follows_newest_commit: mutant,
-        ..config()
-    };
-    let c = LocalCluster::start(3, cfg).unwrap();
+/// With `broken`, every node's state machine sets stable to the newest
+/// commit it applied (`mutant::STABLE_FOLLOWS_NEWEST_COMMIT`).
+fn out_of_order_commit(broken: bool) {
+    let _reset = Reset;
+    if broken {
+        // Before the cluster starts: its nodes' threads take it over.
+        mutant::set_for_thread(mutant::STABLE_FOLLOWS_NEWEST_COMMIT);
+    }
+    let c = LocalCluster::start(3, config()).unwrap();
     let l = leader(&c);
     let (_, seed) = l.write(|t| t.put(b"seed", b"1")).unwrap();
     let fs = followers(&c);

@@ -4,7 +4,8 @@
 //! catches it.
 //!
 //! The switch itself (`set` and `on` under `--cfg loom`, a per-thread one in
-//! the crate's unit tests) is compiled only in those builds. In every other
+//! the crate's unit tests, which the threads of a runtime the test starts
+//! take over with `inherit`) is compiled only in those builds. In every other
 //! build [`mutant_on`] is the constant `false`, so each broken branch is dead
 //! code the compiler removes; nothing here is visible outside the crate.
 
@@ -164,6 +165,11 @@ pub const RELAXED_PREV_LOAD: u32 = 50;
 /// The insert that ends a migration unlinks `prev` with a Relaxed store
 /// instead of Release (the other half of `RELAXED_PREV_LOAD`'s pair).
 pub const RELAXED_UNLINK_STORE: u32 = 51;
+/// A replica's state machine sets its stable timestamp to each commit it
+/// applies, a watermark that jumps the holes below it
+/// (`replication/state_machine.rs`; a unit-test mutant, as the apply path
+/// is not loom-visible).
+pub const STABLE_FOLLOWS_NEWEST_COMMIT: u32 = 52;
 
 #[cfg(loom)]
 static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);
@@ -194,6 +200,15 @@ std::thread_local! {
 #[cfg(all(test, not(loom)))]
 pub(crate) fn set_for_thread(m: u32) {
     THREAD_ACTIVE.with(|a| a.set(m));
+}
+
+/// A thread-start hook that turns this thread's mutant on in each new
+/// thread it runs in: for a runtime a unit test starts, whose threads run
+/// the code under test.
+#[cfg(all(test, not(loom)))]
+pub(crate) fn inherit() -> impl Fn() + Send + Sync + 'static {
+    let m = THREAD_ACTIVE.with(|a| a.get());
+    move || set_for_thread(m)
 }
 
 /// Is mutant `m` on for this thread? (unit tests)
