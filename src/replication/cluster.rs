@@ -11,9 +11,11 @@ use std::time::{Duration, Instant};
 use openraft::BasicNode;
 use parking_lot::Mutex;
 
+use super::config::ReplicaConfig;
+use super::entry::NodeId;
+use super::error::{raft_err, ReplicaError};
 use super::network::{LocalNetworkFactory, Router};
-use super::node::Replica;
-use super::{raft_err, NodeId, ReplicaConfig, ReplicaError};
+use super::replica::Replica;
 use crate::Timestamp;
 
 struct LocalNode {

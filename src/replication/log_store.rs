@@ -1,7 +1,7 @@
 //! A node's raft log ([`openraft::storage::RaftLogStorage`], v2 API): the
 //! entries, vote and committed point in memory, where reads find them, and
 //! for a durable node ([`Replica::open`](super::Replica::open)) the same
-//! records in its directory (`disk.rs`), stored before openraft is told.
+//! records in its directory (`disk/`), stored before openraft is told.
 //! An in-memory node ([`Replica::new`](super::Replica::new)) loses its log
 //! when it stops.
 
@@ -17,8 +17,8 @@ use openraft::{
 use parking_lot::Mutex;
 
 use super::disk::{frame_entry, Recovered, Writer};
-use super::node::Shared;
-use super::{Command, CommitRecord, NodeId, TypeConfig};
+use super::entry::{Command, CommitRecord, NodeId, TypeConfig};
+use super::shared::{admit_batch, Shared};
 
 #[derive(Default)]
 struct Inner {
@@ -209,7 +209,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             // R5: no own batch without its predecessors.
             if let EntryPayload::Normal(Command::Batch { proposer, .. }) = &e.payload {
                 let last = &self.shared.last_own_batch;
-                if let Err(why) = super::node::admit_batch(&self.shared, last, proposer) {
+                if let Err(why) = admit_batch(&self.shared, last, proposer) {
                     self.shared.fence();
                     return Err(StorageIOError::write_logs(AnyError::error(why)).into());
                 }

@@ -17,7 +17,7 @@ use openraft::raft::{
 use openraft::{BasicNode, Raft};
 use parking_lot::Mutex;
 
-use super::{NodeId, TypeConfig};
+use super::entry::{NodeId, TypeConfig};
 
 /// Every node's raft handle, by id, and which nodes are cut off.
 #[derive(Default)]

@@ -289,7 +289,7 @@ fn a_tcp_node_bounds_its_batches_by_its_frames() {
 /// node's and an earlier run's pass.
 #[test]
 fn an_own_batch_is_admitted_only_after_its_predecessors() {
-    use super::node::admit_batch;
+    use super::shared::admit_batch;
     use super::Proposer;
     let c = LocalCluster::start(3, config()).unwrap();
     let sh = &leader(&c).shared;

@@ -1,0 +1,315 @@
+//! Recovery: replaying a node's log segments in order into the state the
+//! node had when its last record reached the disk (invariant R6), and
+//! [`LogRecovery`], the report of what was found.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use openraft::{Entry, LogId, Vote};
+
+use super::format::{
+    parse_segment, segment_name, Segment, KIND_COMMITTED, KIND_ENTRY, KIND_PURGE, KIND_TRUNCATE,
+    KIND_VOTE, LOG_MAGIC,
+};
+use crate::durable::record::{self, corrupt, End, FILE_HEADER};
+use crate::durable::{io_error, Damage, Fs};
+use crate::replication::entry::{NodeId, TypeConfig};
+use crate::Error;
+
+/// What opening a durable node found in its directory.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LogRecovery {
+    /// Nothing was there: a new node (a cluster's first node initializes
+    /// it).
+    pub fresh: bool,
+    /// Log segments read.
+    pub segments: u64,
+    /// Log records replayed.
+    pub records: u64,
+    /// Entries the recovered log holds.
+    pub entries: u64,
+    /// The index of the last entry the node's snapshot covers, if it has
+    /// one; its state machine was rebuilt from it.
+    pub snapshot_index: Option<u64>,
+    /// A torn final record (a crash in the middle of its write), cut off.
+    pub torn_tail: Option<Damage>,
+}
+
+/// The log state recovered from the segments.
+#[derive(Default)]
+pub(crate) struct Recovered {
+    pub(crate) entries: BTreeMap<u64, Entry<TypeConfig>>,
+    pub(crate) vote: Option<Vote<NodeId>>,
+    pub(crate) committed: Option<LogId<NodeId>>,
+    pub(crate) purged: Option<LogId<NodeId>>,
+}
+
+impl Recovered {
+    fn truncate(&mut self, index: u64) {
+        self.entries.split_off(&index);
+    }
+
+    fn purge(&mut self, log_id: LogId<NodeId>) {
+        self.entries = self.entries.split_off(&(log_id.index + 1));
+        self.purged = Some(log_id);
+    }
+}
+
+/// Decodes one log payload into `state`: `Err` if it does not decode,
+/// else the index of the entry it held, if it was one.
+fn replay_one(state: &mut Recovered, p: &[u8]) -> Result<Option<u64>, ()> {
+    let (&kind, body) = p.split_first().ok_or(())?;
+    match kind {
+        KIND_ENTRY => {
+            let e: Entry<TypeConfig> = bincode::deserialize(body).map_err(|_| ())?;
+            let index = e.log_id.index;
+            // As the log store does in memory: an entry takes its index;
+            // what openraft removes, a truncate or purge record removes.
+            if state.purged.is_none_or(|p| index > p.index) {
+                state.entries.insert(index, e);
+            }
+            return Ok(Some(index));
+        }
+        KIND_VOTE => state.vote = Some(bincode::deserialize(body).map_err(|_| ())?),
+        KIND_COMMITTED => state.committed = bincode::deserialize(body).map_err(|_| ())?,
+        KIND_TRUNCATE => state.truncate(bincode::deserialize(body).map_err(|_| ())?),
+        KIND_PURGE => state.purge(bincode::deserialize(body).map_err(|_| ())?),
+        _ => return Err(()),
+    }
+    Ok(None)
+}
+
+/// Reads every segment of `dir` in order: the recovered state, the report,
+/// and the segments found. A torn final record of the last segment is cut
+/// off (and reported); any other damage is [`Error::Corrupt`].
+pub(super) fn recover(
+    fs: &dyn Fs,
+    dir: &Path,
+) -> Result<(Recovered, LogRecovery, Vec<Segment>), Error> {
+    let names = fs.list(dir).map_err(|e| io_error("list", dir, &e))?;
+    let mut seqs: Vec<u64> = names.iter().filter_map(|n| parse_segment(n)).collect();
+    seqs.sort_unstable();
+    let mut state = Recovered::default();
+    let mut report = LogRecovery::default();
+    let mut segments = Vec::new();
+    for (i, &seq) in seqs.iter().enumerate() {
+        let path = dir.join(segment_name(seq));
+        let buf = fs.read(&path).map_err(|e| io_error("read", &path, &e))?;
+        let last = i + 1 == seqs.len();
+        if buf.len() < FILE_HEADER {
+            // A segment's header is synced when it is made, so only a crash
+            // while making the last one leaves it short.
+            if !last {
+                return Err(corrupt(
+                    &path,
+                    0,
+                    "a raft log segment shorter than its header",
+                ));
+            }
+            report.torn_tail = Some(Damage {
+                file: path.clone(),
+                offset: 0,
+                bytes_dropped: buf.len() as u64,
+                segments_removed: 0,
+            });
+            fs.remove(&path)
+                .map_err(|e| io_error("remove", &path, &e))?;
+            continue;
+        }
+        if buf[..FILE_HEADER] != record::file_header(LOG_MAGIC, seq) {
+            return Err(corrupt(&path, 0, "not a raft log segment (bad header)"));
+        }
+        let (frames, end) = record::scan(&buf, FILE_HEADER);
+        let mut max_index = None;
+        for (offset, range) in frames {
+            let index = replay_one(&mut state, &buf[range])
+                .map_err(|()| corrupt(&path, offset, "a raft log record that does not decode"))?;
+            max_index = max_index.max(index);
+            report.records += 1;
+        }
+        match end {
+            End::Clean => {}
+            End::Torn { offset } if last => {
+                fs.truncate(&path, offset)
+                    .map_err(|e| io_error("truncate", &path, &e))?;
+                report.torn_tail = Some(Damage {
+                    file: path.clone(),
+                    offset,
+                    bytes_dropped: buf.len() as u64 - offset,
+                    segments_removed: 0,
+                });
+            }
+            End::Torn { offset } => {
+                return Err(corrupt(
+                    &path,
+                    offset,
+                    "a raft log segment before the last one ends inside a record",
+                ))
+            }
+            End::Corrupt { offset, reason } => return Err(corrupt(&path, offset, reason)),
+        }
+        report.segments += 1;
+        segments.push(Segment {
+            seq,
+            path,
+            max_index,
+        });
+    }
+    report.entries = state.entries.len() as u64;
+    report.fresh = state.vote.is_none() && state.entries.is_empty() && state.purged.is_none();
+    Ok((state, report, segments))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::format::framed;
+    use super::*;
+    use crate::durable::StdFs;
+    use openraft::{CommittedLeaderId, EntryPayload};
+    use std::path::PathBuf;
+
+    fn entry(term: u64, index: u64) -> Entry<TypeConfig> {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
+            payload: EntryPayload::Blank,
+        }
+    }
+
+    struct Dir(PathBuf);
+
+    impl Dir {
+        fn new(name: &str) -> Dir {
+            let d = std::env::temp_dir().join(format!("raft-disk-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).unwrap();
+            Dir(d)
+        }
+
+        /// Writes segment `seq` holding `frames`.
+        fn segment(&self, seq: u64, frames: &[Vec<u8>]) -> PathBuf {
+            let mut buf = record::file_header(LOG_MAGIC, seq).to_vec();
+            frames.iter().for_each(|f| buf.extend_from_slice(f));
+            let path = self.0.join(segment_name(seq));
+            std::fs::write(&path, buf).unwrap();
+            path
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn e(term: u64, index: u64) -> Vec<u8> {
+        framed(KIND_ENTRY, &entry(term, index))
+    }
+
+    /// The recovered entries as (term, index).
+    fn ids(r: &Recovered) -> Vec<(u64, u64)> {
+        r.entries
+            .values()
+            .map(|e| (e.log_id.leader_id.term, e.log_id.index))
+            .collect()
+    }
+
+    #[test]
+    fn replay_follows_truncates_purges_and_votes_across_segments() {
+        let d = Dir::new("replay");
+        let vote = Vote::new(3, 2);
+        d.segment(
+            1,
+            &[
+                e(1, 1),
+                e(1, 2),
+                e(1, 3),
+                e(1, 4),
+                framed(KIND_TRUNCATE, &3u64),
+            ],
+        );
+        d.segment(
+            2,
+            &[
+                framed(KIND_VOTE, &vote),
+                e(2, 3),
+                e(2, 4),
+                framed(
+                    KIND_PURGE,
+                    &LogId::<NodeId>::new(CommittedLeaderId::new(1, 1), 1),
+                ),
+                e(2, 5),
+            ],
+        );
+        let (r, report, segs) = recover(&StdFs, &d.0).unwrap();
+        assert_eq!(ids(&r), [(1, 2), (2, 3), (2, 4), (2, 5)]);
+        assert_eq!(r.vote, Some(vote));
+        assert_eq!(r.purged.map(|p| p.index), Some(1));
+        assert_eq!(
+            (report.segments, report.records, report.entries),
+            (2, 10, 4)
+        );
+        assert!(!report.fresh && report.torn_tail.is_none());
+        let max: Vec<_> = segs.iter().map(|s| s.max_index).collect();
+        assert_eq!(max, [Some(4), Some(5)]);
+    }
+
+    #[test]
+    fn only_the_last_segment_may_end_torn_and_other_damage_is_corrupt() {
+        // A torn tail in the last segment is cut off and reported.
+        let d = Dir::new("torn");
+        d.segment(1, &[e(1, 1)]);
+        let mut torn = e(1, 2);
+        torn.truncate(torn.len() - 3);
+        let last = d.segment(2, &[torn.clone()]);
+        let (r, report, _) = recover(&StdFs, &d.0).unwrap();
+        assert_eq!(ids(&r), [(1, 1)]);
+        let t = report.torn_tail.unwrap();
+        assert_eq!(
+            (t.file, t.offset, t.bytes_dropped),
+            (last.clone(), 16, torn.len() as u64)
+        );
+        assert_eq!(
+            std::fs::metadata(&last).unwrap().len(),
+            16,
+            "cut at the tear"
+        );
+
+        // The same tear in a segment with one after it is corruption.
+        let d = Dir::new("torn-inside");
+        let first = d.segment(1, &[e(1, 1), torn]);
+        d.segment(2, &[e(1, 2)]);
+        match recover(&StdFs, &d.0) {
+            Err(Error::Corrupt { file, offset, .. }) => {
+                assert_eq!((file, offset), (first, 16 + e(1, 1).len() as u64))
+            }
+            other => panic!("expected Corrupt, got {:?}", other.err()),
+        }
+
+        // A flipped bit, and a record that checks but does not decode.
+        let d = Dir::new("flipped");
+        let path = d.segment(1, &[e(1, 1), e(1, 2)]);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = bytes.len() - 2;
+        bytes[at] ^= 4;
+        std::fs::write(&path, bytes).unwrap();
+        assert!(matches!(
+            recover(&StdFs, &d.0),
+            Err(Error::Corrupt {
+                reason: "payload checksum mismatch",
+                ..
+            })
+        ));
+        let d = Dir::new("undecodable");
+        let mut bad = Vec::new();
+        record::frame_into(&mut bad, &[KIND_ENTRY, 1, 2, 3]);
+        d.segment(1, &[e(1, 1), bad]);
+        assert!(matches!(
+            recover(&StdFs, &d.0),
+            Err(Error::Corrupt {
+                reason: "a raft log record that does not decode",
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,37 @@
+//! The TCP transport: nodes in separate processes.
+//!
+//! Every message is one frame of tokio-util's [`LengthDelimitedCodec`] (a
+//! 4-byte big-endian length, then the body) holding one bincode-encoded
+//! [`Request`] or [`Response`]. A connection carries one request at a time,
+//! each answered before the next is sent; a node keeps one connection per
+//! peer and per openraft client, and reconnects after any error. Frames
+//! above [`TcpConfig::max_frame_bytes`] are refused on both ends with the
+//! size and the bound ([`TransportError::FrameTooLarge`]); an AppendEntries
+//! that would exceed it is answered to openraft as "payload too large", so
+//! it resends fewer entries.
+//!
+//! [`TcpNode`] is one node served over TCP: a [`Replica`](super::Replica) whose peers are
+//! reached through [`TcpNetworkFactory`] (a peer's address is its
+//! [`BasicNode::addr`] in the membership), plus a listener that answers
+//! raft RPCs and the client requests of [`TcpClient`] (writes on the
+//! leader, reads at a follower's watermark, status).
+//!
+//! Files: `config.rs` (the transport's bounds and a node's config file),
+//! `message.rs` (what the frames carry), `transport.rs` (frames and one
+//! request/answer connection), `network.rs` (openraft's network over it),
+//! `server.rs` ([`TcpNode`]: the listener and the answers) and `client.rs`
+//! ([`TcpClient`]).
+
+mod client;
+mod config;
+mod message;
+mod network;
+mod server;
+mod transport;
+
+pub use client::TcpClient;
+pub use config::{NodeConfig, TcpConfig, MAX_FRAME_BOUND, MIN_FRAME_BYTES};
+pub use message::{ClientError, ClientRequest, ClientResponse, Op, Request, Response};
+pub use network::{TcpNetwork, TcpNetworkFactory};
+pub use server::TcpNode;
+pub use transport::TransportError;

@@ -1,0 +1,349 @@
+//! The leader's write path: [`Replica::write`] and [`Replica::submit`] run
+//! a [`WriteTxn`], commit it here at a timestamp the node tracks as in
+//! flight, and queue its [`CommitRecord`] for the batcher; [`PendingWrite`]
+//! waits for its entry's outcome.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::batcher::leader_ready;
+use super::entry::{CommitRecord, NodeId, Origin, Write};
+use super::error::ReplicaError;
+use super::queue::{Queued, Slot};
+use super::replica::Replica;
+use crate::{CommitOptions, Result, Timestamp, Txn, TxnOptions};
+
+/// Options for [`Replica::write_with`].
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Hold the commit timestamp (allocated, claimed, entry not yet
+    /// appended) this long before appending: a fault-injection knob that
+    /// makes commits finish out of timestamp order.
+    pub delay_before_append: Duration,
+}
+
+/// A read-write transaction on the leader: a [`Txn`] whose writes are also
+/// recorded for the log entry.
+pub struct WriteTxn<'a, 's, 'e> {
+    txn: &'a mut Txn<'s, 'e>,
+    writes: &'a mut BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+}
+
+impl WriteTxn<'_, '_, '_> {
+    /// The visible value of `key` (see [`Txn::get`]).
+    ///
+    /// # Errors
+    /// As [`Txn::get`].
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.txn.get(key)
+    }
+
+    /// Calls `f` with the visible value of `key` (see [`Txn::get_with`]).
+    ///
+    /// # Errors
+    /// As [`Txn::get_with`].
+    pub fn get_with<R>(&mut self, key: &[u8], f: impl FnOnce(Option<&[u8]>) -> R) -> Result<R> {
+        self.txn.get_with(key, f)
+    }
+
+    /// Visits the visible pairs in `range` (see [`Txn::scan`]).
+    ///
+    /// # Errors
+    /// As [`Txn::scan`].
+    pub fn scan(
+        &mut self,
+        range: impl crate::KeyRange,
+        f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        self.txn.scan(range, f)
+    }
+
+    /// Writes `value` under `key`.
+    ///
+    /// # Errors
+    /// As [`Txn::put`].
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.txn.put(key, value)?;
+        self.writes.insert(key.to_vec(), Some(value.to_vec()));
+        Ok(())
+    }
+
+    /// Deletes `key`.
+    ///
+    /// # Errors
+    /// As [`Txn::delete`].
+    pub fn delete(&mut self, key: &[u8]) -> Result<()> {
+        self.txn.delete(key)?;
+        self.writes.insert(key.to_vec(), None);
+        Ok(())
+    }
+}
+
+/// A write committed on the leader whose replication is under way, from
+/// [`Replica::submit`].
+#[must_use = "a write is acknowledged only when `wait` returns Ok"]
+pub struct PendingWrite<R> {
+    value: R,
+    ts: Timestamp,
+    slot: Option<Arc<Slot>>,
+    node: NodeId,
+    bound: Duration,
+}
+
+impl<R> PendingWrite<R> {
+    /// The commit timestamp (`Timestamp::NONE` if the transaction wrote
+    /// nothing).
+    pub fn commit_ts(&self) -> Timestamp {
+        self.ts
+    }
+
+    /// Whether the outcome is known ([`PendingWrite::wait`] will not block).
+    pub fn is_done(&self) -> bool {
+        self.slot
+            .as_ref()
+            .is_none_or(|s| s.outcome.lock().is_some())
+    }
+
+    /// When the outcome became known, if it is.
+    pub fn done_at(&self) -> Option<Instant> {
+        self.slot
+            .as_ref()
+            .and_then(|s| s.outcome.lock().as_ref().map(|o| o.1))
+    }
+
+    /// Waits for the outcome: `Ok` when the write's log entry is committed
+    /// (in the log of a majority).
+    ///
+    /// # Errors
+    /// [`ReplicaError::Fenced`] when the entry failed or timed out (the
+    /// outcome is unknown; the node fenced itself and left the cluster);
+    /// [`ReplicaError::NotLeader`] when openraft refused the entry because
+    /// the node is no longer the leader (the node fenced itself too: its
+    /// engine holds the commit); [`ReplicaError::Timeout`] if no outcome
+    /// came within three write timeouts.
+    pub fn wait(self) -> std::result::Result<(R, Timestamp), ReplicaError> {
+        self.wait_timed().map(|(r, ts, _)| (r, ts))
+    }
+
+    /// [`PendingWrite::wait`], also returning when the outcome became known.
+    ///
+    /// # Errors
+    /// As [`PendingWrite::wait`].
+    pub fn wait_timed(self) -> std::result::Result<(R, Timestamp, Instant), ReplicaError> {
+        let Some(slot) = self.slot else {
+            return Ok((self.value, self.ts, Instant::now()));
+        };
+        let deadline = Instant::now() + self.bound;
+        let mut g = slot.outcome.lock();
+        loop {
+            if let Some((r, at)) = g.take() {
+                return r.map(|()| (self.value, self.ts, at));
+            }
+            if slot.cv.wait_until(&mut g, deadline).timed_out() && g.is_none() {
+                return Err(ReplicaError::Timeout {
+                    what: "a write's log entry to commit",
+                    waited: self.bound,
+                });
+            }
+        }
+    }
+
+    /// The node the write ran on.
+    pub fn node(&self) -> NodeId {
+        self.node
+    }
+}
+
+impl Replica {
+    /// Runs `f` in a read-write transaction on the leader and commits it
+    /// through the log: returns `f`'s result and the commit timestamp
+    /// (`Timestamp::NONE` if `f` wrote nothing). When it returns `Ok`, the
+    /// commit is in the log of a majority and committed here.
+    ///
+    /// # Errors
+    /// [`ReplicaError::NotLeader`] on a follower (nothing ran);
+    /// [`ReplicaError::Engine`] if `f` or the engine refused (the
+    /// transaction rolled back; a write conflict can be retried);
+    /// [`ReplicaError::Fenced`] when the log entry failed or timed out (the
+    /// outcome is unknown; this node fences itself and leaves the cluster).
+    pub fn write<R>(
+        &self,
+        f: impl FnOnce(&mut WriteTxn<'_, '_, '_>) -> Result<R>,
+    ) -> std::result::Result<(R, Timestamp), ReplicaError> {
+        self.write_with(&WriteOptions::default(), f)
+    }
+
+    /// [`Replica::write`] with options.
+    ///
+    /// # Errors
+    /// As [`Replica::write`].
+    pub fn write_with<R>(
+        &self,
+        opts: &WriteOptions,
+        f: impl FnOnce(&mut WriteTxn<'_, '_, '_>) -> Result<R>,
+    ) -> std::result::Result<(R, Timestamp), ReplicaError> {
+        self.submit_with(opts, f)?.wait()
+    }
+
+    /// Runs `f` in a read-write transaction on the leader, commits it here
+    /// at once and queues its log entry, without waiting for replication:
+    /// the write is acknowledged when [`PendingWrite::wait`] returns `Ok`,
+    /// which is when its entry is in the log of a majority. A caller keeps
+    /// several writes in flight this way (pipelining); the leader puts the
+    /// commits queued meanwhile into one log entry (group commit).
+    ///
+    /// Until then the commit is speculative: later read-write transactions
+    /// on this node see it (and their own entries follow it in the log),
+    /// but no read at a watermark sees it, on this node or any other, before
+    /// its entry is committed. If its entry fails, this node fences itself.
+    ///
+    /// # Errors
+    /// As [`Replica::write`], except the replication outcome, which
+    /// [`PendingWrite::wait`] reports.
+    pub fn submit<R>(
+        &self,
+        f: impl FnOnce(&mut WriteTxn<'_, '_, '_>) -> Result<R>,
+    ) -> std::result::Result<PendingWrite<R>, ReplicaError> {
+        self.submit_with(&WriteOptions::default(), f)
+    }
+
+    /// [`Replica::submit`] with options.
+    ///
+    /// # Errors
+    /// As [`Replica::submit`].
+    pub fn submit_with<R>(
+        &self,
+        opts: &WriteOptions,
+        f: impl FnOnce(&mut WriteTxn<'_, '_, '_>) -> Result<R>,
+    ) -> std::result::Result<PendingWrite<R>, ReplicaError> {
+        let id = self.shared.id;
+        if self.is_fenced() {
+            return Err(ReplicaError::Fenced { node: id });
+        }
+        leader_ready(&self.raft, id)
+            .map_err(|leader| ReplicaError::NotLeader { node: id, leader })?;
+        let engine = self.shared.engine();
+        let mut session = engine.session()?;
+        let mut txn = session.begin(&TxnOptions::default())?;
+        let mut writes = BTreeMap::new();
+        let value = f(&mut WriteTxn {
+            txn: &mut txn,
+            writes: &mut writes,
+        })?;
+        let size = CommitRecord::encoded_len_of(writes.iter().map(|(k, v)| (&k[..], v.as_deref())));
+        if size > self.shared.config.max_batch_bytes {
+            // Dropping the open transaction rolls it back: nothing of it is
+            // committed, here or in any log.
+            return Err(ReplicaError::CommitTooLarge {
+                size,
+                bound: self.shared.config.max_batch_bytes,
+            });
+        }
+        if writes.is_empty() {
+            txn.commit(CommitOptions::default())?;
+            return Ok(PendingWrite {
+                value,
+                ts: Timestamp::NONE,
+                slot: None,
+                node: id,
+                bound: Duration::ZERO,
+            });
+        }
+        // In flight from here until its entry is in this node's log.
+        let (ts, seq) = self.shared.allocate(&engine);
+        let commit_ts = Timestamp::new(ts);
+        // Validated against this node's stable, which moves only when a
+        // watermark is applied: this node's own watermarks stay below every
+        // in-flight timestamp, and another leader's that reaches `ts`
+        // fences this node (DESIGN.md, "Replication", R4).
+        if let Err(e) = txn.set_commit_timestamp(commit_ts) {
+            self.shared.release(ts);
+            return Err(e.into());
+        }
+        self.shared.pending.lock().insert(seq, ts);
+        let rec = CommitRecord {
+            commit_ts,
+            durable_ts: commit_ts,
+            origin: Origin { node: id, seq },
+            writes: writes
+                .into_iter()
+                .map(|(key, value)| Write { key, value })
+                .collect(),
+        };
+        if !opts.delay_before_append.is_zero() {
+            std::thread::sleep(opts.delay_before_append);
+        }
+        let slot = self.commit_and_queue(txn, rec, size)?;
+        Ok(PendingWrite {
+            value,
+            ts: commit_ts,
+            slot: Some(slot),
+            node: id,
+            bound: self.shared.config.write_timeout * 3 + self.shared.config.tick,
+        })
+    }
+
+    /// Commits `txn` here (speculatively) and queues its record `rec`
+    /// (`size` bytes) for the batcher; returns the slot its outcome goes
+    /// to. If either fails, nothing of it is in any log: the timestamp is
+    /// released, and a failed commit fences the node.
+    fn commit_and_queue(
+        &self,
+        txn: Txn<'_, '_>,
+        rec: CommitRecord,
+        size: usize,
+    ) -> std::result::Result<Arc<Slot>, ReplicaError> {
+        let id = self.shared.id;
+        let (ts, seq) = (rec.commit_ts.get(), rec.origin.seq);
+        // The speculative local commit, then the queue, both under the
+        // queue's lock: a later transaction on the same keys commits after
+        // this one, so it queues after it, and the log carries the two in
+        // timestamp order; and every queued commit is already in this engine,
+        // so a watermark that covers it (applied here when its entry commits)
+        // never passes a commit still to come.
+        let slot = Arc::new(Slot::default());
+        let committed = {
+            let mut q = self.shared.queue.lock();
+            if q.closed {
+                // The batcher has stopped (fenced or dropped): the
+                // transaction rolls back as it drops; nothing is in any log.
+                drop(txn);
+                Err(ReplicaError::Fenced { node: id })
+            } else {
+                match txn.commit(CommitOptions::default()) {
+                    Ok(()) => {
+                        q.items.push(Queued {
+                            rec,
+                            bytes: size,
+                            seq,
+                            slot: slot.clone(),
+                        });
+                        Ok(())
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            }
+        };
+        if let Err(e) = committed {
+            // Cannot happen while this node's stable stays below `ts`; if
+            // it does, fence: the write is in no log.
+            self.fence_and_leave();
+            self.shared.pending.lock().remove(&seq);
+            self.shared.release(ts);
+            return Err(e);
+        }
+        self.shared.queue_notify.notify_one();
+        Ok(slot)
+    }
+
+    /// Fences this node and stops its raft, so that the others elect a
+    /// leader without it.
+    fn fence_and_leave(&self) {
+        self.shared.fence();
+        let raft = self.raft.clone();
+        self.rt.spawn(async move {
+            let _ = raft.shutdown().await;
+        });
+    }
+}
