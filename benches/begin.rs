@@ -4,8 +4,8 @@
 //! Target: under 20 ns median for the lock-free engine.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use snapshot_engine::machinery::{RwLockBaseline, RwLockBaselinePatched};
-use snapshot_engine::{CommitOptions, LockFree, Protocol, TxnOptions};
+use snapshot_engine::with_protocol::{LockFree, Protocol, RwLockBaseline, RwLockBaselinePatched};
+use snapshot_engine::{CommitOptions, TxnOptions};
 
 #[path = "../snapshot-bench/src/w2.rs"]
 mod w2;

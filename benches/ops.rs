@@ -3,10 +3,10 @@
 //! across machineries except for what the machinery adds.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use snapshot_engine::machinery::{RwLockBaseline, RwLockBaselinePatched};
-use snapshot_engine::{
-    CommitOptions, Engine, EngineConfig, LockFree, Protocol, Timestamp, TimestampUpdate, TxnOptions,
+use snapshot_engine::with_protocol::{
+    Engine, LockFree, Protocol, RwLockBaseline, RwLockBaselinePatched,
 };
+use snapshot_engine::{CommitOptions, EngineConfig, Timestamp, TimestampUpdate, TxnOptions};
 
 const KEYS: u64 = 100_000;
 

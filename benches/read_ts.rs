@@ -9,10 +9,10 @@
 //! thread running beside it (the membarrier interrupts it).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use snapshot_engine::machinery::{RwLockBaseline, RwLockBaselinePatched};
-use snapshot_engine::{
-    CommitOptions, Engine, EngineConfig, LockFree, Protocol, Timestamp, TimestampUpdate, TxnOptions,
+use snapshot_engine::with_protocol::{
+    Engine, LockFree, Protocol, RwLockBaseline, RwLockBaselinePatched,
 };
+use snapshot_engine::{CommitOptions, EngineConfig, Timestamp, TimestampUpdate, TxnOptions};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 

@@ -104,12 +104,23 @@ pub use config::{
 };
 pub use durable::{CommitHandle, Durability, DurabilityOptions, RecoveryReport};
 pub use error::{Error, Result, TimestampRole};
-pub use kv::{
-    CommitError, Cursor, Engine, KeyRange, OwnedSession, RollbackReport, Savepoint, Session, Txn,
-};
-pub use machinery::{LockFree, Protocol, SessionPin};
+pub use kv::plain::{CommitError, Cursor, Engine, OwnedSession, Session, Txn};
+pub use kv::{KeyRange, RollbackReport, Savepoint};
+pub use machinery::SessionPin;
 pub use stats::Stats;
 pub use ts::{Generation, Timestamp, TxnId};
+
+/// The engine and the machinery generic over their snapshot protocol, and
+/// the protocols: the lock-free one the types above run on, and with
+/// feature `baseline` the read-write-lock baselines, for the workload
+/// driver and the tests that run them through the same code. Not part of
+/// the API: [`Engine`], [`Session`], [`Txn`] and the rest are these on
+/// [`LockFree`](with_protocol::LockFree), and no user names them here.
+#[doc(hidden)]
+pub mod with_protocol {
+    pub use crate::kv::{CommitError, Cursor, Engine, OwnedSession, Session, Txn};
+    pub use crate::machinery::with_protocol::*;
+}
 
 // The loom models (`loom_tests/`, run by `scripts/loom.sh`): unit tests of
 // the crate, built only with `--cfg loom`, so that what they reach of the

@@ -3,6 +3,7 @@
 //! read-only fast path at stable, read-committed excluded), sees the same
 //! total. Checks consistent cut and no torn commits under real threads.
 
+use snapshot_engine::with_protocol::{Engine, Protocol, Txn};
 use snapshot_engine::*;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

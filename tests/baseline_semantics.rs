@@ -3,7 +3,9 @@
 //! answers, so a benchmark ratio between them compares machineries, not
 //! semantics. Every check is one generic function run for every machinery.
 
-use snapshot_engine::machinery::{RwLockBaseline, RwLockBaselinePatched};
+use snapshot_engine::with_protocol::{
+    Engine, LockFree, Protocol, RwLockBaseline, RwLockBaselinePatched, Session,
+};
 use snapshot_engine::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -7,6 +7,7 @@
 //! closed, stable and oldest can advance past everything the row did, and a
 //! fresh transaction writes, commits and reads back.
 
+use snapshot_engine::with_protocol::{Engine, LockFree, Protocol, Session, Txn};
 use snapshot_engine::*;
 mod support;
 use support::*;
@@ -1577,7 +1578,7 @@ fn prepare_is_an_exit_from_the_running_set() {
 fn prepare_is_an_exit_from_the_running_set_on<P: Protocol>() {
     /// A transaction on `rs` that takes its snapshot (lazily taken at the
     /// first read otherwise) and ends.
-    fn warm<P: Protocol>(rs: &mut snapshot_engine::Session<'_, P>) {
+    fn warm<P: Protocol>(rs: &mut Session<'_, P>) {
         rs.begin(&TxnOptions::default())
             .unwrap()
             .take_snapshot()

@@ -14,6 +14,7 @@
 //! tests and the fuzz replay's op lists.) Bounded by operation counts,
 //! not time.
 
+use snapshot_engine::with_protocol::{Engine, LockFree, Protocol, Session};
 use snapshot_engine::*;
 mod support;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,6 +1,8 @@
 //! The session table: a full table is a typed error; a freed slot is reused.
 
-use snapshot_engine::machinery::{RwLockBaseline, RwLockBaselinePatched};
+use snapshot_engine::with_protocol::{
+    Engine, LockFree, Protocol, RwLockBaseline, RwLockBaselinePatched,
+};
 use snapshot_engine::*;
 
 #[test]

@@ -7,6 +7,7 @@
 //! closed, stable and oldest can advance past everything the row did, and a
 //! fresh transaction writes, commits and reads back.
 
+use snapshot_engine::with_protocol::{Engine, Protocol};
 use snapshot_engine::*;
 mod support;
 use support::*;

@@ -4,6 +4,7 @@
 //! (`versions_read / reads`, `commit_versions_examined / commits`): counts of
 //! work, not timings.
 
+use snapshot_engine::with_protocol::{Engine, Protocol};
 use snapshot_engine::*;
 mod support;
 use support::*;

@@ -7,7 +7,8 @@ use crate::engines::{order, EngineKind};
 use crate::stats::{median, min_max};
 use crate::w2::{begin_engine, begin_rows};
 use serde::Serialize;
-use snapshot_engine::{CommitOptions, Protocol, TxnOptions};
+use snapshot_engine::with_protocol::Protocol;
+use snapshot_engine::{CommitOptions, TxnOptions};
 use std::time::{Duration, Instant};
 
 /// ns per begin + commit of an empty transaction with `opts`, over about
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 fn cell<P: Protocol>(opts: &TxnOptions, secs: f64) -> f64 {
     let e = begin_engine::<P>();
     let mut s = e.session().expect("session");
-    let once = |s: &mut snapshot_engine::Session<'_, P>| {
+    let once = |s: &mut snapshot_engine::with_protocol::Session<'_, P>| {
         let t = s.begin(opts).expect("begin");
         t.commit(CommitOptions::default()).expect("commit");
     };

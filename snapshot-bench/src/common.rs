@@ -4,9 +4,8 @@
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use serde::Serialize;
-use snapshot_engine::{
-    CommitOptions, Engine, Error, Protocol, Timestamp, TimestampUpdate, Txn, TxnOptions,
-};
+use snapshot_engine::with_protocol::{Engine, Protocol, Txn};
+use snapshot_engine::{CommitOptions, Error, Timestamp, TimestampUpdate, TxnOptions};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 

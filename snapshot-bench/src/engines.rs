@@ -73,10 +73,10 @@ impl EngineKind {
 macro_rules! dispatch {
     ($kind:expr, $f:ident ( $($arg:expr),* ), $lmdb:expr) => {
         match $kind {
-            $crate::engines::EngineKind::LockFree => $f::<snapshot_engine::LockFree>($($arg),*),
-            $crate::engines::EngineKind::RwLock3 => $f::<snapshot_engine::machinery::RwLockBaseline>($($arg),*),
+            $crate::engines::EngineKind::LockFree => $f::<snapshot_engine::with_protocol::LockFree>($($arg),*),
+            $crate::engines::EngineKind::RwLock3 => $f::<snapshot_engine::with_protocol::RwLockBaseline>($($arg),*),
             $crate::engines::EngineKind::RwLock2 => {
-                $f::<snapshot_engine::machinery::RwLockBaselinePatched>($($arg),*)
+                $f::<snapshot_engine::with_protocol::RwLockBaselinePatched>($($arg),*)
             }
             $crate::engines::EngineKind::Lmdb | $crate::engines::EngineKind::Ceiling => $lmdb,
             $crate::engines::EngineKind::LogSync

@@ -14,7 +14,8 @@
 
 use crate::common::{key, load};
 use serde::Serialize;
-use snapshot_engine::{CommitOptions, Engine, EngineConfig, LockFree, TxnOptions};
+use snapshot_engine::with_protocol::{Engine, LockFree};
+use snapshot_engine::{CommitOptions, EngineConfig, TxnOptions};
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 

@@ -9,9 +9,8 @@ use crate::common::{
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use snapshot_engine::machinery::bench::thread_rmw_count;
-use snapshot_engine::{
-    Durability, Engine, EngineConfig, Error, Protocol, Stats, Timestamp, TxnOptions,
-};
+use snapshot_engine::with_protocol::{Engine, Protocol};
+use snapshot_engine::{Durability, EngineConfig, Error, Stats, Timestamp, TxnOptions};
 use std::hint::black_box;
 
 /// The shape of one W1 run.

@@ -12,9 +12,8 @@ use crate::common::{key, load, new_hist, run_phases, Ctl, Pct, Rng, MEASURE, STO
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use serde::Serialize;
-use snapshot_engine::{
-    CommitOptions, Engine, EngineConfig, Error, Protocol, Timestamp, TimestampUpdate, TxnOptions,
-};
+use snapshot_engine::with_protocol::{Engine, Protocol};
+use snapshot_engine::{CommitOptions, EngineConfig, Error, Timestamp, TimestampUpdate, TxnOptions};
 use std::hint::black_box;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

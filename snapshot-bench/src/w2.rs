@@ -2,9 +2,8 @@
 //! on, shared by the driver's `begin` workload and `benches/begin.rs` (which
 //! includes this file with `#[path]`), so the two measure the same cells.
 
-use snapshot_engine::{
-    Engine, EngineConfig, PrepareConflicts, Protocol, Timestamp, TimestampUpdate, TxnOptions,
-};
+use snapshot_engine::with_protocol::{Engine, Protocol};
+use snapshot_engine::{EngineConfig, PrepareConflicts, Timestamp, TimestampUpdate, TxnOptions};
 
 /// One combination of begin options.
 pub struct BeginRow {

@@ -6,6 +6,9 @@
 //! (before its versions become visible) and recovers from its directory on
 //! the next open. Readers never touch the log.
 //!
+//! [`Engine::new`]: crate::Engine::new
+//! [`Engine::open`]: crate::Engine::open
+//!
 //! Files in the directory: `LOCK` (held while the engine is open),
 //! `log-<seq>.seg` (the commit log's segments, see `record.rs` for the
 //! format) and `ckpt-<seq>.ckpt` (the newest checkpoint, named by the first
@@ -25,7 +28,7 @@ pub use fs::{FaultOp, Fs, FsFile, FsLock, MemFs, StdFs};
 use crate::config::{EngineConfig, TimestampUpdate, TxnOptions};
 use crate::error::{Error, Result};
 use crate::kv::Engine;
-use crate::machinery::LockFree;
+use crate::machinery::with_protocol::LockFree;
 use crate::sync::{AtomicU64, Ordering};
 use crate::ts::Timestamp;
 use crate::CommitOptions;
@@ -62,6 +65,8 @@ pub enum Durability {
 }
 
 /// Options for [`Engine::open`], checked by [`DurabilityOptions::validate`].
+///
+/// [`Engine::open`]: crate::Engine::open
 #[derive(Clone)]
 pub struct DurabilityOptions {
     /// The default [`Durability`] of a commit ([`Txn::set_durability`]
@@ -88,6 +93,8 @@ pub struct DurabilityOptions {
     pub rollback_to_stable: bool,
     /// Take a checkpoint in the background this often (`None`: only when
     /// [`Engine::checkpoint`] is called). Default `None`; at least 1 ms.
+    ///
+    /// [`Engine::checkpoint`]: crate::Engine::checkpoint
     pub checkpoint_interval: Option<Duration>,
     /// The file layer. Default [`StdFs`].
     pub fs: Arc<dyn Fs>,
@@ -185,6 +192,8 @@ pub struct Damage {
 }
 
 /// What [`Engine::open`] found and did.
+///
+/// [`Engine::open`]: crate::Engine::open
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RecoveryReport {
@@ -211,6 +220,8 @@ pub struct RecoveryReport {
 }
 
 /// What [`Engine::checkpoint`] wrote.
+///
+/// [`Engine::checkpoint`]: crate::Engine::checkpoint
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CheckpointReport {

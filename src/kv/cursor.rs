@@ -3,7 +3,8 @@
 
 use super::txn::Txn;
 use crate::error::{Error, Result};
-use crate::machinery::{Count, LockFree, Protocol};
+use crate::machinery::with_protocol::{LockFree, Protocol};
+use crate::machinery::Count;
 use crate::store::raw::chain::Found;
 use std::ops::Bound;
 

@@ -1,9 +1,12 @@
 //! The key-value API on top of both layers: [`Engine`], [`Session`] and
 //! [`Txn`] put the bundled store (`crate::store`) behind the machinery's
-//! transactions (`crate::machinery`).
+//! transactions (`crate::machinery`). The types here are the generic forms,
+//! on any snapshot protocol (`crate::with_protocol`); `plain/` holds the
+//! types users name, on the lock-free one.
 
 mod cursor;
 mod engine;
+pub(crate) mod plain;
 mod range;
 mod raw;
 mod rollback;

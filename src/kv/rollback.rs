@@ -17,7 +17,8 @@
 use super::engine::Engine;
 use crate::durable::CheckpointReport;
 use crate::error::{Error, Result};
-use crate::machinery::{Protocol, VersionState};
+use crate::machinery::with_protocol::Protocol;
+use crate::machinery::VersionState;
 use crate::ts::{Timestamp, TxnId};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
@@ -54,7 +55,8 @@ impl PreparedDurable {
     }
 }
 
-/// What [`Engine::rollback_to_stable`] did.
+/// What [`Engine::rollback_to_stable`](crate::Engine::rollback_to_stable)
+/// did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RollbackReport {
@@ -71,39 +73,7 @@ pub struct RollbackReport {
 }
 
 impl<P: Protocol> Engine<P> {
-    /// Rolls the engine back to the stable timestamp, as WiredTiger's
-    /// `rollback_to_stable`: removes every committed version whose durable
-    /// timestamp is above stable (committed above stable, or a prepared
-    /// transaction committed at or below stable but durable above it).
-    /// Untimestamped commits stay, and so does all history at or below
-    /// stable, readable at every read timestamp it was readable at before.
-    /// A replicated host uses it to come back to a point every replica
-    /// agrees on.
-    ///
-    /// `&mut self`: no session can be open (an [`OwnedSession`] holds an
-    /// `Arc`, so it cannot be either), so nothing reads or writes while the
-    /// chains are rebuilt. A durable engine first writes a checkpoint at
-    /// stable that drops the rolled-back log records, so no later recovery
-    /// brings them back; only then does it change the store.
-    ///
-    /// [`OwnedSession`]: crate::OwnedSession
-    ///
-    /// One limit: pruning judges a version by its commit timestamp, so once
-    /// oldest reaches the commit timestamp of a prepared commit durable
-    /// above stable, the versions below it may already be pruned, and this
-    /// rollback then leaves the key with what remains (nothing, if nothing
-    /// does). WiredTiger judges global visibility by the durable timestamp
-    /// instead. Keep oldest below such a commit's timestamp until stable
-    /// reaches its durable timestamp to keep that history.
-    ///
-    /// # Errors
-    /// [`Error::StableNotSet`] without a stable timestamp;
-    /// [`Error::RollbackWithOpenTransactions`] when a transaction never
-    /// ended (leaked with its session, or still prepared);
-    /// for a durable engine, [`Error::RollbackBelowCheckpoint`] when its last
-    /// checkpoint already holds more than stable, and [`Error::Io`] or
-    /// [`Error::Corrupt`] from the checkpoint (the log's own failure, if it
-    /// failed before). Nothing changes on an error.
+    /// See [`Engine::rollback_to_stable`](crate::Engine::rollback_to_stable).
     pub fn rollback_to_stable(&mut self) -> Result<RollbackReport> {
         let stable = self.mgr.stable_timestamp();
         if stable.is_none() {

@@ -7,37 +7,14 @@ use super::engine::SessionData;
 use super::range::KeyRange;
 use crate::config::{CommitOptions, TxnOptions};
 use crate::error::{Error, Result};
-use crate::machinery::{Count, LockFree, Protocol, Transaction, TxnSession, VersionState};
+use crate::machinery::with_protocol::{LockFree, Protocol, Transaction, TxnSession};
+use crate::machinery::{Count, VersionState};
 use crate::store::Found;
 use crate::ts::{Timestamp, TxnId};
 use std::fmt;
 
-/// A transaction. Reads see one snapshot (or, with `read_at_stable`, the
-/// stable watermark); writes are visible to others only after commit.
-///
-/// It ends by value: [`Txn::commit`] or [`Txn::rollback`] consume it, and
-/// the session is free for the next [`Session::begin`](crate::Session::begin)
-/// at once. Dropping an open transaction rolls it back. `commit`'s error is
-/// an owned [`Error`], so `?` takes it into `Box<dyn Error>` or `anyhow`;
-/// [`Txn::try_commit`] instead hands a transaction refused for a timestamp
-/// back inside its [`CommitError`], to fix and commit again.
-///
-/// Keys and values are anything that is `AsRef<[u8]>` (`&str`, `&[u8]`,
-/// byte-string literals, `Vec<u8>`, arrays):
-///
-/// ```
-/// # use snapshot_engine::{CommitOptions, Engine, EngineConfig, TxnOptions};
-/// let engine = Engine::new(EngineConfig::default())?;
-/// let mut session = engine.session()?;
-/// let mut txn = session.begin(&TxnOptions::default())?;
-/// txn.put("k", "v")?;
-/// txn.put(b"k2", [1, 2, 3])?;
-/// assert_eq!(txn.get("k")?.as_deref(), Some(&b"v"[..]));
-/// txn.commit(CommitOptions::default())?;
-/// let txn = session.begin(&TxnOptions::default())?; // no drop needed
-/// txn.rollback();
-/// # Ok::<(), snapshot_engine::Error>(())
-/// ```
+/// The generic form of [`Txn`](crate::Txn), on snapshot protocol `P`
+/// (only the workload driver and the tests choose one).
 pub struct Txn<'s, 'e, P: Protocol = LockFree> {
     /// The machinery's transaction (snapshot, timestamps, completion).
     pub(super) inner: Transaction<'s, 'e, P>,
@@ -47,7 +24,8 @@ pub struct Txn<'s, 'e, P: Protocol = LockFree> {
 }
 
 /// A point in a transaction's writes to roll back to
-/// ([`Txn::savepoint`], [`Txn::rollback_to`]). Plain data: it borrows
+/// ([`Txn::savepoint`](crate::Txn::savepoint),
+/// [`Txn::rollback_to`](crate::Txn::rollback_to)). Plain data: it borrows
 /// nothing, and a savepoint from another transaction (on this session or
 /// any other), or one discarded by rolling back to an earlier savepoint, is
 /// refused with [`Error::UnknownSavepoint`].
@@ -57,46 +35,24 @@ pub struct Savepoint {
     id: u64,
 }
 
-/// A refused [`Txn::try_commit`]: the error, and the transaction back when
-/// it is still open (a timestamp error), to fix and commit again or roll
-/// back. It borrows the session (through the transaction), so it cannot
-/// leave the function that opened the session; [`CommitError::into_error`],
-/// or `?` in a function returning [`crate::Result`], turns it into an owned
-/// [`Error`] (the transaction, if any, rolls back as it drops).
-///
-/// ```
-/// # use snapshot_engine::{CommitOptions, Engine, EngineConfig, TimestampUpdate, TxnOptions};
-/// let engine = Engine::new(EngineConfig::default())?;
-/// engine.set_timestamps(TimestampUpdate::stable(20))?;
-/// let mut session = engine.session()?;
-/// let mut txn = session.begin(&TxnOptions::default())?;
-/// txn.put("k", "v")?;
-/// let txn = match txn.try_commit(CommitOptions::at(10)) {
-///     Err(e) => e.into_txn().expect("a timestamp error keeps the transaction"),
-///     Ok(()) => unreachable!("10 is not after stable 20"),
-/// };
-/// txn.commit(CommitOptions::at(30))?;
-/// # Ok::<(), snapshot_engine::Error>(())
-/// ```
+/// The generic form of [`CommitError`](crate::CommitError).
 pub struct CommitError<'s, 'e, P: Protocol = LockFree> {
     error: Error,
     txn: Option<Box<Txn<'s, 'e, P>>>,
 }
 
 impl<'s, 'e, P: Protocol> CommitError<'s, 'e, P> {
-    /// Why the commit was refused.
+    /// See [`CommitError::error`](crate::CommitError::error).
     pub fn error(&self) -> &Error {
         &self.error
     }
 
-    /// The error, dropping the transaction (which rolls it back).
+    /// See [`CommitError::into_error`](crate::CommitError::into_error).
     pub fn into_error(self) -> Error {
         self.error
     }
 
-    /// The transaction, still open, when the commit was refused for a
-    /// timestamp (fix it and commit again); `None` when the commit rolled
-    /// it back ([`Error::MustRollBack`] after a write conflict).
+    /// See [`CommitError::into_txn`](crate::CommitError::into_txn).
     pub fn into_txn(self) -> Option<Txn<'s, 'e, P>> {
         self.txn.map(|t| *t)
     }
@@ -150,52 +106,32 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         })
     }
 
-    /// This transaction's id: [`TxnId::NONE`] until its first write.
+    /// See [`Txn::id`](crate::Txn::id).
     pub fn id(&self) -> TxnId {
         self.inner.id()
     }
 
-    /// The read timestamp in force ([`Timestamp::NONE`] if none). For a
-    /// `read_at_stable` transaction, the stable timestamp it reads at.
+    /// See [`Txn::read_timestamp`](crate::Txn::read_timestamp).
     pub fn read_timestamp(&self) -> Timestamp {
         self.inner.read_timestamp()
     }
 
-    /// The options it began with.
+    /// See [`Txn::options`](crate::Txn::options).
     pub fn options(&self) -> &TxnOptions {
         self.inner.options()
     }
 
-    /// Takes the snapshot now, if the transaction has none yet; see
-    /// [`Transaction::take_snapshot`]. Without it the snapshot is taken at
-    /// the first read, write, scan or read timestamp, so commits that
-    /// return between `begin` and then are seen.
-    ///
-    /// # Errors
-    /// As [`Transaction::check_usable`].
+    /// See [`Txn::take_snapshot`](crate::Txn::take_snapshot).
     pub fn take_snapshot(&mut self) -> Result<()> {
         self.inner.take_snapshot()
     }
 
-    /// Sets the read timestamp after begin (once); see
-    /// [`Transaction::set_read_timestamp`].
-    ///
-    /// # Errors
-    /// As [`Transaction::set_read_timestamp`]; the transaction stays usable.
+    /// See [`Txn::set_read_timestamp`](crate::Txn::set_read_timestamp).
     pub fn set_read_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<Timestamp> {
         self.inner.set_read_timestamp(ts)
     }
 
-    /// Calls `f` with the visible value of `key` (or `None`), borrowed from
-    /// the store with no copy. The epoch guard is held only while `f` runs.
-    ///
-    /// # Errors
-    /// The transaction is not usable ([`Transaction::check_usable`]),
-    /// [`Error::KeyTooLarge`] for a key longer than
-    /// [`EngineConfig::max_key_len`](crate::EngineConfig::max_key_len) (as
-    /// `put` and `delete`: no such key can exist), or
-    /// [`Error::PrepareConflict`] on a prepared update at or below the read
-    /// timestamp.
+    /// See [`Txn::get_with`](crate::Txn::get_with).
     #[inline]
     pub fn get_with<R>(
         &mut self,
@@ -232,39 +168,12 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         }
     }
 
-    /// The visible value of `key`, copied out.
-    ///
-    /// # Errors
-    /// As [`Txn::get_with`].
+    /// See [`Txn::get`](crate::Txn::get).
     pub fn get(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         self.get_with(key, |v| v.map(<[u8]>::to_vec))
     }
 
-    /// Reads a batch of keys, as RocksDB's MultiGet does: the lookups'
-    /// cache misses overlap (every key's index slot, then its node, then
-    /// its newest version is requested before the first value is read),
-    /// so a batch costs about one miss chain instead of one per key. Calls
-    /// `f(i, value)` for each `keys[i]` in order, with the visible value
-    /// (or `None`) borrowed from the store; the epoch guard is held while
-    /// the batch is read, so keep `f` short.
-    ///
-    /// ```
-    /// # use snapshot_engine::{CommitOptions, Engine, EngineConfig, TxnOptions};
-    /// let engine = Engine::new(EngineConfig::default())?;
-    /// let mut session = engine.session()?;
-    /// let mut txn = session.begin(&TxnOptions::default())?;
-    /// txn.put("a", "1")?;
-    /// txn.put("c", "3")?;
-    /// let mut got = Vec::new();
-    /// txn.get_many_with(&["a", "b", "c"], |_, v| got.push(v.map(<[u8]>::to_vec)))?;
-    /// assert_eq!(got, [Some(b"1".to_vec()), None, Some(b"3".to_vec())]);
-    /// # Ok::<(), snapshot_engine::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    /// As [`Txn::get_with`] (a key over `max_key_len` is
-    /// [`Error::KeyTooLarge`] before any key is read); a prepare conflict
-    /// stops the batch at that key (`f` has run for the keys before it).
+    /// See [`Txn::get_many_with`](crate::Txn::get_many_with).
     pub fn get_many_with<K: AsRef<[u8]>>(
         &mut self,
         keys: &[K],
@@ -310,26 +219,14 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         }
     }
 
-    /// The visible values of `keys`, copied out, in order
-    /// ([`Txn::get_many_with`] without the closure).
-    ///
-    /// # Errors
-    /// As [`Txn::get_many_with`].
+    /// See [`Txn::get_many`](crate::Txn::get_many).
     pub fn get_many<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
         let mut out = Vec::with_capacity(keys.len());
         self.get_many_with(keys, |_, v| out.push(v.map(<[u8]>::to_vec)))?;
         Ok(out)
     }
 
-    /// Visits the visible key-value pairs with keys in `range`, in key
-    /// order (tombstones hidden), until `f` returns `false`. The range's
-    /// bounds may be of any length (only stored keys are limited by
-    /// `max_key_len`). Keys and values
-    /// are borrowed; the epoch guard is held for the whole scan, so keep `f`
-    /// short (or use [`Txn::iter`], which re-pins per batch).
-    ///
-    /// # Errors
-    /// As [`Txn::get_with`]; a prepare conflict stops the scan.
+    /// See [`Txn::scan`](crate::Txn::scan).
     pub fn scan(
         &mut self,
         range: impl KeyRange,
@@ -364,12 +261,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         }
     }
 
-    /// The visible key-value pairs with keys in `range`, in key order,
-    /// copied into a `Vec` (see [`Txn::iter`] for a cursor that copies
-    /// nothing up front).
-    ///
-    /// # Errors
-    /// As [`Txn::scan`].
+    /// See [`Txn::range`](crate::Txn::range).
     pub fn range(&mut self, range: impl KeyRange) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut out = Vec::new();
         self.scan(range, |k, v| {
@@ -379,24 +271,17 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         Ok(out)
     }
 
-    /// A cursor over the visible key-value pairs with keys in `range`: an
-    /// [`Iterator`] in key order and a [`DoubleEndedIterator`] (`.rev()`
-    /// for a reverse scan), with [`Cursor::seek`] and [`Cursor::seek_back`].
-    /// See [`Cursor`] for what
-    /// an open cursor holds.
+    /// See [`Txn::iter`](crate::Txn::iter).
     pub fn iter(&mut self, range: impl KeyRange) -> Cursor<'_, 's, 'e, P> {
         Cursor::new(self, range.bounds())
     }
 
-    /// A cursor over every visible key ([`Txn::iter`] of `..`).
+    /// See [`Txn::cursor`](crate::Txn::cursor).
     pub fn cursor(&mut self) -> Cursor<'_, 's, 'e, P> {
         self.iter(..)
     }
 
-    /// Writes `value` under `key`.
-    ///
-    /// # Errors
-    /// [`Error::ValueTooLarge`], or as [`Txn::delete`].
+    /// See [`Txn::put`](crate::Txn::put).
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
         let max = self.session.engine.config.max_value_len;
@@ -409,22 +294,12 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         self.write(key, Some(value))
     }
 
-    /// Deletes `key` (writes a tombstone).
-    ///
-    /// # Errors
-    /// The transaction may not write ([`Transaction::check_writable`]),
-    /// [`Error::KeyTooLarge`], or [`Error::WriteConflict`] (first updater
-    /// wins), after which it must roll back.
+    /// See [`Txn::delete`](crate::Txn::delete).
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
         self.write(key.as_ref(), None)
     }
 
-    /// Marks the current point in this transaction's writes;
-    /// [`Txn::rollback_to`] undoes every write made after it.
-    ///
-    /// # Errors
-    /// As [`Transaction::check_usable`] (after a write conflict, after
-    /// prepare).
+    /// See [`Txn::savepoint`](crate::Txn::savepoint).
     pub fn savepoint(&mut self) -> Result<Savepoint> {
         self.inner.check_usable()?;
         self.session.savepoint_ids += 1;
@@ -438,21 +313,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         })
     }
 
-    /// Undoes every write made since `sp`: each key written after it reads
-    /// again as it did at the savepoint (a key this transaction wrote
-    /// before the savepoint and again after it returns to the value it had
-    /// then). `sp` stays valid (roll back to it again later); savepoints
-    /// taken after it are discarded.
-    ///
-    /// The undone versions are unlinked and freed as a rollback's are. Until
-    /// then a concurrent writer that already loaded one may still report a
-    /// write conflict with this transaction on that key.
-    ///
-    /// # Errors
-    /// As [`Transaction::check_usable`] (a write conflict is not undone by
-    /// a savepoint: the transaction must roll back);
-    /// [`Error::UnknownSavepoint`] for a savepoint of another transaction
-    /// or one discarded by an earlier `rollback_to`.
+    /// See [`Txn::rollback_to`](crate::Txn::rollback_to).
     pub fn rollback_to(&mut self, sp: &Savepoint) -> Result<()> {
         self.inner.check_usable()?;
         let live = (sp.session == self.session.token)
@@ -499,21 +360,12 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         }
     }
 
-    /// Sets the commit timestamp before commit (once); see
-    /// [`Transaction::set_commit_timestamp`].
-    ///
-    /// # Errors
-    /// As [`Transaction::set_commit_timestamp`]; the transaction stays
-    /// usable.
+    /// See [`Txn::set_commit_timestamp`](crate::Txn::set_commit_timestamp).
     pub fn set_commit_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<()> {
         self.inner.set_commit_timestamp(ts)
     }
 
-    /// Announces a prepared transaction's durable timestamp; see
-    /// [`Transaction::set_durable_timestamp`].
-    ///
-    /// # Errors
-    /// As [`Transaction::set_durable_timestamp`].
+    /// See [`Txn::set_durable_timestamp`](crate::Txn::set_durable_timestamp).
     pub fn set_durable_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<()> {
         let ts = ts.into();
         self.inner.set_durable_timestamp(ts)?;
@@ -521,11 +373,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         Ok(())
     }
 
-    /// Prepares the transaction (two-phase commit) at `ts`; see
-    /// [`Transaction::prepare`]. Returns the prepare timestamp in force.
-    ///
-    /// # Errors
-    /// As [`Transaction::prepare`]; the transaction stays usable.
+    /// See [`Txn::prepare`](crate::Txn::prepare).
     pub fn prepare(&mut self, ts: impl Into<Timestamp>) -> Result<Timestamp> {
         let writes = &mut self.session.writes;
         let p = self.inner.prepare(ts, |done| {
@@ -535,22 +383,12 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         Ok(p)
     }
 
-    /// Sets how this transaction's commit is made durable, in place of the
-    /// engine's [`DurabilityOptions::durability`](crate::DurabilityOptions)
-    /// (no effect on an in-memory engine).
+    /// See [`Txn::set_durability`](crate::Txn::set_durability).
     pub fn set_durability(&mut self, durability: crate::Durability) {
         self.session.dlog.mode = Some(crate::durable::CommitMode::Durability(durability));
     }
 
-    /// Commits as [`Txn::commit`] does, but returns as soon as the log
-    /// record is written to the OS (the commit is visible at once), with a
-    /// [`CommitHandle`](crate::CommitHandle) that resolves when the record
-    /// is synced: block on [`CommitHandle::wait`](crate::CommitHandle::wait)
-    /// or `.await` it. On an in-memory engine, or for a commit with no
-    /// writes, the handle is ready at once.
-    ///
-    /// # Errors
-    /// As [`Txn::commit`].
+    /// See [`Txn::commit_async`](crate::Txn::commit_async).
     pub fn commit_async(mut self, opts: CommitOptions) -> Result<crate::CommitHandle> {
         self.session.dlog.mode = Some(crate::durable::CommitMode::Async);
         // On an error `self` drops here, which rolls it back, as `commit`
@@ -567,33 +405,13 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         })
     }
 
-    /// Commits; see [`Transaction::commit`] for the timestamp rules. Then
-    /// prunes the chains it wrote to the reclaim horizon. The session is
-    /// free for the next transaction as soon as this returns.
-    ///
-    /// The error is an owned [`Error`] that borrows nothing, so `?` works in
-    /// any function whose error type takes one (`Box<dyn std::error::Error>`,
-    /// `anyhow::Error`, [`crate::Result`]). To keep a transaction refused
-    /// for a timestamp, fix it and commit again, use [`Txn::try_commit`].
-    ///
-    /// # Errors
-    /// A timestamp that breaks a rule of [`Transaction::commit`]: the
-    /// transaction is rolled back (as if dropped) and the error says which
-    /// rule. [`Error::MustRollBack`] after a write conflict (rolled back
-    /// too).
+    /// See [`Txn::commit`](crate::Txn::commit).
     #[inline]
     pub fn commit(self, opts: CommitOptions) -> Result<()> {
         self.try_commit(opts).map_err(CommitError::into_error)
     }
 
-    /// Commits as [`Txn::commit`] does, but hands a transaction refused for
-    /// a timestamp back, open and usable, in the [`CommitError`]
-    /// ([`CommitError::into_txn`]) to fix and commit again, or roll back.
-    ///
-    /// # Errors
-    /// As [`Txn::commit`]; the transaction comes back in the error for a
-    /// timestamp error, and not after a write conflict
-    /// ([`Error::MustRollBack`]: it was rolled back).
+    /// See [`Txn::try_commit`](crate::Txn::try_commit).
     #[inline]
     pub fn try_commit(mut self, opts: CommitOptions) -> Result<(), CommitError<'s, 'e, P>> {
         match self.commit_in_place(opts) {
@@ -711,8 +529,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         self.inner.count(Count::CommitVersionsExamined, n.examined);
     }
 
-    /// Rolls back: the transaction's writes are never seen by anyone. The
-    /// same as dropping it; the session is free for the next transaction.
+    /// See [`Txn::rollback`](crate::Txn::rollback).
     pub fn rollback(mut self) {
         self.rollback_in_place();
     }

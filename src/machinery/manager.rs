@@ -1,12 +1,12 @@
 //! [`TxnManager`] and [`TxnSession`]: the session table, the global
 //! timestamps and the reclaim horizon, for any storage.
 
+use super::lockfree::LockFree;
 use super::protocol::Protocol;
 use super::raw::descriptor::SessionRetired;
 use super::snapshot::Snapshot;
 use super::txn::Transaction;
 use super::version::{Horizon, PreparedTable, VersionState, VersionStatus};
-use super::LockFree;
 use crate::config::{EngineConfig, TimestampKind, TimestampUpdate, TxnOptions};
 use crate::error::Result;
 use crate::stats::{Counters, Stats};
@@ -15,13 +15,9 @@ use crossbeam_utils::CachePadded;
 use std::cell::Cell;
 use std::marker::PhantomData;
 
-/// The transaction manager: snapshot machinery, session table, global
-/// timestamps and reclaim horizon, knowing nothing of keys or values.
-/// `Send + Sync`; share it by reference or `Arc`.
-///
-/// `P` is the snapshot machinery: [`LockFree`] unless you are benchmarking
-/// against the read-write-lock baselines (`RwLockBaseline` and
-/// `RwLockBaselinePatched`, feature `baseline`).
+/// The generic form of [`TxnManager`](crate::machinery::TxnManager), on
+/// snapshot protocol `P` (only the workload driver and the tests choose
+/// one).
 pub struct TxnManager<P: Protocol = LockFree> {
     pub(super) proto: P,
     /// One block per slot, plus one for the manager's own work.
@@ -33,17 +29,14 @@ pub struct TxnManager<P: Protocol = LockFree> {
 }
 
 impl TxnManager<LockFree> {
-    /// A lock-free manager with room for `max_sessions` sessions at once.
-    ///
-    /// # Errors
-    /// [`Error::ConfigOutOfRange`](crate::Error::ConfigOutOfRange) unless
-    /// `max_sessions` is in `1..=`[`EngineConfig::MAX_SESSIONS`].
+    /// See [`TxnManager::new`](crate::machinery::TxnManager::new).
     pub fn new(max_sessions: usize) -> Result<TxnManager<LockFree>> {
         TxnManager::with_machinery(max_sessions)
     }
 }
 
-/// Who pins history, from [`TxnManager::pins`].
+/// Who pins history, from
+/// [`TxnManager::pins`](crate::machinery::TxnManager::pins).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SessionPin {
@@ -61,8 +54,9 @@ pub struct SessionPin {
     pub ts_lag: u64,
 }
 
-/// Counts a storage engine adds to [`TxnManager::stats`] (the machinery
-/// counts everything else itself).
+/// Counts a storage engine adds to
+/// [`TxnManager::stats`](crate::machinery::TxnManager::stats) (the
+/// machinery counts everything else itself).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Count {
@@ -109,13 +103,7 @@ impl<P: Protocol> TxnManager<P> {
         })
     }
 
-    /// A manager on machinery `P` built from `config` (its `max_sessions`
-    /// and `asymmetric_fences`; the other fields are the store's).
-    ///
-    /// # Errors
-    /// [`Error::ConfigOutOfRange`](crate::Error::ConfigOutOfRange) for a
-    /// field out of its bounds ([`EngineConfig::validate`], which checks
-    /// the store's fields too); nothing is allocated.
+    /// See [`TxnManager::with_config`](crate::machinery::TxnManager::with_config).
     pub fn with_config(config: &EngineConfig) -> Result<TxnManager<P>> {
         config.validate()?;
         let max_sessions = config.max_sessions;
@@ -129,17 +117,12 @@ impl<P: Protocol> TxnManager<P> {
         })
     }
 
-    /// The size of the session table.
+    /// See [`TxnManager::max_sessions`](crate::machinery::TxnManager::max_sessions).
     pub fn max_sessions(&self) -> usize {
         self.max_sessions
     }
 
-    /// Opens a session: claims a slot in the session table, released when
-    /// the session drops. Use one session per thread.
-    ///
-    /// # Errors
-    /// [`Error::SessionTableFull`](crate::Error::SessionTableFull) when
-    /// every slot is taken.
+    /// See [`TxnManager::session`](crate::machinery::TxnManager::session).
     pub fn session(&self) -> Result<TxnSession<'_, P>> {
         let slot = self.proto.open_session()?;
         Ok(TxnSession {
@@ -153,26 +136,17 @@ impl<P: Protocol> TxnManager<P> {
         })
     }
 
-    /// Sets global timestamps, with WiredTiger's rules: oldest and stable
-    /// never move backwards and oldest never passes stable; stable never
-    /// passes a prepared transaction's announced durable timestamp. Raising
-    /// stable waits for commits in flight at or below it.
-    ///
-    /// # Errors
-    /// A timestamp out of range or moving backwards, oldest after stable, or
-    /// stable past a prepared transaction's durable timestamp; nothing
-    /// changes.
+    /// See [`TxnManager::set_timestamps`](crate::machinery::TxnManager::set_timestamps).
     pub fn set_timestamps(&self, update: TimestampUpdate) -> Result<()> {
         self.proto.set_timestamps(&update)
     }
 
-    /// Reports a global timestamp (`None` if it is not set / no reader).
+    /// See [`TxnManager::query_timestamp`](crate::machinery::TxnManager::query_timestamp).
     pub fn query_timestamp(&self, kind: TimestampKind) -> Option<Timestamp> {
         self.proto.query_timestamp(kind)
     }
 
-    /// Sums every session's counters. `versions_freed` is left at 0 (it is
-    /// the storage's count; the bundled store fills it in).
+    /// See [`TxnManager::stats`](crate::machinery::TxnManager::stats).
     pub fn stats(&self) -> Stats {
         let mut s = Stats::default();
         for c in self.counters.iter() {
@@ -190,56 +164,40 @@ impl<P: Protocol> TxnManager<P> {
         s
     }
 
-    /// Adds `n` to one of the storage's counters, in the manager's own
-    /// block (for work done outside any session, such as a full prune).
+    /// See [`TxnManager::count`](crate::machinery::TxnManager::count).
     pub fn count(&self, what: Count, n: u64) {
         count_into(&self.counters[self.max_sessions], what, n);
     }
 
-    /// The stable timestamp now ([`Timestamp::NONE`] if not set): one
-    /// Acquire load, cheap enough for every commit (unlike
-    /// [`query_timestamp`](Self::query_timestamp), which scans the session
-    /// table). A store that keeps a per-key pointer at the newest version at
-    /// or below stable (the bundled store's finger) moves it with this.
+    /// See [`TxnManager::stable_timestamp`](crate::machinery::TxnManager::stable_timestamp).
     #[inline]
     pub fn stable_timestamp(&self) -> Timestamp {
         self.proto.oldest_stable().1
     }
 
-    /// The state of a version, knowing which writers are gone:
-    /// [`VersionState::Aborted`] also for a version whose transaction was
-    /// dropped without rollback (prepared: the word is settled to aborted
-    /// now; in progress: its writer is below the current xmin, so it
-    /// completed without committing). Otherwise as
-    /// [`VersionStatus::state`]. Use it where you discard rolled-back
-    /// versions (pruning); readers and writers need not, their
-    /// [`ReadView`](super::ReadView) already knows.
+    /// See [`TxnManager::version_state`](crate::machinery::TxnManager::version_state).
     pub fn version_state(&self, status: &VersionStatus) -> VersionState {
         status.settled_state(&self.prepared, self.proto.current_xmin())
     }
 
-    /// The reclaim horizon as last computed: what may be pruned now.
+    /// See [`TxnManager::horizon`](crate::machinery::TxnManager::horizon).
     #[inline]
     pub fn horizon(&self) -> Horizon {
         self.proto.horizon()
     }
 
-    /// Recomputes the reclaim horizon (a scan of the session table; at most
-    /// one runs at a time, a concurrent call returns at once).
+    /// See [`TxnManager::advance_horizon`](crate::machinery::TxnManager::advance_horizon).
     pub fn advance_horizon(&self) {
         self.proto
             .advance_horizon(&self.counters[self.max_sessions]);
     }
 
-    /// Whether handshake 1 (pin versus horizon) runs on the asymmetric
-    /// fence pair: see [`EngineConfig::asymmetric_fences`]. Always false for
-    /// the lock baselines, which have no handshake.
+    /// See [`TxnManager::asymmetric_fences`](crate::machinery::TxnManager::asymmetric_fences).
     pub fn asymmetric_fences(&self) -> bool {
         self.proto.asymmetric_fences()
     }
 
-    /// The pins every open session holds: which sessions hold history back,
-    /// and by how much.
+    /// See [`TxnManager::pins`](crate::machinery::TxnManager::pins).
     pub fn pins(&self) -> Vec<SessionPin> {
         let h = self.proto.horizon();
         let floor_xmin = self.proto.current_xmin();
@@ -277,13 +235,8 @@ pub(super) struct OpenTxn {
     pub(super) prepared: bool,
 }
 
-/// A session: one slot in the session table. Begin transactions on it, one
-/// at a time. `Send` (move it to the thread that uses it) but not `Sync`.
-///
-/// ```compile_fail
-/// fn is_sync<T: Sync>() {}
-/// is_sync::<snapshot_engine::machinery::TxnSession<'static>>();
-/// ```
+/// The generic form of [`TxnSession`](crate::machinery::TxnSession), on
+/// snapshot protocol `P`.
 pub struct TxnSession<'m, P: Protocol = LockFree> {
     pub(super) mgr: &'m TxnManager<P>,
     pub(super) slot: usize,
@@ -304,29 +257,19 @@ pub struct TxnSession<'m, P: Protocol = LockFree> {
 }
 
 impl<'m, P: Protocol> TxnSession<'m, P> {
-    /// Begins a transaction. If the previous one was leaked
-    /// (`mem::forget`), it is rolled back first, as
-    /// [`recover_leaked`](TxnSession::recover_leaked) with no statuses.
-    ///
-    /// # Errors
-    /// An invalid read timestamp in `options` (out of range, older than
-    /// oldest without `roundup_read`, or combined with `read_at_stable`).
+    /// See [`TxnSession::begin`](crate::machinery::TxnSession::begin).
     #[inline]
     pub fn begin(&mut self, options: &TxnOptions) -> Result<Transaction<'_, 'm, P>> {
         Transaction::begin(self, options)
     }
 
-    /// Was the previous transaction on this session leaked with
-    /// `mem::forget` (neither commit, rollback nor drop ran)?
+    /// See [`TxnSession::has_leaked`](crate::machinery::TxnSession::has_leaked).
     #[inline]
     pub fn has_leaked(&self) -> bool {
         self.open.live
     }
 
-    /// Rolls back a leaked transaction: `flip` gets an abort
-    /// [`Completion`](super::Completion) for the statuses it wrote (before
-    /// its id leaves the running set), then its claims and pins go. Returns
-    /// whether there was one.
+    /// See [`TxnSession::recover_leaked`](crate::machinery::TxnSession::recover_leaked).
     pub fn recover_leaked(&mut self, flip: impl FnOnce(&super::Completion<'_>)) -> bool {
         if !self.open.live {
             return false;
@@ -335,31 +278,28 @@ impl<'m, P: Protocol> TxnSession<'m, P> {
         true
     }
 
-    /// This session's slot in the session table.
+    /// See [`TxnSession::slot`](crate::machinery::TxnSession::slot).
     pub fn slot(&self) -> usize {
         self.slot
     }
 
-    /// The manager this session belongs to.
+    /// See [`TxnSession::manager`](crate::machinery::TxnSession::manager).
     pub fn manager(&self) -> &'m TxnManager<P> {
         self.mgr
     }
 
-    /// Recomputes the reclaim horizon, counting the scan in this session's
-    /// block.
+    /// See [`TxnSession::advance_horizon`](crate::machinery::TxnSession::advance_horizon).
     pub fn advance_horizon(&self) {
         self.mgr.proto.advance_horizon(self.ctr());
     }
 
-    /// Adds `n` to one of the storage's counters in this session's block.
+    /// See [`TxnSession::count`](crate::machinery::TxnSession::count).
     #[inline]
     pub fn count(&self, what: Count, n: u64) {
         count_into(self.ctr(), what, n);
     }
 
-    /// This session's own counters (every transaction it ran, since its
-    /// slot was first used; blocks are never reset). `read_path_rmw` and
-    /// `versions_freed` are engine-wide and left at their defaults here.
+    /// See [`TxnSession::stats`](crate::machinery::TxnSession::stats).
     pub fn stats(&self) -> Stats {
         let mut s = Stats::default();
         s.add(self.ctr());

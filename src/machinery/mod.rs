@@ -67,19 +67,29 @@ mod lockfree;
 #[cfg(all(test, loom))]
 pub(crate) mod loom_support;
 mod manager;
+mod plain;
 mod protocol;
 mod raw;
 mod snapshot;
 mod txn;
 mod version;
 
-#[cfg(all(feature = "baseline", not(loom)))]
-pub use baseline::{RwLockBaseline, RwLockBaselinePatched, RwLockProtocol};
-pub use lockfree::LockFree;
-pub use manager::{Count, SessionPin, TxnManager, TxnSession};
-pub use protocol::Protocol;
-pub use txn::{Completion, Transaction};
+pub use manager::{Count, SessionPin};
+pub use plain::{Transaction, TxnManager, TxnSession};
+pub use txn::Completion;
 pub use version::{Horizon, ReadView, VersionState, VersionStatus, Visibility, WriteCheck};
+
+/// The machinery's generic forms, on any snapshot protocol, and the
+/// protocols: re-exported as `crate::with_protocol` for the workload
+/// driver and the tests, and named by the KV layer's generic forms.
+pub(crate) mod with_protocol {
+    #[cfg(all(feature = "baseline", not(loom)))]
+    pub use super::baseline::{RwLockBaseline, RwLockBaselinePatched, RwLockProtocol};
+    pub use super::lockfree::LockFree;
+    pub use super::manager::{TxnManager, TxnSession};
+    pub use super::protocol::Protocol;
+    pub use super::txn::Transaction;
+}
 
 /// The epoch collector the machinery and the bundled store free memory
 /// with (crossbeam-epoch's default collector; DESIGN.md, "Why

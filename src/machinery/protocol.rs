@@ -21,7 +21,7 @@ pub struct StableView {
 
 /// A snapshot machinery a [`TxnManager`](super::TxnManager) (and so an
 /// [`Engine`](crate::Engine)) can run on: the
-/// lock-free [`LockFree`](crate::LockFree) (the default) or the read-write
+/// lock-free [`LockFree`](crate::with_protocol::LockFree) (the default) or the read-write
 /// lock baseline the benchmarks compare it with. Sealed: its methods are the
 /// crate's internals.
 pub trait Protocol: ProtocolImpl {
@@ -29,7 +29,7 @@ pub trait Protocol: ProtocolImpl {
     const NAME: &'static str;
 }
 
-impl Protocol for super::LockFree {
+impl Protocol for super::lockfree::LockFree {
     const NAME: &'static str = "lock-free";
 }
 

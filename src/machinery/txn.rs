@@ -3,10 +3,10 @@
 //! durable and prepare timestamps with their rules, and the completion that
 //! flips the statuses of the versions it wrote (invariant 9).
 
+use super::lockfree::LockFree;
 use super::manager::{count_into, Count, OpenTxn, TxnSession};
 use super::protocol::{Protocol, StableView};
 use super::version::{ReadView, VersionState, VersionStatus, ABORTED, COMMITTED, PREPARED};
-use super::LockFree;
 use crate::config::{CommitOptions, Isolation, PrepareConflicts, TxnOptions};
 use crate::error::{check_ts, Error, Result, TimestampRole};
 use crate::ts::{Timestamp, TxnId};
@@ -23,36 +23,9 @@ enum State {
     Finished,
 }
 
-/// A transaction on a [`TxnSession`]. Reads see one snapshot (or, with
-/// `read_at_stable`, the stable watermark) through [`Transaction::read_view`].
-/// The snapshot is taken lazily: at the first
-/// [`read_view`](Transaction::read_view) or
-/// [`new_version`](Transaction::new_version), or with the read timestamp
-/// (in the options or [`set_read_timestamp`](Transaction::set_read_timestamp)),
-/// or by [`take_snapshot`](Transaction::take_snapshot); until then the
-/// transaction publishes no pin, and one that never reads commits having
-/// taken none. There is no other way to get a [`ReadView`], so no view can
-/// judge a version before the snapshot it borrows was taken;
-/// the versions it writes carry a [`VersionStatus`] from
-/// [`Transaction::new_version`] and become visible to others only when
-/// commit flips them.
-///
-/// Dropping an open transaction rolls it back: it leaves the running set,
-/// its pins and any prepare claim go, and the statuses it wrote (which no
-/// completion flips on drop) count as aborted from then on:
-///
-/// * unprepared, they stay [`VersionState::InProgress`] by a writer that
-///   completed without committing: every later [`ReadView`] skips them, for
-///   reads and for [`ReadView::write_check`] alike;
-/// * prepared, they stay [`VersionState::Prepared`] in the word, but the
-///   manager no longer lists the transaction as prepared: a reader or
-///   writer that meets one settles it to [`VersionState::Aborted`] instead
-///   of reporting a conflict (a scan of the session table, paid only then).
-///
-/// [`TxnManager::version_state`](super::TxnManager::version_state) reports
-/// both as aborted, for pruning. [`Transaction::rollback`] with a closure
-/// that flips (and unlinks) them is still the cheaper way: nothing is left
-/// for anyone to settle.
+/// The generic form of [`Transaction`](crate::machinery::Transaction), on
+/// snapshot protocol `P` (only the workload driver and the tests choose
+/// one).
 pub struct Transaction<'s, 'm, P: Protocol = LockFree> {
     /// Everything else the transaction is lives in `sess.cur`: a
     /// `Transaction` is one pointer, so `begin`'s result moves through its
@@ -185,16 +158,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         self.sess.cur.pinned = true;
     }
 
-    /// Takes the transaction's snapshot now, if it has none yet. A
-    /// transaction takes its snapshot at its first read
-    /// ([`read_view`](Self::read_view)), write
-    /// ([`new_version`](Self::new_version)) or read timestamp, not at
-    /// begin; call this to fix its point in time earlier (for instance
-    /// before waiting for another thread), at the cost begin used to pay.
-    /// A no-op once it has one.
-    ///
-    /// # Errors
-    /// As [`Transaction::check_usable`].
+    /// See [`Transaction::take_snapshot`](crate::machinery::Transaction::take_snapshot).
     pub fn take_snapshot(&mut self) -> Result<()> {
         self.check_usable()?;
         if !self.sess.cur.snapped {
@@ -203,58 +167,50 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         Ok(())
     }
 
-    /// Has the transaction taken its snapshot (or, with `read_at_stable`,
-    /// its stable view) yet? See [`Transaction::take_snapshot`].
+    /// See [`Transaction::has_snapshot`](crate::machinery::Transaction::has_snapshot).
     #[inline]
     pub fn has_snapshot(&self) -> bool {
         self.sess.cur.snapped
     }
 
-    /// This transaction's id: [`TxnId::NONE`] until its first write.
+    /// See [`Transaction::id`](crate::machinery::Transaction::id).
     pub fn id(&self) -> TxnId {
         TxnId(self.sess.cur.id)
     }
 
-    /// The read timestamp in force ([`Timestamp::NONE`] if none). For a
-    /// `read_at_stable` transaction, the stable timestamp it reads at.
+    /// See [`Transaction::read_timestamp`](crate::machinery::Transaction::read_timestamp).
     pub fn read_timestamp(&self) -> Timestamp {
         self.sess.cur.read_ts
     }
 
-    /// The options it began with.
+    /// See [`Transaction::options`](crate::machinery::Transaction::options).
     pub fn options(&self) -> &TxnOptions {
         &self.sess.cur.opts
     }
 
-    /// Is the transaction still open (not committed, rolled back or
-    /// prepared-and-resolved)?
+    /// See [`Transaction::is_open`](crate::machinery::Transaction::is_open).
     #[inline]
     pub fn is_open(&self) -> bool {
         self.sess.cur.state != State::Finished
     }
 
-    /// The session it runs on.
+    /// See [`Transaction::session`](crate::machinery::Transaction::session).
     pub fn session(&self) -> &TxnSession<'m, P> {
         self.sess
     }
 
-    /// The manager it belongs to.
-    pub fn manager(&self) -> &'m super::TxnManager<P> {
+    /// See [`Transaction::manager`](crate::machinery::Transaction::manager).
+    pub fn manager(&self) -> &'m super::manager::TxnManager<P> {
         self.sess.mgr
     }
 
-    /// Adds `n` to one of the storage's counters in the session's block.
+    /// See [`Transaction::count`](crate::machinery::Transaction::count).
     #[inline]
     pub fn count(&self, what: Count, n: u64) {
         count_into(self.sess.ctr(), what, n);
     }
 
-    /// Is the transaction usable for reads and writes?
-    ///
-    /// # Errors
-    /// [`Error::MustRollBack`] after a write conflict,
-    /// [`Error::TransactionPrepared`] after prepare,
-    /// [`Error::TransactionFinished`] after commit or rollback.
+    /// See [`Transaction::check_usable`](crate::machinery::Transaction::check_usable).
     pub fn check_usable(&self) -> Result<()> {
         match self.sess.cur.state {
             State::Active => Ok(()),
@@ -264,19 +220,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         }
     }
 
-    /// Sets the read timestamp after begin (once). Publishes it, validates
-    /// it against oldest (an error, or round up to oldest with
-    /// `roundup_read`), and takes a fresh snapshot: a commit that landed
-    /// since begin is seen if its commit timestamp is at or below `ts`. No
-    /// lock. Returns the timestamp in force.
-    ///
-    /// After an error the transaction is still usable and may set a valid
-    /// read timestamp.
-    ///
-    /// # Errors
-    /// The transaction is not usable; `ts` is 0 or out of range; a read
-    /// timestamp is already set; `ts` is below oldest (without
-    /// `roundup_read`).
+    /// See [`Transaction::set_read_timestamp`](crate::machinery::Transaction::set_read_timestamp).
     #[inline]
     pub fn set_read_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<Timestamp> {
         let ts = ts.into();
@@ -335,13 +279,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         }
     }
 
-    /// The view to read with now. The transaction's first call takes its
-    /// snapshot (and publishes its pin); with [`Isolation::ReadCommitted`]
-    /// every later call takes a fresh one (one load when nothing completed
-    /// since).
-    ///
-    /// # Errors
-    /// As [`Transaction::check_usable`].
+    /// See [`Transaction::read_view`](crate::machinery::Transaction::read_view).
     #[inline]
     pub fn read_view(&mut self) -> Result<ReadView<'_>> {
         self.check_usable()?;
@@ -359,12 +297,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         Ok(self.view())
     }
 
-    /// May this transaction write?
-    ///
-    /// # Errors
-    /// As [`Transaction::check_usable`], and [`Error::ReadOnlyTransaction`]
-    /// for a `read_only` or `read_at_stable` transaction or one that ignores
-    /// prepared updates.
+    /// See [`Transaction::check_writable`](crate::machinery::Transaction::check_writable).
     #[inline]
     pub fn check_writable(&self) -> Result<()> {
         self.check_usable()?;
@@ -377,14 +310,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         Ok(())
     }
 
-    /// Starts a write: the transaction gets its id now if this is its first
-    /// write, and you get the [`VersionStatus`] to embed
-    /// in the new version, with the view to check the key's existing
-    /// versions against ([`ReadView::write_check`], first updater wins)
-    /// before you link it.
-    ///
-    /// # Errors
-    /// As [`Transaction::check_writable`].
+    /// See [`Transaction::new_version`](crate::machinery::Transaction::new_version).
     #[inline]
     pub fn new_version(&mut self) -> Result<(VersionStatus, ReadView<'_>)> {
         self.check_writable()?;
@@ -398,9 +324,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         Ok((VersionStatus::new(self.sess.cur.id), self.view()))
     }
 
-    /// Records a write-write conflict ([`WriteCheck::Conflict`](super::WriteCheck::Conflict)):
-    /// from now on the transaction may only roll back (every other call is
-    /// [`Error::MustRollBack`]).
+    /// See [`Transaction::mark_write_conflict`](crate::machinery::Transaction::mark_write_conflict).
     pub fn mark_write_conflict(&mut self) {
         if self.sess.cur.state == State::Active {
             self.sess.cur.state = State::Doomed;
@@ -452,22 +376,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         Ok(())
     }
 
-    /// Sets the commit timestamp before commit (one per transaction; the
-    /// same value again is accepted and validated again, as WiredTiger
-    /// does). Unprepared: it must
-    /// be after stable and at or above oldest and the read timestamp, and is
-    /// counted by `all_durable` from now until the transaction ends.
-    /// Prepared: it must be at or above the prepare timestamp (rounded up to
-    /// it with `roundup_prepared`) and at or below a durable timestamp
-    /// already set; it may be at or below stable and oldest, and is not
-    /// counted by `all_durable` (the durable timestamp is). After an error
-    /// the transaction is still usable.
-    ///
-    /// # Errors
-    /// The transaction is finished or doomed;
-    /// [`Error::CommitTimestampAlreadySet`] for a value other than the one
-    /// already set (after rounding), prepared or not; otherwise the
-    /// commit-timestamp errors of the rules above.
+    /// See [`Transaction::set_commit_timestamp`](crate::machinery::Transaction::set_commit_timestamp).
     pub fn set_commit_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<()> {
         let ts = ts.into();
         match self.sess.cur.state {
@@ -497,17 +406,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         Ok(())
     }
 
-    /// Announces a prepared transaction's durable timestamp before it
-    /// resolves: it must be after stable and at or above a commit timestamp
-    /// already set, and becomes the durable timestamp `commit` uses unless
-    /// [`CommitOptions::durable_ts`] gives another. Stable may not pass it
-    /// until the transaction commits or rolls back
-    /// ([`Error::StablePastPreparedDurable`]); `all_durable` stays below it.
-    /// Setting it again replaces it (a refused value keeps the old one).
-    ///
-    /// # Errors
-    /// The transaction is not prepared; the timestamp is 0 or out of range,
-    /// below the commit timestamp, or not after stable.
+    /// See [`Transaction::set_durable_timestamp`](crate::machinery::Transaction::set_durable_timestamp).
     pub fn set_durable_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<()> {
         let ts = ts.into();
         if self.sess.cur.state != State::Prepared {
@@ -527,24 +426,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         Ok(())
     }
 
-    /// Prepares the transaction (two-phase commit) at `ts`: it must be after
-    /// stable and at or above oldest (or rounded up to the first timestamp
-    /// that is, with `roundup_prepared`) and not below any active read
-    /// timestamp, this transaction's own included. Afterwards the
-    /// transaction may only commit (with `commit_ts >= prepare_ts` and
-    /// `durable_ts >= commit_ts`, `durable_ts` after stable) or roll back;
-    /// readers at or above `ts` meet its updates as prepare conflicts.
-    /// Returns the prepare timestamp in force.
-    ///
-    /// Once every check has passed, `flip` gets a
-    /// [`Completion`] that marks the statuses it is given prepared; call
-    /// [`Completion::flip`] on every version this transaction wrote. It runs
-    /// before the transaction leaves the running set (invariants 5, 9).
-    ///
-    /// # Errors
-    /// Already prepared, not usable, a commit timestamp already set, or a
-    /// prepare timestamp that breaks a rule above; `flip` is not called and
-    /// the transaction stays usable.
+    /// See [`Transaction::prepare`](crate::machinery::Transaction::prepare).
     pub fn prepare(
         &mut self,
         ts: impl Into<Timestamp>,
@@ -669,29 +551,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         Ok(p)
     }
 
-    /// Commits. With a commit timestamp (here or set earlier) it must be
-    /// after stable and at or above oldest and the read timestamp; a
-    /// prepared transaction needs one at or above its prepare timestamp
-    /// (stable and oldest do not bound it), and its durable timestamp (given
-    /// here, else the one set with `set_durable_timestamp`, else the commit
-    /// timestamp) must be at or above it and after stable. A timestamp error
-    /// leaves the transaction open and usable;
-    /// a transaction that hit a write conflict is rolled back (`flip` gets
-    /// an abort completion) and gets [`Error::MustRollBack`].
-    ///
-    /// Once the timestamps are validated and claimed, `flip` gets a
-    /// [`Completion`] that marks the statuses it is given committed; call
-    /// [`Completion::flip`] on every version this transaction wrote. It runs
-    /// before the descriptor install that makes the transaction completed to
-    /// other snapshots (invariant 9), so no snapshot sees it half-done. A
-    /// transaction with no id (it never called
-    /// [`new_version`](Transaction::new_version)) and nothing announced
-    /// commits on the fast path, without calling `flip`.
-    ///
-    /// # Errors
-    /// A timestamp that breaks a rule above (the transaction stays open and
-    /// usable, `flip` not called); [`Error::MustRollBack`] after a write
-    /// conflict; [`Error::TransactionFinished`].
+    /// See [`Transaction::commit`](crate::machinery::Transaction::commit).
     #[inline]
     pub fn commit(
         &mut self,
@@ -812,13 +672,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         Ok(())
     }
 
-    /// Rolls back: the transaction's writes are never seen by anyone.
-    /// `flip` gets a [`Completion`] that marks the statuses it is given
-    /// aborted, before the transaction leaves the running set; afterwards
-    /// you may unlink and retire those versions ([`epoch`](super::epoch)).
-    ///
-    /// # Errors
-    /// [`Error::TransactionFinished`] if it already ended.
+    /// See [`Transaction::rollback`](crate::machinery::Transaction::rollback).
     pub fn rollback(&mut self, flip: impl FnOnce(&Completion<'_>)) -> Result<()> {
         if matches!(self.sess.cur.state, State::Finished | State::Poisoned) {
             return Err(Error::TransactionFinished);
@@ -909,13 +763,16 @@ impl Drop for PoisonOnUnwind<'_> {
 }
 
 /// The moment a transaction's outcome is decided, handed to the closure
-/// given to [`Transaction::commit`], [`Transaction::prepare`] or
-/// [`Transaction::rollback`]: [`flip`](Completion::flip) every status the
-/// transaction wrote. It exists only while that closure runs, which is
-/// before the writer leaves the running set, so a flip can never come too
-/// late (invariant 9); there is no other way to change a status (the
-/// machinery itself settles only a dropped prepared transaction's statuses
-/// to aborted, see [`Transaction`]).
+/// given to
+/// [`Transaction::commit`](crate::machinery::Transaction::commit),
+/// [`Transaction::prepare`](crate::machinery::Transaction::prepare) or
+/// [`Transaction::rollback`](crate::machinery::Transaction::rollback):
+/// [`flip`](Completion::flip) every status the transaction wrote. It exists
+/// only while that closure runs, which is before the writer leaves the
+/// running set, so a flip can never come too late (invariant 9); there is
+/// no other way to change a status (the machinery itself settles only a
+/// dropped prepared transaction's statuses to aborted, see
+/// [`Transaction`](crate::machinery::Transaction)).
 pub struct Completion<'a> {
     own: u64,
     state: u64,

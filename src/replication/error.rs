@@ -129,8 +129,8 @@ impl From<Error> for ReplicaError {
 
 /// A refused commit: its error (the transaction, if handed back, rolls back
 /// as the `CommitError` drops).
-impl<P: crate::Protocol> From<crate::CommitError<'_, '_, P>> for ReplicaError {
-    fn from(e: crate::CommitError<'_, '_, P>) -> Self {
+impl From<crate::CommitError<'_, '_>> for ReplicaError {
+    fn from(e: crate::CommitError<'_, '_>) -> Self {
         ReplicaError::Engine(e.into_error())
     }
 }

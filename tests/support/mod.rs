@@ -14,6 +14,7 @@
 // Each test file compiles this module on its own and uses only part of it.
 #![allow(dead_code)]
 
+use snapshot_engine::with_protocol::{CommitError, Engine, Protocol, Txn};
 use snapshot_engine::*;
 
 /// Keys and values committed at timestamp 5 by every fixture.
@@ -23,9 +24,9 @@ pub type Seed = &'static [(&'static [u8], &'static [u8])];
 /// baselines: they share the transaction code, and must share its rules.
 macro_rules! on_every_machinery {
     ($f:ident) => {
-        $f::<snapshot_engine::LockFree>();
-        $f::<snapshot_engine::machinery::RwLockBaseline>();
-        $f::<snapshot_engine::machinery::RwLockBaselinePatched>();
+        $f::<snapshot_engine::with_protocol::LockFree>();
+        $f::<snapshot_engine::with_protocol::RwLockBaseline>();
+        $f::<snapshot_engine::with_protocol::RwLockBaselinePatched>();
     };
 }
 pub(crate) use on_every_machinery;

@@ -1,5 +1,5 @@
-//! The machinery's unsafe corner: descriptors, slots, the durable record
-//! and reclamation.
+//! The machinery's unsafe corner: descriptors, slots, the durable record,
+//! reclamation, and the plain types' views of their generic forms.
 //!
 //! The boundary: every `unsafe` block and `unsafe impl` of the machinery
 //! layer lives in this folder, and each one carries a `// SAFETY:` comment
@@ -14,5 +14,6 @@
 
 pub(crate) mod descriptor;
 pub(crate) mod durable;
+pub(crate) mod plain;
 pub(crate) mod reclaim;
 pub(crate) mod slots;
