@@ -1,14 +1,17 @@
-//! Hooks for `benches/index.rs` and `benches/ordered.rs` (feature
-//! `bench-hooks`): the store's point-lookup hash index
+//! Hooks for `benches/index.rs`, `benches/ordered.rs` and the workload
+//! driver (feature `bench-hooks`): the store's point-lookup hash index
 //! (`store/raw/hashindex.rs`) on its own, and its whole index (hash index
 //! and ordered view, `store/raw/index.rs`), used the way the store uses
-//! them, so they can be measured beside other concurrent maps. Not part of
-//! the API: no stability promise, hidden from the docs.
+//! them, so they can be measured beside other concurrent maps; and the
+//! per-thread count of atomic read-modify-writes (feature `count-rmw`).
+//! Not part of the API: no stability promise, hidden from the docs.
 
 use crate::machinery::epoch::Collector;
 use crate::store::raw::hashindex::HashIndex;
 use crate::store::raw::index::Index;
 use std::ops::Bound;
+
+pub use crate::sync::thread_rmw_count;
 
 /// The hash index with the collector and insert mutex that the store pairs
 /// it with. Every key maps to its own node (key bytes and an empty version

@@ -112,7 +112,7 @@ pub(crate) fn print_json(v: &serde_json::Value) {
 }
 
 fn rmw_note() -> &'static str {
-    if snapshot_engine::machinery::bench::thread_rmw_count().is_some() {
+    if snapshot_engine::bench_api::thread_rmw_count().is_some() {
         "rmw/rtxn: shared-word read-modify-writes per reader transaction, counted by the sync shim (baselines: + 2 per lock acquisition)"
     } else {
         "rmw/rtxn: not counted in this build (the counter costs time on every transaction; a counted pass: cargo run --release -p snapshot-bench --features count-rmw -- --rounds 1)"
@@ -358,7 +358,7 @@ fn read_ts(plan: &Plan) {
             "seconds": seconds,
             "warmup": warmup,
             "rounds": rounds,
-            "rmw_counted": snapshot_engine::machinery::bench::thread_rmw_count().is_some(),
+            "rmw_counted": snapshot_engine::bench_api::thread_rmw_count().is_some(),
             // The first configuration's engines at the top level, as the
             // README documents; every configuration under "configs".
             "engines": json_configs[0]["engines"].clone(),

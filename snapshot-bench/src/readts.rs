@@ -8,7 +8,7 @@ use crate::common::{
 };
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
-use snapshot_engine::machinery::bench::thread_rmw_count;
+use snapshot_engine::bench_api::thread_rmw_count;
 use snapshot_engine::with_protocol::{Engine, Protocol};
 use snapshot_engine::{Durability, EngineConfig, Error, Stats, Timestamp, TxnOptions};
 use std::hint::black_box;

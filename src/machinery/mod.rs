@@ -104,9 +104,3 @@ pub(crate) mod with_protocol {
 pub mod epoch {
     pub use super::raw::reclaim::{Collector, Guard, RetireBatch, RETIRE_BATCH};
 }
-
-/// Benchmark support: the per-thread count of atomic read-modify-writes
-/// issued through the crate's synchronization shim (feature `count-rmw`).
-pub mod bench {
-    pub use crate::sync::thread_rmw_count;
-}
