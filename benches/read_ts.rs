@@ -9,9 +9,9 @@
 //! thread running beside it (the membarrier interrupts it).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use snapshot_engine::with_protocol::{
-    Engine, LockFree, Protocol, RwLockBaseline, RwLockBaselinePatched,
-};
+use snapshot_engine::with_protocol::{Engine, LockFree, Protocol};
+#[cfg(feature = "baseline")]
+use snapshot_engine::with_protocol::{RwLockBaseline, RwLockBaselinePatched};
 use snapshot_engine::{CommitOptions, EngineConfig, Timestamp, TimestampUpdate, TxnOptions};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -168,14 +168,20 @@ fn advance(c: &mut Criterion, asym: bool) {
     g.finish();
 }
 
+/// The baselines run with feature `baseline` (every build at the
+/// workspace root has it: the driver turns it on).
 fn benches_all(c: &mut Criterion) {
     read_ts::<LockFree>(c, false);
     read_ts::<LockFree>(c, true);
+    #[cfg(feature = "baseline")]
     read_ts::<RwLockBaseline>(c, false);
+    #[cfg(feature = "baseline")]
     read_ts::<RwLockBaselinePatched>(c, false);
     snapshot::<LockFree>(c, false);
     snapshot::<LockFree>(c, true);
+    #[cfg(feature = "baseline")]
     snapshot::<RwLockBaseline>(c, false);
+    #[cfg(feature = "baseline")]
     snapshot::<RwLockBaselinePatched>(c, false);
     advance(c, false);
     advance(c, true);

@@ -153,7 +153,7 @@ run_loom() {
 # there) kill the mutant in $tree. The first failing binary decides.
 run_tests() {
     if (cd "$tree" && CARGO_TARGET_DIR="$dir/target/tests" \
-        timeout 1800 cargo test --release -q -p snapshot-engine --lib --tests \
+        timeout 1800 cargo test --release -q -p snapshot-engine --features baseline --lib --tests \
         >"$dir/tests.log" 2>&1); then
         return
     fi

@@ -11,6 +11,7 @@
 //! litmus test on each pair); `tests/reads_at_a_timestamp_repeat_while_writers_prune.rs`
 //! runs its timestamped race on both pairs too. Bounded by operation counts.
 
+#[cfg(feature = "baseline")]
 use snapshot_engine::with_protocol::{self, RwLockBaseline};
 use snapshot_engine::{
     CommitOptions, Engine, EngineConfig, Timestamp, TimestampUpdate, TxnOptions,
@@ -54,12 +55,15 @@ fn an_engine_reports_the_fence_pair_it_was_built_with() {
     );
     assert_eq!(off.asymmetric_fences(), expect(false));
     // The lock baselines have no handshake and report none.
-    let lock = with_protocol::Engine::<RwLockBaseline>::with_machinery(EngineConfig {
-        asymmetric_fences: true,
-        ..EngineConfig::default()
-    })
-    .unwrap();
-    assert!(!lock.asymmetric_fences());
+    #[cfg(feature = "baseline")]
+    {
+        let lock = with_protocol::Engine::<RwLockBaseline>::with_machinery(EngineConfig {
+            asymmetric_fences: true,
+            ..EngineConfig::default()
+        })
+        .unwrap();
+        assert!(!lock.asymmetric_fences());
+    }
 }
 
 /// Untimestamped writers overwrite every key (each commit prunes the chains

@@ -1,11 +1,13 @@
 //! The read-write-lock baselines run the same store and transaction code as
 //! the lock-free engine; these checks pin that they also give the same
 //! answers, so a benchmark ratio between them compares machineries, not
-//! semantics. Every check is one generic function run for every machinery.
+//! semantics. Every check is one generic function run for every machinery
+//! (the baselines with feature `baseline`, which the workspace's `cargo
+//! test` turns on through the driver).
 
-use snapshot_engine::with_protocol::{
-    Engine, LockFree, Protocol, RwLockBaseline, RwLockBaselinePatched, Session,
-};
+use snapshot_engine::with_protocol::{Engine, LockFree, Protocol, Session};
+#[cfg(feature = "baseline")]
+use snapshot_engine::with_protocol::{RwLockBaseline, RwLockBaselinePatched};
 use snapshot_engine::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -255,11 +257,13 @@ fn lock_free_semantics() {
     all::<LockFree>();
 }
 
+#[cfg(feature = "baseline")]
 #[test]
 fn rwlock_three_acquisition_semantics() {
     all::<RwLockBaseline>();
 }
 
+#[cfg(feature = "baseline")]
 #[test]
 fn rwlock_two_acquisition_semantics() {
     all::<RwLockBaselinePatched>();
@@ -270,6 +274,7 @@ fn rwlock_two_acquisition_semantics() {
 /// `snapshot_first` it takes its snapshot right after begin
 /// (`take_snapshot`); otherwise the snapshot is taken with
 /// the read timestamp.
+#[cfg(feature = "baseline")]
 fn reader_lock_calls<P: Protocol>(snapshot_first: bool) -> (u64, u64) {
     let e = engine::<P>();
     let mut r = e.session().unwrap();
@@ -299,6 +304,7 @@ fn reader_lock_calls<P: Protocol>(snapshot_first: bool) -> (u64, u64) {
     (with, without)
 }
 
+#[cfg(feature = "baseline")]
 #[test]
 fn lock_acquisitions_per_reader_match_each_design() {
     // Snapshot at begin: the classic design's three acquisitions when a

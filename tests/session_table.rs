@@ -1,8 +1,8 @@
 //! The session table: a full table is a typed error; a freed slot is reused.
 
-use snapshot_engine::with_protocol::{
-    Engine, LockFree, Protocol, RwLockBaseline, RwLockBaselinePatched,
-};
+use snapshot_engine::with_protocol::{Engine, LockFree, Protocol};
+#[cfg(feature = "baseline")]
+use snapshot_engine::with_protocol::{RwLockBaseline, RwLockBaselinePatched};
 use snapshot_engine::*;
 
 #[test]
@@ -226,6 +226,8 @@ fn lazy_paths_leave_no_stray_pin<P: Protocol>() {
 #[test]
 fn lazy_snapshot_paths_leave_no_stray_pin() {
     lazy_paths_leave_no_stray_pin::<LockFree>();
+    #[cfg(feature = "baseline")]
     lazy_paths_leave_no_stray_pin::<RwLockBaseline>();
+    #[cfg(feature = "baseline")]
     lazy_paths_leave_no_stray_pin::<RwLockBaselinePatched>();
 }

@@ -169,6 +169,7 @@ pub const RELAXED_UNLINK_STORE: u32 = 51;
 /// applies, a watermark that jumps the holes below it
 /// (`replication/state_machine.rs`; a unit-test mutant, as the apply path
 /// is not loom-visible).
+#[cfg(feature = "replication")]
 pub const STABLE_FOLLOWS_NEWEST_COMMIT: u32 = 52;
 
 #[cfg(loom)]
@@ -205,7 +206,7 @@ pub(crate) fn set_for_thread(m: u32) {
 /// A thread-start hook that turns this thread's mutant on in each new
 /// thread it runs in: for a runtime a unit test starts, whose threads run
 /// the code under test.
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(loom), feature = "replication"))]
 pub(crate) fn inherit() -> impl Fn() + Send + Sync + 'static {
     let m = THREAD_ACTIVE.with(|a| a.get());
     move || set_for_thread(m)
