@@ -11,7 +11,7 @@
 //! the prepare's status flips, and the reader then meets the prepared
 //! update (a prepare conflict) or the commit: it never reads one key still
 //! in progress (old) and the other committed at 10 (new). Found by
-//! `tests/own_storage.rs` before the claim existed.
+//! `examples/own_storage/tests.rs` before the claim existed.
 
 use super::common::{check, commit, engine, stable, ts};
 use crate::sync::mutant;

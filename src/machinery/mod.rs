@@ -56,7 +56,7 @@
 //! # Ok::<(), snapshot_engine::Error>(())
 //! ```
 //!
-//! See `examples/own_storage.rs` for a whole versioned map with prepare,
+//! See `examples/own_storage/` for a whole versioned map with prepare,
 //! write conflicts and pruning under the horizon.
 
 // Private to the machinery: the store and the KV layer reach it only

@@ -497,7 +497,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         // invariant 8): a read-at-stable reader, which has no snapshot to
         // hide this transaction, never reads one of its versions still in
         // progress and, after the flips and a commit at or below stable,
-        // another one committed (a torn read found by tests/own_storage.rs).
+        // another one committed (a torn read found by examples/own_storage/tests.rs).
         let slot = self.sess.slot;
         let claim = !crate::sync::mutant_on(crate::sync::mutant::PREPARE_WITHOUT_CLAIM);
         let claimed = if claim {

@@ -1,8 +1,8 @@
 //! Your own storage on the machinery layer: a deliberately simple versioned
 //! map (one `RwLock` around a `BTreeMap` of version lists) that gets
 //! snapshots, read timestamps, prepare, write conflicts and pruning from
-//! `snapshot_engine::machinery`. `tests/own_storage.rs` runs the
-//! bank-transfer invariant on it.
+//! `snapshot_engine::machinery`. `tests.rs` beside it runs the
+//! bank-transfer invariant on it (`cargo test --example own_storage`).
 //!
 //! `cargo run --release --example own_storage`
 
@@ -196,3 +196,6 @@ fn main() -> Result<()> {
     assert_eq!(map.versions(), 1);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

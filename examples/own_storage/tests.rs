@@ -1,14 +1,11 @@
-//! The machinery layer under a user's own storage (`examples/own_storage.rs`,
-//! a `RwLock<BTreeMap>` of version lists): the bank-transfer invariant with
-//! concurrent writers (one of them two-phase), snapshot readers,
-//! timestamped readers, read-at-stable readers and a timekeeper that prunes;
-//! and pruning under a long reader.
+//! The machinery layer under the example's storage (a `RwLock<BTreeMap>`
+//! of version lists): the bank-transfer invariant with concurrent writers
+//! (one of them two-phase), snapshot readers, timestamped readers,
+//! read-at-stable readers and a timekeeper that prunes; and pruning under a
+//! long reader. `cargo test --example own_storage` runs them (and so does
+//! `cargo test`).
 
-#[path = "../examples/own_storage.rs"]
-#[allow(dead_code)]
-mod own_storage;
-
-use own_storage::{Tx, VersionedMap};
+use super::{Tx, VersionedMap};
 use snapshot_engine::machinery::TxnManager;
 use snapshot_engine::{CommitOptions, Error, Timestamp, TimestampUpdate, TxnOptions};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
