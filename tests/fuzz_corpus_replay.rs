@@ -3,8 +3,7 @@
 //! nightly or libFuzzer. Also runs the regression inputs the fuzzer found,
 //! written out as op lists.
 
-#[path = "../fuzz/src/lib.rs"]
-mod harness;
+use snapshot_engine_fuzz as harness;
 
 use harness::{BeginOpts, Key, Op, Ts, B, Q, S};
 use std::path::{Path, PathBuf};

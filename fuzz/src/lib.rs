@@ -1,6 +1,6 @@
 //! The differential harness shared by the fuzz target
 //! (`fuzz_targets/differential.rs`) and the stable-Rust corpus replay
-//! (`tests/fuzz_corpus_replay.rs`, which includes this file with `#[path]`).
+//! (`tests/fuzz_corpus_replay.rs`): the library of `fuzz/harness/`.
 //!
 //! An input is a sequence of [`Op`]s over [`SESSIONS`] sessions, each with at
 //! most one transaction. Every op runs against the real engine and against
