@@ -5,8 +5,8 @@
 
 use crate::engines::{order, EngineKind};
 use crate::stats::{median, min_max};
-use crate::w2::{begin_engine, begin_rows};
 use serde::Serialize;
+use snapshot_bench::w2::{begin_engine, begin_rows};
 use snapshot_engine::with_protocol::Protocol;
 use snapshot_engine::{CommitOptions, TxnOptions};
 use std::time::{Duration, Instant};

@@ -21,13 +21,13 @@ mod replicated;
 mod report;
 mod romix;
 mod stats;
-mod w2;
 
 use cli::{Plan, Workload};
 use engines::{order, EngineKind};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use report::{compare, EngineRounds, Round};
 use serde_json::json;
+use snapshot_bench::w2;
 use std::io::IsTerminal;
 use std::time::Instant;
 

@@ -1,6 +1,6 @@
 //! The W2 rows (begin options, WiredTiger WT-11105) and the engine they run
-//! on, shared by the driver's `begin` workload and `benches/begin.rs` (which
-//! includes this file with `#[path]`), so the two measure the same cells.
+//! on, shared by the driver's `begin` workload and its criterion bench
+//! (`benches/begin.rs`), so the two measure the same cells.
 
 use snapshot_engine::with_protocol::{Engine, Protocol};
 use snapshot_engine::{EngineConfig, PrepareConflicts, Timestamp, TimestampUpdate, TxnOptions};
@@ -8,11 +8,10 @@ use snapshot_engine::{EngineConfig, PrepareConflicts, Timestamp, TimestampUpdate
 /// One combination of begin options.
 pub struct BeginRow {
     /// The criterion benchmark id (`begin/<engine>/<id>`).
-    #[allow(dead_code)] // read by benches/begin.rs only
     pub id: &'static str,
     /// The driver's table label.
-    #[allow(dead_code)] // read by the driver only
     pub label: &'static str,
+    /// The options the row begins with.
     pub opts: TxnOptions,
 }
 

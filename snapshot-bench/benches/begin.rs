@@ -4,14 +4,9 @@
 //! Target: under 20 ns median for the lock-free engine.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use snapshot_engine::with_protocol::{LockFree, Protocol};
-#[cfg(feature = "baseline")]
-use snapshot_engine::with_protocol::{RwLockBaseline, RwLockBaselinePatched};
+use snapshot_bench::w2::{begin_engine, begin_rows, BeginRow};
+use snapshot_engine::with_protocol::{LockFree, Protocol, RwLockBaseline, RwLockBaselinePatched};
 use snapshot_engine::{CommitOptions, TxnOptions};
-
-#[path = "../snapshot-bench/src/w2.rs"]
-mod w2;
-use w2::{begin_engine, begin_rows, BeginRow};
 
 fn engine_rows<P: Protocol>(c: &mut Criterion) {
     let mut g = c.benchmark_group("begin");
@@ -51,18 +46,12 @@ fn one_read<P: Protocol>(c: &mut Criterion) {
     g.finish();
 }
 
-/// The baselines run with feature `baseline` (every build at the
-/// workspace root has it: the driver turns it on).
 fn begin(c: &mut Criterion) {
     engine_rows::<LockFree>(c);
-    #[cfg(feature = "baseline")]
     engine_rows::<RwLockBaseline>(c);
-    #[cfg(feature = "baseline")]
     engine_rows::<RwLockBaselinePatched>(c);
     one_read::<LockFree>(c);
-    #[cfg(feature = "baseline")]
     one_read::<RwLockBaseline>(c);
-    #[cfg(feature = "baseline")]
     one_read::<RwLockBaselinePatched>(c);
 }
 
