@@ -122,9 +122,7 @@ pub mod with_protocol {
     pub use crate::machinery::with_protocol::*;
 }
 
-// The loom models (`loom_tests/`, run by `scripts/loom.sh`): unit tests of
-// the crate, built only with `--cfg loom`, so that what they reach of the
-// internals stays crate-private.
+// The loom switch: `loom_tests/` as unit tests (internals stay private), only under `--cfg loom`.
 #[cfg(all(test, loom))]
 #[path = "../loom_tests/mod.rs"]
 mod loom_tests;
