@@ -8,9 +8,10 @@ Fails, printing `FILE:LINE: what` once per problem, when
 1. DESIGN.md is over 40,960 bytes;
 2. DESIGN.md's code map (the table under "## Code map") names a path that
    does not exist, or a source file under src/ (other than a `mod.rs`,
-   which its folder's row covers) is not named there. In a row, a folder
-   (`name/`) or a name with a `/` is a path from the repository root; a
-   bare file name is in the folder of the row's first path;
+   which its folder's row covers) is not named there. In a row, a name
+   starting with a top-level entry of the tree (`src/`, `tests/`, ...) is
+   a path from the root; any other is in the folder of the row's first
+   path, or in the folder named just before the parentheses it stands in;
 3. any file of the repository cites `DESIGN.md, "Section"` or
    `BENCHMARKS.md, "Section"` (comma optional, several quoted names after
    one another allowed, over comment line breaks) and a quoted name is not
@@ -69,12 +70,42 @@ def check_size():
     return n
 
 
+def row_paths(text, base, top):
+    """(name, path) for every path a code-map row names. A name whose first
+    part is a top-level entry of the tree is a path from the root; any other
+    is in the row's folder, or in the folder named just before the
+    parentheses it stands in (`disk/` (`format.rs`, ...))."""
+    out, stack, last_dir, pos = [], [base], None, 0
+    for m in re.finditer(r"`([^`]*)`|\(|\)", text):
+        if text[pos:m.start()].strip():
+            last_dir = None
+        pos = m.end()
+        if m.group(0) == "(":
+            stack.append(last_dir or stack[-1])
+            last_dir = None
+            continue
+        if m.group(0) == ")":
+            if len(stack) > 1:
+                stack.pop()
+            last_dir = None
+            continue
+        tok, last_dir = m.group(1), None
+        if not re.fullmatch(r"[\w./-]+", tok) or not tok.endswith(("/",) + PATH_EXT):
+            continue
+        path = tok if tok.split("/")[0] in top and "/" in tok else os.path.join(stack[-1], tok)
+        out.append((tok, os.path.normpath(path)))
+        if tok.endswith("/"):
+            last_dir = path
+    return out
+
+
 def check_code_map(tree):
     lines = read("DESIGN.md").split("\n")
     start = next((i for i, l in enumerate(lines) if l.strip() == "## Code map"), None)
     if start is None:
         problem("DESIGN.md", 1, 'no "## Code map" section')
         return 0
+    top = {f.split("/")[0] for f in tree}
     named = set()
     for i in range(start + 1, len(lines)):
         line = lines[i]
@@ -87,16 +118,11 @@ def check_code_map(tree):
         if not first or first[0] == "path":
             continue
         base = first[0] if first[0].endswith("/") else os.path.dirname(first[0])
-        for tok in re.findall(r"`([^`]+)`", " ".join(cells)):
-            if not re.fullmatch(r"[\w./-]+", tok):
-                continue
-            if not (tok.endswith("/") or tok.endswith(PATH_EXT)):
-                continue
-            path = tok if "/" in tok else os.path.join(base, tok)
+        for tok, path in row_paths(" | ".join(cells), base, top):
             full = os.path.join(ROOT, path)
             if not (os.path.isdir(full) if tok.endswith("/") else os.path.isfile(full)):
                 problem("DESIGN.md", i + 1, f"the code map names `{tok}`, but {path} does not exist")
-            named.add(os.path.normpath(path))
+            named.add(path)
     for f in tree:
         if f.startswith("src/") and f.endswith(".rs") and os.path.basename(f) != "mod.rs" \
                 and os.path.normpath(f) not in named:
