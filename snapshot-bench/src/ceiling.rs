@@ -6,7 +6,7 @@
 //! writes, so its writers are not started.
 
 use crate::common::{run_phases, Ctl, Meter, Rng};
-use crate::readts::{merge_peer, Out, Params, PeerThread as ThreadRes};
+use crate::read_ts::{merge_peer, Out, Params, PeerThread as ThreadRes};
 use indicatif::ProgressBar;
 use std::collections::HashMap;
 use std::hint::black_box;

@@ -6,7 +6,7 @@
 //! do not wait for the disk (the engines here have no durability either).
 
 use crate::common::{key, run_phases, Ctl, Meter, Rng};
-use crate::readts::{merge_peer, Out, Params, PeerThread as ThreadRes};
+use crate::read_ts::{merge_peer, Out, Params, PeerThread as ThreadRes};
 use heed::types::Bytes;
 use heed::{Database, EnvFlags, EnvOpenOptions};
 use indicatif::ProgressBar;

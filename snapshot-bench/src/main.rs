@@ -15,7 +15,7 @@ mod engines;
 mod lmdb;
 mod memory;
 mod plot;
-mod readts;
+mod read_ts;
 #[cfg(feature = "replication")]
 mod replicated;
 mod report;
@@ -214,7 +214,7 @@ fn read_ts(plan: &Plan) {
                     r + 1,
                     kind.name()
                 ));
-                let p = readts::Params {
+                let p = read_ts::Params {
                     keys: plan.keys,
                     value_size: plan.value_size,
                     readers,
@@ -370,24 +370,24 @@ fn read_ts(plan: &Plan) {
     }
 }
 
-fn run_w1(kind: EngineKind, p: &readts::Params, pb: &ProgressBar) -> readts::Out {
-    use readts::run;
+fn run_w1(kind: EngineKind, p: &read_ts::Params, pb: &ProgressBar) -> read_ts::Out {
+    use read_ts::run;
     if kind == EngineKind::Ceiling {
         return ceiling::run(p, pb);
     }
     if let Some(mode) = kind.durability() {
-        return readts::run_logged(mode, p, pb);
+        return read_ts::run_logged(mode, p, pb);
     }
     dispatch!(kind, run(p, pb), run_lmdb(p, pb))
 }
 
 #[cfg(feature = "peers")]
-fn run_lmdb(p: &readts::Params, pb: &ProgressBar) -> readts::Out {
+fn run_lmdb(p: &read_ts::Params, pb: &ProgressBar) -> read_ts::Out {
     lmdb::run(p, pb)
 }
 
 #[cfg(not(feature = "peers"))]
-fn run_lmdb(_p: &readts::Params, _pb: &ProgressBar) -> readts::Out {
+fn run_lmdb(_p: &read_ts::Params, _pb: &ProgressBar) -> read_ts::Out {
     unreachable!("refused in cli::plan: lmdb needs the peers feature")
 }
 

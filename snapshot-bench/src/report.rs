@@ -1,7 +1,7 @@
 //! Turning runs into rounds, tables and JSON.
 
 use crate::common::{fmt_int, fmt_ns, new_hist, Pct, Sched, Timekeeping, Worst};
-use crate::readts::Out;
+use crate::read_ts::Out;
 use crate::stats::{mann_whitney_p, median, min_max, rounds_won};
 use hdrhistogram::Histogram;
 use serde::Serialize;
