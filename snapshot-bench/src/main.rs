@@ -19,7 +19,7 @@ mod read_ts;
 #[cfg(feature = "replication")]
 mod replicated;
 mod report;
-mod romix;
+mod ro_mix;
 mod stats;
 mod w2;
 
@@ -417,7 +417,7 @@ fn ro_mix(plan: &Plan) {
         .iter()
         .flat_map(|&e| [(e, false), (e, true)])
         .collect();
-    let mut res: Vec<Vec<romix::RoundOut>> = vec![Vec::new(); variants.len()];
+    let mut res: Vec<Vec<ro_mix::RoundOut>> = vec![Vec::new(); variants.len()];
     for r in 0..rounds {
         let mut ord: Vec<usize> = (0..variants.len()).collect();
         if r % 2 == 1 {
@@ -431,7 +431,7 @@ fn ro_mix(plan: &Plan) {
                 kind.name(),
                 if fast { "fast path" } else { "normal path" }
             ));
-            let p = romix::Params {
+            let p = ro_mix::Params {
                 keys: plan.keys,
                 value_size: plan.value_size,
                 threads: plan.threads,
@@ -439,7 +439,7 @@ fn ro_mix(plan: &Plan) {
                 seconds,
                 fast_path: fast,
             };
-            use romix::run;
+            use ro_mix::run;
             let out = dispatch!(
                 kind,
                 run(&p, r, pb),
@@ -496,7 +496,7 @@ fn ro_mix(plan: &Plan) {
     };
     for ((k, fast), r) in variants.iter().zip(&res) {
         let med =
-            |f: fn(&romix::RoundOut) -> f64| stats::median(&r.iter().map(f).collect::<Vec<_>>());
+            |f: fn(&ro_mix::RoundOut) -> f64| stats::median(&r.iter().map(f).collect::<Vec<_>>());
         println!(
             "{:<10} {:<7} {:>30} {:>30} {:>14} {:>9} {:>9} {:>9}",
             k.name(),
