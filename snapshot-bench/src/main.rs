@@ -9,7 +9,7 @@ mod begin;
 mod ceiling;
 mod cli;
 mod common;
-mod durable;
+mod durable_writes;
 mod engines;
 #[cfg(feature = "peers")]
 mod lmdb;
@@ -152,7 +152,7 @@ fn main() {
         Workload::Begin => begin_table(&plan),
         Workload::RoMix => ro_mix(&plan),
         Workload::Replicated => replicated_main(&plan),
-        Workload::DurableWrites => durable::main(&durable::Params {
+        Workload::DurableWrites => durable_writes::main(&durable_writes::Params {
             writers: plan.configs.iter().map(|&(_, w)| w.max(1)).collect(),
             seconds: plan.seconds,
             warmup: plan.warmup,

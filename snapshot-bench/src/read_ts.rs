@@ -239,7 +239,7 @@ pub fn run<P: Protocol>(p: &Params, pb: &ProgressBar) -> Out {
 /// `mode`, in a fresh directory (removed afterwards). The load is logged
 /// too, in 1,000-key commits.
 pub fn run_logged(mode: Durability, p: &Params, pb: &ProgressBar) -> Out {
-    crate::durable::on_logged_engine("w1", config(p), mode, |e| run_on(e, p, pb))
+    crate::durable_writes::on_logged_engine("w1", config(p), mode, |e| run_on(e, p, pb))
 }
 
 fn run_on<P: Protocol>(e: &Engine<P>, p: &Params, pb: &ProgressBar) -> Out {
