@@ -4,6 +4,7 @@
 //! column to contrast.
 
 use crate::engines::{order, EngineKind};
+use crate::progress::Progress;
 use crate::stats::{median, min_max};
 use crate::w2::{begin_engine, begin_rows};
 use serde::Serialize;
@@ -42,7 +43,7 @@ pub struct Row {
     pub ns: Vec<(&'static str, Vec<f64>)>,
 }
 
-pub fn run(engines: &[EngineKind], rounds: usize, secs: f64, pg: &crate::Progress) -> Vec<Row> {
+pub fn run(engines: &[EngineKind], rounds: usize, secs: f64, pg: &Progress) -> Vec<Row> {
     let rows = begin_rows();
     let mut out: Vec<Row> = rows
         .iter()
@@ -57,7 +58,7 @@ pub fn run(engines: &[EngineKind], rounds: usize, secs: f64, pg: &crate::Progres
             for (i, r) in rows.iter().enumerate() {
                 let ns = crate::dispatch!(kind, cell(&r.opts, secs), f64::NAN);
                 out[i].ns[col].1.push(ns);
-                crate::common::advance(&pg.bar, (secs * 1000.0) as u64);
+                crate::progress::advance(&pg.bar, (secs * 1000.0) as u64);
             }
             pg.line(format_args!(
                 "begin round {}/{rounds} {} done ({} option rows)",
@@ -73,7 +74,7 @@ pub fn run(engines: &[EngineKind], rounds: usize, secs: f64, pg: &crate::Progres
 pub fn print(rows: &[Row], rounds: usize, secs: f64) {
     println!(
         "begin (W2): begin + commit of an empty transaction, ns per pair, median (min-max) of {} of {secs} s each, one thread",
-        crate::common::plural(rounds as u64, "round")
+        crate::fmt::plural(rounds as u64, "round")
     );
     print!("{:<46}", "begin with");
     for (name, _) in &rows[0].ns {

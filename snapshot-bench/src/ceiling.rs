@@ -5,7 +5,9 @@
 //! the configuration's readers only: a plain map takes no concurrent
 //! writes, so its writers are not started.
 
-use crate::common::{run_phases, Ctl, Meter, Rng};
+use crate::keys::Rng;
+use crate::measure::Meter;
+use crate::phases::{run_phases, Ctl};
 use crate::read_ts::{merge_peer, Out, Params, PeerThread as ThreadRes};
 use indicatif::ProgressBar;
 use std::collections::HashMap;

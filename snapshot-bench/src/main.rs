@@ -8,28 +8,33 @@
 mod begin;
 mod ceiling;
 mod cli;
-mod common;
 mod durable_writes;
 mod engines;
+mod fmt;
+mod keys;
 #[cfg(feature = "peers")]
 mod lmdb;
+mod measure;
 mod memory;
+mod phases;
 mod plot;
+mod progress;
 mod read_ts;
 #[cfg(feature = "replication")]
 mod replicated;
 mod report;
 mod ro_mix;
+mod sched;
 mod stats;
+mod timekeeper;
 mod w2;
 
 use cli::{Plan, Workload};
 use engines::{order, EngineKind};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
+use progress::Progress;
 use report::{compare, EngineRounds, Round};
 use serde_json::json;
-use std::io::IsTerminal;
-use std::time::Instant;
 
 /// One allocator for every engine in the run. The system allocator (glibc)
 /// takes an arena lock when a thread frees a block another thread's arena
@@ -53,53 +58,6 @@ pub const ALLOCATOR: &str = if cfg!(feature = "mimalloc") {
 } else {
     "system (glibc)"
 };
-
-/// Progress on stderr: a bar with an ETA when stderr is a terminal, one
-/// line per run otherwise (CI, `| tee`), nothing with `--no-progress`.
-pub struct Progress {
-    pub bar: ProgressBar,
-    lines: bool,
-    start: Instant,
-}
-
-impl Progress {
-    fn new(total_ms: u64, enabled: bool) -> Progress {
-        let tty = std::io::stderr().is_terminal();
-        let bar = ProgressBar::with_draw_target(Some(total_ms), ProgressDrawTarget::stderr());
-        if !enabled || !tty {
-            bar.set_draw_target(ProgressDrawTarget::hidden());
-        }
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {wide_bar} {percent}% (about {eta} left) {msg}",
-            )
-            .expect("a valid progress template"),
-        );
-        Progress {
-            bar,
-            lines: enabled && !tty,
-            start: Instant::now(),
-        }
-    }
-
-    /// One line per finished run when stderr is not a terminal.
-    pub(crate) fn line(&self, msg: std::fmt::Arguments<'_>) {
-        if self.lines {
-            let pos = self.bar.position();
-            let len = self.bar.length().unwrap_or(0).max(1);
-            eprintln!(
-                "[{:>5.1} s, {:>3}%] {msg}",
-                self.start.elapsed().as_secs_f64(),
-                (pos * 100 / len).min(100)
-            );
-        }
-    }
-
-    /// A warning on stderr, above the bar; shown with `--no-progress` too.
-    pub(crate) fn warn(&self, msg: std::fmt::Arguments<'_>) {
-        self.bar.suspend(|| eprintln!("warning: {msg}"));
-    }
-}
 
 /// Loads of this many keys and more take seconds: say so before each one
 /// (the bar shows the count as it goes; without a terminal, this line is
@@ -229,7 +187,7 @@ fn read_ts(plan: &Plan) {
                 if plan.keys >= SLOW_LOAD_KEYS {
                     pg.line(format_args!(
                         "{readers}/{writers} loading {} keys for {}",
-                        common::fmt_int(plan.keys as f64),
+                        fmt::fmt_int(plan.keys as f64),
                         kind.name()
                     ));
                 }
@@ -252,13 +210,13 @@ fn read_ts(plan: &Plan) {
                     "{readers}/{writers} round {}/{rounds} {:<9} readers {:>12}/s  writers {:>12}/s",
                     r + 1,
                     kind.name(),
-                    common::fmt_int(round.reader_txn_per_s),
-                    common::fmt_int(round.writer_txn_per_s),
+                    fmt::fmt_int(round.reader_txn_per_s),
+                    fmt::fmt_int(round.writer_txn_per_s),
                 ));
                 per[col].rounds.push(round);
             }
         }
-        let timed: Vec<&common::Timekeeping> = per
+        let timed: Vec<&timekeeper::Timekeeping> = per
             .iter()
             .flat_map(|e| &e.rounds)
             .filter_map(|x| x.timekeeper.as_ref())
@@ -289,9 +247,9 @@ fn read_ts(plan: &Plan) {
                 "{} ({}): {readers} readers / {writers} writers, {} keys, {}-byte values, {seconds} s measured after {warmup} s warm-up, {}, engine order alternating, fresh engine per run, allocator {}",
                 if tail { "tail" } else { "read-ts" },
                 if tail { "W4" } else { "W1" },
-                common::fmt_int(plan.keys as f64),
+                fmt::fmt_int(plan.keys as f64),
                 plan.value_size,
-                common::plural(rounds as u64, "round"),
+                fmt::plural(rounds as u64, "round"),
                 ALLOCATOR
             );
             report::print_read_ts(&title, &per, &cmps);
@@ -330,8 +288,8 @@ fn read_ts(plan: &Plan) {
             "{} ({}), {} keys, {seconds} s after {warmup} s warm-up, {}",
             if tail { "tail" } else { "read-ts" },
             if tail { "W4" } else { "W1" },
-            common::fmt_int(plan.keys as f64),
-            common::plural(rounds as u64, "round"),
+            fmt::fmt_int(plan.keys as f64),
+            fmt::plural(rounds as u64, "round"),
         );
         let drawn = match &sweep {
             Some(sw) => plot::draw_sweep(file, &title, sw),
@@ -450,7 +408,7 @@ fn ro_mix(plan: &Plan) {
                 r + 1,
                 kind.name(),
                 if fast { "fast" } else { "normal" },
-                common::fmt_int(out.total_txn_per_s)
+                fmt::fmt_int(out.total_txn_per_s)
             ));
             res[i].push(out);
         }
@@ -472,7 +430,7 @@ fn ro_mix(plan: &Plan) {
     println!(
         "ro-mix (W3): {} threads, 90% read-only (3 gets + 10-key range) / 10% read-write (5 updates + 5 inserts), {seconds} s after {warmup} s warm-up, {}, order alternating",
         plan.threads,
-        common::plural(rounds as u64, "round")
+        fmt::plural(rounds as u64, "round")
     );
     println!(
         "{:<10} {:<7} {:>30} {:>30} {:>14} {:>9} {:>9} {:>9}",
@@ -489,9 +447,9 @@ fn ro_mix(plan: &Plan) {
         let (lo, hi) = stats::min_max(&v);
         format!(
             "{} ({}-{})",
-            common::fmt_int(stats::median(&v)),
-            common::fmt_int(lo),
-            common::fmt_int(hi)
+            fmt::fmt_int(stats::median(&v)),
+            fmt::fmt_int(lo),
+            fmt::fmt_int(hi)
         )
     };
     for ((k, fast), r) in variants.iter().zip(&res) {
@@ -503,10 +461,10 @@ fn ro_mix(plan: &Plan) {
             if *fast { "fast" } else { "normal" },
             mr(r.iter().map(|x| x.ro_txn_per_s).collect()),
             mr(r.iter().map(|x| x.rw_txn_per_s).collect()),
-            common::fmt_int(med(|x| x.total_txn_per_s)),
-            common::fmt_ns(med(|x| x.ro_latency_ns.p50 as f64) as u64),
-            common::fmt_ns(med(|x| x.ro_latency_ns.p99 as f64) as u64),
-            common::fmt_ns(r.iter().map(|x| x.ro_latency_ns.max).max().unwrap_or(0)),
+            fmt::fmt_int(med(|x| x.total_txn_per_s)),
+            fmt::fmt_ns(med(|x| x.ro_latency_ns.p50 as f64) as u64),
+            fmt::fmt_ns(med(|x| x.ro_latency_ns.p99 as f64) as u64),
+            fmt::fmt_ns(r.iter().map(|x| x.ro_latency_ns.max).max().unwrap_or(0)),
         );
     }
     for (i, (k, _)) in variants.iter().enumerate().step_by(2) {

@@ -12,7 +12,7 @@
 //! its used pages instead of allocator bytes, beside the same resident-set
 //! growth.
 
-use crate::common::{key, load};
+use crate::keys::{key, load};
 use serde::Serialize;
 use snapshot_engine::{CommitOptions, Engine, EngineConfig, LockFree, TxnOptions};
 use std::alloc::{GlobalAlloc, Layout};
@@ -281,7 +281,7 @@ pub fn print(ms: &[Mem]) {
     let Some(m0) = ms.first() else { return };
     println!(
         "memory: {} keys of 8 bytes with {}-byte values (raw {} bytes a key); per engine on a fresh instance: load, then every key written once more under a pinning reader",
-        crate::common::fmt_int(m0.keys as f64),
+        crate::fmt::fmt_int(m0.keys as f64),
         m0.value_size,
         8 + m0.value_size
     );

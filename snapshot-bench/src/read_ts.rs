@@ -2,10 +2,11 @@
 //! read timestamp after begin while writers commit, with the timekeeper
 //! moving stable and oldest every millisecond.
 
-use crate::common::{
-    key, load, new_hist, run_phases_sampled, timekeeper, Ctl, Meter, Rng, Sched, Timekeeping,
-    Worst, WorstList,
-};
+use crate::keys::{key, load, Rng};
+use crate::measure::{new_hist, Meter, Worst, WorstList};
+use crate::phases::{run_phases_sampled, Ctl};
+use crate::sched::Sched;
+use crate::timekeeper::{timekeeper, Timekeeping};
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use snapshot_engine::machinery::bench::thread_rmw_count;

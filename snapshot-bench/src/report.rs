@@ -1,8 +1,11 @@
 //! Turning runs into rounds, tables and JSON.
 
-use crate::common::{fmt_int, fmt_ns, new_hist, Pct, Sched, Timekeeping, Worst};
+use crate::fmt::{fmt_int, fmt_ns};
+use crate::measure::{new_hist, Pct, Worst};
 use crate::read_ts::Out;
+use crate::sched::Sched;
 use crate::stats::{mann_whitney_p, median, min_max, rounds_won};
+use crate::timekeeper::Timekeeping;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -363,7 +366,7 @@ fn left_out_text(c: &Comparison) -> String {
     } else {
         format!(
             "; {} with no transactions left out",
-            crate::common::plural(c.left_out as u64, "round")
+            crate::fmt::plural(c.left_out as u64, "round")
         )
     }
 }
@@ -390,7 +393,7 @@ pub fn verdict(c: &Comparison) -> String {
         let hint = if floor > ALPHA {
             format!(
                 "; {} cannot reach p <= {ALPHA} (smallest possible p = {floor:.3}), try --rounds 5",
-                crate::common::plural(c.rounds as u64, "round")
+                crate::fmt::plural(c.rounds as u64, "round")
             )
         } else {
             String::new()
@@ -515,7 +518,7 @@ pub fn tail_of(e: &EngineRounds, worst: usize) -> Tail {
             .zip(counts)
             .map(|(b, c)| (b.2.to_string(), c))
             .collect(),
-        worst: crate::common::WorstList::merge(e.rounds.iter().map(|x| x.worst.clone()), worst),
+        worst: crate::measure::WorstList::merge(e.rounds.iter().map(|x| x.worst.clone()), worst),
         timekeeper: e.rounds.iter().filter_map(|x| x.timekeeper.as_ref()).fold(
             None,
             |acc: Option<Timekeeping>, t| {
@@ -730,7 +733,7 @@ pub fn print_sweep(sw: &SweepResult, rounds: usize) {
         sw.points.first().copied().unwrap_or(0),
         sw.points.last().copied().unwrap_or(0),
         sw.fixed,
-        crate::common::plural(rounds as u64, "round")
+        crate::fmt::plural(rounds as u64, "round")
     );
     print!("{:>8}", sw.axis);
     for c in &sw.curves {

@@ -8,7 +8,9 @@
 //! The timekeeper keeps stable one tick (1 ms) behind the newest commit
 //! timestamp handed out, the watermark delay Mako reported.
 
-use crate::common::{key, load, new_hist, run_phases, Ctl, Pct, Rng, MEASURE, STOP};
+use crate::keys::{key, load, Rng};
+use crate::measure::{new_hist, Pct};
+use crate::phases::{run_phases, Ctl, MEASURE, STOP};
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use serde::Serialize;
