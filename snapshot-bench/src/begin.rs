@@ -1,7 +1,7 @@
-//! W2 `begin`: the cost of begin + end of a read-only transaction for every
-//! combination of begin options (the WiredTiger WT-11105 table). Options are
-//! a plain struct; the crate has no string form, so there is no parsed
-//! column to contrast.
+//! The `begin` workload: the cost of begin + end of a read-only transaction
+//! for every combination of begin options (the WiredTiger WT-11105 table).
+//! Options are a plain struct; the crate has no string form, so there is no
+//! parsed column to contrast.
 
 use crate::engines::{order, EngineKind};
 use crate::progress::Progress;
@@ -73,7 +73,7 @@ pub fn run(engines: &[EngineKind], rounds: usize, secs: f64, pg: &Progress) -> V
 
 pub fn print(rows: &[Row], rounds: usize, secs: f64) {
     println!(
-        "begin (W2): begin + commit of an empty transaction, ns per pair, median (min-max) of {} of {secs} s each, one thread",
+        "begin: begin + commit of an empty transaction, ns per pair, median (min-max) of {} of {secs} s each, one thread",
         crate::fmt::plural(rounds as u64, "round")
     );
     print!("{:<46}", "begin with");

@@ -1,9 +1,9 @@
 //! `snapshot-bench`: the project's workload driver. Runs the workloads of
-//! BENCHMARKS.md (W1 read-ts, W2 begin, W3 ro-mix, W4 tail) on any set of
-//! engines, in rounds with alternating engine order and a fresh engine per
-//! run, and reports medians, ranges, exact Mann-Whitney p-values and rounds
-//! won. A progress bar goes to stderr, the table to stdout (or, with
-//! `--json`, one JSON object on one line).
+//! BENCHMARKS.md (read-ts, begin, ro-mix, replicated, durable-writes, tail) on
+//! any set of engines, in rounds with alternating engine order and a fresh
+//! engine per run, and reports medians, ranges, exact Mann-Whitney p-values
+//! and rounds won. A progress bar goes to stderr, the table to stdout (or,
+//! with `--json`, one JSON object on one line).
 
 mod begin;
 mod ceiling;
@@ -39,8 +39,8 @@ use serde_json::json;
 /// One allocator for every engine in the run. The system allocator (glibc)
 /// takes an arena lock when a thread frees a block another thread's arena
 /// owns; epoch reclamation frees on whichever thread collects, so under
-/// glibc the lock-free engine's threads block on that lock (W4's 50 ms+
-/// tail; README, "The allocator").
+/// glibc the lock-free engine's threads block on that lock (the tail
+/// workload's 50 ms+ tail; README, "The allocator").
 ///
 /// Wrapped in a byte count that is off (one Relaxed load per call) except
 /// during `--report-memory`'s pass.
@@ -191,7 +191,7 @@ fn read_ts(plan: &Plan) {
                         kind.name()
                     ));
                 }
-                let out = run_w1(kind, &p, pb);
+                let out = run_read_ts(kind, &p, pb);
                 let col = engines.iter().position(|&k| k == kind).expect("listed");
                 let round = Round::from_out(r, pos, out);
                 for (side, threads, txns) in [
@@ -244,9 +244,8 @@ fn read_ts(plan: &Plan) {
                 return;
             }
             let title = format!(
-                "{} ({}): {readers} readers / {writers} writers, {} keys, {}-byte values, {seconds} s measured after {warmup} s warm-up, {}, engine order alternating, fresh engine per run, allocator {}",
+                "{}: {readers} readers / {writers} writers, {} keys, {}-byte values, {seconds} s measured after {warmup} s warm-up, {}, engine order alternating, fresh engine per run, allocator {}",
                 if tail { "tail" } else { "read-ts" },
-                if tail { "W4" } else { "W1" },
                 fmt::fmt_int(plan.keys as f64),
                 plan.value_size,
                 fmt::plural(rounds as u64, "round"),
@@ -255,7 +254,7 @@ fn read_ts(plan: &Plan) {
             report::print_read_ts(&title, &per, &cmps);
             if tail {
                 let tails: Vec<_> = per.iter().map(|e| report::tail_of(e, plan.worst)).collect();
-                report::print_tail("tail (W4): per-transaction latency, all rounds", &tails);
+                report::print_tail("tail: per-transaction latency, all rounds", &tails);
             } else {
                 println!("{}", rmw_note());
                 report::print_headline(&per);
@@ -285,9 +284,8 @@ fn read_ts(plan: &Plan) {
     }
     if let Some((path, file)) = &plan.plot {
         let title = format!(
-            "{} ({}), {} keys, {seconds} s after {warmup} s warm-up, {}",
+            "{}, {} keys, {seconds} s after {warmup} s warm-up, {}",
             if tail { "tail" } else { "read-ts" },
-            if tail { "W4" } else { "W1" },
             fmt::fmt_int(plan.keys as f64),
             fmt::plural(rounds as u64, "round"),
         );
@@ -328,7 +326,7 @@ fn read_ts(plan: &Plan) {
     }
 }
 
-fn run_w1(kind: EngineKind, p: &read_ts::Params, pb: &ProgressBar) -> read_ts::Out {
+fn run_read_ts(kind: EngineKind, p: &read_ts::Params, pb: &ProgressBar) -> read_ts::Out {
     use read_ts::run;
     if kind == EngineKind::Ceiling {
         return ceiling::run(p, pb);
@@ -428,7 +426,7 @@ fn ro_mix(plan: &Plan) {
         return;
     }
     println!(
-        "ro-mix (W3): {} threads, 90% read-only (3 gets + 10-key range) / 10% read-write (5 updates + 5 inserts), {seconds} s after {warmup} s warm-up, {}, order alternating",
+        "ro-mix: {} threads, 90% read-only (3 gets + 10-key range) / 10% read-write (5 updates + 5 inserts), {seconds} s after {warmup} s warm-up, {}, order alternating",
         plan.threads,
         fmt::plural(rounds as u64, "round")
     );

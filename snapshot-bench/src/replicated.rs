@@ -1,4 +1,4 @@
-//! W3 `replicated` (Mako): a TPC-C-shaped mix over the KV store, 10%
+//! The `replicated` workload (Mako): a TPC-C-shaped mix over the KV store, 10%
 //! NewOrder (read a district counter and bump it, insert an order and its
 //! lines, update one stock row per line) and 90% OrderStatus (read-only: a
 //! customer, then its newest order and that order's lines by range scans).
@@ -1375,7 +1375,7 @@ fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
     use crate::fmt::{fmt_int, plural};
     use crate::stats::median;
     println!(
-        "replicated (W3, Mako): TPC-C-shaped mix over the KV store, 10% NewOrder / 90% OrderStatus; {} per node; {} s after {} s warm-up; {}, mode order alternating; medians (min-max) over rounds; latencies in microseconds",
+        "replicated (Mako): TPC-C-shaped mix over the KV store, 10% NewOrder / 90% OrderStatus; {} per node; {} s after {} s warm-up; {}, mode order alternating; medians (min-max) over rounds; latencies in microseconds",
         plural(p.threads as u64, "worker thread"),
         p.seconds,
         p.warmup,

@@ -9,7 +9,7 @@ use crate::timekeeper::Timekeeping;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-/// One engine's result in one round of W1/W4.
+/// One engine's result in one round of read-ts or tail.
 #[derive(Serialize, Clone, Debug)]
 pub struct Round {
     pub round: usize,
@@ -234,7 +234,7 @@ fn med_opt(xs: Vec<Option<f64>>, digits: usize) -> String {
     }
 }
 
-/// The W1 table: one row per engine, then the comparisons of the first
+/// The read-ts table: one row per engine, then the comparisons of the first
 /// engine against each other one.
 pub fn print_read_ts(title: &str, engines: &[EngineRounds], cmps: &[Comparison]) {
     println!("{title}");

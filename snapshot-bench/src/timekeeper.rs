@@ -74,9 +74,9 @@ fn stable_for(last: u64, lag: u64) -> u64 {
     last.saturating_sub(lag).max(1)
 }
 
-/// The timekeeper of W1/W4: every 1 ms, stable = last commit ts - `stable_lag`
-/// and oldest = stable - `oldest_lag`, both clamped at 1 and only moved
-/// forward. Times its own `set_timestamps` calls and sleeps (measured
+/// The timekeeper of read-ts and tail: every 1 ms, stable = last commit ts -
+/// `stable_lag` and oldest = stable - `oldest_lag`, both clamped at 1 and only
+/// moved forward. Times its own `set_timestamps` calls and sleeps (measured
 /// window only; two clock reads per 1 ms tick).
 pub fn timekeeper<P: Protocol>(
     e: &Engine<P>,
