@@ -169,6 +169,7 @@ pub const RELAXED_UNLINK_STORE: u32 = 51;
 /// applies, a watermark that jumps the holes below it
 /// (`replication/state_machine.rs`; a unit-test mutant, as the apply path
 /// is not loom-visible).
+#[cfg_attr(not(feature = "replication"), allow(dead_code))]
 pub const STABLE_FOLLOWS_NEWEST_COMMIT: u32 = 52;
 
 #[cfg(loom)]
