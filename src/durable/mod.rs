@@ -20,7 +20,7 @@ mod fs;
 mod log;
 pub(crate) mod record;
 
-pub use fs::{FaultOp, Fs, FsFile, FsLock, MemFs, StdFs};
+pub use fs::{FaultOp, Fs, FsFile, FsLock, MemFs, StdFs, Stop, WriteBack};
 
 use crate::config::{EngineConfig, TimestampUpdate, TxnOptions};
 use crate::error::{Error, Result};
