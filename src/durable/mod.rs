@@ -35,7 +35,7 @@ pub(crate) use log::create_synced;
 pub(crate) use log::io_error;
 use log::{parse_segment, segment_name, Log};
 use parking_lot::{Condvar, Mutex};
-use record::{Commit, End, FILE_HEADER, SEGMENT_MAGIC};
+use record::{Commit, End, FILE_HEADER, FRAME_HEADER, MAX_PAYLOAD, SEGMENT_MAGIC};
 use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
@@ -542,8 +542,6 @@ fn newest_checkpoint(fs: &dyn Fs, dir: &Path) -> Result<Option<(u64, PathBuf)>> 
         .max())
 }
 
-/// A segment's records with their offsets, and how its scan ended. A file
-/// shorter than its header reads as torn at 0.
 /// Appends a segment's records to `out`, checking that their lsns run on
 /// from `expect` without a gap (invariant D4): a lost or doubled record is
 /// `Corrupt` at its offset, never replayed.
@@ -569,19 +567,26 @@ fn push_in_order(
 
 fn read_segment(fs: &dyn Fs, path: &Path, seq: u64) -> Result<(Vec<(u64, Commit)>, End)> {
     let buf = fs.read(path).map_err(|e| io_error("read", path, &e))?;
+    let (recs, end) = scan_segment(&buf, seq);
+    Ok((recs, end))
+}
+
+/// A segment's records with their offsets, and how its scan ended. A file
+/// shorter than its header reads as torn at 0.
+fn scan_segment(buf: &[u8], seq: u64) -> (Vec<(u64, Commit)>, End) {
     if buf.len() < FILE_HEADER {
-        return Ok((Vec::new(), End::Torn { offset: 0 }));
+        return (Vec::new(), End::Torn { offset: 0 });
     }
     if buf[..FILE_HEADER] != record::file_header(SEGMENT_MAGIC, seq) {
-        return Ok((
+        return (
             Vec::new(),
             End::Corrupt {
                 offset: 0,
                 reason: "bad segment header",
             },
-        ));
+        );
     }
-    let (frames, mut end) = record::scan(&buf, FILE_HEADER);
+    let (frames, mut end) = record::scan(buf, FILE_HEADER);
     let mut out = Vec::with_capacity(frames.len());
     for (offset, range) in frames {
         match record::decode_commit(&buf[range]) {
@@ -595,7 +600,55 @@ fn read_segment(fs: &dyn Fs, path: &Path, seq: u64) -> Result<(Vec<(u64, Commit)
             }
         }
     }
-    Ok((out, end))
+    (out, end)
+}
+
+/// The unit a file system writes back: a disk sector ([`MemFs::PAGE`]).
+/// A write-back a power cut loses leaves whole sectors of zeros, cut only
+/// by the file's synced length and its end.
+const SECTOR: usize = 512;
+
+/// Whether the damage at `offset` of the last segment `buf` is what a power
+/// cut can leave of an unsynced tail: the segment header, or a frame that
+/// fails its checksum, overlapping a zeroed sector (its part from `offset`
+/// to the end of the file all zeros). A frame that checks, a bad length in
+/// a checked header, or non-zero garbage is damage no power cut makes.
+fn unwritten(buf: &[u8], offset: u64) -> bool {
+    let zeroed = |from: usize, to: usize| {
+        let mut sector = from / SECTOR * SECTOR;
+        while sector < to {
+            let part = &buf[sector.max(from)..(sector + SECTOR).min(buf.len())];
+            if !part.is_empty() && part.iter().all(|&b| b == 0) {
+                return true;
+            }
+            sector += SECTOR;
+        }
+        false
+    };
+    let at = offset as usize;
+    if at == 0 {
+        // The segment header, written and synced before any frame.
+        return zeroed(0, FILE_HEADER.min(buf.len()));
+    }
+    let rest = &buf[at..];
+    if rest.len() < FRAME_HEADER {
+        return false;
+    }
+    let word = |i: usize| u32::from_le_bytes(rest[i..i + 4].try_into().expect("4 bytes"));
+    let end = if crc32c::crc32c(&rest[..8]) == word(8) {
+        let len = word(0) as usize;
+        if len > MAX_PAYLOAD || rest.len() - FRAME_HEADER < len {
+            return false;
+        }
+        let payload = &rest[FRAME_HEADER..FRAME_HEADER + len];
+        if crc32c::crc32c(payload) == word(4) {
+            return false;
+        }
+        at + FRAME_HEADER + len
+    } else {
+        at + FRAME_HEADER
+    };
+    zeroed(at, end)
 }
 
 /// What recovery read: the checkpoint and the log records after it.
@@ -651,16 +704,24 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
     for (i, &seq) in seqs.iter().enumerate() {
         let last = i + 1 == seqs.len();
         let path = dir.join(segment_name(seq));
-        let (recs, end) = read_segment(fs, &path, seq)?;
+        let buf = fs.read(&path).map_err(|e| io_error("read", &path, &e))?;
+        let (recs, end) = scan_segment(&buf, seq);
         report.segments += 1;
         push_in_order(recs, &mut expect, &path, &mut tail)?;
+        let len = buf.len() as u64;
+        // Every segment but the last was synced whole before the next one
+        // was created: only the last can hold an unsynced tail, and only
+        // there is damage a power cut can leave (D8).
+        let end = match end {
+            End::Corrupt { offset, .. } if last && unwritten(&buf, offset) => End::Torn { offset },
+            other => other,
+        };
         let cut_at = match end {
+            // Synced below (a log recovered from a killed process's files
+            // may hold bytes the disk does not have yet).
+            End::Clean if last => len,
             End::Clean => continue,
             End::Torn { offset } if last => {
-                let len = fs
-                    .read(&path)
-                    .map_err(|e| io_error("read", &path, &e))?
-                    .len() as u64;
                 report.torn_tail = Some(Damage {
                     file: path.clone(),
                     offset,
@@ -670,14 +731,16 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
                 offset
             }
             End::Torn { offset } | End::Corrupt { offset, .. } if truncate_corrupt => {
-                let len = fs
-                    .read(&path)
-                    .map_err(|e| io_error("read", &path, &e))?
-                    .len() as u64;
+                // The later segments go first, newest first, each removal
+                // durable before the next: at every instant the segments
+                // left run on without a gap, and this one is cut only
+                // once nothing follows it (a cut segment followed by them
+                // would be a gap in the lsns).
                 let later = &seqs[i + 1..];
-                for &s in later {
+                for &s in later.iter().rev() {
                     let p = dir.join(segment_name(s));
                     fs.remove(&p).map_err(|e| io_error("remove", &p, &e))?;
+                    fs.sync_dir(dir).map_err(|e| io_error("sync", dir, &e))?;
                 }
                 report.truncated = Some(Damage {
                     file: path.clone(),
@@ -699,11 +762,15 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
         };
         if cut_at < FILE_HEADER as u64 {
             // A segment whose header never reached the disk: no record can
-            // be in it. Its number is reused, so none is missing.
-            fs.remove(&path)
-                .map_err(|e| io_error("remove", &path, &e))?;
+            // be in it. Emptied, not removed, so that a checkpoint naming
+            // it as its first segment still finds it; the log re-creates
+            // it under the same number.
+            fs.truncate(&path, 0)
+                .map_err(|e| io_error("truncate", &path, &e))?;
             next_seq = seq;
         } else {
+            // Cut at the last whole record and synced: what recovery
+            // replays is on the disk before the log writes anything new.
             fs.truncate(&path, cut_at)
                 .map_err(|e| io_error("truncate", &path, &e))?;
         }
