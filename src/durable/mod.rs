@@ -789,26 +789,37 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
 }
 
 /// Rollback to stable at open: folds the covered commits into the state,
-/// drops the rest, and writes the result as a checkpoint covering every
-/// segment there is (the new log starts after them), so that no later
-/// recovery brings a dropped commit back. Returns how many it dropped.
+/// drops the rest, and writes the result as a checkpoint whose first
+/// segment is the log's, `rec.next_seq` (which the caller has created and
+/// synced, with its directory entry), then removes the older
+/// segments and checkpoints, so that no later recovery brings a dropped
+/// commit back. With nothing to drop it writes and removes nothing.
+/// Returns how many it dropped.
+///
+/// Every instant leaves a directory that opens: before the rename, the old
+/// checkpoint and its segments; after it, the new checkpoint and its first
+/// segment (the rename is synced before anything is removed).
 fn roll_back_files(fs: &dyn Fs, dir: &Path, rec: &mut Recovered) -> Result<u64> {
     let st = &mut rec.state;
-    let all: Vec<Commit> = std::mem::take(&mut st.carried)
-        .into_iter()
-        .chain(std::mem::take(&mut rec.tail))
-        .collect();
-    let total = all.len();
-    let keep: Vec<Commit> = all
-        .into_iter()
-        .filter(|c| c.covered_by(st.stable))
-        .collect();
-    let dropped = (total - keep.len()) as u64;
-    st.fold(keep, st.stable, rec.next_seq, rec.next_lsn);
+    let stable = st.stable;
+    let dropped = st
+        .carried
+        .iter()
+        .chain(&rec.tail)
+        .filter(|c| !c.covered_by(stable))
+        .count() as u64;
+    if dropped == 0 {
+        return Ok(0);
+    }
+    let seq = rec.next_seq;
+    let mut keep = std::mem::take(&mut st.carried);
+    keep.append(&mut rec.tail);
+    keep.retain(|c| c.covered_by(stable));
+    st.fold(keep, stable, seq, rec.next_lsn);
     checkpoint::write(fs, dir, st)?;
     for name in fs.list(dir).map_err(|e| io_error("list", dir, &e))? {
-        let old_seg = parse_segment(&name).is_some_and(|s| s < rec.next_seq);
-        let old_ckpt = checkpoint::parse_checkpoint(&name).is_some_and(|s| s < rec.next_seq);
+        let old_seg = parse_segment(&name).is_some_and(|s| s < seq);
+        let old_ckpt = checkpoint::parse_checkpoint(&name).is_some_and(|s| s < seq);
         if old_seg || old_ckpt {
             let p = dir.join(&name);
             fs.remove(&p).map_err(|e| io_error("remove", &p, &e))?;
@@ -904,6 +915,20 @@ impl Engine<LockFree> {
             .map_err(|e| io_error("lock", &lock_path, &e))?
             .ok_or(Error::DirectoryLocked { path: dir.clone() })?;
         let mut rec = recover_files(&*fs, &dir, options.truncate_corrupt)?;
+        let interval = match options.durability {
+            Durability::Periodic(d) => Some(d),
+            _ => None,
+        };
+        // The log's first segment exists (synced, with its directory entry)
+        // before a rollback's checkpoint names it.
+        let log = Log::create(
+            fs.clone(),
+            &dir,
+            rec.next_seq,
+            rec.next_lsn,
+            options.segment_bytes,
+            interval,
+        )?;
         if options.rollback_to_stable && rec.state.stable != 0 {
             rec.report.rolled_back = roll_back_files(&*fs, &dir, &mut rec)?;
         }
@@ -917,18 +942,6 @@ impl Engine<LockFree> {
                 ..TimestampUpdate::default()
             })?;
         }
-        let interval = match options.durability {
-            Durability::Periodic(d) => Some(d),
-            _ => None,
-        };
-        let log = Log::create(
-            fs.clone(),
-            &dir,
-            rec.next_seq,
-            rec.next_lsn,
-            options.segment_bytes,
-            interval,
-        )?;
         let mut report = rec.report;
         report.records_replayed = replayed;
         let stopper = Arc::new(Stopper {

@@ -6,7 +6,8 @@
 
 use snapshot_engine::durable::{Fs, MemFs, Stop, WriteBack};
 use snapshot_engine::{
-    CommitOptions, Durability, DurabilityOptions, Engine, EngineConfig, Error, TxnOptions,
+    CommitOptions, Durability, DurabilityOptions, Engine, EngineConfig, Error, TimestampUpdate,
+    TxnOptions,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -31,6 +32,13 @@ fn open_with(o: DurabilityOptions) -> snapshot_engine::Result<Engine> {
 
 fn open(fs: &MemFs) -> snapshot_engine::Result<Engine> {
     open_with(options(fs, Durability::Sync))
+}
+
+fn open_rolling_back(fs: &MemFs) -> snapshot_engine::Result<Engine> {
+    open_with(DurabilityOptions {
+        rollback_to_stable: true,
+        ..options(fs, Durability::Sync)
+    })
 }
 
 /// One commit putting `key` (a value long enough to fill segments) at `ts`
@@ -67,6 +75,127 @@ fn images(fs: &MemFs) -> Vec<(String, MemFs)> {
         ));
     }
     v
+}
+
+/// A closed directory whose checkpoint stands at stable 30: covered commits
+/// (timestamped at or below 30, or untimestamped) and uncovered ones (above
+/// 30, some carried by the checkpoint, most in segments after it).
+/// Returns (files, covered keys, uncovered keys).
+fn rollback_directory() -> (MemFs, Vec<String>, Vec<String>) {
+    let fs = MemFs::new();
+    let e = open(&fs).unwrap();
+    let (mut covered, mut uncovered) = (Vec::new(), Vec::new());
+    let mut commit = |key: String, ts: u64| {
+        put(&e, &key, ts);
+        if ts == 0 || ts <= 30 {
+            covered.push(key);
+        } else {
+            uncovered.push(key);
+        }
+    };
+    for i in 0..20 {
+        commit(format!("a{i:02}"), 10 + i);
+        commit(format!("u{i:02}"), 0);
+    }
+    for i in 0..10 {
+        commit(format!("b{i:02}"), 31 + i);
+    }
+    e.set_timestamps(TimestampUpdate::stable(30)).unwrap();
+    e.checkpoint().unwrap();
+    for i in 0..30 {
+        commit(format!("c{i:02}"), 41 + i);
+        commit(format!("v{i:02}"), 0);
+    }
+    drop(e);
+    (fs, covered, uncovered)
+}
+
+/// How many of `uncovered` an engine holds, checking that it holds every
+/// one of `covered` and all or none of `uncovered` (a rollback is one
+/// checkpoint: in force or not).
+fn check_rollback_image(e: &Engine, covered: &[String], uncovered: &[String], what: &str) -> usize {
+    for k in covered {
+        assert!(has(e, k), "{what}: covered commit {k} lost");
+    }
+    let n = uncovered.iter().filter(|k| has(e, k)).count();
+    assert!(
+        n == 0 || n == uncovered.len(),
+        "{what}: {n} of {} uncovered commits",
+        uncovered.len()
+    );
+    n
+}
+
+/// A crash at every mutating file operation of an open with rollback to
+/// stable: every image opens, plainly (with every covered commit, and the
+/// uncovered ones all there or all rolled back) and with rollback (every
+/// uncovered one gone, for good).
+#[test]
+fn an_open_with_rollback_to_stable_can_crash_at_every_file_operation() {
+    let (base, covered, uncovered) = rollback_directory();
+    let ops = {
+        let f = base.fork();
+        let e = open_rolling_back(&f).unwrap();
+        assert_eq!(
+            e.recovery_report().unwrap().rolled_back,
+            uncovered.len() as u64
+        );
+        let n = f.mutations();
+        drop(e);
+        n
+    };
+    assert!(ops > 5, "{ops} mutating operations in an open");
+    for k in 1..=ops {
+        let f = base.fork();
+        f.stop_at(k, Stop::Freeze);
+        assert!(open_rolling_back(&f).is_err(), "operation {k} of {ops}");
+        for (name, image) in images(&f) {
+            let what = format!("crash at operation {k} of {ops}, {name}");
+            let plain = image.fork();
+            let e = open(&plain).unwrap_or_else(|err| panic!("{what}: plain open: {err}"));
+            let present = check_rollback_image(&e, &covered, &uncovered, &what);
+            drop(e);
+            let e = open_rolling_back(&image)
+                .unwrap_or_else(|err| panic!("{what}: open with rollback: {err}"));
+            assert_eq!(check_rollback_image(&e, &covered, &uncovered, &what), 0);
+            assert_eq!(
+                e.recovery_report().unwrap().rolled_back,
+                present as u64,
+                "{what}"
+            );
+            drop(e);
+            let e = open(&image).unwrap_or_else(|err| panic!("{what}: reopen: {err}"));
+            assert_eq!(check_rollback_image(&e, &covered, &uncovered, &what), 0);
+        }
+    }
+}
+
+/// With nothing to roll back, an open with rollback to stable is a plain
+/// open: it writes no checkpoint and removes no file.
+#[test]
+fn an_open_with_nothing_to_roll_back_rewrites_nothing() {
+    let (fs, covered, uncovered) = rollback_directory();
+    drop(open_rolling_back(&fs).unwrap());
+    let dir = Path::new(DIR);
+    let before = fs.list(dir).unwrap();
+    let ckpts = |names: &[String]| -> Vec<String> {
+        names
+            .iter()
+            .filter(|n| n.starts_with("ckpt-"))
+            .cloned()
+            .collect()
+    };
+    let e = open_rolling_back(&fs).unwrap();
+    assert_eq!(e.recovery_report().unwrap().rolled_back, 0);
+    check_rollback_image(&e, &covered, &uncovered, "second rollback");
+    let after = fs.list(dir).unwrap();
+    assert_eq!(ckpts(&after), ckpts(&before));
+    for n in &before {
+        assert!(
+            after.contains(n),
+            "{n} removed by an open with nothing to roll back"
+        );
+    }
 }
 
 /// `n` commits putting `k000`, `k001`, ... on `e`.
