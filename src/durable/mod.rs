@@ -481,8 +481,8 @@ impl Durable {
         let (path, bytes) = checkpoint::write(&*self.fs, &self.dir, &st)?;
         // The checkpoint is in force (D5): from here the call succeeds. What
         // it covers is removed on a best-effort basis: a file left behind
-        // (a failed remove or sync) is below the newest checkpoint's cut,
-        // which recovery never replays, and the next checkpoint removes it;
+        // (a failed remove) is below the newest checkpoint's cut, which
+        // recovery never replays, and the next checkpoint removes it;
         // `segments_removed` counts only what went.
         let mut removed = 0;
         for name in self.fs.list(&self.dir).unwrap_or_default() {
@@ -495,7 +495,12 @@ impl Durable {
                 }
             }
         }
-        let _ = self.fs.sync_dir(&self.dir);
+        if let Err(e) = self.fs.sync_dir(&self.dir) {
+            // The directory's state is unknown after a failed sync: the log
+            // stops, as after any failed sync, and a reopen's recovery
+            // settles the directory (the checkpoint stands either way).
+            self.log.fail(io_error("sync", &self.dir, &e));
+        }
         let report = CheckpointReport {
             stable: Timestamp::new(st.stable).to_option(),
             path,
