@@ -53,11 +53,16 @@ pub enum Durability {
     Sync,
     /// The commit returns once its record is written to the OS; a
     /// background flusher syncs every `interval`. A process crash loses
-    /// nothing; a power cut loses at most about one interval.
+    /// nothing; a power cut loses at most about one interval: recovery
+    /// keeps the commits before the first record the disk lost (pages
+    /// reach it in any order) and reports the cut in
+    /// [`RecoveryReport::torn_tail`].
     Periodic(Duration),
     /// The commit returns once its record is written to the OS, which
     /// writes it back when it will. A process crash loses nothing; a power
-    /// cut may lose any commit not yet written back.
+    /// cut may lose any commit not yet written back: recovery keeps the
+    /// commits before the first record the disk lost and reports the cut
+    /// in [`RecoveryReport::torn_tail`].
     None,
 }
 
@@ -72,19 +77,23 @@ pub struct DurabilityOptions {
     /// A segment is closed (synced) and the next one started once it holds
     /// this many bytes. Default 64 MiB; bounds `4096..=2^40`.
     pub segment_bytes: u64,
-    /// On a checksum mismatch in the log, truncate the log there (and drop
-    /// the segments after it), reporting it in
-    /// [`RecoveryReport::truncated`], instead of failing with
-    /// [`Error::Corrupt`]. Default `false`.
+    /// On damage in the log that no crash leaves (a checksum mismatch
+    /// other than the lost write-back [`RecoveryReport::torn_tail`]
+    /// describes), truncate the log there (and drop the segments after it),
+    /// reporting it in [`RecoveryReport::truncated`], instead of failing
+    /// with [`Error::Corrupt`]. Default `false`.
     pub truncate_corrupt: bool,
     /// Roll back to stable at open, as WiredTiger's `rollback_to_stable`
     /// after a crash: drop every logged commit not covered by the recovered
     /// checkpoint's stable timestamp (timestamped above it, or prepared and
     /// durable above it), for good: the state at that stable is written as
-    /// a new checkpoint before the engine opens. A replicated host uses it
-    /// to come back to a point every replica agrees on. Without a
-    /// checkpoint at a stable timestamp nothing is dropped. The count is in
-    /// [`RecoveryReport::rolled_back`]. Default `false`.
+    /// a new checkpoint before the engine opens (with nothing to drop,
+    /// nothing is written). A replicated host uses it to come back to a
+    /// point every replica agrees on. Without a checkpoint at a stable
+    /// timestamp nothing is dropped. A crash at any instant of such an
+    /// open leaves a directory that opens, with the dropped commits all
+    /// there or all gone. The count is in [`RecoveryReport::rolled_back`].
+    /// Default `false`.
     pub rollback_to_stable: bool,
     /// Take a checkpoint in the background this often (`None`: only when
     /// [`Engine::checkpoint`] is called). Default `None`; at least 1 ms.
@@ -201,7 +210,15 @@ pub struct RecoveryReport {
     pub records_replayed: u64,
     /// Segments read.
     pub segments: u64,
-    /// A torn final record (a crash in the middle of its write), dropped.
+    /// The end of the last segment a crash left incomplete, dropped from
+    /// the first record it damaged on: a final record cut short (a crash
+    /// in the middle of its write, or a zero-filled rest), or a record
+    /// failing its checksum over a zeroed 512-byte sector (a write-back the
+    /// disk lost: a power cut writes unsynced pages back in any order, so
+    /// records after the loss may be there, and are dropped with it). Only
+    /// the last segment can hold such damage: every other one was synced
+    /// before the next began, so damage there, and non-zero garbage
+    /// anywhere, is [`Error::Corrupt`] (or [`RecoveryReport::truncated`]).
     pub torn_tail: Option<Damage>,
     /// A corrupt record the log was truncated at
     /// ([`DurabilityOptions::truncate_corrupt`]).
@@ -898,9 +915,10 @@ impl Engine<LockFree> {
     /// # Errors
     /// [`Error::InvalidDurabilityOption`]; [`Error::DirectoryLocked`] when
     /// another open engine (in this or another process) holds `dir`;
-    /// [`Error::Corrupt`] for a damaged checkpoint, a missing segment or a
-    /// checksum mismatch before the end of the log (unless
-    /// `truncate_corrupt`); [`Error::Io`]; an error replaying a record
+    /// [`Error::Corrupt`] for a damaged checkpoint, a missing segment or
+    /// damage in the log that no crash leaves (see
+    /// [`RecoveryReport::torn_tail`]; unless `truncate_corrupt`);
+    /// [`Error::Io`]; an error replaying a record
     /// (a key or value over this `config`'s limits).
     pub fn open(
         dir: impl AsRef<Path>,
