@@ -336,7 +336,7 @@ impl MemFs {
     /// file system writes back whole blocks made of sectors, so a lost
     /// write-back is a run of whole zeroed sectors, cut only by the synced
     /// length and the end of the file; recovery relies on that shape
-    /// ([`DurabilityOptions`](crate::DurabilityOptions)).
+    /// ([`RecoveryReport::torn_tail`](crate::RecoveryReport::torn_tail)).
     pub const PAGE: usize = 512;
 
     /// An empty file system.
