@@ -13,6 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+#[path = "durability/crash_images.rs"]
+mod crash_images;
+
 const DIR: &str = "/db";
 
 fn opts(fs: &MemFs, durability: Durability) -> DurabilityOptions {

@@ -48,15 +48,19 @@
 //! * a checkpoint syncs the log (every commit before it is durable) and
 //!   holds, per key, the newest commit before it that is untimestamped or
 //!   durable at or below stable; older history is gone after recovery;
-//! * a crash keeps only the commits before the last sync (the last
-//!   checkpoint or clean restart); a clean restart keeps them all;
+//! * a crash is a power cut: the files are one image a power cut may
+//!   leave (`MemFs::power_cut`, pages written back in any order, picked by
+//!   the step's position), which keeps every commit before the last sync
+//!   (the last checkpoint or reopen) and any prefix of the later ones; the
+//!   harness reads how many from the records the reopened engine replayed
+//!   and checks those bounds; a clean restart keeps them all;
 //! * after either, open transactions and prepared ones are gone, stable and
 //!   oldest start at the last checkpoint's stable, and transaction ids
 //!   restart (the harness reads the engine's next id from a snapshot's
 //!   xmin: ids are not durable).
 
 use arbitrary::{Arbitrary, Unstructured};
-use snapshot_engine::durable::MemFs;
+use snapshot_engine::durable::{MemFs, WriteBack};
 use snapshot_engine::{
     CommitOptions, Durability, DurabilityOptions, Engine, EngineConfig, Error, Isolation,
     PrepareConflicts, Savepoint, Session, Timestamp, TimestampKind, TimestampRole, TimestampUpdate,
@@ -270,7 +274,8 @@ pub enum Op {
     Iter(S, B, B, u8, Key),
     /// `engine.checkpoint()`.
     Checkpoint,
-    /// A crash: the engine is dropped and reopened from what was synced.
+    /// A power cut: the engine is dropped and reopened from one image a
+    /// power cut may leave (the synced commits and a prefix of the rest).
     Crash,
     /// A clean close and reopen.
     Restart,
@@ -423,7 +428,16 @@ pub fn run(ops: &[Op]) {
         let engine = open(&fs);
         let mut real = Real::new(&engine);
         if pos > 0 {
-            resync(&mut real, &mut model, &mut history, pos, last_crash);
+            let replayed = engine
+                .recovery_report()
+                .expect("a durable engine")
+                .records_replayed;
+            let kept = if last_crash {
+                model.power_cut_kept(replayed)
+            } else {
+                model.log.len()
+            };
+            resync(&mut real, &mut model, &mut history, pos, kept);
         }
         let mut stop = None;
         while pos < all.len() {
@@ -457,7 +471,7 @@ pub fn run(ops: &[Op]) {
         use fmt::Write;
         let _ = writeln!(history, "{:4}: {op:?}", pos - 1);
         let crash = matches!(op, Op::Crash);
-        let image = crash.then(|| fs.crash());
+        let image = crash.then(|| fs.power_cut(pos as u64, WriteBack::AnyPages));
         drop(real);
         drop(engine);
         if let Some(image) = image {
@@ -483,10 +497,11 @@ fn open(fs: &MemFs) -> Engine {
     .expect("the fuzzed engine's files recover")
 }
 
-/// After a reopen: reads the engine's next transaction id (the xmin of a
-/// snapshot taken with nothing running), brings the model to the recovered
-/// state with it, and advances the horizon on both sides.
-fn resync(real: &mut Real<'_>, model: &mut Model, history: &mut String, i: usize, crash: bool) {
+/// After a reopen that kept the first `kept` commits: reads the engine's
+/// next transaction id (the xmin of a snapshot taken with nothing running),
+/// brings the model to the recovered state with it, and advances the
+/// horizon on both sides.
+fn resync(real: &mut Real<'_>, model: &mut Model, history: &mut String, i: usize, kept: usize) {
     let begin = Op::Begin(
         S(0),
         BeginOpts {
@@ -503,7 +518,7 @@ fn resync(real: &mut Real<'_>, model: &mut Model, history: &mut String, i: usize
     };
     let next_id = pins[0].0.expect("the reader's xmin is published");
     real.apply(i, &Op::Drop(S(0))).expect("drop");
-    model.recover(next_id, crash);
+    model.recover(next_id, kept);
     step(real, model, history, i, &Op::Collect);
 }
 
@@ -818,7 +833,7 @@ pub struct Model {
     /// Every commit with writes, in commit order (= log order): (id,
     /// commit timestamp, durable timestamp).
     log: Vec<(u64, u64, u64)>,
-    /// Commits known synced (`log[..synced]`): a crash keeps these.
+    /// Commits known synced (`log[..synced]`): a power cut keeps these.
     synced: usize,
     /// The last checkpoint: (commits before it, its stable timestamp).
     ckpt: Option<(usize, u64)>,
@@ -1492,11 +1507,34 @@ impl Model {
         Out::Query(ts(v).to_option(), pins)
     }
 
-    /// Applies `op` (the `step`-th) to the model.
-    /// The state recovery rebuilds after a crash (`crash`) or a clean
-    /// restart, in an engine whose next transaction id is `next_id`.
-    fn recover(&mut self, next_id: u64, crash: bool) {
-        let kept = if crash { self.synced } else { self.log.len() };
+    /// How many commits a power cut kept, from the number of records the
+    /// reopened engine replayed: the last checkpoint's carried records
+    /// (before its cut, not covered at its stable), then every commit after
+    /// its cut that survived. Panics if that drops a synced commit or holds
+    /// one that never was.
+    fn power_cut_kept(&self, replayed: u64) -> usize {
+        let (cut, stable) = self.ckpt.unwrap_or((0, 0));
+        let carried = self.log[..cut]
+            .iter()
+            .filter(|&&(_, _, d)| d != 0 && d > stable)
+            .count();
+        let kept = (replayed as usize)
+            .checked_sub(carried)
+            .map(|after| cut + after)
+            .unwrap_or_else(|| panic!("{replayed} records replayed, {carried} carried"));
+        assert!(
+            self.synced <= kept && kept <= self.log.len(),
+            "a power cut kept {kept} commits: {} were synced, {} made",
+            self.synced,
+            self.log.len()
+        );
+        kept
+    }
+
+    /// The state recovery rebuilds when it kept the first `kept` commits
+    /// (a power cut, or all of them at a clean restart), in an engine whose
+    /// next transaction id is `next_id`.
+    fn recover(&mut self, next_id: u64, kept: usize) {
         self.log.truncate(kept);
         self.synced = kept;
         let log = &self.log;
@@ -1570,6 +1608,7 @@ impl Model {
         self.savepoints.clear();
     }
 
+    /// Applies `op` (the `step`-th) to the model.
     pub fn apply(&mut self, step: usize, op: &Op) -> Res {
         let s = match *op {
             Op::Begin(s, o) => return self.begin(s.get(), o.get()),

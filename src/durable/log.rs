@@ -171,7 +171,9 @@ impl Log {
         self.failed.get()
     }
 
-    fn fail(&self, e: Error) -> Error {
+    /// Stops the log with `e` (the first failure stays): every later
+    /// commit gets it.
+    pub(crate) fn fail(&self, e: Error) -> Error {
         let _ = self.failed.set(e);
         self.failed.get().cloned().expect("just set")
     }

@@ -20,7 +20,7 @@ mod fs;
 mod log;
 pub(crate) mod record;
 
-pub use fs::{FaultOp, Fs, FsFile, FsLock, MemFs, StdFs};
+pub use fs::{FaultOp, Fs, FsFile, FsLock, MemFs, StdFs, Stop, WriteBack};
 
 use crate::config::{EngineConfig, TimestampUpdate, TxnOptions};
 use crate::error::{Error, Result};
@@ -35,7 +35,7 @@ pub(crate) use log::create_synced;
 pub(crate) use log::io_error;
 use log::{parse_segment, segment_name, Log};
 use parking_lot::{Condvar, Mutex};
-use record::{Commit, End, FILE_HEADER, SEGMENT_MAGIC};
+use record::{Commit, End, FILE_HEADER, FRAME_HEADER, MAX_PAYLOAD, SEGMENT_MAGIC};
 use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
@@ -53,11 +53,16 @@ pub enum Durability {
     Sync,
     /// The commit returns once its record is written to the OS; a
     /// background flusher syncs every `interval`. A process crash loses
-    /// nothing; a power cut loses at most about one interval.
+    /// nothing; a power cut loses at most about one interval: recovery
+    /// keeps the commits before the first record the disk lost (pages
+    /// reach it in any order) and reports the cut in
+    /// [`RecoveryReport::torn_tail`].
     Periodic(Duration),
     /// The commit returns once its record is written to the OS, which
     /// writes it back when it will. A process crash loses nothing; a power
-    /// cut may lose any commit not yet written back.
+    /// cut may lose any commit not yet written back: recovery keeps the
+    /// commits before the first record the disk lost and reports the cut
+    /// in [`RecoveryReport::torn_tail`].
     None,
 }
 
@@ -72,19 +77,23 @@ pub struct DurabilityOptions {
     /// A segment is closed (synced) and the next one started once it holds
     /// this many bytes. Default 64 MiB; bounds `4096..=2^40`.
     pub segment_bytes: u64,
-    /// On a checksum mismatch in the log, truncate the log there (and drop
-    /// the segments after it), reporting it in
-    /// [`RecoveryReport::truncated`], instead of failing with
-    /// [`Error::Corrupt`]. Default `false`.
+    /// On damage in the log that no crash leaves (a checksum mismatch
+    /// other than the lost write-back [`RecoveryReport::torn_tail`]
+    /// describes), truncate the log there (and drop the segments after it),
+    /// reporting it in [`RecoveryReport::truncated`], instead of failing
+    /// with [`Error::Corrupt`]. Default `false`.
     pub truncate_corrupt: bool,
     /// Roll back to stable at open, as WiredTiger's `rollback_to_stable`
     /// after a crash: drop every logged commit not covered by the recovered
     /// checkpoint's stable timestamp (timestamped above it, or prepared and
     /// durable above it), for good: the state at that stable is written as
-    /// a new checkpoint before the engine opens. A replicated host uses it
-    /// to come back to a point every replica agrees on. Without a
-    /// checkpoint at a stable timestamp nothing is dropped. The count is in
-    /// [`RecoveryReport::rolled_back`]. Default `false`.
+    /// a new checkpoint before the engine opens (with nothing to drop,
+    /// nothing is written). A replicated host uses it to come back to a
+    /// point every replica agrees on. Without a checkpoint at a stable
+    /// timestamp nothing is dropped. A crash at any instant of such an
+    /// open leaves a directory that opens, with the dropped commits all
+    /// there or all gone. The count is in [`RecoveryReport::rolled_back`].
+    /// Default `false`.
     pub rollback_to_stable: bool,
     /// Take a checkpoint in the background this often (`None`: only when
     /// [`Engine::checkpoint`] is called). Default `None`; at least 1 ms.
@@ -201,7 +210,15 @@ pub struct RecoveryReport {
     pub records_replayed: u64,
     /// Segments read.
     pub segments: u64,
-    /// A torn final record (a crash in the middle of its write), dropped.
+    /// The end of the last segment a crash left incomplete, dropped from
+    /// the first record it damaged on: a final record cut short (a crash
+    /// in the middle of its write, or a zero-filled rest), or a record
+    /// failing its checksum over a zeroed 512-byte sector (a write-back the
+    /// disk lost: a power cut writes unsynced pages back in any order, so
+    /// records after the loss may be there, and are dropped with it). Only
+    /// the last segment can hold such damage: every other one was synced
+    /// before the next began, so damage there, and non-zero garbage
+    /// anywhere, is [`Error::Corrupt`] (or [`RecoveryReport::truncated`]).
     pub torn_tail: Option<Damage>,
     /// A corrupt record the log was truncated at
     /// ([`DurabilityOptions::truncate_corrupt`]).
@@ -481,8 +498,8 @@ impl Durable {
         let (path, bytes) = checkpoint::write(&*self.fs, &self.dir, &st)?;
         // The checkpoint is in force (D5): from here the call succeeds. What
         // it covers is removed on a best-effort basis: a file left behind
-        // (a failed remove or sync) is below the newest checkpoint's cut,
-        // which recovery never replays, and the next checkpoint removes it;
+        // (a failed remove) is below the newest checkpoint's cut, which
+        // recovery never replays, and the next checkpoint removes it;
         // `segments_removed` counts only what went.
         let mut removed = 0;
         for name in self.fs.list(&self.dir).unwrap_or_default() {
@@ -495,7 +512,12 @@ impl Durable {
                 }
             }
         }
-        let _ = self.fs.sync_dir(&self.dir);
+        if let Err(e) = self.fs.sync_dir(&self.dir) {
+            // The directory's state is unknown after a failed sync: the log
+            // stops, as after any failed sync, and a reopen's recovery
+            // settles the directory (the checkpoint stands either way).
+            self.log.fail(io_error("sync", &self.dir, &e));
+        }
         let report = CheckpointReport {
             stable: Timestamp::new(st.stable).to_option(),
             path,
@@ -542,8 +564,6 @@ fn newest_checkpoint(fs: &dyn Fs, dir: &Path) -> Result<Option<(u64, PathBuf)>> 
         .max())
 }
 
-/// A segment's records with their offsets, and how its scan ended. A file
-/// shorter than its header reads as torn at 0.
 /// Appends a segment's records to `out`, checking that their lsns run on
 /// from `expect` without a gap (invariant D4): a lost or doubled record is
 /// `Corrupt` at its offset, never replayed.
@@ -569,19 +589,26 @@ fn push_in_order(
 
 fn read_segment(fs: &dyn Fs, path: &Path, seq: u64) -> Result<(Vec<(u64, Commit)>, End)> {
     let buf = fs.read(path).map_err(|e| io_error("read", path, &e))?;
+    let (recs, end) = scan_segment(&buf, seq);
+    Ok((recs, end))
+}
+
+/// A segment's records with their offsets, and how its scan ended. A file
+/// shorter than its header reads as torn at 0.
+fn scan_segment(buf: &[u8], seq: u64) -> (Vec<(u64, Commit)>, End) {
     if buf.len() < FILE_HEADER {
-        return Ok((Vec::new(), End::Torn { offset: 0 }));
+        return (Vec::new(), End::Torn { offset: 0 });
     }
     if buf[..FILE_HEADER] != record::file_header(SEGMENT_MAGIC, seq) {
-        return Ok((
+        return (
             Vec::new(),
             End::Corrupt {
                 offset: 0,
                 reason: "bad segment header",
             },
-        ));
+        );
     }
-    let (frames, mut end) = record::scan(&buf, FILE_HEADER);
+    let (frames, mut end) = record::scan(buf, FILE_HEADER);
     let mut out = Vec::with_capacity(frames.len());
     for (offset, range) in frames {
         match record::decode_commit(&buf[range]) {
@@ -595,7 +622,55 @@ fn read_segment(fs: &dyn Fs, path: &Path, seq: u64) -> Result<(Vec<(u64, Commit)
             }
         }
     }
-    Ok((out, end))
+    (out, end)
+}
+
+/// The unit a file system writes back: a disk sector ([`MemFs::PAGE`]).
+/// A write-back a power cut loses leaves whole sectors of zeros, cut only
+/// by the file's synced length and its end.
+const SECTOR: usize = 512;
+
+/// Whether the damage at `offset` of the last segment `buf` is what a power
+/// cut can leave of an unsynced tail: the segment header, or a frame that
+/// fails its checksum, overlapping a zeroed sector (its part from `offset`
+/// to the end of the file all zeros). A frame that checks, a bad length in
+/// a checked header, or non-zero garbage is damage no power cut makes.
+fn unwritten(buf: &[u8], offset: u64) -> bool {
+    let zeroed = |from: usize, to: usize| {
+        let mut sector = from / SECTOR * SECTOR;
+        while sector < to {
+            let part = &buf[sector.max(from)..(sector + SECTOR).min(buf.len())];
+            if !part.is_empty() && part.iter().all(|&b| b == 0) {
+                return true;
+            }
+            sector += SECTOR;
+        }
+        false
+    };
+    let at = offset as usize;
+    if at == 0 {
+        // The segment header, written and synced before any frame.
+        return zeroed(0, FILE_HEADER.min(buf.len()));
+    }
+    let rest = &buf[at..];
+    if rest.len() < FRAME_HEADER {
+        return false;
+    }
+    let word = |i: usize| u32::from_le_bytes(rest[i..i + 4].try_into().expect("4 bytes"));
+    let end = if crc32c::crc32c(&rest[..8]) == word(8) {
+        let len = word(0) as usize;
+        if len > MAX_PAYLOAD || rest.len() - FRAME_HEADER < len {
+            return false;
+        }
+        let payload = &rest[FRAME_HEADER..FRAME_HEADER + len];
+        if crc32c::crc32c(payload) == word(4) {
+            return false;
+        }
+        at + FRAME_HEADER + len
+    } else {
+        at + FRAME_HEADER
+    };
+    zeroed(at, end)
 }
 
 /// What recovery read: the checkpoint and the log records after it.
@@ -651,16 +726,24 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
     for (i, &seq) in seqs.iter().enumerate() {
         let last = i + 1 == seqs.len();
         let path = dir.join(segment_name(seq));
-        let (recs, end) = read_segment(fs, &path, seq)?;
+        let buf = fs.read(&path).map_err(|e| io_error("read", &path, &e))?;
+        let (recs, end) = scan_segment(&buf, seq);
         report.segments += 1;
         push_in_order(recs, &mut expect, &path, &mut tail)?;
+        let len = buf.len() as u64;
+        // Every segment but the last was synced whole before the next one
+        // was created: only the last can hold an unsynced tail, and only
+        // there is damage a power cut can leave (D8).
+        let end = match end {
+            End::Corrupt { offset, .. } if last && unwritten(&buf, offset) => End::Torn { offset },
+            other => other,
+        };
         let cut_at = match end {
+            // Synced below (a log recovered from a killed process's files
+            // may hold bytes the disk does not have yet).
+            End::Clean if last => len,
             End::Clean => continue,
             End::Torn { offset } if last => {
-                let len = fs
-                    .read(&path)
-                    .map_err(|e| io_error("read", &path, &e))?
-                    .len() as u64;
                 report.torn_tail = Some(Damage {
                     file: path.clone(),
                     offset,
@@ -670,14 +753,16 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
                 offset
             }
             End::Torn { offset } | End::Corrupt { offset, .. } if truncate_corrupt => {
-                let len = fs
-                    .read(&path)
-                    .map_err(|e| io_error("read", &path, &e))?
-                    .len() as u64;
+                // The later segments go first, newest first, each removal
+                // durable before the next: at every instant the segments
+                // left run on without a gap, and this one is cut only
+                // once nothing follows it (a cut segment followed by them
+                // would be a gap in the lsns).
                 let later = &seqs[i + 1..];
-                for &s in later {
+                for &s in later.iter().rev() {
                     let p = dir.join(segment_name(s));
                     fs.remove(&p).map_err(|e| io_error("remove", &p, &e))?;
+                    fs.sync_dir(dir).map_err(|e| io_error("sync", dir, &e))?;
                 }
                 report.truncated = Some(Damage {
                     file: path.clone(),
@@ -699,11 +784,15 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
         };
         if cut_at < FILE_HEADER as u64 {
             // A segment whose header never reached the disk: no record can
-            // be in it. Its number is reused, so none is missing.
-            fs.remove(&path)
-                .map_err(|e| io_error("remove", &path, &e))?;
+            // be in it. Emptied, not removed, so that a checkpoint naming
+            // it as its first segment still finds it; the log re-creates
+            // it under the same number.
+            fs.truncate(&path, 0)
+                .map_err(|e| io_error("truncate", &path, &e))?;
             next_seq = seq;
         } else {
+            // Cut at the last whole record and synced: what recovery
+            // replays is on the disk before the log writes anything new.
             fs.truncate(&path, cut_at)
                 .map_err(|e| io_error("truncate", &path, &e))?;
         }
@@ -722,26 +811,37 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
 }
 
 /// Rollback to stable at open: folds the covered commits into the state,
-/// drops the rest, and writes the result as a checkpoint covering every
-/// segment there is (the new log starts after them), so that no later
-/// recovery brings a dropped commit back. Returns how many it dropped.
+/// drops the rest, and writes the result as a checkpoint whose first
+/// segment is the log's, `rec.next_seq` (which the caller has created and
+/// synced, with its directory entry), then removes the older
+/// segments and checkpoints, so that no later recovery brings a dropped
+/// commit back. With nothing to drop it writes and removes nothing.
+/// Returns how many it dropped.
+///
+/// Every instant leaves a directory that opens: before the rename, the old
+/// checkpoint and its segments; after it, the new checkpoint and its first
+/// segment (the rename is synced before anything is removed).
 fn roll_back_files(fs: &dyn Fs, dir: &Path, rec: &mut Recovered) -> Result<u64> {
     let st = &mut rec.state;
-    let all: Vec<Commit> = std::mem::take(&mut st.carried)
-        .into_iter()
-        .chain(std::mem::take(&mut rec.tail))
-        .collect();
-    let total = all.len();
-    let keep: Vec<Commit> = all
-        .into_iter()
-        .filter(|c| c.covered_by(st.stable))
-        .collect();
-    let dropped = (total - keep.len()) as u64;
-    st.fold(keep, st.stable, rec.next_seq, rec.next_lsn);
+    let stable = st.stable;
+    let dropped = st
+        .carried
+        .iter()
+        .chain(&rec.tail)
+        .filter(|c| !c.covered_by(stable))
+        .count() as u64;
+    if dropped == 0 {
+        return Ok(0);
+    }
+    let seq = rec.next_seq;
+    let mut keep = std::mem::take(&mut st.carried);
+    keep.append(&mut rec.tail);
+    keep.retain(|c| c.covered_by(stable));
+    st.fold(keep, stable, seq, rec.next_lsn);
     checkpoint::write(fs, dir, st)?;
     for name in fs.list(dir).map_err(|e| io_error("list", dir, &e))? {
-        let old_seg = parse_segment(&name).is_some_and(|s| s < rec.next_seq);
-        let old_ckpt = checkpoint::parse_checkpoint(&name).is_some_and(|s| s < rec.next_seq);
+        let old_seg = parse_segment(&name).is_some_and(|s| s < seq);
+        let old_ckpt = checkpoint::parse_checkpoint(&name).is_some_and(|s| s < seq);
         if old_seg || old_ckpt {
             let p = dir.join(&name);
             fs.remove(&p).map_err(|e| io_error("remove", &p, &e))?;
@@ -815,9 +915,10 @@ impl Engine<LockFree> {
     /// # Errors
     /// [`Error::InvalidDurabilityOption`]; [`Error::DirectoryLocked`] when
     /// another open engine (in this or another process) holds `dir`;
-    /// [`Error::Corrupt`] for a damaged checkpoint, a missing segment or a
-    /// checksum mismatch before the end of the log (unless
-    /// `truncate_corrupt`); [`Error::Io`]; an error replaying a record
+    /// [`Error::Corrupt`] for a damaged checkpoint, a missing segment or
+    /// damage in the log that no crash leaves (see
+    /// [`RecoveryReport::torn_tail`]; unless `truncate_corrupt`);
+    /// [`Error::Io`]; an error replaying a record
     /// (a key or value over this `config`'s limits).
     pub fn open(
         dir: impl AsRef<Path>,
@@ -837,6 +938,20 @@ impl Engine<LockFree> {
             .map_err(|e| io_error("lock", &lock_path, &e))?
             .ok_or(Error::DirectoryLocked { path: dir.clone() })?;
         let mut rec = recover_files(&*fs, &dir, options.truncate_corrupt)?;
+        let interval = match options.durability {
+            Durability::Periodic(d) => Some(d),
+            _ => None,
+        };
+        // The log's first segment exists (synced, with its directory entry)
+        // before a rollback's checkpoint names it.
+        let log = Log::create(
+            fs.clone(),
+            &dir,
+            rec.next_seq,
+            rec.next_lsn,
+            options.segment_bytes,
+            interval,
+        )?;
         if options.rollback_to_stable && rec.state.stable != 0 {
             rec.report.rolled_back = roll_back_files(&*fs, &dir, &mut rec)?;
         }
@@ -850,18 +965,6 @@ impl Engine<LockFree> {
                 ..TimestampUpdate::default()
             })?;
         }
-        let interval = match options.durability {
-            Durability::Periodic(d) => Some(d),
-            _ => None,
-        };
-        let log = Log::create(
-            fs.clone(),
-            &dir,
-            rec.next_seq,
-            rec.next_lsn,
-            options.segment_bytes,
-            interval,
-        )?;
         let mut report = rec.report;
         report.records_replayed = replayed;
         let stopper = Arc::new(Stopper {

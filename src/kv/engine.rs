@@ -151,7 +151,10 @@ impl<P: Protocol> Engine<P> {
     /// # Errors
     /// [`Error::NotDurable`] for an in-memory engine; [`Error::Io`];
     /// [`Error::Corrupt`] if a segment it folds in is damaged. The previous
-    /// checkpoint stays in force.
+    /// checkpoint stays in force. Once the new one is in force (renamed and
+    /// its directory synced) the call succeeds; if the directory sync after
+    /// the removal of what it covers fails, the log stops instead, as after
+    /// any failed sync: later commits get that [`Error::Io`] until reopened.
     pub fn checkpoint(&self) -> Result<crate::durable::CheckpointReport> {
         self.durable.as_ref().ok_or(Error::NotDurable)?.checkpoint()
     }
