@@ -9,6 +9,7 @@ use super::version::{ReadView, VersionState, VersionStatus, ABORTED, COMMITTED, 
 use super::LockFree;
 use crate::config::{CommitOptions, Isolation, PrepareConflicts, TxnOptions};
 use crate::error::{check_ts, Error, Result, TimestampRole};
+use crate::sync::{mutant as m, mutant_on};
 use crate::ts::{Timestamp, TxnId};
 use std::marker::PhantomData;
 
@@ -120,7 +121,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         }
         sess.open.live = true;
         let rmw_at_begin = crate::sync::thread_rmw_count().unwrap_or(0);
-        let engine = sess.mgr;
+        let mgr = sess.mgr;
         let ctr = sess.ctr();
         ctr.begins.bump(1);
         // Field by field, in place in the session (no struct built on the
@@ -139,7 +140,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         c.rmw_at_begin = rmw_at_begin;
         let mut t = Transaction { sess };
         if opts.read_at_stable {
-            let sv = engine.proto.begin_at_stable(t.sess.slot, ctr);
+            let sv = mgr.proto.begin_at_stable(t.sess.slot, ctr);
             t.sess.cur.pinned = true;
             // With no stable timestamp set, a view "at stable 0" would see
             // untimestamped versions that pruning may cut once oldest is set
@@ -154,7 +155,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             }
             // The snapshot comes later, lazily, with its own pin; until
             // then this one publishes nothing (as any lazy begin).
-            engine.proto.end(t.sess.slot);
+            mgr.proto.end(t.sess.slot);
             t.sess.cur.pinned = false;
         }
         if let Some(ts) = opts.read_timestamp {
@@ -170,9 +171,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     #[inline]
     fn take_snapshot_now(&mut self) {
         self.sess.cur.snapped = true;
-        if crate::sync::mutant_on(crate::sync::mutant::LAZY_VIEW_SKIPS_SNAPSHOT)
-            && self.sess.snap.generation != 0
-        {
+        if mutant_on(m::LAZY_VIEW_SKIPS_SNAPSHOT) && self.sess.snap.generation != 0 {
             // Broken on purpose (loom only): read with the session's cached
             // snapshot from an earlier transaction.
             return;
@@ -561,8 +560,8 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             });
         }
         check_ts(TimestampRole::Prepare, ts)?;
-        let engine = self.sess.mgr;
-        let (oldest, stable) = engine.proto.oldest_stable();
+        let mgr = self.sess.mgr;
+        let (oldest, stable) = mgr.proto.oldest_stable();
         let mut want = ts;
         if want < oldest {
             if !self.sess.cur.opts.roundup_prepared {
@@ -585,11 +584,9 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             // up past stable.
             want = oldest;
         }
-        let p = engine.proto.claim_prepare(
-            self.sess.slot,
-            want,
-            self.sess.cur.opts.roundup_prepared,
-        )?;
+        let p =
+            mgr.proto
+                .claim_prepare(self.sess.slot, want, self.sess.cur.opts.roundup_prepared)?;
         let refused = if p > Timestamp::MAX {
             // Rounded up past the largest timestamp: stable is at MAX.
             Some(Error::PrepareTimestampNotAfterStable {
@@ -607,7 +604,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         if let Some(e) = refused {
             // Nothing else was published yet: no announcement exists before
             // prepare (a commit timestamp refuses prepare above).
-            engine.proto.release_prepare(self.sess.slot);
+            mgr.proto.release_prepare(self.sess.slot);
             return Err(e);
         }
         // The flips to prepared happen under a commit claim at `p`, so
@@ -617,14 +614,14 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         // progress and, after the flips and a commit at or below stable,
         // another one committed (a torn read found by tests/own_storage.rs).
         let slot = self.sess.slot;
-        let claim = !crate::sync::mutant_on(crate::sync::mutant::PREPARE_WITHOUT_CLAIM);
+        let claim = !mutant_on(m::PREPARE_WITHOUT_CLAIM);
         let claimed = if claim {
-            engine.proto.claim_commit(slot, p, false)
+            mgr.proto.claim_commit(slot, p, false)
         } else {
             Ok(())
         };
         if let Err(e) = claimed {
-            engine.proto.release_prepare(slot);
+            mgr.proto.release_prepare(slot);
             return Err(match e {
                 Error::CommitTimestampNotAfterStable { stable, .. } => {
                     Error::PrepareTimestampNotAfterStable { prepare: p, stable }
@@ -632,27 +629,25 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
                 e => e,
             });
         }
-        let publish_late =
-            crate::sync::mutant_on(crate::sync::mutant::PREPARED_PUBLISHED_AFTER_FLIP);
+        let publish_late = mutant_on(m::PREPARED_PUBLISHED_AFTER_FLIP);
         if self.sess.cur.id != 0 && !publish_late {
             // Before the flips: a reader or writer that meets a prepared
             // status finds its writer listed until it resolves
             // (`version.rs`, "Orderings"; loom model
             // `dropped_prepared/write_check`).
-            engine.prepared.publish(slot, self.sess.cur.id);
+            mgr.prepared.publish(slot, self.sess.cur.id);
         }
         let poisoned = PoisonOnUnwind(&mut self.sess.cur.state);
         flip(&Completion::new(self.sess.cur.id, PREPARED, p.get()));
         std::mem::forget(poisoned);
         if self.sess.cur.id != 0 && publish_late {
-            engine.prepared.publish(slot, self.sess.cur.id);
+            mgr.prepared.publish(slot, self.sess.cur.id);
         }
-        if self.sess.cur.id != 0 && !crate::sync::mutant_on(crate::sync::mutant::PREPARE_SKIPS_EXIT)
-        {
+        if self.sess.cur.id != 0 && !mutant_on(m::PREPARE_SKIPS_EXIT) {
             // Prepare is an exit from the running set: the generation is
             // bumped (invariant 5; PostgreSQL's two-phase-commit bug).
             let ctr = self.sess.ctr();
-            engine.proto.complete(
+            mgr.proto.complete(
                 self.sess.slot,
                 self.sess.cur.id,
                 None,
@@ -661,7 +656,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             );
         }
         if claim {
-            engine.proto.release_claim(slot, Timestamp::NONE);
+            mgr.proto.release_claim(slot, Timestamp::NONE);
         }
         self.sess.cur.prepare_ts = p;
         self.sess.cur.state = State::Prepared;
@@ -755,19 +750,18 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         if !commit.is_none() {
             self.check_commit_ts(commit)?;
         }
-        let engine = self.sess.mgr;
+        let mgr = self.sess.mgr;
         let slot = self.sess.slot;
         let ctr = self.sess.ctr();
         if self.sess.cur.id != 0 || prepared {
             let claim = if prepared { durable } else { commit };
             if !claim.is_none() {
-                engine.proto.claim_commit(slot, claim, prepared)?;
+                mgr.proto.claim_commit(slot, claim, prepared)?;
             }
             let done = Completion::new(self.sess.cur.id, COMMITTED, commit.get());
-            let clear_early = prepared
-                && crate::sync::mutant_on(crate::sync::mutant::PREPARED_CLEARED_BEFORE_FLIP);
+            let clear_early = prepared && mutant_on(m::PREPARED_CLEARED_BEFORE_FLIP);
             if clear_early {
-                engine.prepared.clear(slot);
+                mgr.prepared.clear(slot);
             }
             let poisoned = PoisonOnUnwind(&mut self.sess.cur.state);
             flip(&done);
@@ -775,11 +769,11 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             if prepared && !clear_early {
                 // After the flips: a settler that sees the entry cleared sees
                 // them (`version.rs`, "Orderings").
-                engine.prepared.clear(slot);
+                mgr.prepared.clear(slot);
             }
-            let early = crate::sync::mutant_on(crate::sync::mutant::CLAIM_RELEASED_BEFORE_INSTALL);
+            let early = mutant_on(m::CLAIM_RELEASED_BEFORE_INSTALL);
             if early {
-                engine.proto.release_claim(slot, durable);
+                mgr.proto.release_claim(slot, durable);
             }
             if self.sess.cur.id != 0 && !prepared {
                 // The status flips above happen-before the Release CAS that
@@ -788,7 +782,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
                 // transaction reads nothing more, and the next one reuses
                 // it if no other completion is published by then
                 // (invariants 5, 7).
-                engine.proto.complete(
+                mgr.proto.complete(
                     slot,
                     self.sess.cur.id,
                     Some(&mut self.sess.snap),
@@ -801,11 +795,11 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
                 // publishes stable only once a snapshot taken at it sees
                 // this commit (handshake 2, invariant 8; loom model
                 // `stable/snapshot`).
-                engine.proto.release_claim(slot, durable);
+                mgr.proto.release_claim(slot, durable);
             }
         }
         if self.announced() {
-            engine.proto.release_prepare(slot);
+            mgr.proto.release_prepare(slot);
         }
         ctr.commits.bump(1);
         self.finish();
@@ -969,7 +963,7 @@ fn roll_back<P: Protocol>(
     announced: bool,
     flip: impl FnOnce(&Completion<'_>),
 ) {
-    let engine = sess.mgr;
+    let mgr = sess.mgr;
     let slot = sess.slot;
     let ctr = sess.ctr();
     flip(&Completion::new(id, ABORTED, 0));
@@ -977,15 +971,13 @@ fn roll_back<P: Protocol>(
         // After the flips (none when dropped): a settler that sees the
         // entry cleared and the status still prepared knows nobody flipped
         // it, and settles it as aborted (`version.rs`, "Orderings").
-        engine.prepared.clear(slot);
+        mgr.prepared.clear(slot);
     }
     if id != 0 && !prepared {
-        engine
-            .proto
-            .complete(slot, id, None, &mut sess.retired, ctr);
+        mgr.proto.complete(slot, id, None, &mut sess.retired, ctr);
     }
     if announced {
-        engine.proto.release_prepare(slot);
+        mgr.proto.release_prepare(slot);
     }
     ctr.rollbacks.bump(1);
 }
