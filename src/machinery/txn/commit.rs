@@ -157,6 +157,29 @@ impl<P: Protocol> Transaction<'_, '_, P> {
             State::Active | State::Prepared => {}
         }
         let prepared = self.sess.cur.state == State::Prepared;
+        let (commit, durable) = self.commit_timestamps(opts, prepared)?;
+        let mgr = self.sess.mgr;
+        let slot = self.sess.slot;
+        let ctr = self.sess.ctr();
+        if self.sess.cur.id != 0 || prepared {
+            self.commit_under_claim(commit, durable, prepared, flip)?;
+        }
+        if self.announced() {
+            mgr.proto.release_prepare(slot);
+        }
+        ctr.commits.bump(1);
+        self.finish();
+        Ok(())
+    }
+
+    /// The commit and durable timestamps a commit with `opts` uses (the
+    /// given ones, else those set earlier), checked against the rules of
+    /// [`Transaction::commit`].
+    fn commit_timestamps(
+        &self,
+        opts: CommitOptions,
+        prepared: bool,
+    ) -> Result<(Timestamp, Timestamp)> {
         let given = match opts.commit_ts {
             // An explicit 0 is an error, not "untimestamped".
             Some(t) => Some(self.round_commit_ts(check_ts(TimestampRole::Commit, t)?)),
@@ -186,59 +209,66 @@ impl<P: Protocol> Transaction<'_, '_, P> {
         if !commit.is_none() {
             self.check_commit_ts(commit)?;
         }
+        Ok((commit, durable))
+    }
+
+    /// The commit of a transaction with an id or a prepare, under a claim
+    /// at its timestamp (the durable one, prepared): the status flips, the
+    /// prepared entry's clear, the descriptor install, then the claim's
+    /// release.
+    fn commit_under_claim(
+        &mut self,
+        commit: Timestamp,
+        durable: Timestamp,
+        prepared: bool,
+        flip: impl FnOnce(&Completion<'_>),
+    ) -> Result<()> {
         let mgr = self.sess.mgr;
         let slot = self.sess.slot;
         let ctr = self.sess.ctr();
-        if self.sess.cur.id != 0 || prepared {
-            let claim = if prepared { durable } else { commit };
-            if !claim.is_none() {
-                mgr.proto.claim_commit(slot, claim, prepared)?;
-            }
-            let done = Completion::new(self.sess.cur.id, COMMITTED, commit.get());
-            let clear_early = prepared && mutant_on(m::PREPARED_CLEARED_BEFORE_FLIP);
-            if clear_early {
-                mgr.prepared.clear(slot);
-            }
-            let poisoned = PoisonOnUnwind(&mut self.sess.cur.state);
-            flip(&done);
-            std::mem::forget(poisoned);
-            if prepared && !clear_early {
-                // After the flips: a settler that sees the entry cleared sees
-                // them (`version.rs`, "Orderings").
-                mgr.prepared.clear(slot);
-            }
-            let early = mutant_on(m::CLAIM_RELEASED_BEFORE_INSTALL);
-            if early {
-                mgr.proto.release_claim(slot, durable);
-            }
-            if self.sess.cur.id != 0 && !prepared {
-                // The status flips above happen-before the Release CAS that
-                // installs the next descriptor (invariant 9). The session's
-                // snapshot cache gets the installed descriptor: this
-                // transaction reads nothing more, and the next one reuses
-                // it if no other completion is published by then
-                // (invariants 5, 7).
-                mgr.proto.complete(
-                    slot,
-                    self.sess.cur.id,
-                    Some(&mut self.sess.snap),
-                    &mut self.sess.retired,
-                    ctr,
-                );
-            }
-            if !early {
-                // After the install: a stable setter waiting for this claim
-                // publishes stable only once a snapshot taken at it sees
-                // this commit (handshake 2, invariant 8; loom model
-                // `stable/snapshot`).
-                mgr.proto.release_claim(slot, durable);
-            }
+        let claim = if prepared { durable } else { commit };
+        if !claim.is_none() {
+            mgr.proto.claim_commit(slot, claim, prepared)?;
         }
-        if self.announced() {
-            mgr.proto.release_prepare(slot);
+        let done = Completion::new(self.sess.cur.id, COMMITTED, commit.get());
+        let clear_early = prepared && mutant_on(m::PREPARED_CLEARED_BEFORE_FLIP);
+        if clear_early {
+            mgr.prepared.clear(slot);
         }
-        ctr.commits.bump(1);
-        self.finish();
+        let poisoned = PoisonOnUnwind(&mut self.sess.cur.state);
+        flip(&done);
+        std::mem::forget(poisoned);
+        if prepared && !clear_early {
+            // After the flips: a settler that sees the entry cleared sees
+            // them (`version.rs`, "Orderings").
+            mgr.prepared.clear(slot);
+        }
+        let early = mutant_on(m::CLAIM_RELEASED_BEFORE_INSTALL);
+        if early {
+            mgr.proto.release_claim(slot, durable);
+        }
+        if self.sess.cur.id != 0 && !prepared {
+            // The status flips above happen-before the Release CAS that
+            // installs the next descriptor (invariant 9). The session's
+            // snapshot cache gets the installed descriptor: this
+            // transaction reads nothing more, and the next one reuses
+            // it if no other completion is published by then
+            // (invariants 5, 7).
+            mgr.proto.complete(
+                slot,
+                self.sess.cur.id,
+                Some(&mut self.sess.snap),
+                &mut self.sess.retired,
+                ctr,
+            );
+        }
+        if !early {
+            // After the install: a stable setter waiting for this claim
+            // publishes stable only once a snapshot taken at it sees
+            // this commit (handshake 2, invariant 8; loom model
+            // `stable/snapshot`).
+            mgr.proto.release_claim(slot, durable);
+        }
         Ok(())
     }
 }

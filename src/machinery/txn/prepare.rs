@@ -73,7 +73,48 @@ impl<P: Protocol> Transaction<'_, '_, P> {
             });
         }
         check_ts(TimestampRole::Prepare, ts)?;
+        let p = self.claim_prepare_ts(ts)?;
         let mgr = self.sess.mgr;
+        // The flips to prepared happen under a commit claim at `p`, so
+        // raising stable to `p` or past waits for them (handshake 2,
+        // invariant 8): a read-at-stable reader, which has no snapshot to
+        // hide this transaction, never reads one of its versions still in
+        // progress and, after the flips and a commit at or below stable,
+        // another one committed (a torn read found by tests/own_storage.rs).
+        let slot = self.sess.slot;
+        let claim = !mutant_on(m::PREPARE_WITHOUT_CLAIM);
+        let claimed = if claim {
+            mgr.proto.claim_commit(slot, p, false)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = claimed {
+            mgr.proto.release_prepare(slot);
+            return Err(match e {
+                Error::CommitTimestampNotAfterStable { stable, .. } => {
+                    Error::PrepareTimestampNotAfterStable { prepare: p, stable }
+                }
+                e => e,
+            });
+        }
+        self.flip_prepared(p, flip);
+        if claim {
+            mgr.proto.release_claim(slot, Timestamp::NONE);
+        }
+        self.sess.cur.prepare_ts = p;
+        self.sess.cur.state = State::Prepared;
+        self.sess.open.prepared = true;
+        Ok(p)
+    }
+
+    /// Claims a prepare timestamp for the asked `ts` (validated already):
+    /// at or above oldest (or rounded up to it), after stable and not below
+    /// an active read timestamp (`claim_prepare`, which rounds up past
+    /// stable), nor below this transaction's own read timestamp. A refused
+    /// claim leaves nothing published.
+    fn claim_prepare_ts(&self, ts: Timestamp) -> Result<Timestamp> {
+        let mgr = self.sess.mgr;
+        let slot = self.sess.slot;
         let (oldest, stable) = mgr.proto.oldest_stable();
         let mut want = ts;
         if want < oldest {
@@ -97,9 +138,9 @@ impl<P: Protocol> Transaction<'_, '_, P> {
             // up past stable.
             want = oldest;
         }
-        let p =
-            mgr.proto
-                .claim_prepare(self.sess.slot, want, self.sess.cur.opts.roundup_prepared)?;
+        let p = mgr
+            .proto
+            .claim_prepare(slot, want, self.sess.cur.opts.roundup_prepared)?;
         let refused = if p > Timestamp::MAX {
             // Rounded up past the largest timestamp: stable is at MAX.
             Some(Error::PrepareTimestampNotAfterStable {
@@ -117,31 +158,18 @@ impl<P: Protocol> Transaction<'_, '_, P> {
         if let Some(e) = refused {
             // Nothing else was published yet: no announcement exists before
             // prepare (a commit timestamp refuses prepare above).
-            mgr.proto.release_prepare(self.sess.slot);
+            mgr.proto.release_prepare(slot);
             return Err(e);
         }
-        // The flips to prepared happen under a commit claim at `p`, so
-        // raising stable to `p` or past waits for them (handshake 2,
-        // invariant 8): a read-at-stable reader, which has no snapshot to
-        // hide this transaction, never reads one of its versions still in
-        // progress and, after the flips and a commit at or below stable,
-        // another one committed (a torn read found by tests/own_storage.rs).
+        Ok(p)
+    }
+
+    /// Flips the transaction's statuses to prepared at `p` (through `flip`),
+    /// with its id listed as prepared first, then takes it out of the
+    /// running set.
+    fn flip_prepared(&mut self, p: Timestamp, flip: impl FnOnce(&Completion<'_>)) {
+        let mgr = self.sess.mgr;
         let slot = self.sess.slot;
-        let claim = !mutant_on(m::PREPARE_WITHOUT_CLAIM);
-        let claimed = if claim {
-            mgr.proto.claim_commit(slot, p, false)
-        } else {
-            Ok(())
-        };
-        if let Err(e) = claimed {
-            mgr.proto.release_prepare(slot);
-            return Err(match e {
-                Error::CommitTimestampNotAfterStable { stable, .. } => {
-                    Error::PrepareTimestampNotAfterStable { prepare: p, stable }
-                }
-                e => e,
-            });
-        }
         let publish_late = mutant_on(m::PREPARED_PUBLISHED_AFTER_FLIP);
         if self.sess.cur.id != 0 && !publish_late {
             // Before the flips: a reader or writer that meets a prepared
@@ -168,12 +196,5 @@ impl<P: Protocol> Transaction<'_, '_, P> {
                 ctr,
             );
         }
-        if claim {
-            mgr.proto.release_claim(slot, Timestamp::NONE);
-        }
-        self.sess.cur.prepare_ts = p;
-        self.sess.cur.state = State::Prepared;
-        self.sess.open.prepared = true;
-        Ok(p)
     }
 }
