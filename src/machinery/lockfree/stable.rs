@@ -1,0 +1,305 @@
+//! Handshakes 2 and 3 (the module's `# Orderings`): commit claims and
+//! prepared transactions' announced durable timestamps against the stable
+//! timestamp, and `set_timestamps`, which moves oldest, stable and the
+//! global durable timestamp.
+
+use super::{LockFree, DURABLE_TAG};
+use crate::config::TimestampUpdate;
+use crate::error::{check_ts, Error, Result, TimestampRole};
+use crate::machinery::protocol::check_prepare_against_readers;
+use crate::stats::Counters;
+use crate::sync::{fence, mutant as m, mutant_on, spin_hint, Ordering};
+use crate::ts::Timestamp;
+
+impl LockFree {
+    pub(super) fn claim_commit(&self, slot: usize, ts: Timestamp, prepared: bool) -> Result<()> {
+        let s = self.slots.get(slot);
+        s.claim.store(ts.get(), Ordering::Relaxed);
+        // SeqCst fence: handshake 2; pairs with the setter's fence between
+        // raising `stable_bound` and scanning claims (invariant 8).
+        fence(Ordering::SeqCst);
+        let bound = self.clocks.stable_bound.load(Ordering::Relaxed);
+        if ts.get() <= bound {
+            // Release: the clear every claim gets, paired with the setter's
+            // Acquire load. Stronger than needed: a refused claim published
+            // nothing (no status flip, no install) for that load to see.
+            s.claim.store(0, Ordering::Release);
+            return Err(not_after_stable(ts, bound, prepared));
+        }
+        Ok(())
+    }
+
+    pub(super) fn release_claim(&self, slot: usize, durable: Timestamp) {
+        if !durable.is_none() {
+            // The commit's share of the global durable timestamp, in this
+            // slot's own word: loads and a plain store, no shared
+            // read-modify-write. `query_timestamp` folds the words.
+            // Relaxed throughout: `durable` is a report (all_durable), not a
+            // guard for any data, and only this session writes its slot's
+            // `durable` and `durable_seen`.
+            let s = self.slots.get(slot);
+            let d = durable.get();
+            let resets = self.clocks.durable_resets.load(Ordering::Relaxed);
+            let w = s.durable.load(Ordering::Relaxed);
+            // The timestamp in the word, its restart tag masked off.
+            let made = if mutant_on(m::DURABLE_COMPARE_KEEPS_TAG) {
+                w
+            } else {
+                w & !DURABLE_TAG
+            };
+            let next = if s.durable_seen.load(Ordering::Relaxed) != resets {
+                // The application set the global durable timestamp since
+                // this word last restarted: what the slot made durable
+                // before counts no more (it may have been set backwards).
+                // A new tag makes the word differ from the one that set
+                // captured even when `d` equals its value.
+                s.durable_seen.store(resets, Ordering::Relaxed);
+                let tag = if mutant_on(m::DURABLE_RESTART_KEEPS_TAG) {
+                    w & DURABLE_TAG
+                } else {
+                    (w & DURABLE_TAG).wrapping_add(1 << 62)
+                };
+                tag | d
+            } else if d > made {
+                // Only a higher durable timestamp raises the word (a lower
+                // one would lower what AllDurable reports: timestamp_rules
+                // "a session's later commit at a lower timestamp"). `>=` is
+                // equivalent: an equal value rebuilds the same word, and
+                // `next != w` skips the store.
+                (w & DURABLE_TAG) | d
+            } else {
+                w
+            };
+            if next != w {
+                s.durable.store(next, Ordering::Relaxed);
+            }
+        }
+        // Release: pairs with the setter's Acquire load while it waits; the
+        // commit (status flips, descriptor install) happens-before the
+        // setter's Release store of the new stable.
+        self.slots.get(slot).claim.store(0, Ordering::Release);
+    }
+
+    pub(super) fn claim_prepare(
+        &self,
+        slot: usize,
+        ts: Timestamp,
+        roundup: bool,
+    ) -> Result<Timestamp> {
+        let s = self.slots.get(slot);
+        // Stronger than needed: `stable_bound` is stored Relaxed (handshakes
+        // 2 and 3 order it with fences), so this Acquire pairs with nothing.
+        // The check is not race-free and need not be: stable may pass a
+        // prepare timestamp; what stable may not pass, the durable
+        // timestamp, is checked race-free by `announce` and `claim_commit`.
+        let stable = self.clocks.stable_bound.load(Ordering::Acquire);
+        let mut p = ts.get();
+        // `<=`: a prepare at stable is refused. The `claim_commit(p)` that
+        // `Txn::prepare` takes next also checks it, race-free, so `<` here
+        // is equivalent; kept because this is where the rounding up happens
+        // and it refuses before anything is published.
+        if p <= stable {
+            if !roundup {
+                return Err(Error::PrepareTimestampNotAfterStable {
+                    prepare: ts,
+                    stable: Timestamp::new(stable),
+                });
+            }
+            p = stable + 1;
+        }
+        // "Not below any active read timestamp": checked against the pins we
+        // can see. A reader publishing concurrently may miss the check; it
+        // then meets the prepared update at or below its read timestamp and
+        // gets PrepareConflict, never a wrong value.
+        // Acquire: pairs with the Release pin clears. Stronger than needed:
+        // a report, nothing is read through these loads.
+        check_prepare_against_readers(
+            slot,
+            p,
+            self.slots.iter().map(|o| o.read_ts.load(Ordering::Acquire)),
+        )?;
+        // Release: pairs with the setter's Acquire load of `prepared`.
+        // Stronger than needed: the setter only compares the value, which
+        // the fence in `announce` (handshake 3) orders.
+        s.prepared.store(p, Ordering::Release);
+        Ok(Timestamp::new(p))
+    }
+
+    pub(super) fn announce(&self, slot: usize, ts: Timestamp, prepared: bool) -> Result<()> {
+        let s = self.slots.get(slot);
+        // Relaxed: only this session writes its slot's `announced`.
+        let previous = s.announced.load(Ordering::Relaxed);
+        s.announced.store(ts.get(), Ordering::Relaxed);
+        if !mutant_on(m::ANNOUNCE_WITHOUT_FENCE) {
+            // SeqCst fence: handshake 3; pairs with the setter's fence
+            // between raising `stable_bound` and scanning announcements
+            // (invariant 10; loom model `announce_stable`).
+            fence(Ordering::SeqCst);
+        }
+        let bound = self.clocks.stable_bound.load(Ordering::Relaxed);
+        if ts.get() <= bound {
+            // A refused re-announcement keeps the earlier one in force (it
+            // was validated, and every setter since saw it or this value).
+            // Release: pairs with the setter's Acquire load. Stronger than
+            // needed: a value the setter compares, not a guard for data.
+            s.announced.store(previous, Ordering::Release);
+            return Err(not_after_stable(ts, bound, prepared));
+        }
+        Ok(())
+    }
+
+    pub(super) fn release_prepare(&self, slot: usize) {
+        let s = self.slots.get(slot);
+        // Release: pairs with the setter's Acquire loads. Stronger than
+        // needed: values the setter compares, not guards for data (the
+        // resolution's status flips are published by their own Release
+        // stores).
+        s.prepared.store(0, Ordering::Release);
+        s.announced.store(0, Ordering::Release);
+    }
+
+    pub(super) fn oldest_stable(&self) -> (Timestamp, Timestamp) {
+        // Acquire: pairs with the Release stores in `set_timestamps`.
+        // Stronger than needed: oldest is only compared (`Txn` checks; an
+        // Acquire does not make it fresher). Stable also bounds how far
+        // pruning moves the finger, which climbs only over versions whose
+        // committed status it loads itself; the read at stable that
+        // invariant 8 guards loads stable in `begin_at_stable`.
+        (
+            Timestamp::new(self.clocks.oldest.load(Ordering::Acquire)),
+            Timestamp::new(self.clocks.stable.load(Ordering::Acquire)),
+        )
+    }
+
+    pub(super) fn set_timestamps(&self, u: &TimestampUpdate) -> Result<()> {
+        let c = &self.clocks;
+        let guard = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        let cur_oldest = c.oldest.load(Ordering::Relaxed);
+        let cur_stable = c.stable.load(Ordering::Relaxed);
+        let new_oldest = match u.oldest {
+            Some(o) => check_ts(TimestampRole::Oldest, o)?.get(),
+            None => cur_oldest,
+        };
+        let new_stable = match u.stable {
+            Some(s) => check_ts(TimestampRole::Stable, s)?.get(),
+            None => cur_stable,
+        };
+        if let Some(d) = u.durable {
+            check_ts(TimestampRole::GlobalDurable, d)?;
+        }
+        if new_oldest < cur_oldest {
+            return Err(Error::TimestampMovedBackwards {
+                role: TimestampRole::Oldest,
+                requested: Timestamp::new(new_oldest),
+                current: Timestamp::new(cur_oldest),
+            });
+        }
+        if new_stable < cur_stable {
+            return Err(Error::TimestampMovedBackwards {
+                role: TimestampRole::Stable,
+                requested: Timestamp::new(new_stable),
+                current: Timestamp::new(cur_stable),
+            });
+        }
+        if new_stable != 0 && new_oldest > new_stable {
+            return Err(Error::OldestAfterStable {
+                oldest: Timestamp::new(new_oldest),
+                stable: Timestamp::new(new_stable),
+            });
+        }
+        // Equivalent: `>=` (it redoes the wait and the store for an
+        // unchanged stable, which is idempotent).
+        if new_stable > cur_stable {
+            let early = mutant_on(m::STABLE_BEFORE_WAIT);
+            if early {
+                c.stable.store(new_stable, Ordering::Release);
+            }
+            let old_bound = c.stable_bound.load(Ordering::Relaxed);
+            c.stable_bound.store(new_stable, Ordering::Relaxed);
+            // SeqCst fence: handshakes 2 and 3; pairs with the fences in
+            // `claim_commit` and `announce`.
+            fence(Ordering::SeqCst);
+            for s in self.slots.iter() {
+                // Acquire: pairs with the Release stores in `claim_prepare`
+                // and `announce`. Stronger than needed: compared values,
+                // ordered by the handshake-3 fence above.
+                let p = s.prepared.load(Ordering::Acquire);
+                let a = s.announced.load(Ordering::Acquire);
+                if p != 0 && a != 0 && a <= new_stable {
+                    c.stable_bound.store(old_bound, Ordering::Relaxed);
+                    return Err(Error::StablePastPreparedDurable {
+                        stable: Timestamp::new(new_stable),
+                        durable: Timestamp::new(a),
+                    });
+                }
+            }
+            for s in self.slots.iter() {
+                loop {
+                    // Acquire: pairs with the Release clear in
+                    // `release_claim`: the commit is fully installed, and
+                    // the install happens-before our Release store of
+                    // stable (invariant 8). Required: a reader at the new
+                    // stable must see the commit; loom does not give the
+                    // model's reader the stale generation or status word
+                    // this would allow, so no model shows it.
+                    let claim = s.claim.load(Ordering::Acquire);
+                    if claim == 0 || claim > new_stable {
+                        break;
+                    }
+                    spin_hint();
+                }
+            }
+            if !early {
+                // Release: pairs with the Acquire load in `begin_at_stable`
+                // and `oldest_stable`; every commit at or below it is done
+                // (invariant 8).
+                c.stable.store(new_stable, Ordering::Release);
+            }
+        }
+        if let Some(d) = u.durable {
+            // The global durable timestamp may move backwards, as in
+            // WiredTiger (invariant 4's exception): commits made before this
+            // set stop counting. Record the value with every slot's word as
+            // found now, then bump the reset count that makes later commits
+            // restart their words. A commit racing this set either leaves
+            // its word as recorded (it counts as made before the set) or
+            // changes it (made after); both orders are allowed for a commit
+            // concurrent with the set. Relaxed word loads: a report, each
+            // word written by its owner only; the `admin` lock serializes
+            // sets (`bump`: this is the count's only writer).
+            self.durable.set(
+                &self.collector,
+                d.get(),
+                self.slots.iter().map(|s| s.durable.load(Ordering::Relaxed)),
+            );
+            c.durable_resets.bump(1);
+        }
+        // Equivalent: `>=` (an unchanged oldest is stored again and the
+        // horizon advanced once more; both idempotent).
+        let oldest_moved = new_oldest > cur_oldest;
+        if oldest_moved {
+            // Release: pairs with the Acquire load in `advance_horizon`.
+            // Stronger than needed, as said there: a compared value.
+            c.oldest.store(new_oldest, Ordering::Release);
+        }
+        drop(guard);
+        if oldest_moved {
+            self.advance_horizon(&Counters::default());
+        }
+        Ok(())
+    }
+}
+
+/// The error for a commit (or, for a prepared transaction, durable)
+/// timestamp at or below the stable bound.
+fn not_after_stable(ts: Timestamp, bound: u64, prepared: bool) -> Error {
+    let stable = Timestamp::new(bound);
+    if prepared {
+        Error::DurableTimestampNotAfterStable {
+            durable: ts,
+            stable,
+        }
+    } else {
+        Error::CommitTimestampNotAfterStable { commit: ts, stable }
+    }
+}
