@@ -39,9 +39,11 @@
 //!    10): the same shape as 2, but the setter refuses instead of waiting.
 //!
 //! Handshake 1 lives in `pin_horizon.rs`, handshakes 2 and 3 and the
-//! timestamp setter in `stable.rs`; this file holds the shared state and
+//! timestamp setter in `stable.rs`, the global durable timestamp's
+//! per-slot words in `durable_ts.rs`; this file holds the shared state and
 //! the snapshot, session and descriptor steps that need no handshake.
 
+mod durable_ts;
 mod pin_horizon;
 mod stable;
 
@@ -80,10 +82,6 @@ struct Clocks {
     /// committers already load `stable_bound` from this line.
     durable_resets: AtomicU64,
 }
-
-/// Top two bits of a slot's `durable` word: its restart tag (timestamps
-/// use the low 62).
-const DURABLE_TAG: u64 = !Timestamp::MAX.get();
 
 /// The lock-free snapshot machinery: the default for [`Engine`](crate::Engine).
 pub struct LockFree {
@@ -290,16 +288,7 @@ impl ProtocolImpl for LockFree {
     fn query_timestamp(&self, kind: TimestampKind) -> Option<Timestamp> {
         let c = &self.clocks;
         let durable = if kind == TimestampKind::AllDurable {
-            // No lock: the set's value and words come as one record. Relaxed
-            // word loads: a report, each word written by its owner's commits
-            // only; a commit that returned before this query is ordered
-            // before it by whatever told the caller so (coherence does the
-            // rest).
-            self.durable.report(
-                &self.collector,
-                self.slots.iter().map(|s| s.durable.load(Ordering::Relaxed)),
-                DURABLE_TAG,
-            )
+            self.durable_report()
         } else {
             0
         };

@@ -3,7 +3,7 @@
 //! timestamp, and `set_timestamps`, which moves oldest, stable and the
 //! global durable timestamp.
 
-use super::{LockFree, DURABLE_TAG};
+use super::LockFree;
 use crate::config::TimestampUpdate;
 use crate::error::{check_ts, Error, Result, TimestampRole};
 use crate::machinery::protocol::check_prepare_against_readers;
@@ -31,48 +31,7 @@ impl LockFree {
 
     pub(super) fn release_claim(&self, slot: usize, durable: Timestamp) {
         if !durable.is_none() {
-            // The commit's share of the global durable timestamp, in this
-            // slot's own word: loads and a plain store, no shared
-            // read-modify-write. `query_timestamp` folds the words.
-            // Relaxed throughout: `durable` is a report (all_durable), not a
-            // guard for any data, and only this session writes its slot's
-            // `durable` and `durable_seen`.
-            let s = self.slots.get(slot);
-            let d = durable.get();
-            let resets = self.clocks.durable_resets.load(Ordering::Relaxed);
-            let w = s.durable.load(Ordering::Relaxed);
-            // The timestamp in the word, its restart tag masked off.
-            let made = if mutant_on(m::DURABLE_COMPARE_KEEPS_TAG) {
-                w
-            } else {
-                w & !DURABLE_TAG
-            };
-            let next = if s.durable_seen.load(Ordering::Relaxed) != resets {
-                // The application set the global durable timestamp since
-                // this word last restarted: what the slot made durable
-                // before counts no more (it may have been set backwards).
-                // A new tag makes the word differ from the one that set
-                // captured even when `d` equals its value.
-                s.durable_seen.store(resets, Ordering::Relaxed);
-                let tag = if mutant_on(m::DURABLE_RESTART_KEEPS_TAG) {
-                    w & DURABLE_TAG
-                } else {
-                    (w & DURABLE_TAG).wrapping_add(1 << 62)
-                };
-                tag | d
-            } else if d > made {
-                // Only a higher durable timestamp raises the word (a lower
-                // one would lower what AllDurable reports: timestamp_rules
-                // "a session's later commit at a lower timestamp"). `>=` is
-                // equivalent: an equal value rebuilds the same word, and
-                // `next != w` skips the store.
-                (w & DURABLE_TAG) | d
-            } else {
-                w
-            };
-            if next != w {
-                s.durable.store(next, Ordering::Relaxed);
-            }
+            self.record_durable(slot, durable);
         }
         // Release: pairs with the setter's Acquire load while it waits; the
         // commit (status flips, descriptor install) happens-before the
@@ -176,103 +135,14 @@ impl LockFree {
         let guard = self.admin.lock().unwrap_or_else(|e| e.into_inner());
         let cur_oldest = c.oldest.load(Ordering::Relaxed);
         let cur_stable = c.stable.load(Ordering::Relaxed);
-        let new_oldest = match u.oldest {
-            Some(o) => check_ts(TimestampRole::Oldest, o)?.get(),
-            None => cur_oldest,
-        };
-        let new_stable = match u.stable {
-            Some(s) => check_ts(TimestampRole::Stable, s)?.get(),
-            None => cur_stable,
-        };
-        if let Some(d) = u.durable {
-            check_ts(TimestampRole::GlobalDurable, d)?;
-        }
-        if new_oldest < cur_oldest {
-            return Err(Error::TimestampMovedBackwards {
-                role: TimestampRole::Oldest,
-                requested: Timestamp::new(new_oldest),
-                current: Timestamp::new(cur_oldest),
-            });
-        }
-        if new_stable < cur_stable {
-            return Err(Error::TimestampMovedBackwards {
-                role: TimestampRole::Stable,
-                requested: Timestamp::new(new_stable),
-                current: Timestamp::new(cur_stable),
-            });
-        }
-        if new_stable != 0 && new_oldest > new_stable {
-            return Err(Error::OldestAfterStable {
-                oldest: Timestamp::new(new_oldest),
-                stable: Timestamp::new(new_stable),
-            });
-        }
+        let (new_oldest, new_stable) = checked_update(u, cur_oldest, cur_stable)?;
         // Equivalent: `>=` (it redoes the wait and the store for an
         // unchanged stable, which is idempotent).
         if new_stable > cur_stable {
-            let early = mutant_on(m::STABLE_BEFORE_WAIT);
-            if early {
-                c.stable.store(new_stable, Ordering::Release);
-            }
-            let old_bound = c.stable_bound.load(Ordering::Relaxed);
-            c.stable_bound.store(new_stable, Ordering::Relaxed);
-            // SeqCst fence: handshakes 2 and 3; pairs with the fences in
-            // `claim_commit` and `announce`.
-            fence(Ordering::SeqCst);
-            for s in self.slots.iter() {
-                // Acquire: pairs with the Release stores in `claim_prepare`
-                // and `announce`. Stronger than needed: compared values,
-                // ordered by the handshake-3 fence above.
-                let p = s.prepared.load(Ordering::Acquire);
-                let a = s.announced.load(Ordering::Acquire);
-                if p != 0 && a != 0 && a <= new_stable {
-                    c.stable_bound.store(old_bound, Ordering::Relaxed);
-                    return Err(Error::StablePastPreparedDurable {
-                        stable: Timestamp::new(new_stable),
-                        durable: Timestamp::new(a),
-                    });
-                }
-            }
-            for s in self.slots.iter() {
-                loop {
-                    // Acquire: pairs with the Release clear in
-                    // `release_claim`: the commit is fully installed, and
-                    // the install happens-before our Release store of
-                    // stable (invariant 8). Required: a reader at the new
-                    // stable must see the commit; loom does not give the
-                    // model's reader the stale generation or status word
-                    // this would allow, so no model shows it.
-                    let claim = s.claim.load(Ordering::Acquire);
-                    if claim == 0 || claim > new_stable {
-                        break;
-                    }
-                    spin_hint();
-                }
-            }
-            if !early {
-                // Release: pairs with the Acquire load in `begin_at_stable`
-                // and `oldest_stable`; every commit at or below it is done
-                // (invariant 8).
-                c.stable.store(new_stable, Ordering::Release);
-            }
+            self.raise_stable(new_stable)?;
         }
         if let Some(d) = u.durable {
-            // The global durable timestamp may move backwards, as in
-            // WiredTiger (invariant 4's exception): commits made before this
-            // set stop counting. Record the value with every slot's word as
-            // found now, then bump the reset count that makes later commits
-            // restart their words. A commit racing this set either leaves
-            // its word as recorded (it counts as made before the set) or
-            // changes it (made after); both orders are allowed for a commit
-            // concurrent with the set. Relaxed word loads: a report, each
-            // word written by its owner only; the `admin` lock serializes
-            // sets (`bump`: this is the count's only writer).
-            self.durable.set(
-                &self.collector,
-                d.get(),
-                self.slots.iter().map(|s| s.durable.load(Ordering::Relaxed)),
-            );
-            c.durable_resets.bump(1);
+            self.set_durable(d);
         }
         // Equivalent: `>=` (an unchanged oldest is stored again and the
         // horizon advanced once more; both idempotent).
@@ -285,6 +155,61 @@ impl LockFree {
         drop(guard);
         if oldest_moved {
             self.advance_horizon(&Counters::default());
+        }
+        Ok(())
+    }
+
+    /// Raises stable to `new_stable` (under `admin`): the setter's side of
+    /// handshakes 2 and 3. Refused, with the bound put back, while a
+    /// prepared transaction's announced durable timestamp is at or below
+    /// it; otherwise it waits for every commit claimed at or below it, then
+    /// publishes it.
+    fn raise_stable(&self, new_stable: u64) -> Result<()> {
+        let c = &self.clocks;
+        let early = mutant_on(m::STABLE_BEFORE_WAIT);
+        if early {
+            c.stable.store(new_stable, Ordering::Release);
+        }
+        let old_bound = c.stable_bound.load(Ordering::Relaxed);
+        c.stable_bound.store(new_stable, Ordering::Relaxed);
+        // SeqCst fence: handshakes 2 and 3; pairs with the fences in
+        // `claim_commit` and `announce`.
+        fence(Ordering::SeqCst);
+        for s in self.slots.iter() {
+            // Acquire: pairs with the Release stores in `claim_prepare`
+            // and `announce`. Stronger than needed: compared values,
+            // ordered by the handshake-3 fence above.
+            let p = s.prepared.load(Ordering::Acquire);
+            let a = s.announced.load(Ordering::Acquire);
+            if p != 0 && a != 0 && a <= new_stable {
+                c.stable_bound.store(old_bound, Ordering::Relaxed);
+                return Err(Error::StablePastPreparedDurable {
+                    stable: Timestamp::new(new_stable),
+                    durable: Timestamp::new(a),
+                });
+            }
+        }
+        for s in self.slots.iter() {
+            loop {
+                // Acquire: pairs with the Release clear in
+                // `release_claim`: the commit is fully installed, and
+                // the install happens-before our Release store of
+                // stable (invariant 8). Required: a reader at the new
+                // stable must see the commit; loom does not give the
+                // model's reader the stale generation or status word
+                // this would allow, so no model shows it.
+                let claim = s.claim.load(Ordering::Acquire);
+                if claim == 0 || claim > new_stable {
+                    break;
+                }
+                spin_hint();
+            }
+        }
+        if !early {
+            // Release: pairs with the Acquire load in `begin_at_stable`
+            // and `oldest_stable`; every commit at or below it is done
+            // (invariant 8).
+            c.stable.store(new_stable, Ordering::Release);
         }
         Ok(())
     }
@@ -302,4 +227,42 @@ fn not_after_stable(ts: Timestamp, bound: u64, prepared: bool) -> Error {
     } else {
         Error::CommitTimestampNotAfterStable { commit: ts, stable }
     }
+}
+
+/// The oldest and stable timestamps `u` asks for (the current ones where
+/// it gives none), checked: each in range (a durable timestamp in `u`
+/// too), neither moving backwards, and oldest not after a set stable.
+fn checked_update(u: &TimestampUpdate, cur_oldest: u64, cur_stable: u64) -> Result<(u64, u64)> {
+    let new_oldest = match u.oldest {
+        Some(o) => check_ts(TimestampRole::Oldest, o)?.get(),
+        None => cur_oldest,
+    };
+    let new_stable = match u.stable {
+        Some(s) => check_ts(TimestampRole::Stable, s)?.get(),
+        None => cur_stable,
+    };
+    if let Some(d) = u.durable {
+        check_ts(TimestampRole::GlobalDurable, d)?;
+    }
+    if new_oldest < cur_oldest {
+        return Err(Error::TimestampMovedBackwards {
+            role: TimestampRole::Oldest,
+            requested: Timestamp::new(new_oldest),
+            current: Timestamp::new(cur_oldest),
+        });
+    }
+    if new_stable < cur_stable {
+        return Err(Error::TimestampMovedBackwards {
+            role: TimestampRole::Stable,
+            requested: Timestamp::new(new_stable),
+            current: Timestamp::new(cur_stable),
+        });
+    }
+    if new_stable != 0 && new_oldest > new_stable {
+        return Err(Error::OldestAfterStable {
+            oldest: Timestamp::new(new_oldest),
+            stable: Timestamp::new(new_stable),
+        });
+    }
+    Ok((new_oldest, new_stable))
 }
