@@ -1,4 +1,4 @@
-//! Handshake 1 (the module's `# Orderings`): a reader's pins (snapshot
+//! Handshake 1 (`mod.rs`, `# Orderings`): a reader's pins (snapshot
 //! xmin and read timestamp) against the floors and the horizon the
 //! advancer publishes. The readers' side (`publish_xmin`,
 //! `begin_at_read_ts`, `set_read_timestamp`, `begin_at_stable`) issues the

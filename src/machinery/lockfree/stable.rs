@@ -1,4 +1,4 @@
-//! Handshakes 2 and 3 (the module's `# Orderings`): commit claims and
+//! Handshakes 2 and 3 (`mod.rs`, `# Orderings`): commit claims and
 //! prepared transactions' announced durable timestamps against the stable
 //! timestamp, and `set_timestamps`, which moves oldest, stable and the
 //! global durable timestamp.
