@@ -28,7 +28,8 @@ order. Kinds:
 * fence-swapped      a pair call swapped for the other side's
                      (`fences.light()` <-> `fences.heavy()`); loom runs both
                      as one SeqCst fence, so only the unit tests that count
-                     a call site's fences (`lockfree.rs`) can kill these
+                     a call site's fences (`lockfree/pin_horizon.rs`) can
+                     kill these
 * order-X-Y          one ordering stronger than Relaxed weakened one step,
                      to an ordering legal for the operation (load: SeqCst ->
                      Acquire -> Relaxed; store: SeqCst -> Release ->

@@ -59,9 +59,9 @@ while [ $# -gt 0 ]; do
     shift
 done
 if [ ${#files[@]} -eq 0 ]; then
-    files=(src/machinery/lockfree.rs src/machinery/raw/descriptor.rs
+    files=(src/machinery/lockfree/*.rs src/machinery/raw/descriptor.rs
         src/machinery/raw/slots.rs src/machinery/raw/reclaim.rs src/machinery/raw/durable.rs
-        src/machinery/version.rs src/machinery/txn.rs src/machinery/protocol.rs
+        src/machinery/version.rs src/machinery/txn/*.rs src/machinery/protocol.rs
         src/store/raw/chain.rs
         src/store/raw/hashindex.rs src/store/raw/index.rs src/kv/txn.rs src/sync/mod.rs src/sync/fences.rs)
 fi
