@@ -263,7 +263,25 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
     /// at or after `key`, forwards or backwards from where the front was
     /// (keys it yielded before are yielded again). The back stays where it
     /// was: it yields down to the front's new place, and a `key` past it
-    /// leaves nothing to yield. Ends met by an earlier step go on.
+    /// leaves nothing to yield. Both ends yield again if they had met.
+    ///
+    /// ```
+    /// # use snapshot_engine::{Engine, EngineConfig, TxnOptions};
+    /// let engine = Engine::new(EngineConfig::default())?;
+    /// let mut session = engine.session()?;
+    /// let mut txn = session.begin(&TxnOptions::default())?;
+    /// for k in ["a", "b", "c", "d"] {
+    ///     txn.put(k, "v")?;
+    /// }
+    /// let mut cursor = txn.cursor();
+    /// cursor.seek("d");
+    /// assert_eq!(cursor.next_back().unwrap()?.0, b"d");
+    /// // The back stays just below `d`; the front moves back to `a`.
+    /// cursor.seek("a");
+    /// assert_eq!(cursor.next_back().unwrap()?.0, b"c");
+    /// assert_eq!(cursor.next().unwrap()?.0, b"a");
+    /// # Ok::<(), snapshot_engine::Error>(())
+    /// ```
     pub fn seek(&mut self, key: impl AsRef<[u8]>) {
         let key = key.as_ref();
         self.front_floor = if self.keys.below(self.lo, key) {
@@ -281,7 +299,8 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
     /// last visible key at or before `key`, a reverse scan from `key` on the
     /// same cursor, backwards or forwards from where the back was. The front
     /// stays where it was: it yields up to the back's new place, and a `key`
-    /// before it leaves nothing to yield. Ends met by an earlier step go on.
+    /// before it leaves nothing to yield. Both ends yield again if they had
+    /// met.
     ///
     /// ```
     /// # use snapshot_engine::{Engine, EngineConfig, TxnOptions};
