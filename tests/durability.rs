@@ -692,3 +692,6 @@ fn rollback_below_a_checkpoint_is_refused() {
     assert_eq!(get(&e, "k"), Some(b"v".to_vec()));
     assert_eq!(get(&e, "a"), Some(b"1".to_vec()));
 }
+
+#[path = "durability/close.rs"]
+mod close;

@@ -21,6 +21,7 @@ use parking_lot::{Condvar, Mutex};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, Weak};
 use std::task::Waker;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// A segment's file name: `log-` and the sequence number in 16 hex digits.
@@ -95,6 +96,8 @@ pub(crate) struct Log {
     /// The first write or sync failure; every later commit gets it.
     failed: OnceLock<Error>,
     bg: Arc<BgShared>,
+    /// The background flusher, joined by [`Log::close`].
+    flusher: Mutex<Option<JoinHandle<()>>>,
     pub(crate) counters: Counters,
 }
 
@@ -155,14 +158,16 @@ impl Log {
                 state: Mutex::new(Bg::default()),
                 cv: Condvar::new(),
             }),
+            flusher: Mutex::new(None),
             counters: Counters::default(),
         });
         let weak = Arc::downgrade(&log);
         let bg = log.bg.clone();
-        std::thread::Builder::new()
+        let handle = std::thread::Builder::new()
             .name("snapshot-engine-log".into())
             .spawn(move || background(weak, bg, interval))
             .map_err(|e| io_error("spawn the log flusher for", dir, &e))?;
+        *log.flusher.lock() = Some(handle);
         Ok(log)
     }
 
@@ -323,33 +328,62 @@ impl Log {
         Ok((out.seq, end))
     }
 
-    /// Registers an async waiter for `lsn` and wakes the flusher.
+    /// Registers an async waiter for `lsn` and wakes the flusher; after
+    /// [`Log::close`], wakes it at once (its lsn is synced, or the log
+    /// failed).
     pub(crate) fn wait_async(&self, lsn: u64, waker: Waker) {
         let mut st = self.bg.state.lock();
+        if st.stop {
+            drop(st);
+            waker.wake();
+            return;
+        }
         st.waiters.push((lsn, waker));
         st.wanted = true;
         drop(st);
         self.bg.cv.notify_one();
     }
+
+    /// Closes the log: stops the background flusher and waits for it to
+    /// end (unless called on it), then writes and syncs everything pending
+    /// and wakes every async waiter. Afterwards every record appended
+    /// before is synced, or the log failed; nothing is written again.
+    /// Idempotent.
+    pub(crate) fn close(&self) {
+        self.bg.state.lock().stop = true;
+        self.bg.cv.notify_all();
+        let flusher = self.flusher.lock().take();
+        if let Some(h) = flusher {
+            if h.thread().id() != std::thread::current().id() {
+                // The flusher holds the log only between waits, so it ends
+                // once its current sync is done. It never panics; if it
+                // did, its waiters are woken below all the same.
+                let _ = h.join();
+            }
+        }
+        let mut out = self.out.lock();
+        if self.failed.get().is_none() {
+            // A clean close leaves every record synced.
+            let _ = self.flush_locked(&mut out, true);
+        }
+        drop(out);
+        let waiters = std::mem::take(&mut self.bg.state.lock().waiters);
+        for (_, w) in waiters {
+            w.wake();
+        }
+    }
 }
 
 impl Drop for Log {
     fn drop(&mut self) {
-        // A clean close leaves every record synced.
-        let mut out = self.out.lock();
-        if self.failed.get().is_none() {
-            let _ = self.flush_locked(&mut out, true);
-        }
-        drop(out);
-        self.bg.state.lock().stop = true;
-        self.bg.cv.notify_one();
+        self.close();
     }
 }
 
 /// The background flusher: every `interval` (Periodic durability) and
 /// whenever an async commit waits, writes and syncs what is pending, then
-/// wakes the async commits it covered. Holds the log only while it works,
-/// so dropping the engine ends it.
+/// wakes the async commits it covered. Holds the log only while it works;
+/// [`Log::close`] stops it and waits for it.
 fn background(log: Weak<Log>, bg: Arc<BgShared>, interval: Option<Duration>) {
     loop {
         {

@@ -39,10 +39,12 @@ use record::{Commit, End, FILE_HEADER, SEGMENT_MAGIC};
 use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// When a commit's log record must be on disk.
@@ -319,15 +321,48 @@ pub(crate) struct Durable {
     /// The last checkpoint's state (`None` after a failed checkpoint: the
     /// next one reloads it from the file).
     ckpt: Mutex<Option<State>>,
-    stopper: Arc<Stopper>,
     // Last: the lock is released only after the log has closed.
     _lock: Box<dyn FsLock>,
 }
 
 impl Drop for Durable {
     fn drop(&mut self) {
-        *self.stopper.stop.lock() = true;
-        self.stopper.cv.notify_all();
+        // Closed here, not when the last `CommitHandle` lets it go: every
+        // record is synced and the flusher has ended before the lock is
+        // released.
+        self.log.close();
+    }
+}
+
+/// What an engine from [`Engine::open`] holds: its [`Durable`] state and
+/// the background checkpointer, if any. Dropping it stops the checkpointer
+/// and waits for it to end (a checkpoint it is taking finishes first), so
+/// the state's last reference, and with it the log and the directory lock,
+/// is released by the dropping thread before the drop returns. The
+/// checkpointer holds the state only through a `Weak`, upgraded while it
+/// works, and never holds this handle, so the drop never runs on it.
+pub(crate) struct Opened {
+    durable: Arc<Durable>,
+    checkpointer: Option<(Arc<Stopper>, JoinHandle<()>)>,
+}
+
+impl Deref for Opened {
+    type Target = Durable;
+
+    fn deref(&self) -> &Durable {
+        &self.durable
+    }
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        if let Some((stopper, thread)) = self.checkpointer.take() {
+            *stopper.stop.lock() = true;
+            stopper.cv.notify_all();
+            // It never panics (it drops a checkpoint's error); if it did,
+            // its `Weak` is gone all the same once it has ended.
+            let _ = thread.join();
+        }
     }
 }
 
@@ -864,10 +899,6 @@ impl Engine<LockFree> {
         )?;
         let mut report = rec.report;
         report.records_replayed = replayed;
-        let stopper = Arc::new(Stopper {
-            stop: Mutex::new(false),
-            cv: Condvar::new(),
-        });
         let durable = Arc::new(Durable {
             log,
             mode: options.durability,
@@ -877,17 +908,26 @@ impl Engine<LockFree> {
             recovery_ts: stable,
             stable: AtomicU64::new(stable.get()),
             ckpt: Mutex::new(Some(rec.state)),
-            stopper: stopper.clone(),
             _lock: lock,
         });
+        let mut opened = Opened {
+            durable,
+            checkpointer: None,
+        };
         if let Some(every) = options.checkpoint_interval {
-            let weak = Arc::downgrade(&durable);
-            std::thread::Builder::new()
+            let stopper = Arc::new(Stopper {
+                stop: Mutex::new(false),
+                cv: Condvar::new(),
+            });
+            let weak = Arc::downgrade(&opened.durable);
+            let s = stopper.clone();
+            let thread = std::thread::Builder::new()
                 .name("snapshot-engine-checkpoint".into())
-                .spawn(move || checkpoints(weak, stopper, every))
-                .map_err(|e| io_error("spawn the checkpointer for", &durable.dir, &e))?;
+                .spawn(move || checkpoints(weak, s, every))
+                .map_err(|e| io_error("spawn the checkpointer for", &opened.dir, &e))?;
+            opened.checkpointer = Some((stopper, thread));
         }
-        engine.durable = Some(durable);
+        engine.durable = Some(opened);
         Ok(engine)
     }
 }
@@ -907,6 +947,9 @@ fn checkpoints(d: Weak<Durable>, stopper: Arc<Stopper>, every: Duration) {
         // A failed background checkpoint leaves the previous one in force;
         // the next call of `Engine::checkpoint` reports the error.
         let _ = d.checkpoint();
+        // Dropped before the next wait: `Opened::drop` waits for this
+        // thread, never for this reference.
+        drop(d);
     }
 }
 
