@@ -504,6 +504,12 @@ impl Durable {
             }
             push_in_order(recs, &mut expect, &path, &mut records)?;
         }
+        // A `.ckpt.tmp` an earlier failed checkpoint could not remove.
+        for name in self.fs.list(&self.dir).unwrap_or_default() {
+            if name.ends_with(".ckpt.tmp") {
+                let _ = self.fs.remove(&self.dir.join(name));
+            }
+        }
         let folded = records.len() as u64;
         let mut dropped = 0;
         if drop_uncovered {
@@ -944,8 +950,10 @@ fn checkpoints(d: Weak<Durable>, stopper: Arc<Stopper>, every: Duration) {
             }
         }
         let Some(d) = d.upgrade() else { return };
-        // A failed background checkpoint leaves the previous one in force;
-        // the next call of `Engine::checkpoint` reports the error.
+        // A failed background checkpoint leaves the previous one in force
+        // (and removes its temporary file); commits go on unless the
+        // failure was the log's own cut, which stops the log and fails
+        // every later commit with that error.
         let _ = d.checkpoint();
         // Dropped before the next wait: `Opened::drop` waits for this
         // thread, never for this reference.

@@ -151,7 +151,10 @@ impl<P: Protocol> Engine<P> {
     /// # Errors
     /// [`Error::NotDurable`] for an in-memory engine; [`Error::Io`];
     /// [`Error::Corrupt`] if a segment it folds in is damaged. The previous
-    /// checkpoint stays in force.
+    /// checkpoint stays in force and no temporary file is left. Commits go
+    /// on after a failure to write the checkpoint file (the log is intact);
+    /// a failure in the log's own cut (its sync, or starting the new
+    /// segment) stops the log as a failed commit write does.
     pub fn checkpoint(&self) -> Result<crate::durable::CheckpointReport> {
         self.durable.as_ref().ok_or(Error::NotDurable)?.checkpoint()
     }
