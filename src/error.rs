@@ -277,7 +277,10 @@ pub enum Error {
     /// A file operation of the durable engine failed. After a failed log
     /// write or sync the commit that hit it is not visible, and every later
     /// commit with writes gets this same error until the engine is
-    /// reopened; reads go on.
+    /// reopened; reads go on. A commit that returns it is not replayed at
+    /// recovery either, unless `op` is `"truncate"`: the failed write could
+    /// not be cut back ([`Durability`](crate::Durability), "A commit's
+    /// outcome").
     Io {
         /// The operation (`write`, `sync`, `create`, ...).
         op: &'static str,

@@ -699,3 +699,5 @@ mod checkpoint_failure;
 mod close;
 #[path = "durability/faulty.rs"]
 mod faulty;
+#[path = "durability/outcomes.rs"]
+mod outcomes;

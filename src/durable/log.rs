@@ -12,6 +12,20 @@
 //! while a sync is running is not in the buffer that sync covers, so a
 //! commit is acknowledged only by a sync that began after its record was
 //! written (invariant D2, DESIGN.md "Durability").
+//!
+//! # Outcomes
+//!
+//! A batch is all or nothing for its committers. The counters `written`
+//! and `synced` move only once every step of a batch succeeded: its write,
+//! its sync (a batch holding a record whose committer waits for a sync is
+//! synced, whoever flushes it), and the roll-over before it. A step that
+//! fails stops the log and cuts the segment back to where the batch began
+//! (`Log::fail_batch`), so no record of a commit that gets the error stays
+//! in the log, while every record below the counters stays. A segment is
+//! rolled over *before* a batch is written into a full one, never after a
+//! batch was written, so a failed roll-over writes nothing of the batch.
+//! The one gap: the file system also refuses the cut; the error then says
+//! so (`op: "truncate"`), and the batch may be replayed at recovery.
 
 use super::fs::{Fs, FsFile};
 use super::record::{self, FILE_HEADER, SEGMENT_MAGIC};
@@ -48,6 +62,9 @@ struct Pending {
     buf: Vec<u8>,
     /// The lsn the next framed record gets.
     next_lsn: u64,
+    /// A record in `buf` belongs to a committer that waits for its sync:
+    /// the batch that writes it syncs it too.
+    sync: bool,
 }
 
 struct Out {
@@ -89,7 +106,8 @@ pub(crate) struct Log {
     segment_bytes: u64,
     pending: Mutex<Pending>,
     out: Mutex<Out>,
-    /// Every lsn below this is written to the OS.
+    /// Every lsn below this is written to the OS, in a batch that
+    /// succeeded whole (see "Outcomes").
     written: AtomicU64,
     /// Every lsn below this is synced.
     synced: AtomicU64,
@@ -143,6 +161,7 @@ impl Log {
             pending: Mutex::new(Pending {
                 buf: Vec::new(),
                 next_lsn,
+                sync: false,
             }),
             out: Mutex::new(Out {
                 file,
@@ -182,11 +201,13 @@ impl Log {
     }
 
     /// Frames `payload` (a commit payload with its lsn placeholder) into
-    /// the pending buffer; returns its lsn.
-    pub(crate) fn append(&self, payload: &mut [u8]) -> u64 {
+    /// the pending buffer; returns its lsn. `sync`: its committer will
+    /// wait for the record to be synced (the batch that writes it syncs).
+    pub(crate) fn append(&self, payload: &mut [u8], sync: bool) -> u64 {
         let mut p = self.pending.lock();
         let lsn = p.next_lsn;
         p.next_lsn += 1;
+        p.sync |= sync;
         payload[record::LSN_AT..record::LSN_AT + 8].copy_from_slice(&lsn.to_le_bytes());
         record::frame_into(&mut p.buf, payload);
         drop(p);
@@ -194,11 +215,13 @@ impl Log {
         lsn
     }
 
-    /// Whether `lsn` is written (or, with `sync`, synced).
+    /// Whether `lsn` is written (or, with `sync`, synced), for good: the
+    /// batch that holds it succeeded whole.
     #[inline]
     pub(crate) fn is_done(&self, lsn: u64, sync: bool) -> bool {
         let c = if sync { &self.synced } else { &self.written };
-        // Acquire: pairs with the Release stores in `flush_locked`: seeing
+        // Acquire: pairs with the Release stores in `write_sync` and
+        // `rotate`: seeing
         // the lsn covered orders this committer after the write or sync
         // that covered it (required).
         c.load(Ordering::Acquire) > lsn
@@ -209,50 +232,72 @@ impl Log {
     /// it (group commit).
     ///
     /// # Errors
-    /// The write or sync failed (now or earlier): [`Error::Io`], the same
-    /// for every later call.
+    /// The batch holding the record failed, or the log had failed before
+    /// it was written: [`Error::Io`], the same for every later call. The
+    /// record is then not in the log (see "Outcomes").
     pub(crate) fn flush(&self, lsn: u64, sync: bool) -> Result<()> {
         if self.is_done(lsn, sync) {
             return Ok(());
         }
         let mut out = self.out.lock();
-        if let Some(e) = self.failed.get() {
-            return Err(e.clone());
-        }
+        // Done first: a batch that succeeded stays done even if a later
+        // step (a checkpoint's roll-over) stopped the log since.
         if self.is_done(lsn, sync) {
             return Ok(());
+        }
+        if let Some(e) = self.failed.get() {
+            return Err(e.clone());
         }
         self.flush_locked(&mut out, sync).map(|_| ())
     }
 
-    /// Writes the whole pending buffer (and syncs it with `sync`); returns
-    /// the lsn after the last record written.
+    /// Takes the pending buffer: (records, the lsn after them, whether
+    /// they must be synced).
+    fn take_pending(&self, out: &mut Out) -> (Vec<u8>, u64, bool) {
+        let mut p = self.pending.lock();
+        out.spare.clear();
+        std::mem::swap(&mut p.buf, &mut out.spare);
+        let sync = std::mem::take(&mut p.sync);
+        (std::mem::take(&mut out.spare), p.next_lsn, sync)
+    }
+
+    /// Writes the whole pending buffer (and syncs it with `sync`, or when a
+    /// record in it asks to be), rolling the segment over first if it is
+    /// full; returns the lsn after the last record written.
     fn flush_locked(&self, out: &mut Out, sync: bool) -> Result<u64> {
-        let (data, end) = {
-            let mut p = self.pending.lock();
-            out.spare.clear();
-            std::mem::swap(&mut p.buf, &mut out.spare);
-            (std::mem::take(&mut out.spare), p.next_lsn)
+        let (data, end, wanted) = self.take_pending(out);
+        let r = if !data.is_empty() && out.len >= self.segment_bytes {
+            self.rotate(out)
+        } else {
+            Ok(())
         };
-        let r = self.write_sync(out, &data, end, sync);
+        let r = r.and_then(|()| self.write_sync(out, &data, end, sync || wanted));
         out.spare = data;
-        r?;
-        if out.len >= self.segment_bytes {
-            self.rotate(out)?;
-        }
-        Ok(end)
+        r.map(|()| end)
     }
 
-    /// A failed write or sync: stops the log with `e` and cuts the segment
-    /// back to `len`, before the batch that failed, so that no commit this
-    /// error fails comes back at recovery (best effort: if the cut fails
-    /// too, recovery sees a torn tail or the whole batch).
+    /// A failed step of a batch: stops the log with `e` and cuts the
+    /// segment back to `len`, where the batch began, so that no commit
+    /// this error fails comes back at recovery. If the cut fails too, the
+    /// error says so (`truncate`): the batch may come back.
     fn fail_batch(&self, out: &Out, len: u64, e: Error) -> Error {
-        let e = self.fail(e);
-        let _ = self.fs.truncate(&out.path, len);
-        e
+        let e = match self.fs.truncate(&out.path, len) {
+            Ok(()) => e,
+            Err(t) => Error::Io {
+                op: "truncate",
+                path: out.path.clone(),
+                kind: t.kind(),
+                message: format!(
+                    "{t}; cutting back a batch after: {e}; its commits may be replayed at recovery"
+                ),
+            },
+        };
+        self.fail(e)
     }
 
+    /// Writes `data` (the records below `end`) and with `sync` syncs the
+    /// segment; publishes `written` (and `synced`) only once both
+    /// succeeded.
     fn write_sync(&self, out: &mut Out, data: &[u8], end: u64, sync: bool) -> Result<()> {
         let before = out.len;
         if !data.is_empty() {
@@ -264,24 +309,38 @@ impl Log {
             self.counters
                 .bytes
                 .fetch_add(data.len() as u64, Ordering::Relaxed);
-            // Release: pairs with the Acquire in `is_done` (required).
-            self.written.store(end, Ordering::Release);
         }
-        if sync && self.synced.load(Ordering::Relaxed) < end {
+        let sync = sync && self.synced.load(Ordering::Relaxed) < end;
+        if sync {
             if let Err(e) = out.file.sync() {
                 return Err(self.fail_batch(out, before, io_error("sync", &out.path, &e)));
             }
             self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        // Release: pairs with the Acquire in `is_done` (required).
+        self.written.store(end, Ordering::Release);
+        if sync {
             // Release: pairs with the Acquire in `is_done` (required).
             self.synced.store(end, Ordering::Release);
         }
         Ok(())
     }
 
-    /// Syncs the current segment and starts the next.
+    /// Syncs the current segment and starts the next. Any failure stops
+    /// the log; nothing is written to the next segment before all of it
+    /// succeeded.
     fn rotate(&self, out: &mut Out) -> Result<()> {
         let end = self.written.load(Ordering::Relaxed);
-        self.write_sync(out, &[], end, true)?;
+        if self.synced.load(Ordering::Relaxed) < end {
+            // The records below `end` were reported written: a failed sync
+            // leaves them (their commits returned `Ok`).
+            out.file
+                .sync()
+                .map_err(|e| self.fail(io_error("sync", &out.path, &e)))?;
+            self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+            // Release: pairs with the Acquire in `is_done` (required).
+            self.synced.store(end, Ordering::Release);
+        }
         let (file, path) =
             new_segment(&*self.fs, &self.dir, out.seq + 1).map_err(|e| self.fail(e))?;
         out.file = file;
@@ -308,19 +367,14 @@ impl Log {
     /// record will get: every record below it is in an older segment.
     ///
     /// # Errors
-    /// As [`Log::flush`].
+    /// As [`Log::flush`]. A failed roll-over after the pending records were
+    /// written and synced stops the log; those records' commits succeed.
     pub(crate) fn cut(&self) -> Result<(u64, u64)> {
         let mut out = self.out.lock();
         if let Some(e) = self.failed.get() {
             return Err(e.clone());
         }
-        let end = {
-            let mut p = self.pending.lock();
-            out.spare.clear();
-            std::mem::swap(&mut p.buf, &mut out.spare);
-            p.next_lsn
-        };
-        let data = std::mem::take(&mut out.spare);
+        let (data, end, _) = self.take_pending(&mut out);
         let r = self.write_sync(&mut out, &data, end, true);
         out.spare = data;
         r?;

@@ -48,6 +48,37 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// When a commit's log record must be on disk.
+///
+/// # A commit's outcome
+///
+/// What a durable engine's commit returns is what recovery finds, in every
+/// mode:
+/// * `Ok` (from [`Txn::commit`], or [`Txn::commit_async`]'s handle
+///   created): the record is in the log, written whole; a restart after a
+///   process crash replays it. With `Sync` it is synced too, so a power
+///   cut keeps it; with `Periodic` and `None` a power cut may lose it (and
+///   every commit after it), as each mode says.
+/// * [`Error::Io`]: the commit is not applied, now or after any recovery.
+///   Its record was never written (the log had failed before, or the
+///   roll-over to a new segment that had to come first failed), or the
+///   write or sync that carried it failed and the segment was cut back
+///   before the error was returned. The log is stopped: every later commit
+///   with writes gets the same error until the engine is reopened, and a
+///   retry after reopening applies the commit once.
+/// * The one exception: a file system that also refuses that cut. The
+///   error is then an [`Error::Io`] with `op: "truncate"` (its message
+///   names the first failure), and the commit, though not applied now, may
+///   be replayed at recovery.
+///
+/// A commit's records are written in batches (group commit); a batch
+/// succeeds or fails whole for every commit in it, and one holding a
+/// record whose commit waits for a sync is synced whoever writes it. A
+/// [`CommitHandle`] that reports an error after [`Txn::commit_async`]
+/// returned `Ok` leaves the commit applied and written, but not known to
+/// be synced: a power cut may lose it.
+///
+/// [`Txn::commit`]: crate::Txn::commit
+/// [`Txn::commit_async`]: crate::Txn::commit_async
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
     /// The commit returns once its record is synced (group commit: one
@@ -375,6 +406,10 @@ impl Durable {
 
     /// Logs a commit at `commit_ts` of `values` (one per write, keys from
     /// `sl`) and waits as its mode asks. Returns its lsn.
+    ///
+    /// # Errors
+    /// [`Error::Io`]: the record is not in the log, and no recovery replays
+    /// it (see [`Durability`], "A commit's outcome").
     pub(crate) fn log_commit<'a>(
         &self,
         sl: &SessionLog,
@@ -392,6 +427,10 @@ impl Durable {
         } else {
             commit_ts
         };
+        let sync = match sl.mode.unwrap_or(CommitMode::Durability(self.mode)) {
+            CommitMode::Durability(Durability::Sync) => true,
+            CommitMode::Durability(_) | CommitMode::Async => false,
+        };
         let lsn = PAYLOAD.with(|p| {
             let mut p = p.borrow_mut();
             record::begin_commit(
@@ -404,12 +443,8 @@ impl Durable {
             for (i, v) in values.enumerate() {
                 record::push_write(&mut p, sl.key(i), v);
             }
-            self.log.append(&mut p)
+            self.log.append(&mut p, sync)
         });
-        let sync = match sl.mode.unwrap_or(CommitMode::Durability(self.mode)) {
-            CommitMode::Durability(Durability::Sync) => true,
-            CommitMode::Durability(_) | CommitMode::Async => false,
-        };
         self.log.flush(lsn, sync)?;
         Ok(lsn)
     }
