@@ -301,6 +301,16 @@ pub enum Error {
         /// What was wrong.
         reason: &'static str,
     },
+    /// A log segment is in an on-disk format version this build does not
+    /// read (an older one: nothing in the directory was changed).
+    UnsupportedFormat {
+        /// The file.
+        file: std::path::PathBuf,
+        /// The format version it is in.
+        version: u32,
+        /// The one version this build reads.
+        supported: u32,
+    },
     /// Another open engine (in this process or another) holds the
     /// directory's lock.
     DirectoryLocked {
@@ -471,6 +481,15 @@ impl fmt::Display for Error {
                 offset,
                 reason,
             } => write!(f, "{} is corrupt at byte {offset}: {reason}", file.display()),
+            UnsupportedFormat {
+                file,
+                version,
+                supported,
+            } => write!(
+                f,
+                "{} is in log format version {version}; this build reads only version {supported}",
+                file.display()
+            ),
             DirectoryLocked { path } => {
                 write!(f, "{} is open in another engine", path.display())
             }

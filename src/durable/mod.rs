@@ -33,9 +33,9 @@ use checkpoint::State;
 #[cfg(feature = "replication")]
 pub(crate) use log::create_synced;
 pub(crate) use log::io_error;
-use log::{parse_segment, segment_name, Log};
+use log::{parse_segment, scan_segment, segment_name, Log, Segment, SEGMENT_HEADER};
 use parking_lot::{Condvar, Mutex};
-use record::{Commit, End, FILE_HEADER, SEGMENT_MAGIC};
+use record::{Commit, End};
 use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
@@ -529,15 +529,12 @@ impl Durable {
         let mut expect = st.next_lsn;
         for &seq in seqs.iter().filter(|&&s| s >= st.first_seq && s < cut_seq) {
             let path = self.dir.join(segment_name(seq));
-            let (recs, end) = read_segment(&*self.fs, &path, seq)?;
-            if let Some((offset, reason)) = end.bad() {
-                return Err(Error::Corrupt {
-                    file: path,
-                    offset,
-                    reason,
-                });
-            }
-            push_in_order(recs, &mut expect, &path, &mut records)?;
+            let buf = self
+                .fs
+                .read(&path)
+                .map_err(|e| io_error("read", &path, &e))?;
+            let seg = scan_segment(&buf, &path, seq)?;
+            fold_whole_segment(seg, seq, &mut expect, &path, &mut records)?;
         }
         // A `.ckpt.tmp` an earlier failed checkpoint could not remove.
         for name in self.fs.list(&self.dir).unwrap_or_default() {
@@ -643,35 +640,41 @@ fn push_in_order(
     Ok(())
 }
 
-fn read_segment(fs: &dyn Fs, path: &Path, seq: u64) -> Result<(Vec<(u64, Commit)>, End)> {
-    let buf = fs.read(path).map_err(|e| io_error("read", path, &e))?;
-    if buf.len() < FILE_HEADER {
-        return Ok((Vec::new(), End::Torn { offset: 0 }));
+/// Appends the records of segment `seq` (`seg`, read from `path`), which
+/// a later segment follows, to `out`: its header must start at `expect`,
+/// its records run on from there (moving `expect` past them), and it must
+/// end with a whole `roll` record naming segment `seq + 1` at `expect`.
+/// Anything else is `Corrupt` where it is wrong.
+fn fold_whole_segment(
+    seg: Segment,
+    seq: u64,
+    expect: &mut u64,
+    path: &Path,
+    out: &mut Vec<Commit>,
+) -> Result<()> {
+    let bad = |offset: u64, reason: &'static str| Error::Corrupt {
+        file: path.to_path_buf(),
+        offset,
+        reason,
+    };
+    if let Some((offset, reason)) = seg.end.bad() {
+        return Err(bad(offset, reason));
     }
-    if buf[..FILE_HEADER] != record::file_header(SEGMENT_MAGIC, seq) {
-        return Ok((
-            Vec::new(),
-            End::Corrupt {
-                offset: 0,
-                reason: "bad segment header",
-            },
+    if seg.first_lsn != Some(*expect) {
+        return Err(bad(
+            record::FILE_HEADER as u64,
+            "segment does not start where the log before it ends",
         ));
     }
-    let (frames, mut end) = record::scan(&buf, FILE_HEADER);
-    let mut out = Vec::with_capacity(frames.len());
-    for (offset, range) in frames {
-        match record::decode_commit(&buf[range]) {
-            Some(c) => out.push((offset, c)),
-            None => {
-                end = End::Corrupt {
-                    offset,
-                    reason: "malformed log record",
-                };
-                break;
-            }
-        }
+    push_in_order(seg.records, expect, path, out)?;
+    match seg.roll {
+        Some(r) if r.next_seq == seq + 1 && r.next_lsn == *expect => Ok(()),
+        Some(r) => Err(bad(
+            r.offset,
+            "roll-over record names the wrong segment or lsn",
+        )),
+        None => Err(bad(seg.len, "segment ends without its roll-over record")),
     }
-    Ok((out, end))
 }
 
 /// What recovery read: the checkpoint and the log records after it.
@@ -716,40 +719,123 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
     if has_ckpt && seqs.first() != Some(&state.first_seq) {
         return Err(missing(state.first_seq));
     }
+    // Only a checkpoint removes segments: without one the log starts at 1.
+    if let Some(&first) = seqs.first().filter(|&&s| !has_ckpt && s != 1) {
+        return Err(Error::Corrupt {
+            file: dir.join(segment_name(first)),
+            offset: 0,
+            reason: "the log starts past segment 1 with no checkpoint: a checkpoint is missing",
+        });
+    }
     for w in seqs.windows(2) {
         if w[1] != w[0] + 1 {
             return Err(missing(w[0] + 1));
         }
     }
+    let mut segs = Vec::with_capacity(seqs.len());
+    for &seq in &seqs {
+        let path = dir.join(segment_name(seq));
+        let buf = fs.read(&path).map_err(|e| io_error("read", &path, &e))?;
+        segs.push((seq, path.clone(), scan_segment(&buf, &path, seq)?));
+    }
+    let mut next_seq = seqs.last().map_or(state.first_seq.max(1), |s| s + 1);
+    // A crash inside a roll-over (log.rs, "Roll-over") leaves the last
+    // segment holding nothing but its header (whole or torn), starting
+    // where the one before it ends, and that one without its roll-over
+    // record: the roll-over did not happen. Its number is reused (the new
+    // log re-creates the file).
+    if let [.., (_, _, prev), (seq, _, last)] = &segs[..] {
+        let prev_end = prev
+            .records
+            .last()
+            .map(|(_, c)| c.lsn + 1)
+            .or(prev.first_lsn);
+        let leftover = prev.roll.is_none()
+            && last.records.is_empty()
+            && last.roll.is_none()
+            && !matches!(last.end, End::Corrupt { .. })
+            && last.first_lsn.is_none_or(|f| Some(f) == prev_end);
+        if leftover {
+            next_seq = *seq;
+            segs.pop();
+        }
+    }
     let mut tail = Vec::new();
     let mut expect = state.next_lsn;
-    let mut next_seq = seqs.last().map_or(state.first_seq.max(1), |s| s + 1);
-    for (i, &seq) in seqs.iter().enumerate() {
-        let last = i + 1 == seqs.len();
-        let path = dir.join(segment_name(seq));
-        let (recs, end) = read_segment(fs, &path, seq)?;
+    // The previous segment's path and roll-over record, if it has one.
+    let mut prev_roll: Option<(PathBuf, log::Roll)> = None;
+    let n = segs.len();
+    for (i, (seq, path, seg)) in segs.into_iter().enumerate() {
+        let last = i + 1 == n;
         report.segments += 1;
-        push_in_order(recs, &mut expect, &path, &mut tail)?;
+        let mut end = seg.end;
+        match seg.first_lsn {
+            None if prev_roll.is_some() => {
+                end = End::Corrupt {
+                    offset: 0,
+                    reason: "segment header torn, though the segment before names it",
+                };
+            }
+            Some(first) if first != expect => {
+                let reason = match (i, has_ckpt) {
+                    (0, false) => {
+                        "the log does not start at lsn 1: a checkpoint before it is missing"
+                    }
+                    (0, true) => "the first segment does not start where the checkpoint ends",
+                    _ => "segment does not start where the log before it ends",
+                };
+                if i == 0 || !truncate_corrupt {
+                    return Err(Error::Corrupt {
+                        file: path,
+                        offset: record::FILE_HEADER as u64,
+                        reason,
+                    });
+                }
+                end = End::Corrupt { offset: 0, reason };
+            }
+            _ => {}
+        }
+        let records = if end == seg.end {
+            seg.records
+        } else {
+            Vec::new()
+        };
+        push_in_order(records, &mut expect, &path, &mut tail)?;
+        if end == seg.end {
+            match seg.roll {
+                Some(r) if r.next_seq != seq + 1 || r.next_lsn != expect => {
+                    end = End::Corrupt {
+                        offset: r.offset,
+                        reason: "roll-over record names the wrong segment or lsn",
+                    };
+                }
+                // The segment it names was created (and the directory
+                // synced) before this record was written: gone since.
+                Some(_) if last => return Err(missing(seq + 1)),
+                None if !last && end == End::Clean => {
+                    end = End::Corrupt {
+                        offset: seg.len,
+                        reason: "segment ends without its roll-over record, though a later one holds records",
+                    };
+                }
+                _ => {}
+            }
+        }
         let cut_at = match end {
-            End::Clean => continue,
+            End::Clean => {
+                prev_roll = seg.roll.map(|r| (path, r));
+                continue;
+            }
             End::Torn { offset } if last => {
-                let len = fs
-                    .read(&path)
-                    .map_err(|e| io_error("read", &path, &e))?
-                    .len() as u64;
                 report.torn_tail = Some(Damage {
                     file: path.clone(),
                     offset,
-                    bytes_dropped: len - offset,
+                    bytes_dropped: seg.len - offset,
                     segments_removed: 0,
                 });
                 offset
             }
             End::Torn { offset } | End::Corrupt { offset, .. } if truncate_corrupt => {
-                let len = fs
-                    .read(&path)
-                    .map_err(|e| io_error("read", &path, &e))?
-                    .len() as u64;
                 let later = &seqs[i + 1..];
                 for &s in later {
                     let p = dir.join(segment_name(s));
@@ -758,7 +844,7 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
                 report.truncated = Some(Damage {
                     file: path.clone(),
                     offset,
-                    bytes_dropped: len - offset,
+                    bytes_dropped: seg.len - offset,
                     segments_removed: later.len() as u64,
                 });
                 next_seq = seq + 1;
@@ -773,11 +859,18 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
                 });
             }
         };
-        if cut_at < FILE_HEADER as u64 {
+        if cut_at < SEGMENT_HEADER as u64 {
             // A segment whose header never reached the disk: no record can
-            // be in it. Its number is reused, so none is missing.
+            // be in it. Its number is reused, so none is missing; the
+            // segment before (cut at its roll-over record, if it has one
+            // naming this one) gets a new roll-over record when the log
+            // re-creates it.
             fs.remove(&path)
                 .map_err(|e| io_error("remove", &path, &e))?;
+            if let Some((p, r)) = prev_roll.take() {
+                fs.truncate(&p, r.offset)
+                    .map_err(|e| io_error("truncate", &p, &e))?;
+            }
             next_seq = seq;
         } else {
             fs.truncate(&path, cut_at)
@@ -891,10 +984,13 @@ impl Engine<LockFree> {
     /// # Errors
     /// [`Error::InvalidDurabilityOption`]; [`Error::DirectoryLocked`] when
     /// another open engine (in this or another process) holds `dir`;
-    /// [`Error::Corrupt`] for a damaged checkpoint, a missing segment or a
-    /// checksum mismatch before the end of the log (unless
-    /// `truncate_corrupt`); [`Error::Io`]; an error replaying a record
-    /// (a key or value over this `config`'s limits).
+    /// [`Error::Corrupt`] for a damaged checkpoint, a missing segment (the
+    /// newest too: the segment before it names it), a missing checkpoint,
+    /// a segment cut short that a later one shows held more, or a checksum
+    /// mismatch before the end of the log (unless `truncate_corrupt`);
+    /// [`Error::UnsupportedFormat`] for a log of an older format (nothing is
+    /// changed); [`Error::Io`]; an error replaying a record (a key or value
+    /// over this `config`'s limits).
     pub fn open(
         dir: impl AsRef<Path>,
         config: EngineConfig,
