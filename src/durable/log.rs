@@ -45,7 +45,7 @@
 use super::fs::{Fs, FsFile};
 use super::record::{
     self, Commit, End, ANCHOR_PAYLOAD, FILE_HEADER, FRAME_HEADER, KIND_ROLL, KIND_SEGMENT,
-    SEGMENT_MAGIC, SEGMENT_MAGIC_V1, SEGMENT_VERSION,
+    KIND_SYNCED, SEGMENT_MAGIC, SEGMENT_MAGIC_V1, SEGMENT_VERSION,
 };
 use crate::error::{Error, Result};
 use crate::sync::{AtomicU64, Ordering};
@@ -118,6 +118,9 @@ pub(crate) struct Segment {
     pub(crate) records: Vec<(u64, Commit)>,
     /// Its `roll` record, if it ends with a whole one.
     pub(crate) roll: Option<Roll>,
+    /// The largest offset a whole `synced` record names ([`SEGMENT_HEADER`]
+    /// if none): every byte below it was synced.
+    pub(crate) synced_through: u64,
     /// How the scan ended: `Torn { offset: 0 }` for a torn header.
     pub(crate) end: End,
     /// The file's length.
@@ -136,6 +139,7 @@ pub(crate) fn scan_segment(buf: &[u8], path: &Path, seq: u64) -> Result<Segment>
         first_lsn: None,
         records: Vec::new(),
         roll: None,
+        synced_through: SEGMENT_HEADER as u64,
         end: End::Torn { offset: 0 },
         len: buf.len() as u64,
     };
@@ -193,6 +197,21 @@ pub(crate) fn scan_segment(buf: &[u8], path: &Path, seq: u64) -> Result<Segment>
             };
             break;
         }
+        if payload.first() == Some(&KIND_SYNCED) {
+            match record::decode_synced(payload) {
+                Some(t) if (SEGMENT_HEADER as u64..=offset).contains(&t) => {
+                    seg.synced_through = seg.synced_through.max(t);
+                    continue;
+                }
+                _ => {
+                    seg.end = End::Corrupt {
+                        offset,
+                        reason: "malformed synced-through record",
+                    };
+                    break;
+                }
+            }
+        }
         if let Some((next_seq, next_lsn)) = record::decode_anchor(KIND_ROLL, payload) {
             seg.roll = Some(Roll {
                 offset,
@@ -238,6 +257,10 @@ struct Out {
     path: PathBuf,
     seq: u64,
     len: u64,
+    /// The segment's length at its last successful sync.
+    synced_len: u64,
+    /// The `through` of the last `synced` record written to the segment.
+    marked: u64,
     /// The previous pending buffer, cleared, swapped back in next time.
     spare: Vec<u8>,
 }
@@ -367,6 +390,8 @@ impl Log {
                 path,
                 seq,
                 len: SEGMENT_HEADER as u64,
+                synced_len: SEGMENT_HEADER as u64,
+                marked: SEGMENT_HEADER as u64,
                 spare: Vec::new(),
             }),
             written: AtomicU64::new(next_lsn),
@@ -469,7 +494,8 @@ impl Log {
         } else {
             Ok(())
         };
-        let r = r.and_then(|()| self.write_sync(out, &data, end, sync || wanted));
+        let mut data = data;
+        let r = r.and_then(|()| self.write_sync(out, &mut data, end, sync || wanted));
         out.spare = data;
         r.map(|()| end)
     }
@@ -493,14 +519,22 @@ impl Log {
         self.fail(e)
     }
 
-    /// Writes `data` (the records below `end`) and with `sync` syncs the
-    /// segment; publishes `written` (and `synced`) only once both
+    /// Writes `data` (the records below `end`, and at their end a `synced`
+    /// record if the segment was synced since the last one) and with `sync`
+    /// syncs the segment; publishes `written` (and `synced`) only once both
     /// succeeded.
-    fn write_sync(&self, out: &mut Out, data: &[u8], end: u64, sync: bool) -> Result<()> {
+    fn write_sync(&self, out: &mut Out, data: &mut Vec<u8>, end: u64, sync: bool) -> Result<()> {
         let before = out.len;
         if !data.is_empty() {
+            let mark = out.synced_len > out.marked;
+            if mark {
+                record::frame_synced(data, out.synced_len);
+            }
             if let Err(e) = out.file.append(data) {
                 return Err(self.fail_batch(out, before, io_error("write", &out.path, &e)));
+            }
+            if mark {
+                out.marked = out.synced_len;
             }
             out.len += data.len() as u64;
             self.counters.writes.fetch_add(1, Ordering::Relaxed);
@@ -513,6 +547,7 @@ impl Log {
             if let Err(e) = out.file.sync() {
                 return Err(self.fail_batch(out, before, io_error("sync", &out.path, &e)));
             }
+            out.synced_len = out.len;
             self.counters.syncs.fetch_add(1, Ordering::Relaxed);
         }
         // Release: pairs with the Acquire in `is_done` (required).
@@ -555,6 +590,8 @@ impl Log {
         out.path = path;
         out.seq = next;
         out.len = SEGMENT_HEADER as u64;
+        out.synced_len = out.len;
+        out.marked = out.len;
         Ok(())
     }
 
@@ -582,8 +619,8 @@ impl Log {
         if let Some(e) = self.failed.get() {
             return Err(e.clone());
         }
-        let (data, end, _) = self.take_pending(&mut out);
-        let r = self.write_sync(&mut out, &data, end, true);
+        let (mut data, end, _) = self.take_pending(&mut out);
+        let r = self.write_sync(&mut out, &mut data, end, true);
         out.spare = data;
         r?;
         self.rotate(&mut out)?;
@@ -703,6 +740,8 @@ mod tests {
     fn a_segment_scans_back_with_its_anchors() {
         let mut b = segment_header(3, 10);
         record::frame_into(&mut b, &commit_payload(10));
+        let through = b.len() as u64;
+        record::frame_synced(&mut b, through);
         record::frame_into(&mut b, &commit_payload(11));
         let roll_at = b.len() as u64;
         b.extend_from_slice(&roll_record(4, 12));
@@ -711,6 +750,7 @@ mod tests {
         assert_eq!(seg.end, End::Clean);
         let lsns: Vec<u64> = seg.records.iter().map(|(_, c)| c.lsn).collect();
         assert_eq!(lsns, [10, 11]);
+        assert_eq!(seg.synced_through, through);
         let want = Roll {
             offset: roll_at,
             next_seq: 4,
@@ -738,9 +778,16 @@ mod tests {
 
     #[test]
     fn bad_anchors_are_corrupt_and_an_old_format_is_refused() {
-        // A header naming another segment.
+        // A header naming another segment, a mark past its own offset.
         let other = segment_header(4, 10);
         assert!(matches!(scan(&other).unwrap().end, End::Corrupt { .. }));
+        let mut b = segment_header(3, 10);
+        let past = b.len() as u64 + 1;
+        record::frame_synced(&mut b, past);
+        assert!(matches!(
+            scan(&b).unwrap().end,
+            End::Corrupt { offset, .. } if offset == SEGMENT_HEADER as u64
+        ));
         let mut v1 = SEGMENT_MAGIC_V1.to_vec();
         v1.extend_from_slice(&3u64.to_le_bytes());
         assert!(matches!(
@@ -752,5 +799,34 @@ mod tests {
             })
         ));
         assert_eq!(scan(&[0; 40]).unwrap().first_lsn, None);
+    }
+
+    /// A batch written after a sync ends with a mark of what that sync
+    /// covered; one written with nothing synced since the last mark has
+    /// none.
+    #[test]
+    fn batches_after_a_sync_mark_what_it_covered() {
+        let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+        let dir = Path::new("/d");
+        let log = Log::create(fs.clone(), dir, 1, 1, 1 << 20, None).unwrap();
+        let path = dir.join(segment_name(1));
+        let mut p = commit_payload(0);
+        let a = log.append(&mut p, true);
+        log.flush(a, true).unwrap();
+        let first_sync = fs.read(&path).unwrap().len() as u64;
+        let b = log.append(&mut p, false);
+        log.flush(b, false).unwrap();
+        let c = log.append(&mut p, false);
+        log.flush(c, false).unwrap();
+        let seg = scan_segment(&fs.read(&path).unwrap(), &path, 1).unwrap();
+        assert_eq!(seg.end, End::Clean);
+        assert_eq!(seg.records.len(), 3);
+        assert_eq!(seg.synced_through, first_sync);
+        let marks = record::scan(&fs.read(&path).unwrap(), FILE_HEADER)
+            .0
+            .iter()
+            .filter(|(o, _)| fs.read(&path).unwrap()[*o as usize + FRAME_HEADER] == KIND_SYNCED)
+            .count();
+        assert_eq!(marks, 1);
     }
 }

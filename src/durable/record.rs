@@ -26,6 +26,7 @@
 //! end     = 4 | frames: u64                                                (checkpoints)
 //! segment = 5 | seq: u64 | first_lsn: u64                                  (segments)
 //! roll    = 6 | next_seq: u64 | next_lsn: u64                              (segments)
+//! synced  = 7 | through: u64                                               (segments)
 //! ```
 //!
 //! `flags` bit 0: the transaction was prepared. A timestamp of 0 is "none"
@@ -36,7 +37,10 @@
 //! first commit gets), its `commit` records, and, once the next segment
 //! exists, a last `roll` record naming that segment and the lsn it starts
 //! at. These anchors let recovery tell a lost file or a lost tail from the
-//! end of the log (`log.rs`, "Roll-over"). A version-1 segment (`SNAPLOG1`:
+//! end of the log (`log.rs`, "Roll-over"). A `synced` record, written at
+//! the end of a batch that follows a sync, says that every byte of its
+//! segment below `through` was synced before it was written (`SEGMENT_HEADER
+//! <= through <=` its own offset): damage below it is no lost write-back. A version-1 segment (`SNAPLOG1`:
 //! no `segment` or `roll` records) is refused with
 //! [`Error::UnsupportedFormat`](crate::Error::UnsupportedFormat).
 //! Checkpoints are unchanged (`SNAPCKP1`).
@@ -65,6 +69,7 @@ pub(crate) const KIND_META: u8 = 3;
 pub(crate) const KIND_END: u8 = 4;
 pub(crate) const KIND_SEGMENT: u8 = 5;
 pub(crate) const KIND_ROLL: u8 = 6;
+pub(crate) const KIND_SYNCED: u8 = 7;
 
 /// Bytes in a `segment` or `roll` payload: the kind and two `u64`s.
 pub(crate) const ANCHOR_PAYLOAD: usize = 17;
@@ -127,6 +132,25 @@ pub(crate) fn decode_anchor(kind: u8, payload: &[u8]) -> Option<(u64, u64)> {
     let a = r.u64()?;
     let b = r.u64()?;
     r.done().then_some((a, b))
+}
+
+/// Appends a framed `synced` record saying every byte of the segment below
+/// `through` is synced.
+pub(crate) fn frame_synced(out: &mut Vec<u8>, through: u64) {
+    let mut p = [0u8; 9];
+    p[0] = KIND_SYNCED;
+    p[1..].copy_from_slice(&through.to_le_bytes());
+    frame_into(out, &p);
+}
+
+/// The offset a `synced` payload names; `None` if `payload` is not one.
+pub(crate) fn decode_synced(payload: &[u8]) -> Option<u64> {
+    let mut r = Reader::new(payload);
+    if r.u8()? != KIND_SYNCED {
+        return None;
+    }
+    let through = r.u64()?;
+    r.done().then_some(through)
 }
 
 /// Appends one frame holding `payload` to `out`.
@@ -438,6 +462,14 @@ mod tests {
         let mut long = p.to_vec();
         long.push(0);
         assert_eq!(decode_anchor(KIND_ROLL, &long), None);
+        let mut s = Vec::new();
+        frame_synced(&mut s, 4096);
+        let (frames, end) = scan(&s, 0);
+        assert_eq!(end, End::Clean);
+        let payload = &s[frames[0].1.clone()];
+        assert_eq!(decode_synced(payload), Some(4096));
+        assert_eq!(decode_synced(&payload[..8]), None);
+        assert_eq!(decode_anchor(KIND_ROLL, payload), None);
     }
 
     #[test]

@@ -126,8 +126,9 @@ fn a_deleted_newest_segment_is_reported() {
 }
 
 /// Any segment but the newest, cut at any frame boundary, never opens with
-/// a commit missing: either it is reported, or only its roll-over record
-/// went and the segment after it holds nothing (then nothing is lost).
+/// a commit missing: either it is reported, or only records that are no
+/// commits went (its roll-over record, a synced-through mark) and the
+/// segment after it holds nothing (then nothing is lost).
 #[test]
 fn a_segment_cut_at_a_frame_boundary_is_reported_unless_it_is_the_newest() {
     let base = several_segments();
