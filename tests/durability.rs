@@ -724,6 +724,8 @@ fn rollback_below_a_checkpoint_is_refused() {
     assert_eq!(get(&e, "a"), Some(b"1".to_vec()));
 }
 
+#[path = "durability/acks.rs"]
+mod acks;
 #[path = "durability/checkpoint_failure.rs"]
 mod checkpoint_failure;
 #[path = "durability/close.rs"]
