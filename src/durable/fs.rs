@@ -50,6 +50,12 @@ pub trait Fs: Send + Sync + 'static {
     /// # Errors
     /// As `std::fs::File::create`.
     fn create(&self, path: &Path) -> io::Result<Box<dyn FsFile>>;
+    /// Opens an existing file for appending at its end.
+    ///
+    /// # Errors
+    /// As `std::fs::OpenOptions::open` with `append`; `NotFound` if it is
+    /// missing.
+    fn append_to(&self, path: &Path) -> io::Result<Box<dyn FsFile>>;
     /// Renames `from` to `to`, replacing `to`.
     ///
     /// # Errors
@@ -124,6 +130,10 @@ impl Fs for StdFs {
             .create(true)
             .truncate(true)
             .open(path)?;
+        Ok(Box::new(StdFile(f)))
+    }
+    fn append_to(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
+        let f = std::fs::OpenOptions::new().append(true).open(path)?;
         Ok(Box::new(StdFile(f)))
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -604,6 +614,14 @@ impl Fs for MemFs {
         st.inodes.push(Inode::default());
         let ino = st.inodes.len() - 1;
         st.bind(path, Some(ino));
+        Ok(Box::new(MemFile {
+            st: self.st.clone(),
+            ino,
+        }))
+    }
+    fn append_to(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
+        let st = self.st.lock();
+        let ino = *st.names.get(path).ok_or_else(|| not_found(path))?;
         Ok(Box::new(MemFile {
             st: self.st.clone(),
             ino,

@@ -33,19 +33,52 @@ use checkpoint::State;
 #[cfg(feature = "replication")]
 pub(crate) use log::create_synced;
 pub(crate) use log::io_error;
-use log::{parse_segment, segment_name, Log};
+use log::{parse_segment, scan_segment, segment_name, Log, Segment, SEGMENT_HEADER};
 use parking_lot::{Condvar, Mutex};
-use record::{Commit, End, FILE_HEADER, FRAME_HEADER, MAX_PAYLOAD, SEGMENT_MAGIC};
+use record::{Commit, End, FILE_HEADER, FRAME_HEADER, MAX_PAYLOAD};
 use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// When a commit's log record must be on disk.
+///
+/// # A commit's outcome
+///
+/// What a durable engine's commit returns is what recovery finds, in every
+/// mode:
+/// * `Ok` (from [`Txn::commit`], or [`Txn::commit_async`]'s handle
+///   created): the record is in the log, written whole; a restart after a
+///   process crash replays it. With `Sync` it is synced too, so a power
+///   cut keeps it; with `Periodic` and `None` a power cut may lose it (and
+///   every commit after it), as each mode says.
+/// * [`Error::Io`]: the commit is not applied, now or after any recovery.
+///   Its record was never written (the log had failed before, or the
+///   roll-over to a new segment that had to come first failed), or the
+///   write or sync that carried it failed and the segment was cut back
+///   before the error was returned. The log is stopped: every later commit
+///   with writes gets the same error until the engine is reopened, and a
+///   retry after reopening applies the commit once.
+/// * The one exception: a file system that also refuses that cut. The
+///   error is then an [`Error::Io`] with `op: "truncate"` (its message
+///   names the first failure), and the commit, though not applied now, may
+///   be replayed at recovery.
+///
+/// A commit's records are written in batches (group commit); a batch
+/// succeeds or fails whole for every commit in it, and one holding a
+/// record whose commit waits for a sync is synced whoever writes it. A
+/// [`CommitHandle`] that reports an error after [`Txn::commit_async`]
+/// returned `Ok` leaves the commit applied and written, but not known to
+/// be synced: a power cut may lose it.
+///
+/// [`Txn::commit`]: crate::Txn::commit
+/// [`Txn::commit_async`]: crate::Txn::commit_async
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
     /// The commit returns once its record is synced (group commit: one
@@ -336,15 +369,48 @@ pub(crate) struct Durable {
     /// The last checkpoint's state (`None` after a failed checkpoint: the
     /// next one reloads it from the file).
     ckpt: Mutex<Option<State>>,
-    stopper: Arc<Stopper>,
     // Last: the lock is released only after the log has closed.
     _lock: Box<dyn FsLock>,
 }
 
 impl Drop for Durable {
     fn drop(&mut self) {
-        *self.stopper.stop.lock() = true;
-        self.stopper.cv.notify_all();
+        // Closed here, not when the last `CommitHandle` lets it go: every
+        // record is synced and the flusher has ended before the lock is
+        // released.
+        self.log.close();
+    }
+}
+
+/// What an engine from [`Engine::open`] holds: its [`Durable`] state and
+/// the background checkpointer, if any. Dropping it stops the checkpointer
+/// and waits for it to end (a checkpoint it is taking finishes first), so
+/// the state's last reference, and with it the log and the directory lock,
+/// is released by the dropping thread before the drop returns. The
+/// checkpointer holds the state only through a `Weak`, upgraded while it
+/// works, and never holds this handle, so the drop never runs on it.
+pub(crate) struct Opened {
+    durable: Arc<Durable>,
+    checkpointer: Option<(Arc<Stopper>, JoinHandle<()>)>,
+}
+
+impl Deref for Opened {
+    type Target = Durable;
+
+    fn deref(&self) -> &Durable {
+        &self.durable
+    }
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        if let Some((stopper, thread)) = self.checkpointer.take() {
+            *stopper.stop.lock() = true;
+            stopper.cv.notify_all();
+            // It never panics (it drops a checkpoint's error); if it did,
+            // its `Weak` is gone all the same once it has ended.
+            let _ = thread.join();
+        }
     }
 }
 
@@ -357,6 +423,10 @@ impl Durable {
 
     /// Logs a commit at `commit_ts` of `values` (one per write, keys from
     /// `sl`) and waits as its mode asks. Returns its lsn.
+    ///
+    /// # Errors
+    /// [`Error::Io`]: the record is not in the log, and no recovery replays
+    /// it (see [`Durability`], "A commit's outcome").
     pub(crate) fn log_commit<'a>(
         &self,
         sl: &SessionLog,
@@ -374,6 +444,10 @@ impl Durable {
         } else {
             commit_ts
         };
+        let sync = match sl.mode.unwrap_or(CommitMode::Durability(self.mode)) {
+            CommitMode::Durability(Durability::Sync) => true,
+            CommitMode::Durability(_) | CommitMode::Async => false,
+        };
         let lsn = PAYLOAD.with(|p| {
             let mut p = p.borrow_mut();
             record::begin_commit(
@@ -386,12 +460,8 @@ impl Durable {
             for (i, v) in values.enumerate() {
                 record::push_write(&mut p, sl.key(i), v);
             }
-            self.log.append(&mut p)
+            self.log.append(&mut p, sync)
         });
-        let sync = match sl.mode.unwrap_or(CommitMode::Durability(self.mode)) {
-            CommitMode::Durability(Durability::Sync) => true,
-            CommitMode::Durability(_) | CommitMode::Async => false,
-        };
         self.log.flush(lsn, sync)?;
         Ok(lsn)
     }
@@ -476,15 +546,18 @@ impl Durable {
         let mut expect = st.next_lsn;
         for &seq in seqs.iter().filter(|&&s| s >= st.first_seq && s < cut_seq) {
             let path = self.dir.join(segment_name(seq));
-            let (recs, end) = read_segment(&*self.fs, &path, seq)?;
-            if let Some((offset, reason)) = end.bad() {
-                return Err(Error::Corrupt {
-                    file: path,
-                    offset,
-                    reason,
-                });
+            let buf = self
+                .fs
+                .read(&path)
+                .map_err(|e| io_error("read", &path, &e))?;
+            let seg = scan_segment(&buf, &path, seq)?;
+            fold_whole_segment(seg, seq, &mut expect, &path, &mut records)?;
+        }
+        // A `.ckpt.tmp` an earlier failed checkpoint could not remove.
+        for name in self.fs.list(&self.dir).unwrap_or_default() {
+            if name.ends_with(".ckpt.tmp") {
+                let _ = self.fs.remove(&self.dir.join(name));
             }
-            push_in_order(recs, &mut expect, &path, &mut records)?;
         }
         let folded = records.len() as u64;
         let mut dropped = 0;
@@ -587,44 +660,6 @@ fn push_in_order(
     Ok(())
 }
 
-fn read_segment(fs: &dyn Fs, path: &Path, seq: u64) -> Result<(Vec<(u64, Commit)>, End)> {
-    let buf = fs.read(path).map_err(|e| io_error("read", path, &e))?;
-    let (recs, end) = scan_segment(&buf, seq);
-    Ok((recs, end))
-}
-
-/// A segment's records with their offsets, and how its scan ended. A file
-/// shorter than its header reads as torn at 0.
-fn scan_segment(buf: &[u8], seq: u64) -> (Vec<(u64, Commit)>, End) {
-    if buf.len() < FILE_HEADER {
-        return (Vec::new(), End::Torn { offset: 0 });
-    }
-    if buf[..FILE_HEADER] != record::file_header(SEGMENT_MAGIC, seq) {
-        return (
-            Vec::new(),
-            End::Corrupt {
-                offset: 0,
-                reason: "bad segment header",
-            },
-        );
-    }
-    let (frames, mut end) = record::scan(buf, FILE_HEADER);
-    let mut out = Vec::with_capacity(frames.len());
-    for (offset, range) in frames {
-        match record::decode_commit(&buf[range]) {
-            Some(c) => out.push((offset, c)),
-            None => {
-                end = End::Corrupt {
-                    offset,
-                    reason: "malformed log record",
-                };
-                break;
-            }
-        }
-    }
-    (out, end)
-}
-
 /// The unit a file system writes back: a disk sector ([`MemFs::PAGE`]).
 /// A write-back a power cut loses leaves whole sectors of zeros, cut only
 /// by the file's synced length and its end.
@@ -673,6 +708,43 @@ fn unwritten(buf: &[u8], offset: u64) -> bool {
     zeroed(at, end)
 }
 
+/// Appends the records of segment `seq` (`seg`, read from `path`), which
+/// a later segment follows, to `out`: its header must start at `expect`,
+/// its records run on from there (moving `expect` past them), and it must
+/// end with a whole `roll` record naming segment `seq + 1` at `expect`.
+/// Anything else is `Corrupt` where it is wrong.
+fn fold_whole_segment(
+    seg: Segment,
+    seq: u64,
+    expect: &mut u64,
+    path: &Path,
+    out: &mut Vec<Commit>,
+) -> Result<()> {
+    let bad = |offset: u64, reason: &'static str| Error::Corrupt {
+        file: path.to_path_buf(),
+        offset,
+        reason,
+    };
+    if let Some((offset, reason)) = seg.end.bad() {
+        return Err(bad(offset, reason));
+    }
+    if seg.first_lsn != Some(*expect) {
+        return Err(bad(
+            record::FILE_HEADER as u64,
+            "segment does not start where the log before it ends",
+        ));
+    }
+    push_in_order(seg.records, expect, path, out)?;
+    match seg.roll {
+        Some(r) if r.next_seq == seq + 1 && r.next_lsn == *expect => Ok(()),
+        Some(r) => Err(bad(
+            r.offset,
+            "roll-over record names the wrong segment or lsn",
+        )),
+        None => Err(bad(seg.len, "segment ends without its roll-over record")),
+    }
+}
+
 /// What recovery read: the checkpoint and the log records after it.
 struct Recovered {
     state: State,
@@ -715,39 +787,135 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
     if has_ckpt && seqs.first() != Some(&state.first_seq) {
         return Err(missing(state.first_seq));
     }
+    // Only a checkpoint removes segments: without one the log starts at 1.
+    if let Some(&first) = seqs.first().filter(|&&s| !has_ckpt && s != 1) {
+        return Err(Error::Corrupt {
+            file: dir.join(segment_name(first)),
+            offset: 0,
+            reason: "the log starts past segment 1 with no checkpoint: a checkpoint is missing",
+        });
+    }
     for w in seqs.windows(2) {
         if w[1] != w[0] + 1 {
             return Err(missing(w[0] + 1));
         }
     }
-    let mut tail = Vec::new();
-    let mut expect = state.next_lsn;
-    let mut next_seq = seqs.last().map_or(state.first_seq.max(1), |s| s + 1);
-    for (i, &seq) in seqs.iter().enumerate() {
-        let last = i + 1 == seqs.len();
+    let mut segs = Vec::with_capacity(seqs.len());
+    for &seq in &seqs {
         let path = dir.join(segment_name(seq));
         let buf = fs.read(&path).map_err(|e| io_error("read", &path, &e))?;
-        let (recs, end) = scan_segment(&buf, seq);
+        let seg = scan_segment(&buf, &path, seq)?;
+        segs.push((seq, path.clone(), seg, buf));
+    }
+    let mut next_seq = seqs.last().map_or(state.first_seq.max(1), |s| s + 1);
+    // A crash inside a roll-over (log.rs, "Roll-over") leaves the last
+    // segment holding nothing but its header (whole or torn), starting
+    // where the one before it ends, and that one without its roll-over
+    // record: the roll-over did not happen. Its number is reused (the new
+    // log re-creates the file).
+    let mut synced_last = false;
+    if let [.., (_, _, prev, _), (seq, _, last, _)] = &segs[..] {
+        let prev_end = prev
+            .records
+            .last()
+            .map(|(_, c)| c.lsn + 1)
+            .or(prev.first_lsn);
+        let leftover = prev.roll.is_none()
+            && last.records.is_empty()
+            && last.roll.is_none()
+            && !matches!(last.end, End::Corrupt { .. })
+            && last.first_lsn.is_none_or(|f| Some(f) == prev_end);
+        if leftover {
+            next_seq = *seq;
+            segs.pop();
+            // The segment before it was synced whole before this one was
+            // created: it holds no unsynced tail (D8).
+            synced_last = true;
+        }
+    }
+    let mut tail = Vec::new();
+    let mut expect = state.next_lsn;
+    // The previous segment's path and roll-over record, if it has one.
+    let mut prev_roll: Option<(PathBuf, log::Roll)> = None;
+    let n = segs.len();
+    for (i, (seq, path, seg, buf)) in segs.into_iter().enumerate() {
+        let last = i + 1 == n;
         report.segments += 1;
-        push_in_order(recs, &mut expect, &path, &mut tail)?;
-        let len = buf.len() as u64;
+        let mut end = seg.end;
         // Every segment but the last was synced whole before the next one
         // was created: only the last can hold an unsynced tail, and only
         // there is damage a power cut can leave (D8).
-        let end = match end {
-            End::Corrupt { offset, .. } if last && unwritten(&buf, offset) => End::Torn { offset },
-            other => other,
+        if let End::Corrupt { offset, .. } = end {
+            if last && !synced_last && unwritten(&buf, offset) {
+                end = End::Torn { offset };
+            }
+        }
+        let scanned_end = end;
+        match seg.first_lsn {
+            None if prev_roll.is_some() => {
+                end = End::Corrupt {
+                    offset: 0,
+                    reason: "segment header torn, though the segment before names it",
+                };
+            }
+            Some(first) if first != expect => {
+                let reason = match (i, has_ckpt) {
+                    (0, false) => {
+                        "the log does not start at lsn 1: a checkpoint before it is missing"
+                    }
+                    (0, true) => "the first segment does not start where the checkpoint ends",
+                    _ => "segment does not start where the log before it ends",
+                };
+                if i == 0 || !truncate_corrupt {
+                    return Err(Error::Corrupt {
+                        file: path,
+                        offset: record::FILE_HEADER as u64,
+                        reason,
+                    });
+                }
+                end = End::Corrupt { offset: 0, reason };
+            }
+            _ => {}
+        }
+        let records = if end == scanned_end {
+            seg.records
+        } else {
+            Vec::new()
         };
+        push_in_order(records, &mut expect, &path, &mut tail)?;
+        if end == scanned_end {
+            match seg.roll {
+                Some(r) if r.next_seq != seq + 1 || r.next_lsn != expect => {
+                    end = End::Corrupt {
+                        offset: r.offset,
+                        reason: "roll-over record names the wrong segment or lsn",
+                    };
+                }
+                // The segment it names was created (and the directory
+                // synced) before this record was written: gone since.
+                Some(_) if last => return Err(missing(seq + 1)),
+                None if !last && end == End::Clean => {
+                    end = End::Corrupt {
+                        offset: seg.len,
+                        reason: "segment ends without its roll-over record, though a later one holds records",
+                    };
+                }
+                _ => {}
+            }
+        }
         let cut_at = match end {
             // Synced below (a log recovered from a killed process's files
             // may hold bytes the disk does not have yet).
-            End::Clean if last => len,
-            End::Clean => continue,
+            End::Clean if last => seg.len,
+            End::Clean => {
+                prev_roll = seg.roll.map(|r| (path, r));
+                continue;
+            }
             End::Torn { offset } if last => {
                 report.torn_tail = Some(Damage {
                     file: path.clone(),
                     offset,
-                    bytes_dropped: len - offset,
+                    bytes_dropped: seg.len - offset,
                     segments_removed: 0,
                 });
                 offset
@@ -767,7 +935,7 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
                 report.truncated = Some(Damage {
                     file: path.clone(),
                     offset,
-                    bytes_dropped: len - offset,
+                    bytes_dropped: seg.len - offset,
                     segments_removed: later.len() as u64,
                 });
                 next_seq = seq + 1;
@@ -782,13 +950,19 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
                 });
             }
         };
-        if cut_at < FILE_HEADER as u64 {
+        if cut_at < SEGMENT_HEADER as u64 {
             // A segment whose header never reached the disk: no record can
             // be in it. Emptied, not removed, so that a checkpoint naming
-            // it as its first segment still finds it; the log re-creates
-            // it under the same number.
+            // it as its first segment still finds it; its number is reused,
+            // and the segment before (cut at its roll-over record, if it
+            // has one naming this one) gets a new roll-over record when the
+            // log re-creates it.
             fs.truncate(&path, 0)
                 .map_err(|e| io_error("truncate", &path, &e))?;
+            if let Some((p, r)) = prev_roll.take() {
+                fs.truncate(&p, r.offset)
+                    .map_err(|e| io_error("truncate", &p, &e))?;
+            }
             next_seq = seq;
         } else {
             // Cut at the last whole record and synced: what recovery
@@ -915,11 +1089,14 @@ impl Engine<LockFree> {
     /// # Errors
     /// [`Error::InvalidDurabilityOption`]; [`Error::DirectoryLocked`] when
     /// another open engine (in this or another process) holds `dir`;
-    /// [`Error::Corrupt`] for a damaged checkpoint, a missing segment or
-    /// damage in the log that no crash leaves (see
+    /// [`Error::Corrupt`] for a damaged checkpoint, a missing segment (the
+    /// newest too: the segment before it names it), a missing checkpoint,
+    /// a segment cut short that a later one shows held more, or a checksum
+    /// mismatch before the end of the log that no crash leaves (see
     /// [`RecoveryReport::torn_tail`]; unless `truncate_corrupt`);
-    /// [`Error::Io`]; an error replaying a record
-    /// (a key or value over this `config`'s limits).
+    /// [`Error::UnsupportedFormat`] for a log of an older format (nothing is
+    /// changed); [`Error::Io`]; an error replaying a record (a key or value
+    /// over this `config`'s limits).
     pub fn open(
         dir: impl AsRef<Path>,
         config: EngineConfig,
@@ -967,10 +1144,6 @@ impl Engine<LockFree> {
         }
         let mut report = rec.report;
         report.records_replayed = replayed;
-        let stopper = Arc::new(Stopper {
-            stop: Mutex::new(false),
-            cv: Condvar::new(),
-        });
         let durable = Arc::new(Durable {
             log,
             mode: options.durability,
@@ -980,17 +1153,26 @@ impl Engine<LockFree> {
             recovery_ts: stable,
             stable: AtomicU64::new(stable.get()),
             ckpt: Mutex::new(Some(rec.state)),
-            stopper: stopper.clone(),
             _lock: lock,
         });
+        let mut opened = Opened {
+            durable,
+            checkpointer: None,
+        };
         if let Some(every) = options.checkpoint_interval {
-            let weak = Arc::downgrade(&durable);
-            std::thread::Builder::new()
+            let stopper = Arc::new(Stopper {
+                stop: Mutex::new(false),
+                cv: Condvar::new(),
+            });
+            let weak = Arc::downgrade(&opened.durable);
+            let s = stopper.clone();
+            let thread = std::thread::Builder::new()
                 .name("snapshot-engine-checkpoint".into())
-                .spawn(move || checkpoints(weak, stopper, every))
-                .map_err(|e| io_error("spawn the checkpointer for", &durable.dir, &e))?;
+                .spawn(move || checkpoints(weak, s, every))
+                .map_err(|e| io_error("spawn the checkpointer for", &opened.dir, &e))?;
+            opened.checkpointer = Some((stopper, thread));
         }
-        engine.durable = Some(durable);
+        engine.durable = Some(opened);
         Ok(engine)
     }
 }
@@ -1007,9 +1189,14 @@ fn checkpoints(d: Weak<Durable>, stopper: Arc<Stopper>, every: Duration) {
             }
         }
         let Some(d) = d.upgrade() else { return };
-        // A failed background checkpoint leaves the previous one in force;
-        // the next call of `Engine::checkpoint` reports the error.
+        // A failed background checkpoint leaves the previous one in force
+        // (and removes its temporary file); commits go on unless the
+        // failure was the log's own cut, which stops the log and fails
+        // every later commit with that error.
         let _ = d.checkpoint();
+        // Dropped before the next wait: `Opened::drop` waits for this
+        // thread, never for this reference.
+        drop(d);
     }
 }
 

@@ -28,7 +28,7 @@ pub struct Engine<P: Protocol = LockFree> {
     pub(crate) config: EngineConfig,
     /// The commit log and checkpoints of an engine from `Engine::open`
     /// (`None`: in memory).
-    pub(crate) durable: Option<Arc<crate::durable::Durable>>,
+    pub(crate) durable: Option<crate::durable::Opened>,
     /// Prepared commits durable above stable, for `rollback_to_stable`.
     pub(crate) prepared_durable: super::PreparedDurable,
 }
@@ -151,10 +151,14 @@ impl<P: Protocol> Engine<P> {
     /// # Errors
     /// [`Error::NotDurable`] for an in-memory engine; [`Error::Io`];
     /// [`Error::Corrupt`] if a segment it folds in is damaged. The previous
-    /// checkpoint stays in force. Once the new one is in force (renamed and
-    /// its directory synced) the call succeeds; if the directory sync after
-    /// the removal of what it covers fails, the log stops instead, as after
-    /// any failed sync: later commits get that [`Error::Io`] until reopened.
+    /// checkpoint stays in force and no temporary file is left. Commits go
+    /// on after a failure to write the checkpoint file (the log is intact);
+    /// a failure in the log's own cut (its sync, or starting the new
+    /// segment) stops the log as a failed commit write does. Once the new
+    /// checkpoint is in force (renamed and its directory synced) the call
+    /// succeeds; if the directory sync after the removal of what it covers
+    /// fails, the log stops instead: later commits get that [`Error::Io`]
+    /// until reopened.
     pub fn checkpoint(&self) -> Result<crate::durable::CheckpointReport> {
         self.durable.as_ref().ok_or(Error::NotDurable)?.checkpoint()
     }

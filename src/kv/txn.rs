@@ -580,7 +580,9 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     /// A timestamp that breaks a rule of [`Transaction::commit`]: the
     /// transaction is rolled back (as if dropped) and the error says which
     /// rule. [`Error::MustRollBack`] after a write conflict (rolled back
-    /// too).
+    /// too). On a durable engine, [`Error::Io`] when the log failed: the
+    /// commit is not applied, now or after recovery
+    /// ([`Durability`](crate::Durability), "A commit's outcome").
     #[inline]
     pub fn commit(self, opts: CommitOptions) -> Result<()> {
         self.try_commit(opts).map_err(CommitError::into_error)
