@@ -5,7 +5,7 @@
 //! `HashIndex`, and dashmap (sharded read-write locks, the locking
 //! reference), since the index is not the crate's core.
 //!
-//! Keys are W1's: a `u64` as 8 big-endian bytes, held as bytes (the store's
+//! Keys are read-ts keys: a `u64` as 8 big-endian bytes, held as bytes (the store's
 //! keys are byte strings, so a map standing in for the index is keyed by
 //! `Box<[u8]>` and looked up by `&[u8]`). Values are a pointer-sized payload
 //! (`usize`; for ours, the key node's address). Every map hashes with
@@ -23,12 +23,12 @@
 //!   them would add that allocation.
 //!
 //! * `batch/<how>/<n>`: 16 point reads of random present keys in a store
-//!   of `n` W1 keys (8-byte keys, 100-byte values) and one value byte
+//!   of `n` read-ts keys (8-byte keys, 100-byte values) and one value byte
 //!   touched per read, one thread: `ceiling` is a plain
 //!   `HashMap<u64, Box<[u8]>>` (the no-sync ceiling's lookup), `get` is 16
 //!   `Txn::get_with` in one transaction, `get_many` one
 //!   `Txn::get_many_with` of the 16 keys (misses overlapped), `txn-get` 16
-//!   transactions of one `get_with` each (W1's reader). Criterion reports
+//!   transactions of one `get_with` each (the read-ts reader). Criterion reports
 //!   keys per second (16 per iteration).
 //!
 //! `INDEX_REVERSE=1` runs the implementations in reverse order (for rounds

@@ -5,7 +5,7 @@
 //! crossbeam-skiplist `base::SkipList` alone (the store's previous ordered
 //! index) and scc's `TreeIndex` (a B+tree whose readers take no lock).
 //!
-//! Keys are W1's 8-byte big-endian integers, created in random order. The
+//! Keys are read-ts keys, 8-byte big-endian integers, created in random order. The
 //! crates are used as the store would use them: each holds a pointer per
 //! key to a 64-byte node that starts with the key's bytes (allocated in
 //! creation order before the measurement, as the store's arena does), and

@@ -1,4 +1,4 @@
-//! W1 pieces: setting a read timestamp after begin, with and without a
+//! read-ts pieces: setting a read timestamp after begin, with and without a
 //! commit in between (`read_ts/<engine>/...`), and taking a snapshot while
 //! another thread keeps committing (`snapshot/<engine>`). `lock-free` runs
 //! with the default config (SeqCst fences on both sides of handshake 1),
@@ -136,7 +136,7 @@ fn snapshot<P: Protocol>(c: &mut Criterion, asym: bool) {
 
 /// One horizon advance (`TxnManager::advance_horizon`: floors, heavy fence,
 /// slot scan) on the lock-free engine, alone and with a second thread
-/// running W1 reader transactions (begin, set_read_timestamp, one read,
+/// running read-ts reader transactions (begin, set_read_timestamp, one read,
 /// commit) beside it.
 fn advance(c: &mut Criterion, asym: bool) {
     let mut g = c.benchmark_group("advance_horizon");

@@ -1,6 +1,6 @@
 //! Model 9 — a prepared transaction announcing its durable
 //! timestamp versus the stable setter (invariant 10; handshake 3 in
-//! `lockfree.rs`), on the public machinery layer.
+//! `lockfree/stable.rs`), on the public machinery layer.
 //!
 //! Stable is 5. A transaction prepares at 6 and announces durable timestamp
 //! 10 (`Transaction::set_durable_timestamp`) while a timekeeper raises

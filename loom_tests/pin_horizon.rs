@@ -1,6 +1,6 @@
 //! Model 1 — a reader publishing its snapshot pin versus a horizon advance
 //! and pruning (invariants 1 GC safety and 2 publish window; handshake 1 in
-//! `lockfree.rs`).
+//! `lockfree/pin_horizon.rs`).
 //!
 //! `k = v1` is committed before the model. A writer commits `k = v2` and then
 //! runs the collector (advance the horizon, prune every chain) while a reader

@@ -1,6 +1,6 @@
 //! Model 2 — a read timestamp set after begin versus the oldest timestamp
 //! and pruning (invariants 1 and 2 for timestamps; handshake 1 on
-//! `read_ts`/`floor_ts` in `lockfree.rs`).
+//! `read_ts`/`floor_ts` in `lockfree/pin_horizon.rs`).
 //!
 //! `k` has versions at 10 and 20. A timekeeper raises oldest to 20 (which
 //! advances the horizon) and runs the collector, while a reader begins and

@@ -1,5 +1,5 @@
 //! Model 7 — the stable timestamp versus a commit claim (invariant 8, read
-//! at a timestamp is repeatable; handshake 2 in `lockfree.rs`).
+//! at a timestamp is repeatable; handshake 2 in `lockfree/stable.rs`).
 //!
 //! `k1 = k2 = old` at 5 and stable is 5. A writer commits `k1 = k2 = new` at
 //! 10 while a timekeeper raises stable to 10 and a fast-path reader

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Mechanical mutants of the protocol code, for scripts/mutants.sh.
 
-    mutants.py list FILE...          one line per mutant: ID<TAB>description
+    mutants.py list FILE...          one line per mutant:
+                                     ID<TAB>file:line<TAB>description
     mutants.py apply ID SRC DEST     write the mutated file of ID (read from
                                      the tree at SRC) into the tree at DEST
     mutants.py report TSV SRC HOW    the markdown report of a run's results
@@ -9,7 +10,15 @@
                                      tree the mutants were made from; HOW:
                                      how it was run, for the heading)
 
-A mutant ID is `file:line:kind[:n]`. Kinds:
+A mutant ID is `file:function:kind#n`: the function is the innermost `fn`
+around the mutated code, qualified by the type of its `impl` (or trait)
+block and by any `fn` around it (`LockFree::advance_horizon`; `-` outside
+every function), and `n` counts the mutants of that kind in that function
+in file order, from 1. Editing another function, or lines around the site,
+leaves the ID as it is; the `file:line` column says where the site is in
+the tree listed. Two functions of a file with the same qualified name (an
+inherent method and a trait method of one type) get `@2`, `@3` in file
+order. Kinds:
 
 * fence-removed      a `fence(Ordering::SeqCst)` deleted, or a call of
                      handshake 1's pair (`fences.light()`, `fences.heavy()`,
@@ -19,7 +28,8 @@ A mutant ID is `file:line:kind[:n]`. Kinds:
 * fence-swapped      a pair call swapped for the other side's
                      (`fences.light()` <-> `fences.heavy()`); loom runs both
                      as one SeqCst fence, so only the unit tests that count
-                     a call site's fences (`lockfree.rs`) can kill these
+                     a call site's fences (`lockfree/pin_horizon.rs`) can
+                     kill these
 * order-X-Y          one ordering stronger than Relaxed weakened one step,
                      to an ordering legal for the operation (load: SeqCst ->
                      Acquire -> Relaxed; store: SeqCst -> Release ->
@@ -120,6 +130,79 @@ def fn_spans(code):
     return spans
 
 
+def matching_brace(code, i):
+    """Offset just past the `}` that closes the `{` at `i`."""
+    depth = 0
+    for j in range(i, len(code)):
+        if code[j] == "{":
+            depth += 1
+        elif code[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+    return len(code)
+
+
+def strip_generics(text):
+    """`text` without its `<...>` groups (nested ones included)."""
+    out, depth = [], 0
+    for c in text:
+        if c == "<":
+            depth += 1
+        elif c == ">" and depth > 0:
+            depth -= 1
+        elif depth == 0:
+            out.append(c)
+    return "".join(out)
+
+
+IMPL_RE = re.compile(r"^[ \t]*(?:pub(?:\([^)]*\))?\s+)?(?:unsafe\s+)?(impl|trait)\b", re.M)
+
+
+def scopes(code):
+    """(start, end, name, is_fn) of every `impl`/`trait` block (the type's
+    or trait's name) and every `fn` body (the function's name)."""
+    out = []
+    for m in IMPL_RE.finditer(code):
+        i = code.find("{", m.end())
+        semi = code.find(";", m.end())
+        if i < 0 or (0 <= semi < i):
+            continue
+        head = strip_generics(code[m.end():i]).split(" where ")[0]
+        if m.group(1) == "impl" and " for " in f" {head} ":
+            head = f" {head} ".split(" for ")[-1]
+        names = re.findall(r"\w+", head.replace("dyn ", " ").replace("unsafe ", " "))
+        names = [n for n in names if n not in ("pub", "crate", "super", "self")]
+        if names:
+            out.append((m.start(), matching_brace(code, i), names[-1], False))
+    for m in re.finditer(r"\bfn\s+(\w+)", code):
+        i = code.find("{", m.end())
+        semi = code.find(";", m.end())
+        if i < 0 or (0 <= semi < i):
+            continue  # a declaration without a body (trait method)
+        out.append((m.start(), matching_brace(code, i), m.group(1), True))
+    return out
+
+
+def fn_names(code):
+    """A function `pos -> qualified name of the innermost fn around pos`,
+    with same-named functions of one file told apart by `@2`, `@3`."""
+    sc = scopes(code)
+    fns = sorted((a, b) for a, b, _, is_fn in sc if is_fn)
+    names = {}
+    seen = {}
+    for a, b in fns:
+        chain = sorted((s for s in sc if s[0] <= a and b <= s[1]), key=lambda s: s[0])
+        qual = "::".join(s[2] for s in chain)
+        seen[qual] = seen.get(qual, 0) + 1
+        names[(a, b)] = qual if seen[qual] == 1 else f"{qual}@{seen[qual]}"
+
+    def name_at(pos):
+        inner = [(a, b) for a, b in fns if a <= pos < b]
+        return names[max(inner)] if inner else "-"
+    return name_at
+
+
 def in_tag_fn(code, spans, pos):
     """Is `pos` inside a function that names a tag mask?"""
     inner = [(a, b) for a, b in spans if a <= pos < b]
@@ -209,36 +292,39 @@ def in_switched_branch(code, pos):
 
 
 def mutants(path, text):
-    """Yields (id, description, mutated text)."""
+    """Yields (id, file:line, description, mutated text)."""
     code = strip_comments(text)
     end = code_end(code)
     seen = {}
+    name_at = fn_names(code[:end])
 
-    def mid(line, kind):
-        key = f"{path}:{line}:{kind}"
+    def mid(pos, kind):
+        """The ID and `file:line` of the mutant of `kind` at offset `pos`."""
+        line = line_of(text, pos)
+        key = f"{path}:{name_at(pos)}:{kind}"
         seen[key] = seen.get(key, 0) + 1
-        return key if seen[key] == 1 else f"{key}:{seen[key]}"
+        return f"{key}#{seen[key]}", f"{path}:{line}"
 
     spans = fn_spans(code)
     for m in FENCE_RE.finditer(code, 0, end):
         if in_switched_branch(code, m.start()):
             continue
         ln = line_of(text, m.start())
-        yield (mid(ln, "fence-removed"), f"{m.group(0)} removed",
+        yield (*mid(m.start(), "fence-removed"), f"{m.group(0)} removed",
                text[:m.start()] + "/* mutant: fence removed */ ()" + text[m.end():])
-        yield (mid(ln, "fence-weakened"), f"{m.group(0)} -> fence(AcqRel)",
+        yield (*mid(m.start(), "fence-weakened"), f"{m.group(0)} -> fence(AcqRel)",
                text[:m.start()] + "fence(Ordering::AcqRel)" + text[m.end():])
         p = PAIR_RE.match(code, m.start())
         if p:
             other = {"light": "heavy", "heavy": "light"}[p.group(1)]
-            yield (mid(ln, f"fence-swapped-{p.group(1)}-{other}"),
+            yield (*mid(m.start(), f"fence-swapped-{p.group(1)}-{other}"),
                    f"{m.group(0)} -> self.fences.{other}()",
                    text[:m.start()] + f"self.fences.{other}()" + text[m.end():])
     for m in MASK_RE.finditer(code, 0, end):
         if in_switched_branch(code, m.start()):
             continue
         ln = line_of(text, m.start())
-        yield (mid(ln, "mask-dropped"),
+        yield (*mid(m.start(), "mask-dropped"),
                f"`{m.group(0).strip()}` dropped: {text.splitlines()[ln - 1].strip()}",
                text[:m.start()] + text[m.end():])
     for m in ORDER_RE.finditer(code, 0, end):
@@ -251,7 +337,7 @@ def mutants(path, text):
             continue
         for weaker in WEAKER[kind].get(m.group(1), []):
             ln = line_of(text, m.start())
-            yield (mid(ln, f"order-{m.group(1)}-{weaker}"),
+            yield (*mid(m.start(), f"order-{m.group(1)}-{weaker}"),
                    f"{kind}: Ordering::{m.group(1)} -> Ordering::{weaker}",
                    text[:m.start()] + f"Ordering::{weaker}" + text[m.end():])
     flip = {"<": ["<="], "<=": ["<"], ">": [">="], ">=": [">"], "!=": []}
@@ -267,23 +353,27 @@ def mutants(path, text):
         if in_tag_fn(code, spans, s):
             to += tagged.get(op, [])
         for new_op in to:
-            yield (mid(ln, f"cmp-{name[op]}-{name[new_op]}"),
+            yield (*mid(s, f"cmp-{name[op]}-{name[new_op]}"),
                    f"`{op}` -> `{new_op}`: {text.splitlines()[ln - 1].strip()}",
                    text[:s] + new_op + text[e:])
     lines = text.split("\n")
     code_lines = code.split("\n")
+    line_start = [0]
+    for l in code_lines:
+        line_start.append(line_start[-1] + len(l) + 1)
     last = line_of(text, end) - 1
     for i, cl in enumerate(code_lines[:last]):
         if not FENCE_RE.search(cl):
             continue
         first, lastl = fence_unit(code_lines, i)
+        site = line_start[i] + len(cl) - len(cl.lstrip())
         j = first - 1
         while j >= 0 and is_blank_or_comment(lines[j]):
             j -= 1
         s = code_lines[j].strip() if j >= 0 else ""
         if ".store(" in s and s.endswith(";") and s.count("(") == s.count(")"):
             new = lines[:j] + lines[j + 1:lastl + 1] + [lines[j]] + lines[lastl + 1:]
-            yield (mid(i + 1, "store-after-fence"),
+            yield (*mid(site, "store-after-fence"),
                    f"store moved after the fence: {s}", "\n".join(new))
         k = lastl + 1
         while k < len(lines) and is_blank_or_comment(lines[k]):
@@ -295,7 +385,7 @@ def mutants(path, text):
             while top > 0 and lines[top - 1].strip().startswith("//"):
                 top -= 1
             new = lines[:top] + [lines[k]] + lines[top:k] + lines[k + 1:]
-            yield (mid(i + 1, "load-before-fence"),
+            yield (*mid(site, "load-before-fence"),
                    f"load moved before the fence: {s}", "\n".join(new))
 
 
@@ -336,15 +426,15 @@ def report(tsv, src, how):
            "here can show).", ""]
     counts = {}
     for r in rows:
-        counts[r[1]] = counts.get(r[1], 0) + 1
+        counts[r[2]] = counts.get(r[2], 0) + 1
     out.append(", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + ".")
     out.append("")
-    out.append("| mutant | change | outcome | killed by / reason at the line |")
+    out.append("| mutant | change | outcome | killed by / reason at the site |")
     out.append("|---|---|---|---|")
     esc = lambda x: x.replace("|", "\\|").replace("\n", " ")
     for r in rows:
-        mid, outcome, by, secs, desc = (r + [""] * 5)[:5]
-        path, line = mid.split(":")[0], int(mid.split(":")[1])
+        mid, loc, outcome, by, secs, desc = (r + [""] * 6)[:6]
+        path, line = loc.rsplit(":", 1)[0], int(loc.rsplit(":", 1)[1])
         if outcome == "SURVIVED":
             if path not in texts:
                 texts[path] = open(f"{src}/{path}").read().split("\n")
@@ -363,14 +453,14 @@ def main():
     if len(sys.argv) >= 2 and sys.argv[1] == "list":
         for path in sys.argv[2:]:
             text = open(path).read()
-            for mid, desc, _ in mutants(path, text):
-                print(f"{mid}\t{desc}")
+            for mid, loc, desc, _ in mutants(path, text):
+                print(f"{mid}\t{loc}\t{desc}")
         return 0
     if len(sys.argv) == 5 and sys.argv[1] == "apply":
         mid, src, dest = sys.argv[2:]
         path = mid.split(":")[0]
         text = open(f"{src}/{path}").read()
-        for m, _, new in mutants(path, text):
+        for m, _, _, new in mutants(path, text):
             if m == mid:
                 open(f"{dest}/{path}", "w").write(new)
                 return 0

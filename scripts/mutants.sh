@@ -17,7 +17,8 @@
 #                                          kinds loom cannot see, such as the
 #                                          fence-pair swaps and the timestamp
 #                                          rules' comparisons
-#   scripts/mutants.sh --only REGEX        only mutants whose ID matches
+#   scripts/mutants.sh --only REGEX        only mutants whose list line (ID,
+#                                          file:line, description) matches
 #   scripts/mutants.sh --report FILE       also write the report table to
 #                                          FILE (scripts/mutants-report.md
 #                                          keeps the last recorded run)
@@ -29,8 +30,11 @@
 # itself, and built there with one target dir reused across mutants, so
 # rebuilds are incremental. The models (not their should_panic twins, which
 # expect a mutant switch) run one at a time in the order below, and a mutant
-# counts as killed at the first model that fails (or times out). Results
-# go to $MUTANTS_DIR/results.tsv as they come (ID, outcome, what killed it),
+# counts as killed at the first model that fails (or times out). A mutant's
+# ID names its file, function, kind and ordinal in the function
+# (scripts/mutants.py), so it stays put when lines move. Results
+# go to $MUTANTS_DIR/results.tsv as they come (ID, file:line, outcome, what
+# killed it),
 # and at the end to the report, $MUTANTS_DIR/report.md: a table with one
 # row per mutant, the check that killed it or, for a survivor, the comment
 # at its line. Every survivor gets a check that kills it or a one-line
@@ -55,9 +59,9 @@ while [ $# -gt 0 ]; do
     shift
 done
 if [ ${#files[@]} -eq 0 ]; then
-    files=(src/machinery/lockfree.rs src/machinery/raw/descriptor.rs
+    files=(src/machinery/lockfree/*.rs src/machinery/raw/descriptor.rs
         src/machinery/raw/slots.rs src/machinery/raw/reclaim.rs src/machinery/raw/durable.rs
-        src/machinery/version.rs src/machinery/txn.rs src/machinery/protocol.rs
+        src/machinery/version.rs src/machinery/txn/*.rs src/machinery/protocol.rs
         src/store/raw/chain.rs
         src/store/raw/hashindex.rs src/store/raw/index.rs src/kv/txn.rs src/sync/mod.rs src/sync/fences.rs)
 fi
@@ -165,7 +169,7 @@ run_tests() {
 
 survivors=()
 n=0 total=$(wc -l <<<"$all")
-while IFS=$'\t' read -r id desc; do
+while IFS=$'\t' read -r id loc desc; do
     n=$((n + 1))
     f="${id%%:*}"
     cp "$pristine/$f" "$tree/$f"
@@ -177,9 +181,9 @@ while IFS=$'\t' read -r id desc; do
     if [ -z "$outcome" ] && [ "$tests" -eq 1 ] && [ "$tests_first" -eq 0 ]; then run_tests; fi
     if [ -z "$outcome" ]; then outcome=SURVIVED; fi
     cp "$pristine/$f" "$tree/$f"
-    printf '%s\t%s\t%s\t%s s\t%s\n' "$id" "$outcome" "$by" "$(($(date +%s) - start))" "$desc" >>"$results"
+    printf '%s\t%s\t%s\t%s\t%s s\t%s\n' "$id" "$loc" "$outcome" "$by" "$(($(date +%s) - start))" "$desc" >>"$results"
     echo "[$n/$total] $id: $outcome ${by:+($by)}"
-    if [ "$outcome" = SURVIVED ]; then survivors+=("$id	$desc"); fi
+    if [ "$outcome" = SURVIVED ]; then survivors+=("$id ($loc)	$desc"); fi
 done <<<"$all"
 
 python3 "$pristine/scripts/mutants.py" report "$results" "$pristine" \

@@ -277,7 +277,10 @@ pub enum Error {
     /// A file operation of the durable engine failed. After a failed log
     /// write or sync the commit that hit it is not visible, and every later
     /// commit with writes gets this same error until the engine is
-    /// reopened; reads go on.
+    /// reopened; reads go on. A commit that returns it is not replayed at
+    /// recovery either, unless `op` is `"truncate"`: the failed write could
+    /// not be cut back ([`Durability`](crate::Durability), "A commit's
+    /// outcome").
     Io {
         /// The operation (`write`, `sync`, `create`, ...).
         op: &'static str,
@@ -297,6 +300,16 @@ pub enum Error {
         offset: u64,
         /// What was wrong.
         reason: &'static str,
+    },
+    /// A log segment is in an on-disk format version this build does not
+    /// read (an older one: nothing in the directory was changed).
+    UnsupportedFormat {
+        /// The file.
+        file: std::path::PathBuf,
+        /// The format version it is in.
+        version: u32,
+        /// The one version this build reads.
+        supported: u32,
     },
     /// Another open engine (in this process or another) holds the
     /// directory's lock.
@@ -468,6 +481,15 @@ impl fmt::Display for Error {
                 offset,
                 reason,
             } => write!(f, "{} is corrupt at byte {offset}: {reason}", file.display()),
+            UnsupportedFormat {
+                file,
+                version,
+                supported,
+            } => write!(
+                f,
+                "{} is in log format version {version}; this build reads only version {supported}",
+                file.display()
+            ),
             DirectoryLocked { path } => {
                 write!(f, "{} is open in another engine", path.display())
             }

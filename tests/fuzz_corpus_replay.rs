@@ -503,7 +503,7 @@ fn the_snapshot_is_taken_at_the_first_read_not_at_begin() {
 
 /// Durability against the model: a checkpoint at stable 6 (one commit
 /// below it, one above), a prepared commit durable above stable, an
-/// untimestamped commit after the checkpoint that a crash loses (the
+/// untimestamped commit after the checkpoint that a power cut may lose (the
 /// fuzzed engine does not sync), a clean restart that keeps everything,
 /// reads at and above the recovered stable, and writes after recovery.
 #[test]

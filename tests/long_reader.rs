@@ -1,4 +1,4 @@
-//! A long reader under a W1-shaped write load (writers commit with
+//! A long reader under a read-ts-shaped write load (writers commit with
 //! timestamps from a shared counter, a timekeeper raises stable and oldest
 //! every millisecond).
 //!
@@ -122,7 +122,7 @@ fn a_long_reader_pins_one_version_per_key_and_history_returns_after_it_ends() {
 
     std::thread::scope(|sc| {
         let mut load = Vec::new();
-        // Writers: W1's writer loop.
+        // Writers: the read-ts writer loop.
         for w in 0..WRITERS {
             let (e, next_ts, committed_max, log, refused, stop, writes_done, gate) = (
                 &e,

@@ -1,4 +1,4 @@
-//! Soak: W1 (readers set read ts = stable after begin and read one random
+//! Soak: read-ts (readers set read ts = stable after begin and read one random
 //! key; writers update random keys with commit timestamps from a shared
 //! counter; a timekeeper every 1 ms sets stable = last commit - lag and
 //! oldest = stable - lag) with a bank-transfer invariant beside it (transfers
@@ -29,7 +29,7 @@ const ACCOUNTS: u64 = 16;
 const BALANCE: u64 = 1_000;
 const W1_READERS: usize = 2;
 const W1_WRITERS: usize = 2;
-/// W1's lags, scaled down (W1: 1,000,000 and 100,000 on a fast counter).
+/// The read-ts lags, scaled down (there 1,000,000 and 100,000 on a fast counter).
 const STABLE_LAG: u64 = 1_000;
 const OLDEST_LAG: u64 = 1_000;
 /// Keys whose chains are sampled each period (plus every account).

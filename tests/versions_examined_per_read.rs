@@ -1,5 +1,5 @@
 //! Reads at a read timestamp far behind the newest commit examine a constant
-//! number of versions: the W1 shape with stable stuck at the load
+//! number of versions: the read-ts shape with stable stuck at the load
 //! while writers pile versions on every key. Counts come from `Stats`
 //! (`versions_read / reads`, `commit_versions_examined / commits`): counts of
 //! work, not timings.
@@ -28,7 +28,7 @@ fn an_old_read_timestamp_examines_at_most_two_versions() {
 fn old_reads_on<P: Protocol>() {
     let e = Engine::<P>::with_machinery(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
-    // Load every key at 1; stable and oldest stay there (W1: stable lags
+    // Load every key at 1; stable and oldest stay there (read-ts: stable lags
     // the newest commit by far more than a run writes).
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     for k in 0..KEYS {

@@ -1,4 +1,4 @@
-//! W2: begin + commit of an empty (read-only) transaction for every
+//! `begin`: begin + commit of an empty (read-only) transaction for every
 //! combination of begin options, on every machinery (`begin/<engine>/<row>`),
 //! and begin + one read + commit (`begin-read/<engine>`).
 //! Target: under 20 ns median for the lock-free engine.

@@ -1,9 +1,10 @@
-//! W2 `begin`: the cost of begin + end of a read-only transaction for every
-//! combination of begin options (the WiredTiger WT-11105 table). Options are
-//! a plain struct; the crate has no string form, so there is no parsed
-//! column to contrast.
+//! The `begin` workload: the cost of begin + end of a read-only transaction
+//! for every combination of begin options (the WiredTiger WT-11105 table).
+//! Options are a plain struct; the crate has no string form, so there is no
+//! parsed column to contrast.
 
 use crate::engines::{order, EngineKind};
+use crate::progress::Progress;
 use crate::stats::{median, min_max};
 use serde::Serialize;
 use snapshot_bench::w2::{begin_engine, begin_rows};
@@ -43,7 +44,7 @@ pub struct Row {
     pub ns: Vec<(&'static str, Vec<f64>)>,
 }
 
-pub fn run(engines: &[EngineKind], rounds: usize, secs: f64, pg: &crate::Progress) -> Vec<Row> {
+pub fn run(engines: &[EngineKind], rounds: usize, secs: f64, pg: &Progress) -> Vec<Row> {
     let rows = begin_rows();
     let mut out: Vec<Row> = rows
         .iter()
@@ -58,7 +59,7 @@ pub fn run(engines: &[EngineKind], rounds: usize, secs: f64, pg: &crate::Progres
             for (i, r) in rows.iter().enumerate() {
                 let ns = crate::dispatch!(kind, cell(&r.opts, secs), f64::NAN);
                 out[i].ns[col].1.push(ns);
-                crate::common::advance(&pg.bar, (secs * 1000.0) as u64);
+                crate::progress::advance(&pg.bar, (secs * 1000.0) as u64);
             }
             pg.line(format_args!(
                 "begin round {}/{rounds} {} done ({} option rows)",
@@ -73,8 +74,8 @@ pub fn run(engines: &[EngineKind], rounds: usize, secs: f64, pg: &crate::Progres
 
 pub fn print(rows: &[Row], rounds: usize, secs: f64) {
     println!(
-        "begin (W2): begin + commit of an empty transaction, ns per pair, median (min-max) of {} of {secs} s each, one thread",
-        crate::common::plural(rounds as u64, "round")
+        "begin: begin + commit of an empty transaction, ns per pair, median (min-max) of {} of {secs} s each, one thread",
+        crate::fmt::plural(rounds as u64, "round")
     );
     print!("{:<46}", "begin with");
     for (name, _) in &rows[0].ns {

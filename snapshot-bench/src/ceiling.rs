@@ -1,12 +1,14 @@
-//! The `ceiling` engine: W1's read with no engine at all, a plain
+//! The `ceiling` engine: the read-ts read with no engine at all, a plain
 //! `HashMap<u64, Box<[u8]>>` (foldhash) get of a random key plus a touch of
 //! one value byte, no transaction and no synchronization (the same lookup as
 //! the standalone ceiling program), so a run gives the ratio to it. It runs
-//! the configuration's readers only: a plain map takes no concurrent
-//! writes, so its writers are not started.
+//! the configuration's readers only: a plain map takes no concurrent writes,
+//! so its writers are not started.
 
-use crate::common::{run_phases, Ctl, Meter, Rng};
-use crate::readts::{merge_peer, Out, Params, PeerThread as ThreadRes};
+use crate::keys::Rng;
+use crate::measure::Meter;
+use crate::phases::{run_phases, Ctl};
+use crate::read_ts::{merge_peer, Out, Params, PeerThread as ThreadRes};
 use indicatif::ProgressBar;
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -22,7 +24,7 @@ pub fn fill(m: &mut Map, keys: u64, value_size: usize) {
     }
 }
 
-/// One W1 run on the map.
+/// One read-ts run on the map.
 pub fn run(p: &Params, pb: &ProgressBar) -> Out {
     let mut m = Map::default();
     fill(&mut m, p.keys, p.value_size);

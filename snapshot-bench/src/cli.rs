@@ -61,18 +61,18 @@ pub struct Sweep {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Workload {
-    /// W1: readers set a read timestamp after begin while writers commit.
+    /// Readers set a read timestamp after begin while writers commit.
     #[value(name = "read-ts")]
     ReadTs,
-    /// W2: begin + commit of an empty transaction for every begin option.
+    /// Begin + commit of an empty transaction for every begin option.
     Begin,
-    /// W3: 90% read-only / 10% read-write, normal path versus the
+    /// 90% read-only / 10% read-write, normal path versus the
     /// read-only fast path at the stable watermark.
     #[value(name = "ro-mix")]
     RoMix,
-    /// W4: every transaction's latency under write saturation.
+    /// Every transaction's latency under write saturation.
     Tail,
-    /// W3 over replication (Mako): a TPC-C-shaped mix on one node and on a
+    /// Replication (Mako): a TPC-C-shaped mix on one node and on a
     /// leader with two followers serving the read-only share (needs
     /// `--features replication`).
     Replicated,
@@ -144,10 +144,10 @@ pub struct Cli {
     /// is the smallest design whose exact two-sided p can reach 0.008.
     #[arg(long, value_parser = int_range(1..=MAX_ROUNDS as i64))]
     pub rounds: Option<u64>,
-    /// W1/W4 timekeeper: stable = last commit ts - this (0 to 2^48).
+    /// read-ts/tail timekeeper: stable = last commit ts - this (0 to 2^48).
     #[arg(long, default_value_t = 1_000_000, value_parser = int_range(0..=MAX_LAG as i64))]
     pub stable_lag: u64,
-    /// W1/W4 timekeeper: oldest = stable - this (0 to 2^48).
+    /// read-ts/tail timekeeper: oldest = stable - this (0 to 2^48).
     #[arg(long, default_value_t = 100_000, value_parser = int_range(0..=MAX_LAG as i64))]
     pub oldest_lag: u64,
     /// tail: how many of the slowest transactions to list, 0 to 10,000.

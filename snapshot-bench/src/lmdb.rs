@@ -5,8 +5,10 @@
 //! temporary directory with `NO_SYNC | NO_META_SYNC | WRITE_MAP`, so commits
 //! do not wait for the disk (the engines here have no durability either).
 
-use crate::common::{key, run_phases, Ctl, Meter, Rng};
-use crate::readts::{merge_peer, Out, Params, PeerThread as ThreadRes};
+use crate::keys::{key, Rng};
+use crate::measure::Meter;
+use crate::phases::{run_phases, Ctl};
+use crate::read_ts::{merge_peer, Out, Params, PeerThread as ThreadRes};
 use heed::types::Bytes;
 use heed::{Database, EnvFlags, EnvOpenOptions};
 use indicatif::ProgressBar;

@@ -1,41 +1,46 @@
 //! `snapshot-bench`: the project's workload driver. Runs the workloads of
-//! BENCHMARKS.md (W1 read-ts, W2 begin, W3 ro-mix, W4 tail) on any set of
-//! engines, in rounds with alternating engine order and a fresh engine per
-//! run, and reports medians, ranges, exact Mann-Whitney p-values and rounds
-//! won. A progress bar goes to stderr, the table to stdout (or, with
-//! `--json`, one JSON object on one line).
+//! BENCHMARKS.md (read-ts, begin, ro-mix, replicated, durable-writes, tail) on
+//! any set of engines, in rounds with alternating engine order and a fresh
+//! engine per run, and reports medians, ranges, exact Mann-Whitney p-values
+//! and rounds won. A progress bar goes to stderr, the table to stdout (or,
+//! with `--json`, one JSON object on one line).
 
 mod begin;
 mod ceiling;
 mod cli;
-mod common;
-mod durable;
+mod durable_writes;
 mod engines;
+mod fmt;
+mod keys;
 #[cfg(feature = "peers")]
 mod lmdb;
+mod measure;
 mod memory;
+mod phases;
 mod plot;
-mod readts;
+mod progress;
+mod read_ts;
 #[cfg(feature = "replication")]
 mod replicated;
 mod report;
-mod romix;
+mod ro_mix;
+mod sched;
 mod stats;
+mod timekeeper;
 
 use cli::{Plan, Workload};
 use engines::{order, EngineKind};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
+use progress::Progress;
 use report::{compare, EngineRounds, Round};
 use serde_json::json;
 use snapshot_bench::w2;
-use std::io::IsTerminal;
-use std::time::Instant;
 
 /// One allocator for every engine in the run. The system allocator (glibc)
 /// takes an arena lock when a thread frees a block another thread's arena
 /// owns; epoch reclamation frees on whichever thread collects, so under
-/// glibc the lock-free engine's threads block on that lock (W4's 50 ms+
-/// tail; README, "The allocator").
+/// glibc the lock-free engine's threads block on that lock (the tail
+/// workload's 50 ms+ tail; README, "The allocator").
 ///
 /// Wrapped in a byte count that is off (one Relaxed load per call) except
 /// during `--report-memory`'s pass.
@@ -53,53 +58,6 @@ pub const ALLOCATOR: &str = if cfg!(feature = "mimalloc") {
 } else {
     "system (glibc)"
 };
-
-/// Progress on stderr: a bar with an ETA when stderr is a terminal, one
-/// line per run otherwise (CI, `| tee`), nothing with `--no-progress`.
-pub struct Progress {
-    pub bar: ProgressBar,
-    lines: bool,
-    start: Instant,
-}
-
-impl Progress {
-    fn new(total_ms: u64, enabled: bool) -> Progress {
-        let tty = std::io::stderr().is_terminal();
-        let bar = ProgressBar::with_draw_target(Some(total_ms), ProgressDrawTarget::stderr());
-        if !enabled || !tty {
-            bar.set_draw_target(ProgressDrawTarget::hidden());
-        }
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {wide_bar} {percent}% (about {eta} left) {msg}",
-            )
-            .expect("a valid progress template"),
-        );
-        Progress {
-            bar,
-            lines: enabled && !tty,
-            start: Instant::now(),
-        }
-    }
-
-    /// One line per finished run when stderr is not a terminal.
-    pub(crate) fn line(&self, msg: std::fmt::Arguments<'_>) {
-        if self.lines {
-            let pos = self.bar.position();
-            let len = self.bar.length().unwrap_or(0).max(1);
-            eprintln!(
-                "[{:>5.1} s, {:>3}%] {msg}",
-                self.start.elapsed().as_secs_f64(),
-                (pos * 100 / len).min(100)
-            );
-        }
-    }
-
-    /// A warning on stderr, above the bar; shown with `--no-progress` too.
-    pub(crate) fn warn(&self, msg: std::fmt::Arguments<'_>) {
-        self.bar.suspend(|| eprintln!("warning: {msg}"));
-    }
-}
 
 /// Loads of this many keys and more take seconds: say so before each one
 /// (the bar shows the count as it goes; without a terminal, this line is
@@ -152,7 +110,7 @@ fn main() {
         Workload::Begin => begin_table(&plan),
         Workload::RoMix => ro_mix(&plan),
         Workload::Replicated => replicated_main(&plan),
-        Workload::DurableWrites => durable::main(&durable::Params {
+        Workload::DurableWrites => durable_writes::main(&durable_writes::Params {
             writers: plan.configs.iter().map(|&(_, w)| w.max(1)).collect(),
             seconds: plan.seconds,
             warmup: plan.warmup,
@@ -214,7 +172,7 @@ fn read_ts(plan: &Plan) {
                     r + 1,
                     kind.name()
                 ));
-                let p = readts::Params {
+                let p = read_ts::Params {
                     keys: plan.keys,
                     value_size: plan.value_size,
                     readers,
@@ -229,11 +187,11 @@ fn read_ts(plan: &Plan) {
                 if plan.keys >= SLOW_LOAD_KEYS {
                     pg.line(format_args!(
                         "{readers}/{writers} loading {} keys for {}",
-                        common::fmt_int(plan.keys as f64),
+                        fmt::fmt_int(plan.keys as f64),
                         kind.name()
                     ));
                 }
-                let out = run_w1(kind, &p, pb);
+                let out = run_read_ts(kind, &p, pb);
                 let col = engines.iter().position(|&k| k == kind).expect("listed");
                 let round = Round::from_out(r, pos, out);
                 for (side, threads, txns) in [
@@ -252,13 +210,13 @@ fn read_ts(plan: &Plan) {
                     "{readers}/{writers} round {}/{rounds} {:<9} readers {:>12}/s  writers {:>12}/s",
                     r + 1,
                     kind.name(),
-                    common::fmt_int(round.reader_txn_per_s),
-                    common::fmt_int(round.writer_txn_per_s),
+                    fmt::fmt_int(round.reader_txn_per_s),
+                    fmt::fmt_int(round.writer_txn_per_s),
                 ));
                 per[col].rounds.push(round);
             }
         }
-        let timed: Vec<&common::Timekeeping> = per
+        let timed: Vec<&timekeeper::Timekeeping> = per
             .iter()
             .flat_map(|e| &e.rounds)
             .filter_map(|x| x.timekeeper.as_ref())
@@ -286,18 +244,17 @@ fn read_ts(plan: &Plan) {
                 return;
             }
             let title = format!(
-                "{} ({}): {readers} readers / {writers} writers, {} keys, {}-byte values, {seconds} s measured after {warmup} s warm-up, {}, engine order alternating, fresh engine per run, allocator {}",
+                "{}: {readers} readers / {writers} writers, {} keys, {}-byte values, {seconds} s measured after {warmup} s warm-up, {}, engine order alternating, fresh engine per run, allocator {}",
                 if tail { "tail" } else { "read-ts" },
-                if tail { "W4" } else { "W1" },
-                common::fmt_int(plan.keys as f64),
+                fmt::fmt_int(plan.keys as f64),
                 plan.value_size,
-                common::plural(rounds as u64, "round"),
+                fmt::plural(rounds as u64, "round"),
                 ALLOCATOR
             );
             report::print_read_ts(&title, &per, &cmps);
             if tail {
                 let tails: Vec<_> = per.iter().map(|e| report::tail_of(e, plan.worst)).collect();
-                report::print_tail("tail (W4): per-transaction latency, all rounds", &tails);
+                report::print_tail("tail: per-transaction latency, all rounds", &tails);
             } else {
                 println!("{}", rmw_note());
                 report::print_headline(&per);
@@ -327,11 +284,10 @@ fn read_ts(plan: &Plan) {
     }
     if let Some((path, file)) = &plan.plot {
         let title = format!(
-            "{} ({}), {} keys, {seconds} s after {warmup} s warm-up, {}",
+            "{}, {} keys, {seconds} s after {warmup} s warm-up, {}",
             if tail { "tail" } else { "read-ts" },
-            if tail { "W4" } else { "W1" },
-            common::fmt_int(plan.keys as f64),
-            common::plural(rounds as u64, "round"),
+            fmt::fmt_int(plan.keys as f64),
+            fmt::plural(rounds as u64, "round"),
         );
         let drawn = match &sweep {
             Some(sw) => plot::draw_sweep(file, &title, sw),
@@ -370,24 +326,24 @@ fn read_ts(plan: &Plan) {
     }
 }
 
-fn run_w1(kind: EngineKind, p: &readts::Params, pb: &ProgressBar) -> readts::Out {
-    use readts::run;
+fn run_read_ts(kind: EngineKind, p: &read_ts::Params, pb: &ProgressBar) -> read_ts::Out {
+    use read_ts::run;
     if kind == EngineKind::Ceiling {
         return ceiling::run(p, pb);
     }
     if let Some(mode) = kind.durability() {
-        return readts::run_logged(mode, p, pb);
+        return read_ts::run_logged(mode, p, pb);
     }
     dispatch!(kind, run(p, pb), run_lmdb(p, pb))
 }
 
 #[cfg(feature = "peers")]
-fn run_lmdb(p: &readts::Params, pb: &ProgressBar) -> readts::Out {
+fn run_lmdb(p: &read_ts::Params, pb: &ProgressBar) -> read_ts::Out {
     lmdb::run(p, pb)
 }
 
 #[cfg(not(feature = "peers"))]
-fn run_lmdb(_p: &readts::Params, _pb: &ProgressBar) -> readts::Out {
+fn run_lmdb(_p: &read_ts::Params, _pb: &ProgressBar) -> read_ts::Out {
     unreachable!("refused in cli::plan: lmdb needs the peers feature")
 }
 
@@ -417,7 +373,7 @@ fn ro_mix(plan: &Plan) {
         .iter()
         .flat_map(|&e| [(e, false), (e, true)])
         .collect();
-    let mut res: Vec<Vec<romix::RoundOut>> = vec![Vec::new(); variants.len()];
+    let mut res: Vec<Vec<ro_mix::RoundOut>> = vec![Vec::new(); variants.len()];
     for r in 0..rounds {
         let mut ord: Vec<usize> = (0..variants.len()).collect();
         if r % 2 == 1 {
@@ -431,7 +387,7 @@ fn ro_mix(plan: &Plan) {
                 kind.name(),
                 if fast { "fast path" } else { "normal path" }
             ));
-            let p = romix::Params {
+            let p = ro_mix::Params {
                 keys: plan.keys,
                 value_size: plan.value_size,
                 threads: plan.threads,
@@ -439,7 +395,7 @@ fn ro_mix(plan: &Plan) {
                 seconds,
                 fast_path: fast,
             };
-            use romix::run;
+            use ro_mix::run;
             let out = dispatch!(
                 kind,
                 run(&p, r, pb),
@@ -450,7 +406,7 @@ fn ro_mix(plan: &Plan) {
                 r + 1,
                 kind.name(),
                 if fast { "fast" } else { "normal" },
-                common::fmt_int(out.total_txn_per_s)
+                fmt::fmt_int(out.total_txn_per_s)
             ));
             res[i].push(out);
         }
@@ -470,9 +426,9 @@ fn ro_mix(plan: &Plan) {
         return;
     }
     println!(
-        "ro-mix (W3): {} threads, 90% read-only (3 gets + 10-key range) / 10% read-write (5 updates + 5 inserts), {seconds} s after {warmup} s warm-up, {}, order alternating",
+        "ro-mix: {} threads, 90% read-only (3 gets + 10-key range) / 10% read-write (5 updates + 5 inserts), {seconds} s after {warmup} s warm-up, {}, order alternating",
         plan.threads,
-        common::plural(rounds as u64, "round")
+        fmt::plural(rounds as u64, "round")
     );
     println!(
         "{:<10} {:<7} {:>30} {:>30} {:>14} {:>9} {:>9} {:>9}",
@@ -489,24 +445,24 @@ fn ro_mix(plan: &Plan) {
         let (lo, hi) = stats::min_max(&v);
         format!(
             "{} ({}-{})",
-            common::fmt_int(stats::median(&v)),
-            common::fmt_int(lo),
-            common::fmt_int(hi)
+            fmt::fmt_int(stats::median(&v)),
+            fmt::fmt_int(lo),
+            fmt::fmt_int(hi)
         )
     };
     for ((k, fast), r) in variants.iter().zip(&res) {
         let med =
-            |f: fn(&romix::RoundOut) -> f64| stats::median(&r.iter().map(f).collect::<Vec<_>>());
+            |f: fn(&ro_mix::RoundOut) -> f64| stats::median(&r.iter().map(f).collect::<Vec<_>>());
         println!(
             "{:<10} {:<7} {:>30} {:>30} {:>14} {:>9} {:>9} {:>9}",
             k.name(),
             if *fast { "fast" } else { "normal" },
             mr(r.iter().map(|x| x.ro_txn_per_s).collect()),
             mr(r.iter().map(|x| x.rw_txn_per_s).collect()),
-            common::fmt_int(med(|x| x.total_txn_per_s)),
-            common::fmt_ns(med(|x| x.ro_latency_ns.p50 as f64) as u64),
-            common::fmt_ns(med(|x| x.ro_latency_ns.p99 as f64) as u64),
-            common::fmt_ns(r.iter().map(|x| x.ro_latency_ns.max).max().unwrap_or(0)),
+            fmt::fmt_int(med(|x| x.total_txn_per_s)),
+            fmt::fmt_ns(med(|x| x.ro_latency_ns.p50 as f64) as u64),
+            fmt::fmt_ns(med(|x| x.ro_latency_ns.p99 as f64) as u64),
+            fmt::fmt_ns(r.iter().map(|x| x.ro_latency_ns.max).max().unwrap_or(0)),
         );
     }
     for (i, (k, _)) in variants.iter().enumerate().step_by(2) {

@@ -3,16 +3,15 @@
 //! out (counted by [`Counting`], a wrapper around it) and the process's
 //! resident set, before the throughput runs.
 //!
-//! Per engine, on a fresh instance: load `--keys` keys (one version each,
-//! as W1 loads them), then, with a reader holding its snapshot so nothing
+//! Per engine, on a fresh instance: load `--keys` keys (one version each, as
+//! read-ts loads them), then, with a reader holding its snapshot so nothing
 //! can be pruned, write every key once more (a second version each). The
 //! report gives the allocator's bytes per key after the load, per extra
 //! version after the second pass, and the growth of the resident set over
-//! each; LMDB (whose data lives in its memory map, not the heap) reports
-//! its used pages instead of allocator bytes, beside the same resident-set
-//! growth.
+//! each; LMDB (whose data lives in its memory map, not the heap) reports its
+//! used pages instead of allocator bytes, beside the same resident-set growth.
 
-use crate::common::{key, load};
+use crate::keys::{key, load};
 use serde::Serialize;
 use snapshot_engine::with_protocol::{Engine, LockFree};
 use snapshot_engine::{CommitOptions, EngineConfig, TxnOptions};
@@ -282,7 +281,7 @@ pub fn print(ms: &[Mem]) {
     let Some(m0) = ms.first() else { return };
     println!(
         "memory: {} keys of 8 bytes with {}-byte values (raw {} bytes a key); per engine on a fresh instance: load, then every key written once more under a pinning reader",
-        crate::common::fmt_int(m0.keys as f64),
+        crate::fmt::fmt_int(m0.keys as f64),
         m0.value_size,
         8 + m0.value_size
     );

@@ -4,7 +4,8 @@
 //! fastest round), and each engine's latency percentile curve in the HDR
 //! style (percentile on a log "nines" axis, latency on a log axis).
 
-use crate::common::{fmt_int, fmt_ns, new_hist};
+use crate::fmt::{fmt_int, fmt_ns};
+use crate::measure::new_hist;
 use crate::report::{EngineRounds, Round};
 use crate::stats::{median, min_max};
 use hdrhistogram::Histogram;

@@ -1,4 +1,4 @@
-//! W3 `replicated` (Mako): a TPC-C-shaped mix over the KV store, 10%
+//! The `replicated` workload (Mako): a TPC-C-shaped mix over the KV store, 10%
 //! NewOrder (read a district counter and bump it, insert an order and its
 //! lines, update one stock row per line) and 90% OrderStatus (read-only: a
 //! customer, then its newest order and that order's lines by range scans).
@@ -53,7 +53,10 @@ use snapshot_engine::{
 };
 
 use crate::cli::DurabilityArg;
-use crate::common::{new_hist, Pct, Rng, MEASURE, STOP, WARMUP};
+use crate::keys::Rng;
+use crate::measure::{new_hist, Pct};
+use crate::phases::{MEASURE, STOP, WARMUP};
+use crate::progress::{Budget, Progress};
 
 pub const DISTRICTS: u64 = 10;
 pub const CUSTOMERS: u64 = 300;
@@ -438,7 +441,7 @@ fn phases(
     let sleep = |secs: f64| {
         let end = Instant::now() + Duration::from_secs_f64(secs);
         let mut last = Instant::now();
-        let mut bar = crate::common::Budget::new(pb, secs);
+        let mut bar = Budget::new(pb, secs);
         while Instant::now() < end {
             std::thread::sleep(Duration::from_millis(50).min(end - Instant::now()));
             let now = Instant::now();
@@ -968,7 +971,7 @@ pub const NODE_ARG: &str = "__replicated-node";
 /// Nanoseconds on `CLOCK_MONOTONIC`, the clock `Instant` reads on Linux and
 /// every process on the machine shares.
 fn monotonic_ns() -> u64 {
-    crate::common::clock_ns(libc::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always readable")
+    crate::measure::clock_ns(libc::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always readable")
 }
 
 /// Maps this process's `Instant`s to [`monotonic_ns`].
@@ -1319,7 +1322,7 @@ fn run_processes(p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
 /// alternating between rounds; prints the table (or JSON).
 pub fn main(p: &Params, rounds: usize, json: bool, progress: bool) {
     let per_run = (p.warmup + p.seconds) * 1000.0;
-    let pg = crate::Progress::new((rounds * Mode::ALL.len()) as u64 * per_run as u64, progress);
+    let pg = Progress::new((rounds * Mode::ALL.len()) as u64 * per_run as u64, progress);
     let pb = &pg.bar;
     let mut res: Vec<RoundOut> = Vec::new();
     for r in 0..rounds {
@@ -1352,9 +1355,9 @@ fn med_range(v: &[f64]) -> String {
     let (lo, hi) = crate::stats::min_max(v);
     format!(
         "{} ({}-{})",
-        crate::common::fmt_int(crate::stats::median(v)),
-        crate::common::fmt_int(lo),
-        crate::common::fmt_int(hi)
+        crate::fmt::fmt_int(crate::stats::median(v)),
+        crate::fmt::fmt_int(lo),
+        crate::fmt::fmt_int(hi)
     )
 }
 
@@ -1369,10 +1372,10 @@ fn ms(ns: f64) -> String {
 }
 
 fn print_table(p: &Params, rounds: usize, res: &[RoundOut]) {
-    use crate::common::{fmt_int, plural};
+    use crate::fmt::{fmt_int, plural};
     use crate::stats::median;
     println!(
-        "replicated (W3, Mako): TPC-C-shaped mix over the KV store, 10% NewOrder / 90% OrderStatus; {} per node; {} s after {} s warm-up; {}, mode order alternating; medians (min-max) over rounds; latencies in microseconds",
+        "replicated (Mako): TPC-C-shaped mix over the KV store, 10% NewOrder / 90% OrderStatus; {} per node; {} s after {} s warm-up; {}, mode order alternating; medians (min-max) over rounds; latencies in microseconds",
         plural(p.threads as u64, "worker thread"),
         p.seconds,
         p.warmup,

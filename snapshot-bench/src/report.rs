@@ -1,12 +1,15 @@
 //! Turning runs into rounds, tables and JSON.
 
-use crate::common::{fmt_int, fmt_ns, new_hist, Pct, Sched, Timekeeping, Worst};
-use crate::readts::Out;
+use crate::fmt::{fmt_int, fmt_ns};
+use crate::measure::{new_hist, Pct, Worst};
+use crate::read_ts::Out;
+use crate::sched::Sched;
 use crate::stats::{mann_whitney_p, median, min_max, rounds_won};
+use crate::timekeeper::Timekeeping;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-/// One engine's result in one round of W1/W4.
+/// One engine's result in one round of read-ts or tail.
 #[derive(Serialize, Clone, Debug)]
 pub struct Round {
     pub round: usize,
@@ -231,7 +234,7 @@ fn med_opt(xs: Vec<Option<f64>>, digits: usize) -> String {
     }
 }
 
-/// The W1 table: one row per engine, then the comparisons of the first
+/// The read-ts table: one row per engine, then the comparisons of the first
 /// engine against each other one.
 pub fn print_read_ts(title: &str, engines: &[EngineRounds], cmps: &[Comparison]) {
     println!("{title}");
@@ -363,7 +366,7 @@ fn left_out_text(c: &Comparison) -> String {
     } else {
         format!(
             "; {} with no transactions left out",
-            crate::common::plural(c.left_out as u64, "round")
+            crate::fmt::plural(c.left_out as u64, "round")
         )
     }
 }
@@ -390,7 +393,7 @@ pub fn verdict(c: &Comparison) -> String {
         let hint = if floor > ALPHA {
             format!(
                 "; {} cannot reach p <= {ALPHA} (smallest possible p = {floor:.3}), try --rounds 5",
-                crate::common::plural(c.rounds as u64, "round")
+                crate::fmt::plural(c.rounds as u64, "round")
             )
         } else {
             String::new()
@@ -515,7 +518,7 @@ pub fn tail_of(e: &EngineRounds, worst: usize) -> Tail {
             .zip(counts)
             .map(|(b, c)| (b.2.to_string(), c))
             .collect(),
-        worst: crate::common::WorstList::merge(e.rounds.iter().map(|x| x.worst.clone()), worst),
+        worst: crate::measure::WorstList::merge(e.rounds.iter().map(|x| x.worst.clone()), worst),
         timekeeper: e.rounds.iter().filter_map(|x| x.timekeeper.as_ref()).fold(
             None,
             |acc: Option<Timekeeping>, t| {
@@ -730,7 +733,7 @@ pub fn print_sweep(sw: &SweepResult, rounds: usize) {
         sw.points.first().copied().unwrap_or(0),
         sw.points.last().copied().unwrap_or(0),
         sw.fixed,
-        crate::common::plural(rounds as u64, "round")
+        crate::fmt::plural(rounds as u64, "round")
     );
     print!("{:>8}", sw.axis);
     for c in &sw.curves {

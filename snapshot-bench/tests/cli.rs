@@ -645,7 +645,7 @@ fn a_tiny_sweep_prints_its_table_json_and_picture() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The W4 report says what the driver saw around the engines (the
+/// The tail report says what the driver saw around the engines (the
 /// timekeeper's set_timestamps and sleep overshoot, and on Linux the
 /// scheduler counters), and the JSON carries them with the per-write RMW
 /// figure (`null` unless counted).

@@ -200,11 +200,33 @@ pub(crate) fn load(fs: &dyn Fs, path: &Path) -> Result<State> {
 
 /// Writes `st` as the checkpoint for its `first_seq`: to a temporary file,
 /// synced, renamed into place, directory synced. Returns its path and size.
+///
+/// A failure before the rename removes the temporary file (if that fails
+/// too, the next checkpoint or open removes it) and returns the failure.
 pub(crate) fn write(fs: &dyn Fs, dir: &Path, st: &State) -> Result<(PathBuf, u64)> {
     let name = checkpoint_name(st.first_seq);
     let tmp = dir.join(format!("{name}.tmp"));
     let path = dir.join(name);
-    let mut f = fs.create(&tmp).map_err(|e| io_error("create", &tmp, &e))?;
+    let size = match write_tmp(fs, &tmp, st).and_then(|size| {
+        fs.rename(&tmp, &path)
+            .map_err(|e| io_error("rename", &tmp, &e))?;
+        Ok(size)
+    }) {
+        Ok(size) => size,
+        Err(e) => {
+            // Not to hold the space it took (a full disk is the usual
+            // cause); the error returned is the cause, not this one.
+            let _ = fs.remove(&tmp);
+            return Err(e);
+        }
+    };
+    fs.sync_dir(dir).map_err(|e| io_error("sync", dir, &e))?;
+    Ok((path, size))
+}
+
+/// Writes `st` to the new file `tmp` and syncs it; returns its size.
+fn write_tmp(fs: &dyn Fs, tmp: &Path, st: &State) -> Result<u64> {
+    let mut f = fs.create(tmp).map_err(|e| io_error("create", tmp, &e))?;
     let mut out = Vec::with_capacity(1 << 20);
     out.extend_from_slice(&record::file_header(CHECKPOINT_MAGIC, 0));
     let mut payload = Vec::new();
@@ -217,7 +239,7 @@ pub(crate) fn write(fs: &dyn Fs, dir: &Path, st: &State) -> Result<(PathBuf, u64
     let mut size = 0u64;
     let mut flush = |out: &mut Vec<u8>, force: bool| -> Result<()> {
         if force || out.len() >= 1 << 20 {
-            f.append(out).map_err(|e| io_error("write", &tmp, &e))?;
+            f.append(out).map_err(|e| io_error("write", tmp, &e))?;
             size += out.len() as u64;
             out.clear();
         }
@@ -251,12 +273,8 @@ pub(crate) fn write(fs: &dyn Fs, dir: &Path, st: &State) -> Result<(PathBuf, u64
     payload.extend_from_slice(&frames.to_le_bytes());
     record::frame_into(&mut out, &payload);
     flush(&mut out, true)?;
-    f.sync().map_err(|e| io_error("sync", &tmp, &e))?;
-    drop(f);
-    fs.rename(&tmp, &path)
-        .map_err(|e| io_error("rename", &tmp, &e))?;
-    fs.sync_dir(dir).map_err(|e| io_error("sync", dir, &e))?;
-    Ok((path, size))
+    f.sync().map_err(|e| io_error("sync", tmp, &e))?;
+    Ok(size)
 }
 
 #[cfg(all(test, not(loom)))]

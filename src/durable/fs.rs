@@ -1,10 +1,10 @@
 //! The file layer under the commit log and the checkpoints: [`Fs`], with
 //! [`StdFs`] (the operating system's files) and [`MemFs`] (files in memory
-//! that can fail on demand and lose, on a simulated crash, everything that
-//! was not synced).
+//! that fail on demand and give the images a crash may leave: what was
+//! synced, plus any part of the rest a power cut may have written back).
 
 use parking_lot::Mutex;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -50,6 +50,12 @@ pub trait Fs: Send + Sync + 'static {
     /// # Errors
     /// As `std::fs::File::create`.
     fn create(&self, path: &Path) -> io::Result<Box<dyn FsFile>>;
+    /// Opens an existing file for appending at its end.
+    ///
+    /// # Errors
+    /// As `std::fs::OpenOptions::open` with `append`; `NotFound` if it is
+    /// missing.
+    fn append_to(&self, path: &Path) -> io::Result<Box<dyn FsFile>>;
     /// Renames `from` to `to`, replacing `to`.
     ///
     /// # Errors
@@ -126,6 +132,10 @@ impl Fs for StdFs {
             .open(path)?;
         Ok(Box::new(StdFile(f)))
     }
+    fn append_to(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
+        let f = std::fs::OpenOptions::new().append(true).open(path)?;
+        Ok(Box::new(StdFile(f)))
+    }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         std::fs::rename(from, to)
     }
@@ -160,14 +170,47 @@ impl Fs for StdFs {
 pub enum FaultOp {
     /// [`FsFile::append`]: the failed append writes half of its buffer.
     Append,
-    /// [`FsFile::sync`]: nothing becomes durable.
+    /// [`FsFile::sync`] and [`Fs::sync_dir`]: nothing becomes durable.
     Sync,
 }
 
-#[derive(Default)]
+/// What a [`MemFs::power_cut`] image keeps of the bytes a file holds past
+/// its last sync (its *unsynced tail*).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WriteBack {
+    /// None of it: every file is cut to what was synced.
+    Synced,
+    /// Any prefix of it: the file's length is anything from its synced
+    /// length to its current one (a torn tail), every kept byte as written.
+    TornTail,
+    /// Any prefix of it, as [`WriteBack::TornTail`], and within that prefix
+    /// each [`MemFs::PAGE`]-aligned page either written back or lost, in
+    /// any combination (a later page kept while an earlier one is lost). A
+    /// lost page reads as zeros past the synced length, as a block the file
+    /// system allocated but never wrote does (POSIX allows any write-back
+    /// order; ext4's delayed allocation produces these).
+    AnyPages,
+}
+
+/// What [`MemFs::stop_at`] does at the mutating operation it names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Stop {
+    /// That operation fails with an I/O error and changes nothing; later
+    /// operations run as usual.
+    Fail,
+    /// That operation and every later mutating operation fail with an I/O
+    /// error and change nothing: the files stay as they were just before
+    /// it, the instant a crash image ([`MemFs::crash`],
+    /// [`MemFs::power_cut`], [`MemFs::fork`]) is then taken of.
+    Freeze,
+}
+
+#[derive(Clone, Default)]
 struct Inode {
     data: Vec<u8>,
-    /// The prefix a crash keeps.
+    /// The prefix that is durable: every crash image keeps it.
     synced: usize,
 }
 
@@ -175,21 +218,106 @@ struct Inode {
 struct MemState {
     inodes: Vec<Inode>,
     /// Directory entries now.
-    names: HashMap<PathBuf, usize>,
-    /// Directory entries a crash keeps (as of each directory's last sync).
-    durable_names: HashMap<PathBuf, usize>,
+    names: BTreeMap<PathBuf, usize>,
+    /// Directory entries as of each directory's last sync: what
+    /// [`MemFs::crash`] keeps.
+    durable_names: BTreeMap<PathBuf, usize>,
+    /// Per name changed since its directory's last sync, every binding it
+    /// took since (`None`: removed), oldest first: a power cut leaves the
+    /// name with its durable binding or any of these.
+    pending: BTreeMap<PathBuf, Vec<Option<usize>>>,
     locks: HashSet<PathBuf>,
     /// Per operation: fail once this many more calls have succeeded.
     faults: HashMap<FaultOp, u64>,
     syncs: u64,
     sync_latency: std::time::Duration,
+    /// Mutating operations attempted (`MemFs::mutations`).
+    mutations: u64,
+    /// The mutating operation `MemFs::stop_at` named, and what it does.
+    stop: Option<(u64, Stop)>,
+    /// Every mutating operation fails (`Stop::Freeze` fired).
+    frozen: bool,
+}
+
+impl MemState {
+    /// Points `path` at `ino` (`None`: removes it), durable once its
+    /// directory is synced.
+    fn bind(&mut self, path: &Path, ino: Option<usize>) {
+        match ino {
+            Some(i) => self.names.insert(path.to_path_buf(), i),
+            None => self.names.remove(path),
+        };
+        self.pending
+            .entry(path.to_path_buf())
+            .or_default()
+            .push(ino);
+    }
+
+    /// Counts a mutating operation (`what`) and fails it when a stop says
+    /// so.
+    fn mutate(&mut self, what: &str) -> io::Result<()> {
+        self.mutations += 1;
+        if self.frozen {
+            return Err(io::Error::other(format!(
+                "injected {what} failure: the file system is frozen"
+            )));
+        }
+        match self.stop {
+            Some((at, how)) if at == self.mutations => {
+                self.stop = None;
+                self.frozen = how == Stop::Freeze;
+                Err(io::Error::other(format!(
+                    "injected {what} failure at mutating operation {at}"
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A small deterministic generator (splitmix64) for crash images.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A value in `0..n` (`n > 0`).
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
 }
 
 /// Files in memory, for tests and for embedding without a disk: every
-/// operation of [`Fs`], plus [`MemFs::crash`] (the files as a power cut
-/// would leave them: only what was synced, only the directory entries that
-/// were synced) and injected failures ([`MemFs::fail_after`]). Clones share
-/// the same files.
+/// operation of [`Fs`], injected failures ([`MemFs::fail_after`],
+/// [`MemFs::stop_at`]) and crash images. Clones share the same files.
+///
+/// # The crash model
+///
+/// A file's bytes are durable up to the length of its last successful
+/// [`FsFile::sync`] (or [`Fs::truncate`]); a directory entry (a create, a
+/// rename's two names, a remove) is durable once [`Fs::sync_dir`] has run
+/// on its directory after it. Nothing else is promised, so a crash image
+/// holds:
+/// * per file, its synced bytes and, of its unsynced tail, what
+///   [`WriteBack`] allows: nothing ([`MemFs::crash`]), a torn tail, or
+///   pages written back in any order with lost ones reading as zeros;
+/// * per name, its binding at its directory's last sync or any binding it
+///   took after that, each name chosen on its own: a missing directory sync
+///   after a rename shows, and a remove can persist while an earlier rename
+///   in the same directory does not. (A journaling file system is kinder:
+///   it persists these in order. A create over an existing name binds a new
+///   file to it.)
+///
+/// [`MemFs::power_cut`] picks one such image from a seed, deterministically,
+/// so a test enumerates or samples seeds; [`MemFs::stop_at`] freezes the
+/// files at any mutating operation, so a test takes the images of every
+/// instant of an operation sequence.
 #[derive(Clone, Default)]
 pub struct MemFs {
     st: Arc<Mutex<MemState>>,
@@ -200,6 +328,8 @@ impl fmt::Debug for MemFs {
         let st = self.st.lock();
         f.debug_struct("MemFs")
             .field("files", &st.names.len())
+            .field("mutations", &st.mutations)
+            .field("frozen", &st.frozen)
             .finish()
     }
 }
@@ -212,34 +342,152 @@ fn not_found(path: &Path) -> io::Error {
 }
 
 impl MemFs {
+    /// The write-back unit of [`WriteBack::AnyPages`]: a disk sector. A
+    /// file system writes back whole blocks made of sectors, so a lost
+    /// write-back is a run of whole zeroed sectors, cut only by the synced
+    /// length and the end of the file; recovery relies on that shape
+    /// ([`RecoveryReport::torn_tail`](crate::RecoveryReport::torn_tail)).
+    pub const PAGE: usize = 512;
+
     /// An empty file system.
     pub fn new() -> MemFs {
         MemFs::default()
     }
 
-    /// A new, separate file system holding what a crash now would leave:
-    /// each file cut to what was synced, and only the directory entries
-    /// made durable by [`Fs::sync_dir`]. Locks and faults are not carried.
+    /// A new, separate file system holding what a crash now leaves when
+    /// nothing unsynced reached the disk: each file cut to what was synced,
+    /// and only the directory entries made durable by [`Fs::sync_dir`].
+    /// Locks, faults and stops are not carried.
     pub fn crash(&self) -> MemFs {
+        self.image(None, WriteBack::Synced)
+    }
+
+    /// A new, separate file system holding one of the images a power cut
+    /// now may leave ([the crash model](MemFs#the-crash-model)): each file
+    /// keeps its synced bytes and what `write_back` allows of the rest;
+    /// each directory entry changed since its directory's last sync takes
+    /// any binding it had since. The choices are a function of `seed` and
+    /// the files alone. Locks, faults and stops are not carried.
+    pub fn power_cut(&self, seed: u64, write_back: WriteBack) -> MemFs {
+        self.image(Some(seed), write_back)
+    }
+
+    /// A new, separate file system holding the files as they are now (what
+    /// a killed process leaves: synced or not), with the same durability:
+    /// a later crash image of the copy is one of this one's. Locks, faults,
+    /// stops and the mutation count are not carried.
+    pub fn fork(&self) -> MemFs {
         let st = self.st.lock();
+        let out = MemState {
+            inodes: st.inodes.clone(),
+            names: st.names.clone(),
+            durable_names: st.durable_names.clone(),
+            pending: st.pending.clone(),
+            ..MemState::default()
+        };
+        MemFs {
+            st: Arc::new(Mutex::new(out)),
+        }
+    }
+
+    fn image(&self, seed: Option<u64>, write_back: WriteBack) -> MemFs {
+        let st = self.st.lock();
+        let mut rng = Rng(seed.unwrap_or(0));
+        // Names first (in path order), then the files they reach (in inode
+        // order), so that the draws depend only on the seed and the files.
+        let mut chosen: BTreeMap<PathBuf, usize> = BTreeMap::new();
+        let mut names: Vec<&PathBuf> = st.durable_names.keys().collect();
+        if seed.is_some() {
+            names.extend(st.pending.keys());
+            names.sort();
+            names.dedup();
+        }
+        for name in names {
+            let durable = st.durable_names.get(name).copied();
+            let binding = match st.pending.get(name).filter(|_| seed.is_some()) {
+                Some(later) => {
+                    let i = rng.below(later.len() as u64 + 1) as usize;
+                    if i == 0 {
+                        durable
+                    } else {
+                        later[i - 1]
+                    }
+                }
+                None => durable,
+            };
+            if let Some(ino) = binding {
+                chosen.insert(name.clone(), ino);
+            }
+        }
+        let mut reached: Vec<usize> = chosen.values().copied().collect();
+        reached.sort_unstable();
+        reached.dedup();
         let mut out = MemState::default();
-        for (name, &ino) in &st.durable_names {
-            let data = st.inodes[ino].data[..st.inodes[ino].synced].to_vec();
-            let synced = data.len();
-            out.inodes.push(Inode { data, synced });
-            let id = out.inodes.len() - 1;
-            out.names.insert(name.clone(), id);
-            out.durable_names.insert(name.clone(), id);
+        let mut new_ino = HashMap::new();
+        for ino in reached {
+            let data = Self::written_back(&st.inodes[ino], write_back, &mut rng);
+            out.inodes.push(Inode {
+                synced: data.len(),
+                data,
+            });
+            new_ino.insert(ino, out.inodes.len() - 1);
+        }
+        for (name, ino) in chosen {
+            out.names.insert(name.clone(), new_ino[&ino]);
+            out.durable_names.insert(name, new_ino[&ino]);
         }
         MemFs {
             st: Arc::new(Mutex::new(out)),
         }
     }
 
+    /// What of `f` reaches the disk under `write_back`.
+    fn written_back(f: &Inode, write_back: WriteBack, rng: &mut Rng) -> Vec<u8> {
+        let (synced, len) = (f.synced, f.data.len());
+        if write_back == WriteBack::Synced || synced >= len {
+            return f.data[..synced.min(len)].to_vec();
+        }
+        // Both ends often, so that small sample sizes see them.
+        let kept = match rng.below(4) {
+            0 => synced,
+            1 => len,
+            _ => synced + rng.below((len - synced) as u64 + 1) as usize,
+        };
+        let mut data = f.data[..kept].to_vec();
+        if write_back == WriteBack::AnyPages {
+            let mut page = synced / Self::PAGE * Self::PAGE;
+            while page < kept {
+                let end = (page + Self::PAGE).min(kept);
+                if rng.below(2) == 0 {
+                    data[page.max(synced)..end].fill(0);
+                }
+                page += Self::PAGE;
+            }
+        }
+        data
+    }
+
     /// Makes the `n+1`-th next call of `op` fail (`n = 0`: the next one)
     /// with an I/O error, once.
     pub fn fail_after(&self, op: FaultOp, n: u64) {
         self.st.lock().faults.insert(op, n);
+    }
+
+    /// Stops at mutating operation number `k`, counting every mutating
+    /// operation since this file system was made from 1 ([`MemFs::mutations`]
+    /// is the count so far; `k` at or below it never comes, so `0` clears a
+    /// stop): it fails, and with [`Stop::Freeze`] so does every later one.
+    /// Mutating operations: [`Fs::create`], [`FsFile::append`],
+    /// [`FsFile::sync`], [`Fs::rename`], [`Fs::remove`], [`Fs::truncate`],
+    /// [`Fs::sync_dir`].
+    pub fn stop_at(&self, k: u64, how: Stop) {
+        self.st.lock().stop = Some((k, how));
+    }
+
+    /// How many mutating operations ([`MemFs::stop_at`]) have been
+    /// attempted, failed ones included.
+    pub fn mutations(&self) -> u64 {
+        self.st.lock().mutations
     }
 
     /// Makes every sync take `latency` (the lock on the file system is not
@@ -260,6 +508,7 @@ impl MemFs {
     }
 
     /// Writes a whole file and makes it and its directory entry durable.
+    /// Not a mutating operation of [`MemFs::stop_at`]: it sets a test up.
     pub fn put_file(&self, path: &Path, data: &[u8]) {
         let mut st = self.st.lock();
         st.inodes.push(Inode {
@@ -269,6 +518,7 @@ impl MemFs {
         let id = st.inodes.len() - 1;
         st.names.insert(path.to_path_buf(), id);
         st.durable_names.insert(path.to_path_buf(), id);
+        st.pending.remove(path);
     }
 
     fn fault(st: &mut MemState, op: FaultOp) -> bool {
@@ -298,6 +548,7 @@ fn injected(op: &str) -> io::Error {
 impl FsFile for MemFile {
     fn append(&mut self, buf: &[u8]) -> io::Result<()> {
         let mut st = self.st.lock();
+        st.mutate("write")?;
         if MemFs::fault(&mut st, FaultOp::Append) {
             st.inodes[self.ino]
                 .data
@@ -310,6 +561,7 @@ impl FsFile for MemFile {
     fn sync(&mut self) -> io::Result<()> {
         let (len, latency) = {
             let mut st = self.st.lock();
+            st.mutate("sync")?;
             if MemFs::fault(&mut st, FaultOp::Sync) {
                 return Err(injected("sync"));
             }
@@ -320,7 +572,8 @@ impl FsFile for MemFile {
         }
         let mut st = self.st.lock();
         let ino = &mut st.inodes[self.ino];
-        ino.synced = ino.synced.max(len);
+        // A truncate meanwhile may have cut the file below `len`.
+        ino.synced = ino.synced.max(len).min(ino.data.len());
         st.syncs += 1;
         Ok(())
     }
@@ -357,9 +610,18 @@ impl Fs for MemFs {
     }
     fn create(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
         let mut st = self.st.lock();
+        st.mutate("create")?;
         st.inodes.push(Inode::default());
         let ino = st.inodes.len() - 1;
-        st.names.insert(path.to_path_buf(), ino);
+        st.bind(path, Some(ino));
+        Ok(Box::new(MemFile {
+            st: self.st.clone(),
+            ino,
+        }))
+    }
+    fn append_to(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
+        let st = self.st.lock();
+        let ino = *st.names.get(path).ok_or_else(|| not_found(path))?;
         Ok(Box::new(MemFile {
             st: self.st.clone(),
             ino,
@@ -367,19 +629,24 @@ impl Fs for MemFs {
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut st = self.st.lock();
-        let ino = st.names.remove(from).ok_or_else(|| not_found(from))?;
-        st.names.insert(to.to_path_buf(), ino);
+        st.mutate("rename")?;
+        let ino = *st.names.get(from).ok_or_else(|| not_found(from))?;
+        st.bind(from, None);
+        st.bind(to, Some(ino));
         Ok(())
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
         let mut st = self.st.lock();
-        st.names
-            .remove(path)
-            .map(drop)
-            .ok_or_else(|| not_found(path))
+        st.mutate("remove")?;
+        if !st.names.contains_key(path) {
+            return Err(not_found(path));
+        }
+        st.bind(path, None);
+        Ok(())
     }
     fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
         let mut st = self.st.lock();
+        st.mutate("truncate")?;
         let ino = *st.names.get(path).ok_or_else(|| not_found(path))?;
         let f = &mut st.inodes[ino];
         f.data.truncate(len as usize);
@@ -388,10 +655,12 @@ impl Fs for MemFs {
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut st = self.st.lock();
+        st.mutate("directory sync")?;
         if MemFs::fault(&mut st, FaultOp::Sync) {
             return Err(injected("directory sync"));
         }
         st.durable_names.retain(|p, _| p.parent() != Some(dir));
+        st.pending.retain(|p, _| p.parent() != Some(dir));
         let now: Vec<_> = st
             .names
             .iter()
@@ -433,6 +702,150 @@ mod tests {
         assert_eq!(fs.read(&dir.join("a")).unwrap(), b"onetwo");
         fs.rename(&dir.join("a"), &dir.join("b")).unwrap();
         assert_eq!(fs.crash().list(dir).unwrap(), vec!["a".to_string()]);
+    }
+
+    /// The images of `seeds` seeds of one state.
+    fn images(fs: &MemFs, wb: WriteBack) -> Vec<MemFs> {
+        (0..64).map(|seed| fs.power_cut(seed, wb)).collect()
+    }
+
+    #[test]
+    fn a_power_cut_image_is_a_function_of_its_seed() {
+        let fs = MemFs::new();
+        let dir = Path::new("/d");
+        let mut f = fs.create(&dir.join("a")).unwrap();
+        f.append(&[7; 3000]).unwrap();
+        fs.rename(&dir.join("a"), &dir.join("b")).unwrap();
+        for seed in 0..16 {
+            let (x, y) = (
+                fs.power_cut(seed, WriteBack::AnyPages),
+                fs.power_cut(seed, WriteBack::AnyPages),
+            );
+            assert_eq!(x.list(dir).unwrap(), y.list(dir).unwrap());
+            for n in x.list(dir).unwrap() {
+                assert_eq!(
+                    x.read(&dir.join(&n)).unwrap(),
+                    y.read(&dir.join(&n)).unwrap()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_torn_tail_keeps_the_synced_bytes_and_any_prefix_of_the_rest() {
+        let fs = MemFs::new();
+        let p = Path::new("/d/a");
+        let mut f = fs.create(p).unwrap();
+        let data: Vec<u8> = (0..2000u32).map(|i| (i % 251 + 1) as u8).collect();
+        f.append(&data[..700]).unwrap();
+        f.sync().unwrap();
+        fs.sync_dir(Path::new("/d")).unwrap();
+        f.append(&data[700..]).unwrap();
+        let mut lens = std::collections::BTreeSet::new();
+        for img in images(&fs, WriteBack::TornTail) {
+            let got = img.read(p).unwrap();
+            assert!(got.len() >= 700 && data.starts_with(&got), "{}", got.len());
+            lens.insert(got.len());
+        }
+        assert!(lens.contains(&700) && lens.contains(&2000), "{lens:?}");
+        assert!(lens.len() > 3, "{lens:?}");
+        assert_eq!(fs.crash().read(p).unwrap(), &data[..700]);
+    }
+
+    #[test]
+    fn written_back_pages_come_in_any_order_and_lost_ones_read_as_zeros() {
+        let fs = MemFs::new();
+        let p = Path::new("/d/a");
+        let mut f = fs.create(p).unwrap();
+        fs.sync_dir(Path::new("/d")).unwrap();
+        let data = vec![0xAB; 4 * MemFs::PAGE];
+        f.append(&data[..100]).unwrap();
+        f.sync().unwrap();
+        f.append(&data[100..]).unwrap();
+        let mut later_kept_earlier_lost = false;
+        for img in images(&fs, WriteBack::AnyPages) {
+            let got = img.read(p).unwrap();
+            assert!(got.len() >= 100);
+            assert!(got[..100].iter().all(|&b| b == 0xAB), "synced bytes kept");
+            // Page by page: all written back, or (past the synced length)
+            // all zeros.
+            let pages: Vec<bool> = got
+                .chunks(MemFs::PAGE)
+                .enumerate()
+                .map(|(i, c)| {
+                    let from = if i == 0 { 100 } else { 0 };
+                    let c = &c[from.min(c.len())..];
+                    assert!(c.iter().all(|&b| b == 0xAB) || c.iter().all(|&b| b == 0));
+                    c.iter().all(|&b| b == 0xAB)
+                })
+                .collect();
+            later_kept_earlier_lost |= pages.windows(2).any(|w| !w[0] && w[1]);
+        }
+        assert!(
+            later_kept_earlier_lost,
+            "no image lost a page before a kept one"
+        );
+    }
+
+    #[test]
+    fn directory_entries_persist_one_by_one_until_the_directory_is_synced() {
+        let fs = MemFs::new();
+        let dir = Path::new("/d");
+        for n in ["a", "c"] {
+            let mut f = fs.create(&dir.join(n)).unwrap();
+            f.append(n.as_bytes()).unwrap();
+            f.sync().unwrap();
+        }
+        fs.sync_dir(dir).unwrap();
+        fs.rename(&dir.join("a"), &dir.join("b")).unwrap();
+        fs.remove(&dir.join("c")).unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for img in images(&fs, WriteBack::Synced) {
+            let names = img.list(dir).unwrap().join(",");
+            if names.contains('b') {
+                assert_eq!(img.read(&dir.join("b")).unwrap(), b"a");
+            }
+            seen.insert(names);
+        }
+        // The remove persisted while the rename before it did not ("a"
+        // alone), and every other combination of the three entries.
+        for want in ["a", "a,b", "a,b,c", "a,c", "b", "b,c", "", "c"] {
+            assert!(seen.contains(want), "{want:?} not among {seen:?}");
+        }
+        fs.sync_dir(dir).unwrap();
+        for img in images(&fs, WriteBack::Synced) {
+            assert_eq!(img.list(dir).unwrap(), ["b"]);
+        }
+    }
+
+    #[test]
+    fn a_stop_fails_one_mutating_operation_or_freezes_the_files() {
+        let fs = MemFs::new();
+        let p = Path::new("/d/a");
+        let mut f = fs.create(p).unwrap();
+        f.append(b"one").unwrap();
+        assert_eq!(fs.mutations(), 2);
+        fs.stop_at(4, Stop::Fail);
+        f.sync().unwrap();
+        assert!(f.append(b"two").is_err());
+        f.append(b"2").unwrap();
+        assert_eq!(fs.read(p).unwrap(), b"one2");
+        assert_eq!(fs.mutations(), 5);
+        fs.stop_at(7, Stop::Freeze);
+        fs.sync_dir(Path::new("/d")).unwrap();
+        assert!(fs.rename(p, Path::new("/d/b")).is_err());
+        assert!(f.sync().is_err());
+        assert!(f.append(b"x").is_err());
+        assert!(fs.create(Path::new("/d/c")).is_err());
+        // Frozen as of just before operation 7: the append of "2" unsynced.
+        assert_eq!(fs.read(p).unwrap(), b"one2");
+        assert_eq!(fs.crash().read(p).unwrap(), b"one");
+        assert_eq!(fs.fork().read(p).unwrap(), b"one2");
+        // A fork is a fresh file system: not frozen, counting from zero.
+        let g = fs.fork();
+        assert_eq!(g.mutations(), 0);
+        g.rename(p, Path::new("/d/b")).unwrap();
+        assert_eq!(g.crash().list(Path::new("/d")).unwrap(), ["a"]);
     }
 
     #[test]

@@ -23,7 +23,7 @@ mod fs;
 mod log;
 pub(crate) mod record;
 
-pub use fs::{FaultOp, Fs, FsFile, FsLock, MemFs, StdFs};
+pub use fs::{FaultOp, Fs, FsFile, FsLock, MemFs, StdFs, Stop, WriteBack};
 
 use crate::config::{EngineConfig, TimestampUpdate, TxnOptions};
 use crate::error::{Error, Result};
@@ -36,19 +36,52 @@ use checkpoint::State;
 #[cfg(feature = "replication")]
 pub(crate) use log::create_synced;
 pub(crate) use log::io_error;
-use log::{parse_segment, segment_name, Log};
+use log::{parse_segment, scan_segment, segment_name, Log, Segment, SEGMENT_HEADER};
 use parking_lot::{Condvar, Mutex};
-use record::{Commit, End, FILE_HEADER, SEGMENT_MAGIC};
+use record::{Commit, End, FILE_HEADER, FRAME_HEADER, MAX_PAYLOAD};
 use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// When a commit's log record must be on disk.
+///
+/// # A commit's outcome
+///
+/// What a durable engine's commit returns is what recovery finds, in every
+/// mode:
+/// * `Ok` (from [`Txn::commit`], or [`Txn::commit_async`]'s handle
+///   created): the record is in the log, written whole; a restart after a
+///   process crash replays it. With `Sync` it is synced too, so a power
+///   cut keeps it; with `Periodic` and `None` a power cut may lose it (and
+///   every commit after it), as each mode says.
+/// * [`Error::Io`]: the commit is not applied, now or after any recovery.
+///   Its record was never written (the log had failed before, or the
+///   roll-over to a new segment that had to come first failed), or the
+///   write or sync that carried it failed and the segment was cut back
+///   before the error was returned. The log is stopped: every later commit
+///   with writes gets the same error until the engine is reopened, and a
+///   retry after reopening applies the commit once.
+/// * The one exception: a file system that also refuses that cut. The
+///   error is then an [`Error::Io`] with `op: "truncate"` (its message
+///   names the first failure), and the commit, though not applied now, may
+///   be replayed at recovery.
+///
+/// A commit's records are written in batches (group commit); a batch
+/// succeeds or fails whole for every commit in it, and one holding a
+/// record whose commit waits for a sync is synced whoever writes it. A
+/// [`CommitHandle`] that reports an error after [`Txn::commit_async`]
+/// returned `Ok` leaves the commit applied and written, but not known to
+/// be synced: a power cut may lose it.
+///
+/// [`Txn::commit`]: crate::Txn::commit
+/// [`Txn::commit_async`]: crate::Txn::commit_async
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
     /// The commit returns once its record is synced (group commit: one
@@ -56,11 +89,16 @@ pub enum Durability {
     Sync,
     /// The commit returns once its record is written to the OS; a
     /// background flusher syncs every `interval`. A process crash loses
-    /// nothing; a power cut loses at most about one interval.
+    /// nothing; a power cut loses at most about one interval: recovery
+    /// keeps the commits before the first record the disk lost (pages
+    /// reach it in any order) and reports the cut in
+    /// [`RecoveryReport::torn_tail`].
     Periodic(Duration),
     /// The commit returns once its record is written to the OS, which
     /// writes it back when it will. A process crash loses nothing; a power
-    /// cut may lose any commit not yet written back.
+    /// cut may lose any commit not yet written back: recovery keeps the
+    /// commits before the first record the disk lost and reports the cut
+    /// in [`RecoveryReport::torn_tail`].
     None,
 }
 
@@ -77,19 +115,23 @@ pub struct DurabilityOptions {
     /// A segment is closed (synced) and the next one started once it holds
     /// this many bytes. Default 64 MiB; bounds `4096..=2^40`.
     pub segment_bytes: u64,
-    /// On a checksum mismatch in the log, truncate the log there (and drop
-    /// the segments after it), reporting it in
-    /// [`RecoveryReport::truncated`], instead of failing with
-    /// [`Error::Corrupt`]. Default `false`.
+    /// On damage in the log that no crash leaves (a checksum mismatch
+    /// other than the lost write-back [`RecoveryReport::torn_tail`]
+    /// describes), truncate the log there (and drop the segments after it),
+    /// reporting it in [`RecoveryReport::truncated`], instead of failing
+    /// with [`Error::Corrupt`]. Default `false`.
     pub truncate_corrupt: bool,
     /// Roll back to stable at open, as WiredTiger's `rollback_to_stable`
     /// after a crash: drop every logged commit not covered by the recovered
     /// checkpoint's stable timestamp (timestamped above it, or prepared and
     /// durable above it), for good: the state at that stable is written as
-    /// a new checkpoint before the engine opens. A replicated host uses it
-    /// to come back to a point every replica agrees on. Without a
-    /// checkpoint at a stable timestamp nothing is dropped. The count is in
-    /// [`RecoveryReport::rolled_back`]. Default `false`.
+    /// a new checkpoint before the engine opens (with nothing to drop,
+    /// nothing is written). A replicated host uses it to come back to a
+    /// point every replica agrees on. Without a checkpoint at a stable
+    /// timestamp nothing is dropped. A crash at any instant of such an
+    /// open leaves a directory that opens, with the dropped commits all
+    /// there or all gone. The count is in [`RecoveryReport::rolled_back`].
+    /// Default `false`.
     pub rollback_to_stable: bool,
     /// Take a checkpoint in the background this often (`None`: only when
     /// [`Engine::checkpoint`] is called). Default `None`; at least 1 ms.
@@ -210,7 +252,15 @@ pub struct RecoveryReport {
     pub records_replayed: u64,
     /// Segments read.
     pub segments: u64,
-    /// A torn final record (a crash in the middle of its write), dropped.
+    /// The end of the last segment a crash left incomplete, dropped from
+    /// the first record it damaged on: a final record cut short (a crash
+    /// in the middle of its write, or a zero-filled rest), or a record
+    /// failing its checksum over a zeroed 512-byte sector (a write-back the
+    /// disk lost: a power cut writes unsynced pages back in any order, so
+    /// records after the loss may be there, and are dropped with it). Only
+    /// the last segment can hold such damage: every other one was synced
+    /// before the next began, so damage there, and non-zero garbage
+    /// anywhere, is [`Error::Corrupt`] (or [`RecoveryReport::truncated`]).
     pub torn_tail: Option<Damage>,
     /// A corrupt record the log was truncated at
     /// ([`DurabilityOptions::truncate_corrupt`]).
@@ -330,15 +380,48 @@ pub(crate) struct Durable {
     /// The last checkpoint's state (`None` after a failed checkpoint: the
     /// next one reloads it from the file).
     ckpt: Mutex<Option<State>>,
-    stopper: Arc<Stopper>,
     // Last: the lock is released only after the log has closed.
     _lock: Box<dyn FsLock>,
 }
 
 impl Drop for Durable {
     fn drop(&mut self) {
-        *self.stopper.stop.lock() = true;
-        self.stopper.cv.notify_all();
+        // Closed here, not when the last `CommitHandle` lets it go: every
+        // record is synced and the flusher has ended before the lock is
+        // released.
+        self.log.close();
+    }
+}
+
+/// What an engine from [`Engine::open`] holds: its [`Durable`] state and
+/// the background checkpointer, if any. Dropping it stops the checkpointer
+/// and waits for it to end (a checkpoint it is taking finishes first), so
+/// the state's last reference, and with it the log and the directory lock,
+/// is released by the dropping thread before the drop returns. The
+/// checkpointer holds the state only through a `Weak`, upgraded while it
+/// works, and never holds this handle, so the drop never runs on it.
+pub(crate) struct Opened {
+    durable: Arc<Durable>,
+    checkpointer: Option<(Arc<Stopper>, JoinHandle<()>)>,
+}
+
+impl Deref for Opened {
+    type Target = Durable;
+
+    fn deref(&self) -> &Durable {
+        &self.durable
+    }
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        if let Some((stopper, thread)) = self.checkpointer.take() {
+            *stopper.stop.lock() = true;
+            stopper.cv.notify_all();
+            // It never panics (it drops a checkpoint's error); if it did,
+            // its `Weak` is gone all the same once it has ended.
+            let _ = thread.join();
+        }
     }
 }
 
@@ -351,6 +434,10 @@ impl Durable {
 
     /// Logs a commit at `commit_ts` of `values` (one per write, keys from
     /// `sl`) and waits as its mode asks. Returns its lsn.
+    ///
+    /// # Errors
+    /// [`Error::Io`]: the record is not in the log, and no recovery replays
+    /// it (see [`Durability`], "A commit's outcome").
     pub(crate) fn log_commit<'a>(
         &self,
         sl: &SessionLog,
@@ -368,6 +455,10 @@ impl Durable {
         } else {
             commit_ts
         };
+        let sync = match sl.mode.unwrap_or(CommitMode::Durability(self.mode)) {
+            CommitMode::Durability(Durability::Sync) => true,
+            CommitMode::Durability(_) | CommitMode::Async => false,
+        };
         let lsn = PAYLOAD.with(|p| {
             let mut p = p.borrow_mut();
             record::begin_commit(
@@ -380,12 +471,8 @@ impl Durable {
             for (i, v) in values.enumerate() {
                 record::push_write(&mut p, sl.key(i), v);
             }
-            self.log.append(&mut p)
+            self.log.append(&mut p, sync)
         });
-        let sync = match sl.mode.unwrap_or(CommitMode::Durability(self.mode)) {
-            CommitMode::Durability(Durability::Sync) => true,
-            CommitMode::Durability(_) | CommitMode::Async => false,
-        };
         self.log.flush(lsn, sync)?;
         Ok(lsn)
     }
@@ -470,15 +557,18 @@ impl Durable {
         let mut expect = st.next_lsn;
         for &seq in seqs.iter().filter(|&&s| s >= st.first_seq && s < cut_seq) {
             let path = self.dir.join(segment_name(seq));
-            let (recs, end) = read_segment(&*self.fs, &path, seq)?;
-            if let Some((offset, reason)) = end.bad() {
-                return Err(Error::Corrupt {
-                    file: path,
-                    offset,
-                    reason,
-                });
+            let buf = self
+                .fs
+                .read(&path)
+                .map_err(|e| io_error("read", &path, &e))?;
+            let seg = scan_segment(&buf, &path, seq)?;
+            fold_whole_segment(seg, seq, &mut expect, &path, &mut records)?;
+        }
+        // A `.ckpt.tmp` an earlier failed checkpoint could not remove.
+        for name in self.fs.list(&self.dir).unwrap_or_default() {
+            if name.ends_with(".ckpt.tmp") {
+                let _ = self.fs.remove(&self.dir.join(name));
             }
-            push_in_order(recs, &mut expect, &path, &mut records)?;
         }
         let folded = records.len() as u64;
         let mut dropped = 0;
@@ -492,8 +582,8 @@ impl Durable {
         let (path, bytes) = checkpoint::write(&*self.fs, &self.dir, &st)?;
         // The checkpoint is in force (D5): from here the call succeeds. What
         // it covers is removed on a best-effort basis: a file left behind
-        // (a failed remove or sync) is below the newest checkpoint's cut,
-        // which recovery never replays, and the next checkpoint removes it;
+        // (a failed remove) is below the newest checkpoint's cut, which
+        // recovery never replays, and the next checkpoint removes it;
         // `segments_removed` counts only what went.
         let mut removed = 0;
         for name in self.fs.list(&self.dir).unwrap_or_default() {
@@ -506,7 +596,12 @@ impl Durable {
                 }
             }
         }
-        let _ = self.fs.sync_dir(&self.dir);
+        if let Err(e) = self.fs.sync_dir(&self.dir) {
+            // The directory's state is unknown after a failed sync: the log
+            // stops, as after any failed sync, and a reopen's recovery
+            // settles the directory (the checkpoint stands either way).
+            self.log.fail(io_error("sync", &self.dir, &e));
+        }
         let report = CheckpointReport {
             stable: Timestamp::new(st.stable).to_option(),
             path,
@@ -553,8 +648,6 @@ fn newest_checkpoint(fs: &dyn Fs, dir: &Path) -> Result<Option<(u64, PathBuf)>> 
         .max())
 }
 
-/// A segment's records with their offsets, and how its scan ended. A file
-/// shorter than its header reads as torn at 0.
 /// Appends a segment's records to `out`, checking that their lsns run on
 /// from `expect` without a gap (invariant D4): a lost or doubled record is
 /// `Corrupt` at its offset, never replayed.
@@ -578,35 +671,89 @@ fn push_in_order(
     Ok(())
 }
 
-fn read_segment(fs: &dyn Fs, path: &Path, seq: u64) -> Result<(Vec<(u64, Commit)>, End)> {
-    let buf = fs.read(path).map_err(|e| io_error("read", path, &e))?;
-    if buf.len() < FILE_HEADER {
-        return Ok((Vec::new(), End::Torn { offset: 0 }));
+/// The unit a file system writes back: a disk sector ([`MemFs::PAGE`]).
+/// A write-back a power cut loses leaves whole sectors of zeros, cut only
+/// by the file's synced length and its end.
+const SECTOR: usize = 512;
+
+/// Whether the damage at `offset` of the last segment `buf` is what a power
+/// cut can leave of an unsynced tail: the segment header, or a frame that
+/// fails its checksum, overlapping a zeroed sector (its part from `offset`
+/// to the end of the file all zeros). A frame that checks, a bad length in
+/// a checked header, or non-zero garbage is damage no power cut makes.
+fn unwritten(buf: &[u8], offset: u64) -> bool {
+    let zeroed = |from: usize, to: usize| {
+        let mut sector = from / SECTOR * SECTOR;
+        while sector < to {
+            let part = &buf[sector.max(from)..(sector + SECTOR).min(buf.len())];
+            if !part.is_empty() && part.iter().all(|&b| b == 0) {
+                return true;
+            }
+            sector += SECTOR;
+        }
+        false
+    };
+    let at = offset as usize;
+    if at == 0 {
+        // The segment header, written and synced before any frame.
+        return zeroed(0, FILE_HEADER.min(buf.len()));
     }
-    if buf[..FILE_HEADER] != record::file_header(SEGMENT_MAGIC, seq) {
-        return Ok((
-            Vec::new(),
-            End::Corrupt {
-                offset: 0,
-                reason: "bad segment header",
-            },
+    let rest = &buf[at..];
+    if rest.len() < FRAME_HEADER {
+        return false;
+    }
+    let word = |i: usize| u32::from_le_bytes(rest[i..i + 4].try_into().expect("4 bytes"));
+    let end = if crc32c::crc32c(&rest[..8]) == word(8) {
+        let len = word(0) as usize;
+        if len > MAX_PAYLOAD || rest.len() - FRAME_HEADER < len {
+            return false;
+        }
+        let payload = &rest[FRAME_HEADER..FRAME_HEADER + len];
+        if crc32c::crc32c(payload) == word(4) {
+            return false;
+        }
+        at + FRAME_HEADER + len
+    } else {
+        at + FRAME_HEADER
+    };
+    zeroed(at, end)
+}
+
+/// Appends the records of segment `seq` (`seg`, read from `path`), which
+/// a later segment follows, to `out`: its header must start at `expect`,
+/// its records run on from there (moving `expect` past them), and it must
+/// end with a whole `roll` record naming segment `seq + 1` at `expect`.
+/// Anything else is `Corrupt` where it is wrong.
+fn fold_whole_segment(
+    seg: Segment,
+    seq: u64,
+    expect: &mut u64,
+    path: &Path,
+    out: &mut Vec<Commit>,
+) -> Result<()> {
+    let bad = |offset: u64, reason: &'static str| Error::Corrupt {
+        file: path.to_path_buf(),
+        offset,
+        reason,
+    };
+    if let Some((offset, reason)) = seg.end.bad() {
+        return Err(bad(offset, reason));
+    }
+    if seg.first_lsn != Some(*expect) {
+        return Err(bad(
+            record::FILE_HEADER as u64,
+            "segment does not start where the log before it ends",
         ));
     }
-    let (frames, mut end) = record::scan(&buf, FILE_HEADER);
-    let mut out = Vec::with_capacity(frames.len());
-    for (offset, range) in frames {
-        match record::decode_commit(&buf[range]) {
-            Some(c) => out.push((offset, c)),
-            None => {
-                end = End::Corrupt {
-                    offset,
-                    reason: "malformed log record",
-                };
-                break;
-            }
-        }
+    push_in_order(seg.records, expect, path, out)?;
+    match seg.roll {
+        Some(r) if r.next_seq == seq + 1 && r.next_lsn == *expect => Ok(()),
+        Some(r) => Err(bad(
+            r.offset,
+            "roll-over record names the wrong segment or lsn",
+        )),
+        None => Err(bad(seg.len, "segment ends without its roll-over record")),
     }
-    Ok((out, end))
 }
 
 /// What recovery read: the checkpoint and the log records after it.
@@ -651,49 +798,155 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
     if has_ckpt && seqs.first() != Some(&state.first_seq) {
         return Err(missing(state.first_seq));
     }
+    // Only a checkpoint removes segments: without one the log starts at 1.
+    if let Some(&first) = seqs.first().filter(|&&s| !has_ckpt && s != 1) {
+        return Err(Error::Corrupt {
+            file: dir.join(segment_name(first)),
+            offset: 0,
+            reason: "the log starts past segment 1 with no checkpoint: a checkpoint is missing",
+        });
+    }
     for w in seqs.windows(2) {
         if w[1] != w[0] + 1 {
             return Err(missing(w[0] + 1));
         }
     }
+    let mut segs = Vec::with_capacity(seqs.len());
+    for &seq in &seqs {
+        let path = dir.join(segment_name(seq));
+        let buf = fs.read(&path).map_err(|e| io_error("read", &path, &e))?;
+        let seg = scan_segment(&buf, &path, seq)?;
+        segs.push((seq, path.clone(), seg, buf));
+    }
+    let mut next_seq = seqs.last().map_or(state.first_seq.max(1), |s| s + 1);
+    // A crash inside a roll-over (log.rs, "Roll-over") leaves the last
+    // segment holding nothing but its header (whole or torn), starting
+    // where the one before it ends, and that one without its roll-over
+    // record: the roll-over did not happen. Its number is reused (the new
+    // log re-creates the file).
+    let mut synced_last = false;
+    if let [.., (_, _, prev, _), (seq, _, last, _)] = &segs[..] {
+        let prev_end = prev
+            .records
+            .last()
+            .map(|(_, c)| c.lsn + 1)
+            .or(prev.first_lsn);
+        let leftover = prev.roll.is_none()
+            && last.records.is_empty()
+            && last.roll.is_none()
+            && !matches!(last.end, End::Corrupt { .. })
+            && last.first_lsn.is_none_or(|f| Some(f) == prev_end);
+        if leftover {
+            next_seq = *seq;
+            segs.pop();
+            // The segment before it was synced whole before this one was
+            // created: it holds no unsynced tail (D8).
+            synced_last = true;
+        }
+    }
     let mut tail = Vec::new();
     let mut expect = state.next_lsn;
-    let mut next_seq = seqs.last().map_or(state.first_seq.max(1), |s| s + 1);
-    for (i, &seq) in seqs.iter().enumerate() {
-        let last = i + 1 == seqs.len();
-        let path = dir.join(segment_name(seq));
-        let (recs, end) = read_segment(fs, &path, seq)?;
+    // The previous segment's path and roll-over record, if it has one.
+    let mut prev_roll: Option<(PathBuf, log::Roll)> = None;
+    let n = segs.len();
+    for (i, (seq, path, seg, buf)) in segs.into_iter().enumerate() {
+        let last = i + 1 == n;
         report.segments += 1;
-        push_in_order(recs, &mut expect, &path, &mut tail)?;
+        let mut end = seg.end;
+        // Every segment but the last was synced whole before the next one
+        // was created: only the last can hold an unsynced tail, and only
+        // there is damage a power cut can leave (D8).
+        if let End::Corrupt { offset, .. } = end {
+            if last && !synced_last && unwritten(&buf, offset) {
+                end = End::Torn { offset };
+            }
+        }
+        let scanned_end = end;
+        match seg.first_lsn {
+            None if prev_roll.is_some() => {
+                end = End::Corrupt {
+                    offset: 0,
+                    reason: "segment header torn, though the segment before names it",
+                };
+            }
+            Some(first) if first != expect => {
+                let reason = match (i, has_ckpt) {
+                    (0, false) => {
+                        "the log does not start at lsn 1: a checkpoint before it is missing"
+                    }
+                    (0, true) => "the first segment does not start where the checkpoint ends",
+                    _ => "segment does not start where the log before it ends",
+                };
+                if i == 0 || !truncate_corrupt {
+                    return Err(Error::Corrupt {
+                        file: path,
+                        offset: record::FILE_HEADER as u64,
+                        reason,
+                    });
+                }
+                end = End::Corrupt { offset: 0, reason };
+            }
+            _ => {}
+        }
+        let records = if end == scanned_end {
+            seg.records
+        } else {
+            Vec::new()
+        };
+        push_in_order(records, &mut expect, &path, &mut tail)?;
+        if end == scanned_end {
+            match seg.roll {
+                Some(r) if r.next_seq != seq + 1 || r.next_lsn != expect => {
+                    end = End::Corrupt {
+                        offset: r.offset,
+                        reason: "roll-over record names the wrong segment or lsn",
+                    };
+                }
+                // The segment it names was created (and the directory
+                // synced) before this record was written: gone since.
+                Some(_) if last => return Err(missing(seq + 1)),
+                None if !last && end == End::Clean => {
+                    end = End::Corrupt {
+                        offset: seg.len,
+                        reason: "segment ends without its roll-over record, though a later one holds records",
+                    };
+                }
+                _ => {}
+            }
+        }
         let cut_at = match end {
-            End::Clean => continue,
+            // Synced below (a log recovered from a killed process's files
+            // may hold bytes the disk does not have yet).
+            End::Clean if last => seg.len,
+            End::Clean => {
+                prev_roll = seg.roll.map(|r| (path, r));
+                continue;
+            }
             End::Torn { offset } if last => {
-                let len = fs
-                    .read(&path)
-                    .map_err(|e| io_error("read", &path, &e))?
-                    .len() as u64;
                 report.torn_tail = Some(Damage {
                     file: path.clone(),
                     offset,
-                    bytes_dropped: len - offset,
+                    bytes_dropped: seg.len - offset,
                     segments_removed: 0,
                 });
                 offset
             }
             End::Torn { offset } | End::Corrupt { offset, .. } if truncate_corrupt => {
-                let len = fs
-                    .read(&path)
-                    .map_err(|e| io_error("read", &path, &e))?
-                    .len() as u64;
+                // The later segments go first, newest first, each removal
+                // durable before the next: at every instant the segments
+                // left run on without a gap, and this one is cut only
+                // once nothing follows it (a cut segment followed by them
+                // would be a gap in the lsns).
                 let later = &seqs[i + 1..];
-                for &s in later {
+                for &s in later.iter().rev() {
                     let p = dir.join(segment_name(s));
                     fs.remove(&p).map_err(|e| io_error("remove", &p, &e))?;
+                    fs.sync_dir(dir).map_err(|e| io_error("sync", dir, &e))?;
                 }
                 report.truncated = Some(Damage {
                     file: path.clone(),
                     offset,
-                    bytes_dropped: len - offset,
+                    bytes_dropped: seg.len - offset,
                     segments_removed: later.len() as u64,
                 });
                 next_seq = seq + 1;
@@ -708,13 +961,23 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
                 });
             }
         };
-        if cut_at < FILE_HEADER as u64 {
+        if cut_at < SEGMENT_HEADER as u64 {
             // A segment whose header never reached the disk: no record can
-            // be in it. Its number is reused, so none is missing.
-            fs.remove(&path)
-                .map_err(|e| io_error("remove", &path, &e))?;
+            // be in it. Emptied, not removed, so that a checkpoint naming
+            // it as its first segment still finds it; its number is reused,
+            // and the segment before (cut at its roll-over record, if it
+            // has one naming this one) gets a new roll-over record when the
+            // log re-creates it.
+            fs.truncate(&path, 0)
+                .map_err(|e| io_error("truncate", &path, &e))?;
+            if let Some((p, r)) = prev_roll.take() {
+                fs.truncate(&p, r.offset)
+                    .map_err(|e| io_error("truncate", &p, &e))?;
+            }
             next_seq = seq;
         } else {
+            // Cut at the last whole record and synced: what recovery
+            // replays is on the disk before the log writes anything new.
             fs.truncate(&path, cut_at)
                 .map_err(|e| io_error("truncate", &path, &e))?;
         }
@@ -733,26 +996,37 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
 }
 
 /// Rollback to stable at open: folds the covered commits into the state,
-/// drops the rest, and writes the result as a checkpoint covering every
-/// segment there is (the new log starts after them), so that no later
-/// recovery brings a dropped commit back. Returns how many it dropped.
+/// drops the rest, and writes the result as a checkpoint whose first
+/// segment is the log's, `rec.next_seq` (which the caller has created and
+/// synced, with its directory entry), then removes the older
+/// segments and checkpoints, so that no later recovery brings a dropped
+/// commit back. With nothing to drop it writes and removes nothing.
+/// Returns how many it dropped.
+///
+/// Every instant leaves a directory that opens: before the rename, the old
+/// checkpoint and its segments; after it, the new checkpoint and its first
+/// segment (the rename is synced before anything is removed).
 fn roll_back_files(fs: &dyn Fs, dir: &Path, rec: &mut Recovered) -> Result<u64> {
     let st = &mut rec.state;
-    let all: Vec<Commit> = std::mem::take(&mut st.carried)
-        .into_iter()
-        .chain(std::mem::take(&mut rec.tail))
-        .collect();
-    let total = all.len();
-    let keep: Vec<Commit> = all
-        .into_iter()
-        .filter(|c| c.covered_by(st.stable))
-        .collect();
-    let dropped = (total - keep.len()) as u64;
-    st.fold(keep, st.stable, rec.next_seq, rec.next_lsn);
+    let stable = st.stable;
+    let dropped = st
+        .carried
+        .iter()
+        .chain(&rec.tail)
+        .filter(|c| !c.covered_by(stable))
+        .count() as u64;
+    if dropped == 0 {
+        return Ok(0);
+    }
+    let seq = rec.next_seq;
+    let mut keep = std::mem::take(&mut st.carried);
+    keep.append(&mut rec.tail);
+    keep.retain(|c| c.covered_by(stable));
+    st.fold(keep, stable, seq, rec.next_lsn);
     checkpoint::write(fs, dir, st)?;
     for name in fs.list(dir).map_err(|e| io_error("list", dir, &e))? {
-        let old_seg = parse_segment(&name).is_some_and(|s| s < rec.next_seq);
-        let old_ckpt = checkpoint::parse_checkpoint(&name).is_some_and(|s| s < rec.next_seq);
+        let old_seg = parse_segment(&name).is_some_and(|s| s < seq);
+        let old_ckpt = checkpoint::parse_checkpoint(&name).is_some_and(|s| s < seq);
         if old_seg || old_ckpt {
             let p = dir.join(&name);
             fs.remove(&p).map_err(|e| io_error("remove", &p, &e))?;
@@ -826,10 +1100,14 @@ impl Engine<LockFree> {
     /// # Errors
     /// [`Error::InvalidDurabilityOption`]; [`Error::DirectoryLocked`] when
     /// another open engine (in this or another process) holds `dir`;
-    /// [`Error::Corrupt`] for a damaged checkpoint, a missing segment or a
-    /// checksum mismatch before the end of the log (unless
-    /// `truncate_corrupt`); [`Error::Io`]; an error replaying a record
-    /// (a key or value over this `config`'s limits).
+    /// [`Error::Corrupt`] for a damaged checkpoint, a missing segment (the
+    /// newest too: the segment before it names it), a missing checkpoint,
+    /// a segment cut short that a later one shows held more, or a checksum
+    /// mismatch before the end of the log that no crash leaves (see
+    /// [`RecoveryReport::torn_tail`]; unless `truncate_corrupt`);
+    /// [`Error::UnsupportedFormat`] for a log of an older format (nothing is
+    /// changed); [`Error::Io`]; an error replaying a record (a key or value
+    /// over this `config`'s limits).
     pub fn open(
         dir: impl AsRef<Path>,
         config: EngineConfig,
@@ -848,6 +1126,20 @@ impl Engine<LockFree> {
             .map_err(|e| io_error("lock", &lock_path, &e))?
             .ok_or(Error::DirectoryLocked { path: dir.clone() })?;
         let mut rec = recover_files(&*fs, &dir, options.truncate_corrupt)?;
+        let interval = match options.durability {
+            Durability::Periodic(d) => Some(d),
+            _ => None,
+        };
+        // The log's first segment exists (synced, with its directory entry)
+        // before a rollback's checkpoint names it.
+        let log = Log::create(
+            fs.clone(),
+            &dir,
+            rec.next_seq,
+            rec.next_lsn,
+            options.segment_bytes,
+            interval,
+        )?;
         if options.rollback_to_stable && rec.state.stable != 0 {
             rec.report.rolled_back = roll_back_files(&*fs, &dir, &mut rec)?;
         }
@@ -861,24 +1153,8 @@ impl Engine<LockFree> {
                 ..TimestampUpdate::default()
             })?;
         }
-        let interval = match options.durability {
-            Durability::Periodic(d) => Some(d),
-            _ => None,
-        };
-        let log = Log::create(
-            fs.clone(),
-            &dir,
-            rec.next_seq,
-            rec.next_lsn,
-            options.segment_bytes,
-            interval,
-        )?;
         let mut report = rec.report;
         report.records_replayed = replayed;
-        let stopper = Arc::new(Stopper {
-            stop: Mutex::new(false),
-            cv: Condvar::new(),
-        });
         let durable = Arc::new(Durable {
             log,
             mode: options.durability,
@@ -888,17 +1164,26 @@ impl Engine<LockFree> {
             recovery_ts: stable,
             stable: AtomicU64::new(stable.get()),
             ckpt: Mutex::new(Some(rec.state)),
-            stopper: stopper.clone(),
             _lock: lock,
         });
+        let mut opened = Opened {
+            durable,
+            checkpointer: None,
+        };
         if let Some(every) = options.checkpoint_interval {
-            let weak = Arc::downgrade(&durable);
-            std::thread::Builder::new()
+            let stopper = Arc::new(Stopper {
+                stop: Mutex::new(false),
+                cv: Condvar::new(),
+            });
+            let weak = Arc::downgrade(&opened.durable);
+            let s = stopper.clone();
+            let thread = std::thread::Builder::new()
                 .name("snapshot-engine-checkpoint".into())
-                .spawn(move || checkpoints(weak, stopper, every))
-                .map_err(|e| io_error("spawn the checkpointer for", &durable.dir, &e))?;
+                .spawn(move || checkpoints(weak, s, every))
+                .map_err(|e| io_error("spawn the checkpointer for", &opened.dir, &e))?;
+            opened.checkpointer = Some((stopper, thread));
         }
-        engine.durable = Some(durable);
+        engine.durable = Some(opened);
         Ok(engine)
     }
 }
@@ -915,9 +1200,14 @@ fn checkpoints(d: Weak<Durable>, stopper: Arc<Stopper>, every: Duration) {
             }
         }
         let Some(d) = d.upgrade() else { return };
-        // A failed background checkpoint leaves the previous one in force;
-        // the next call of `Engine::checkpoint` reports the error.
+        // A failed background checkpoint leaves the previous one in force
+        // (and removes its temporary file); commits go on unless the
+        // failure was the log's own cut, which stops the log and fails
+        // every later commit with that error.
         let _ = d.checkpoint();
+        // Dropped before the next wait: `Opened::drop` waits for this
+        // thread, never for this reference.
+        drop(d);
     }
 }
 

@@ -24,10 +24,26 @@
 //! base    = 2 | n: u32 | (lsn: u64 | commit_ts: u64 | write) * n          (checkpoints)
 //! meta    = 3 | stable: u64 | first_seq: u64 | next_lsn: u64               (checkpoints)
 //! end     = 4 | frames: u64                                                (checkpoints)
+//! segment = 5 | seq: u64 | first_lsn: u64                                  (segments)
+//! roll    = 6 | next_seq: u64 | next_lsn: u64                              (segments)
+//! synced  = 7 | through: u64                                               (segments)
 //! ```
 //!
 //! `flags` bit 0: the transaction was prepared. A timestamp of 0 is "none"
 //! (an untimestamped commit).
+//!
+//! A segment (format version 2, magic `SNAPLOG2`) is its file header, one
+//! `segment` record (its number again, under a checksum, and the lsn its
+//! first commit gets), its `commit` records, and, once the next segment
+//! exists, a last `roll` record naming that segment and the lsn it starts
+//! at. These anchors let recovery tell a lost file or a lost tail from the
+//! end of the log (`log.rs`, "Roll-over"). A `synced` record, written at
+//! the end of a batch that follows a sync, says that every byte of its
+//! segment below `through` was synced before it was written (`SEGMENT_HEADER
+//! <= through <=` its own offset): damage below it is no lost write-back. A version-1 segment (`SNAPLOG1`:
+//! no `segment` or `roll` records) is refused with
+//! [`Error::UnsupportedFormat`](crate::Error::UnsupportedFormat).
+//! Checkpoints are unchanged (`SNAPCKP1`).
 
 use std::ops::Range;
 
@@ -38,8 +54,12 @@ pub(crate) const FRAME_HEADER: usize = 12;
 /// The largest payload a frame may declare; a header naming more is corrupt.
 pub(crate) const MAX_PAYLOAD: usize = 1 << 30;
 
-/// A commit log segment's magic bytes.
-pub(crate) const SEGMENT_MAGIC: &[u8; 8] = b"SNAPLOG1";
+/// A commit log segment's magic bytes: format version 2.
+pub(crate) const SEGMENT_MAGIC: &[u8; 8] = b"SNAPLOG2";
+/// The segment format version [`SEGMENT_MAGIC`] names.
+pub(crate) const SEGMENT_VERSION: u32 = 2;
+/// The magic bytes of segment format version 1, refused by name.
+pub(crate) const SEGMENT_MAGIC_V1: &[u8; 8] = b"SNAPLOG1";
 /// A checkpoint file's magic bytes.
 pub(crate) const CHECKPOINT_MAGIC: &[u8; 8] = b"SNAPCKP1";
 
@@ -47,6 +67,12 @@ pub(crate) const KIND_COMMIT: u8 = 1;
 pub(crate) const KIND_BASE: u8 = 2;
 pub(crate) const KIND_META: u8 = 3;
 pub(crate) const KIND_END: u8 = 4;
+pub(crate) const KIND_SEGMENT: u8 = 5;
+pub(crate) const KIND_ROLL: u8 = 6;
+pub(crate) const KIND_SYNCED: u8 = 7;
+
+/// Bytes in a `segment` or `roll` payload: the kind and two `u64`s.
+pub(crate) const ANCHOR_PAYLOAD: usize = 17;
 
 /// Commit flag: the transaction was prepared (two-phase commit).
 pub(crate) const FLAG_PREPARED: u8 = 1;
@@ -84,6 +110,47 @@ pub(crate) fn file_header(magic: &[u8; 8], seq: u64) -> [u8; FILE_HEADER] {
     h[..8].copy_from_slice(magic);
     h[8..].copy_from_slice(&seq.to_le_bytes());
     h
+}
+
+/// A `segment` (`KIND_SEGMENT`) or `roll` (`KIND_ROLL`) payload: the kind
+/// and two numbers.
+pub(crate) fn anchor(kind: u8, a: u64, b: u64) -> [u8; ANCHOR_PAYLOAD] {
+    let mut p = [0u8; ANCHOR_PAYLOAD];
+    p[0] = kind;
+    p[1..9].copy_from_slice(&a.to_le_bytes());
+    p[9..].copy_from_slice(&b.to_le_bytes());
+    p
+}
+
+/// The two numbers of a `kind` anchor payload; `None` if `payload` is not
+/// one.
+pub(crate) fn decode_anchor(kind: u8, payload: &[u8]) -> Option<(u64, u64)> {
+    let mut r = Reader::new(payload);
+    if r.u8()? != kind {
+        return None;
+    }
+    let a = r.u64()?;
+    let b = r.u64()?;
+    r.done().then_some((a, b))
+}
+
+/// Appends a framed `synced` record saying every byte of the segment below
+/// `through` is synced.
+pub(crate) fn frame_synced(out: &mut Vec<u8>, through: u64) {
+    let mut p = [0u8; 9];
+    p[0] = KIND_SYNCED;
+    p[1..].copy_from_slice(&through.to_le_bytes());
+    frame_into(out, &p);
+}
+
+/// The offset a `synced` payload names; `None` if `payload` is not one.
+pub(crate) fn decode_synced(payload: &[u8]) -> Option<u64> {
+    let mut r = Reader::new(payload);
+    if r.u8()? != KIND_SYNCED {
+        return None;
+    }
+    let through = r.u64()?;
+    r.done().then_some(through)
 }
 
 /// Appends one frame holding `payload` to `out`.
@@ -384,6 +451,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn anchors_round_trip_and_refuse_other_kinds_and_lengths() {
+        let p = anchor(KIND_ROLL, 7, 1 << 40);
+        assert_eq!(decode_anchor(KIND_ROLL, &p), Some((7, 1 << 40)));
+        assert_eq!(decode_anchor(KIND_SEGMENT, &p), None);
+        assert_eq!(decode_anchor(KIND_ROLL, &p[..p.len() - 1]), None);
+        let mut long = p.to_vec();
+        long.push(0);
+        assert_eq!(decode_anchor(KIND_ROLL, &long), None);
+        let mut s = Vec::new();
+        frame_synced(&mut s, 4096);
+        let (frames, end) = scan(&s, 0);
+        assert_eq!(end, End::Clean);
+        let payload = &s[frames[0].1.clone()];
+        assert_eq!(decode_synced(payload), Some(4096));
+        assert_eq!(decode_synced(&payload[..8]), None);
+        assert_eq!(decode_anchor(KIND_ROLL, payload), None);
     }
 
     #[test]

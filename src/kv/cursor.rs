@@ -106,6 +106,11 @@ impl Owned {
 
 /// One direction's buffered pairs: keys point into the index, values are
 /// copied into `arena`.
+///
+/// A refill reads between its end's position and the other end's, so the
+/// items and `done` hold only while the other end moves inwards (a step
+/// yields towards this end, never away from it). A seek of either end may
+/// move an end outwards: it drops both batches ([`Cursor::moved`]).
 #[derive(Default)]
 struct Batch<'t> {
     items: Vec<(&'t [u8], usize, usize)>,
@@ -131,6 +136,29 @@ impl Batch<'_> {
 /// [`Cursor::seek_back`] to move the front and the back. Nothing is
 /// collected up front.
 ///
+/// # The two ends
+///
+/// What a cursor has left to yield is the visible pairs between its front
+/// and its back. The front starts at the range's start and the back at its
+/// end; each operation moves one end and leaves the other where it is:
+///
+/// * [`next`](Iterator::next) and [`Cursor::next_ref`] yield the first pair
+///   after the front (at or after the key of a [`seek`](Cursor::seek)) that
+///   lies before the back, and move the front past it;
+/// * [`next_back`](DoubleEndedIterator::next_back) and
+///   [`Cursor::next_back_ref`] yield the last pair before the back (at or
+///   before the key of a [`seek_back`](Cursor::seek_back)) that lies after
+///   the front, and move the back past it;
+/// * [`seek`](Cursor::seek) moves the front to a key and
+///   [`seek_back`](Cursor::seek_back) the back, forwards or backwards,
+///   within the range.
+///
+/// A step that finds nothing between the ends returns `None`: the ends
+/// have met, and every step from either end returns `None` until a seek.
+/// Each end reads ahead, a batch at a time, up to where the other end is; a
+/// seek of either end drops both ends' batches, so each end's next step
+/// reads afresh from its own position.
+///
 /// Items are `(key, value)`: the key borrowed with no copy (keys live in
 /// the store's index until the engine drops), the value copied out, since a
 /// value may be freed once no epoch guard covers it. [`Cursor::next_ref`]
@@ -147,8 +175,9 @@ impl Batch<'_> {
 /// transaction: one snapshot (with [`Isolation::ReadCommitted`](crate::Isolation),
 /// a fresh one per batch), its own writes included.
 ///
-/// After an error (a prepare conflict, or a transaction that can no longer
-/// read) the cursor yields it once and then ends.
+/// After an error (a prepare conflict met by a read-ahead, or a
+/// transaction that can no longer read) the cursor yields it once and then
+/// yields nothing until a seek.
 ///
 /// Cost: a forward step is a copy of the value plus, once per batch, a
 /// search of the index for where the batch starts; the callback
@@ -230,10 +259,30 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
         }
     }
 
-    /// Moves the front to the first visible key at or after `key` (within
-    /// the cursor's range): the next [`next`](Iterator::next) starts there,
-    /// forwards or backwards from where the front was. The back end is
-    /// unchanged; a key past it leaves nothing to yield.
+    /// Moves the front to `key` (to the range's start if `key` lies before
+    /// it): the next [`next`](Iterator::next) yields the first visible key
+    /// at or after `key`, forwards or backwards from where the front was
+    /// (keys it yielded before are yielded again). The back stays where it
+    /// was: it yields down to the front's new place, and a `key` past it
+    /// leaves nothing to yield. Both ends yield again if they had met.
+    ///
+    /// ```
+    /// # use snapshot_engine::{Engine, EngineConfig, TxnOptions};
+    /// let engine = Engine::new(EngineConfig::default())?;
+    /// let mut session = engine.session()?;
+    /// let mut txn = session.begin(&TxnOptions::default())?;
+    /// for k in ["a", "b", "c", "d"] {
+    ///     txn.put(k, "v")?;
+    /// }
+    /// let mut cursor = txn.cursor();
+    /// cursor.seek("d");
+    /// assert_eq!(cursor.next_back().unwrap()?.0, b"d");
+    /// // The back stays just below `d`; the front moves back to `a`.
+    /// cursor.seek("a");
+    /// assert_eq!(cursor.next_back().unwrap()?.0, b"c");
+    /// assert_eq!(cursor.next().unwrap()?.0, b"a");
+    /// # Ok::<(), snapshot_engine::Error>(())
+    /// ```
     pub fn seek(&mut self, key: impl AsRef<[u8]>) {
         let key = key.as_ref();
         self.front_floor = if self.keys.below(self.lo, key) {
@@ -243,15 +292,16 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
             // The caller's lower bound still applies.
             self.lo
         };
-        self.front_scan = self.front_floor;
-        self.front.reset();
-        self.finished = false;
+        self.moved();
     }
 
-    /// Moves the back to the last visible key at or before `key` (within
-    /// the cursor's range): the next [`next_back`](DoubleEndedIterator::next_back)
-    /// starts there, a reverse scan from `key` on the same cursor. The front
-    /// end is unchanged; a key before it leaves nothing to yield.
+    /// Moves the back to `key` (to the range's end if `key` lies past it):
+    /// the next [`next_back`](DoubleEndedIterator::next_back) yields the
+    /// last visible key at or before `key`, a reverse scan from `key` on the
+    /// same cursor, backwards or forwards from where the back was. The front
+    /// stays where it was: it yields up to the back's new place, and a `key`
+    /// before it leaves nothing to yield. Both ends yield again if they had
+    /// met.
     ///
     /// ```
     /// # use snapshot_engine::{Engine, EngineConfig, TxnOptions};
@@ -276,8 +326,17 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
             // The caller's upper bound still applies.
             self.hi
         };
-        self.back_scan = self.back_ceil;
+        self.moved();
+    }
+
+    /// After a seek: drops both batches (each was read up to where the
+    /// other end was, which may have moved outwards), so each end's next
+    /// step reads afresh from its own position, and the ends have not met.
+    fn moved(&mut self) {
+        self.front.reset();
         self.back.reset();
+        self.front_scan = self.front_floor;
+        self.back_scan = self.back_ceil;
         self.finished = false;
     }
 

@@ -20,7 +20,7 @@ pub struct Engine<P: Protocol = LockFree> {
     pub(crate) config: EngineConfig,
     /// The commit log and checkpoints of an engine from `Engine::open`
     /// (`None`: in memory).
-    pub(crate) durable: Option<Arc<crate::durable::Durable>>,
+    pub(crate) durable: Option<crate::durable::Opened>,
     /// Prepared commits durable above stable, for `rollback_to_stable`.
     pub(crate) prepared_durable: super::PreparedDurable,
 }

@@ -45,7 +45,7 @@ pub(crate) fn snapshot_sees(s: &Snapshot, id: u64) -> bool {
     s.sees(id)
 }
 
-/// The lock-free snapshot machinery (`lockfree.rs`) with one counter block
+/// The lock-free snapshot machinery (`lockfree/`) with one counter block
 /// per slot plus one for the horizon advancer, as the engine has.
 pub(crate) struct Machine {
     proto: LockFree,

@@ -28,8 +28,7 @@ use super::{fence, Ordering};
 /// `fence(SeqCst)` whatever the config: loom cannot see a membarrier, so it
 /// checks the protocol with the guarantee the pair gives (the two sides
 /// ordered as two SeqCst fences are), and the argument that the asymmetric
-/// pair gives it rests on the kernel (DESIGN.md "What loom cannot see: the
-/// membarrier").
+/// pair gives it rests on the kernel (DESIGN.md "What loom cannot see").
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Fences {
     asymmetric: bool,

@@ -144,7 +144,7 @@ pub const PREPARED_PUBLISHED_AFTER_FLIP: u32 = 45;
 /// floor stores and its scan instead of the heavy one (with the
 /// asymmetric pair: no membarrier; handshake 1). Loom runs both sides
 /// as one SeqCst fence, so this one is a unit-test mutant
-/// (`lockfree.rs` tests, which count the fences a call site issues).
+/// (`lockfree/pin_horizon.rs` tests, which count the fences a call site issues).
 pub const ADVANCE_LIGHT_FENCE: u32 = 46;
 /// A reader that finds the link below a version it skipped cut does not
 /// judge that version again, so a reader that skipped a prepared update
@@ -169,7 +169,7 @@ pub const RELAXED_UNLINK_STORE: u32 = 51;
 /// applies, a watermark that jumps the holes below it
 /// (`replication/state_machine.rs`; a unit-test mutant, as the apply path
 /// is not loom-visible).
-#[cfg(feature = "replication")]
+#[cfg_attr(not(feature = "replication"), allow(dead_code))]
 pub const STABLE_FOLLOWS_NEWEST_COMMIT: u32 = 52;
 
 #[cfg(loom)]

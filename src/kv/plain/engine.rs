@@ -59,10 +59,15 @@ impl Engine {
     /// [`Error::InvalidDurabilityOption`](crate::Error::InvalidDurabilityOption);
     /// [`Error::DirectoryLocked`](crate::Error::DirectoryLocked) when another open
     /// engine (in this or another process) holds `dir`;
-    /// [`Error::Corrupt`](crate::Error::Corrupt) for a damaged checkpoint, a missing segment or a
-    /// checksum mismatch before the end of the log (unless
-    /// `truncate_corrupt`); [`Error::Io`](crate::Error::Io); an error replaying a record
-    /// (a key or value over this `config`'s limits).
+    /// [`Error::Corrupt`](crate::Error::Corrupt) for a damaged checkpoint, a
+    /// missing segment (the newest too: the segment before it names it), a
+    /// missing checkpoint, a segment cut short that a later one shows held
+    /// more, or a checksum mismatch before the end of the log that no crash
+    /// leaves (see [`RecoveryReport::torn_tail`]; unless `truncate_corrupt`);
+    /// [`Error::UnsupportedFormat`](crate::Error::UnsupportedFormat) for a log
+    /// of an older format (nothing is changed); [`Error::Io`](crate::Error::Io);
+    /// an error replaying a record (a key or value over this `config`'s
+    /// limits).
     #[inline]
     pub fn open(
         dir: impl AsRef<Path>,
@@ -148,7 +153,14 @@ impl Engine {
     /// [`Error::NotDurable`](crate::Error::NotDurable) for an in-memory engine;
     /// [`Error::Io`](crate::Error::Io);
     /// [`Error::Corrupt`](crate::Error::Corrupt) if a segment it folds in is damaged. The previous
-    /// checkpoint stays in force.
+    /// checkpoint stays in force and no temporary file is left. Commits go
+    /// on after a failure to write the checkpoint file (the log is intact);
+    /// a failure in the log's own cut (its sync, or starting the new
+    /// segment) stops the log as a failed commit write does. Once the new
+    /// checkpoint is in force (renamed and its directory synced) the call
+    /// succeeds; if the directory sync after the removal of what it covers
+    /// fails, the log stops instead: later commits get that
+    /// [`Error::Io`](crate::Error::Io) until reopened.
     #[inline]
     pub fn checkpoint(&self) -> Result<CheckpointReport> {
         self.0.checkpoint()

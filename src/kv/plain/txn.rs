@@ -402,7 +402,10 @@ impl<'s, 'e> Txn<'s, 'e> {
     /// A timestamp that breaks a rule of
     /// [`Transaction::commit`](crate::machinery::Transaction::commit): the
     /// transaction is rolled back (as if dropped) and the error says which rule.
-    /// [`Error::MustRollBack`] after a write conflict (rolled back too).
+    /// [`Error::MustRollBack`] after a write conflict (rolled back too). On
+    /// a durable engine, [`Error::Io`] when the log failed: the commit is not
+    /// applied, now or after recovery ([`Durability`](crate::Durability), "A
+    /// commit's outcome").
     #[inline]
     pub fn commit(self, opts: CommitOptions) -> Result<()> {
         self.0.commit(opts)

@@ -247,7 +247,7 @@ impl DescriptorCell {
         // with the load Relaxed (RELAXED_FLOOR_SOURCE) model `floor_source`
         // fails with "Causality violation". The second half alone is not
         // shown by loom (its acquire fences join more than C++'s: DESIGN.md,
-        // "What loom cannot check"); it falls with the first.
+        // "What loom cannot see"); it falls with the first.
         let p = self.ptr.load(ordering_or_mutant(
             Ordering::Acquire,
             m::RELAXED_FLOOR_SOURCE,

@@ -9,7 +9,7 @@
 //! session's retired descriptors are lent by `&mut` (`SessionRetired`). The
 //! `unsafe fn`s handed out are the reclaimer's (`RetireBatch::push`,
 //! `free_now`), public through `machinery::epoch` for storage built on the
-//! machinery, with their contracts under `# Safety`. `lockfree.rs`, `txn.rs`, `manager.rs` and the rest of the
+//! machinery, with their contracts under `# Safety`. `lockfree/`, `txn/`, `manager.rs` and the rest of the
 //! machinery hold no `unsafe`.
 
 pub(crate) mod descriptor;

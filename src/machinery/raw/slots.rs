@@ -9,7 +9,7 @@
 //! # Orderings
 //!
 //! The pins take part in store-fence-load handshakes with whoever advances a
-//! horizon; the fences live at the call sites in `lockfree.rs`, which name
+//! horizon; the fences live at the call sites in `lockfree/`, which name
 //! both sides. Here:
 //! * claiming a slot is an Acquire CAS on `in_use`, pairing with the Release
 //!   store in [`SlotTable::release`], so a new owner starts after the old

@@ -29,7 +29,7 @@
 //!   below a recently published stable timestamp) or *floor* (the last safe
 //!   point): from there they climb `newer` links to the newest version they
 //!   accept; `stop` tells them without a load of the next version when it
-//!   is already too new. In W1 that is two versions (head, finger) whatever
+//!   is already too new. In read-ts that is two versions (head, finger) whatever
 //!   the read timestamp's age. A point read does no read-modify-write.
 //! * Pruning climbs from the floor along `newer` links to the newest
 //!   version covered by the reclaim horizon (the safe point, invariant 3),

@@ -1,14 +1,16 @@
-//! W3 `ro-mix`: 90% read-only transactions shaped like TPC-C OrderStatus
-//! (three point reads and a ten-key range) and 10% read-write transactions
-//! shaped like NewOrder (read and update five keys, insert five new ones),
-//! run on the normal snapshot path (begin, read timestamp = stable) and on
-//! the read-only fast path at the stable watermark (`read_at_stable`: no
-//! descriptor, no validation).
+//! The `ro-mix` workload: 90% read-only transactions shaped like TPC-C
+//! OrderStatus (three point reads and a ten-key range) and 10% read-write
+//! transactions shaped like NewOrder (read and update five keys, insert five
+//! new ones), run on the normal snapshot path (begin, read timestamp = stable)
+//! and on the read-only fast path at the stable watermark (`read_at_stable`:
+//! no descriptor, no validation).
 //!
 //! The timekeeper keeps stable one tick (1 ms) behind the newest commit
 //! timestamp handed out, the watermark delay Mako reported.
 
-use crate::common::{key, load, new_hist, run_phases, Ctl, Pct, Rng, MEASURE, STOP};
+use crate::keys::{key, load, Rng};
+use crate::measure::{new_hist, Pct};
+use crate::phases::{run_phases, Ctl, MEASURE, STOP};
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use serde::Serialize;
@@ -76,9 +78,9 @@ fn worker<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
             // ten-key range of order lines.
             let mut t = s.begin(&ro_opts).expect("begin");
             if !p.fast_path {
-                // As W1's readers: a reader preempted between loading stable
-                // and setting it, long enough for oldest to pass it, takes
-                // the newer stable (the transaction stays usable).
+                // As the read-ts readers: a reader preempted between loading
+                // stable and setting it, long enough for oldest to pass it,
+                // takes the newer stable (the transaction stays usable).
                 loop {
                     let stable = ctl.stable.load(Ordering::Relaxed);
                     match t.set_read_timestamp(Timestamp::new(stable)) {

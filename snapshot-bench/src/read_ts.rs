@@ -1,11 +1,12 @@
-//! W1 `read-ts` (and the engine side of W4 `tail`): readers that set their
-//! read timestamp after begin while writers commit, with the timekeeper
+//! The `read-ts` workload (and the engine side of `tail`): readers that set
+//! their read timestamp after begin while writers commit, with the timekeeper
 //! moving stable and oldest every millisecond.
 
-use crate::common::{
-    key, load, new_hist, run_phases_sampled, timekeeper, Ctl, Meter, Rng, Sched, Timekeeping,
-    Worst, WorstList,
-};
+use crate::keys::{key, load, Rng};
+use crate::measure::{new_hist, Meter, Worst, WorstList};
+use crate::phases::{run_phases_sampled, Ctl};
+use crate::sched::Sched;
+use crate::timekeeper::{timekeeper, Timekeeping};
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use snapshot_engine::bench_api::thread_rmw_count;
@@ -13,7 +14,7 @@ use snapshot_engine::with_protocol::{Engine, Protocol};
 use snapshot_engine::{Durability, EngineConfig, Error, Stats, Timestamp, TxnOptions};
 use std::hint::black_box;
 
-/// The shape of one W1 run.
+/// The shape of one read-ts run.
 #[derive(Clone, Debug)]
 pub struct Params {
     pub keys: u64,
@@ -24,12 +25,12 @@ pub struct Params {
     pub seconds: f64,
     pub stable_lag: u64,
     pub oldest_lag: u64,
-    /// Keep the N slowest transactions (W4); 0 for none.
+    /// Keep the N slowest transactions (tail); 0 for none.
     pub worst: usize,
     pub round: usize,
 }
 
-/// What one W1 run measured.
+/// What one read-ts run measured.
 pub struct Out {
     pub seconds: f64,
     pub reader_txns: u64,
@@ -129,8 +130,8 @@ fn reader<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
             base_stats = s.stats();
             base_rmw = thread_rmw_count();
         }
-        // Reader loop (BENCHMARKS W1): begin; read ts = current stable; one
-        // zero-copy point read of a random key; roll back.
+        // Reader loop (BENCHMARKS.md, read-ts): begin; read ts = current
+        // stable; one zero-copy point read of a random key; roll back.
         let k = key(rng.below(p.keys));
         let mut t = s.begin(&opts).expect("begin");
         loop {
@@ -150,7 +151,7 @@ fn reader<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
         }
         let v = t
             .get_with(k, |v| v.map(|v| v[v.len() / 2]))
-            .expect("no prepared updates in W1");
+            .expect("no prepared updates in read-ts");
         black_box(v);
         t.rollback();
         if m.record("read") {
@@ -175,8 +176,8 @@ fn writer<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
             base_stats = s.stats();
             base_rmw = thread_rmw_count();
         }
-        // Writer loop (W1): begin; update one random key with a fresh value;
-        // commit at the next value of the shared counter.
+        // Writer loop (read-ts): begin; update one random key with a fresh
+        // value; commit at the next value of the shared counter.
         n += 1;
         let w = value.len().min(8);
         value[..w].copy_from_slice(&n.to_le_bytes()[..w]);
@@ -227,18 +228,18 @@ fn config(p: &Params) -> EngineConfig {
     }
 }
 
-/// One W1 run on a fresh engine.
+/// One read-ts run on a fresh engine.
 pub fn run<P: Protocol>(p: &Params, pb: &ProgressBar) -> Out {
     let e = Engine::<P>::with_machinery(config(p))
         .expect("the CLI bounds the threads (MAX_THREADS) well below EngineConfig::MAX_SESSIONS");
     run_on(&e, p, pb)
 }
 
-/// One W1 run on a fresh lock-free engine with its commit log on in
+/// One read-ts run on a fresh lock-free engine with its commit log on in
 /// `mode`, in a fresh directory (removed afterwards). The load is logged
 /// too, in 1,000-key commits.
 pub fn run_logged(mode: Durability, p: &Params, pb: &ProgressBar) -> Out {
-    crate::durable::on_logged_engine("w1", config(p), mode, |e| run_on(e, p, pb))
+    crate::durable_writes::on_logged_engine("read-ts", config(p), mode, |e| run_on(e, p, pb))
 }
 
 fn run_on<P: Protocol>(e: &Engine<P>, p: &Params, pb: &ProgressBar) -> Out {
