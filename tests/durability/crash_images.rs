@@ -10,19 +10,17 @@ use snapshot_engine::{
     TxnOptions,
 };
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
-const DIR: &str = "/db";
+use super::{opts, DIR};
+
 /// Power-cut images taken of each frozen instant.
 const SEEDS: u64 = 24;
 
 fn options(fs: &MemFs, durability: Durability) -> DurabilityOptions {
     DurabilityOptions {
-        fs: Arc::new(fs.clone()),
-        durability,
         segment_bytes: 4096,
-        ..DurabilityOptions::default()
+        ..opts(fs, durability)
     }
 }
 

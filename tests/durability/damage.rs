@@ -6,21 +6,18 @@
 //! at a frame boundary looks like a crash before those records were
 //! written.
 
-use super::{frame_boundaries, get, segments, DIR};
+use super::{frame_boundaries, get, opts, segments, DIR};
 use snapshot_engine::durable::{Fs, MemFs};
 use snapshot_engine::{
     CommitOptions, Durability, DurabilityOptions, Engine, EngineConfig, Error, TxnOptions,
 };
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 fn options(fs: &MemFs, truncate_corrupt: bool) -> DurabilityOptions {
     DurabilityOptions {
-        fs: Arc::new(fs.clone()),
-        durability: Durability::Sync,
         segment_bytes: 4096,
         truncate_corrupt,
-        ..DurabilityOptions::default()
+        ..opts(fs, Durability::Sync)
     }
 }
 
