@@ -3,9 +3,9 @@
 //! across machineries except for what the machinery adds.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use snapshot_engine::with_protocol::{Engine, LockFree, Protocol};
+use snapshot_engine::with_machinery::{Engine, LockFree, Machinery};
 #[cfg(feature = "baseline")]
-use snapshot_engine::with_protocol::{RwLockBaseline, RwLockBaselinePatched};
+use snapshot_engine::with_machinery::{RwLockBaseline, RwLockBaselinePatched};
 use snapshot_engine::{CommitOptions, EngineConfig, Timestamp, TimestampUpdate, TxnOptions};
 
 const KEYS: u64 = 100_000;
@@ -20,8 +20,8 @@ impl Rng {
     }
 }
 
-fn loaded<P: Protocol>() -> Engine<P> {
-    let e = Engine::<P>::with_machinery(EngineConfig::default()).unwrap();
+fn loaded<M: Machinery>() -> Engine<M> {
+    let e = Engine::<M>::with_machinery(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     let v = [7u8; 100];
     for chunk in 0..KEYS / 1000 {
@@ -41,14 +41,14 @@ fn loaded<P: Protocol>() -> Engine<P> {
     e
 }
 
-fn ops<P: Protocol>(c: &mut Criterion) {
-    let e = loaded::<P>();
+fn ops<M: Machinery>(c: &mut Criterion) {
+    let e = loaded::<M>();
     let mut s = e.session().unwrap();
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     {
         let mut g = c.benchmark_group("get");
         let mut t = s.begin(&TxnOptions::default()).unwrap();
-        g.bench_function(P::NAME, |b| {
+        g.bench_function(M::NAME, |b| {
             b.iter(|| {
                 let k = rng.below(KEYS).to_be_bytes();
                 t.get_with(k, |v| v.map(|v| v[0])).unwrap()
@@ -59,7 +59,7 @@ fn ops<P: Protocol>(c: &mut Criterion) {
     let mut g = c.benchmark_group("put_commit");
     let v = [9u8; 100];
     let mut ts = 1u64;
-    g.bench_function(P::NAME, |b| {
+    g.bench_function(M::NAME, |b| {
         b.iter(|| {
             ts += 1;
             let k = rng.below(KEYS).to_be_bytes();

@@ -9,15 +9,15 @@
 //! thread running beside it (the membarrier interrupts it).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use snapshot_engine::with_protocol::{Engine, LockFree, Protocol};
+use snapshot_engine::with_machinery::{Engine, LockFree, Machinery};
 #[cfg(feature = "baseline")]
-use snapshot_engine::with_protocol::{RwLockBaseline, RwLockBaselinePatched};
+use snapshot_engine::with_machinery::{RwLockBaseline, RwLockBaselinePatched};
 use snapshot_engine::{CommitOptions, EngineConfig, Timestamp, TimestampUpdate, TxnOptions};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-fn setup<P: Protocol>(asymmetric_fences: bool) -> Engine<P> {
-    let e = Engine::<P>::with_machinery(EngineConfig {
+fn setup<M: Machinery>(asymmetric_fences: bool) -> Engine<M> {
+    let e = Engine::<M>::with_machinery(EngineConfig {
         asymmetric_fences,
         ..EngineConfig::default()
     })
@@ -39,17 +39,17 @@ fn setup<P: Protocol>(asymmetric_fences: bool) -> Engine<P> {
 
 /// The engine's name in the bench ids: `lock-free-asymmetric` for the
 /// lock-free engine with the asymmetric fence switched on.
-fn name<P: Protocol>(asymmetric_fences: bool) -> String {
+fn name<M: Machinery>(asymmetric_fences: bool) -> String {
     if asymmetric_fences {
-        format!("{}-asymmetric", P::NAME)
+        format!("{}-asymmetric", M::NAME)
     } else {
-        P::NAME.to_string()
+        M::NAME.to_string()
     }
 }
 
-fn read_ts<P: Protocol>(c: &mut Criterion, asym: bool) {
+fn read_ts<M: Machinery>(c: &mut Criterion, asym: bool) {
     let mut g = c.benchmark_group("read_ts");
-    let e = setup::<P>(asym);
+    let e = setup::<M>(asym);
     let mut r = e.session().unwrap();
     let mut w = e.session().unwrap();
     let opts = TxnOptions::default();
@@ -57,7 +57,7 @@ fn read_ts<P: Protocol>(c: &mut Criterion, asym: bool) {
     // session's cached snapshot is still current. (The snapshot is taken
     // with the read timestamp, not at begin.)
     g.bench_function(
-        BenchmarkId::new(name::<P>(asym), "no-commit-between"),
+        BenchmarkId::new(name::<M>(asym), "no-commit-between"),
         |b| {
             b.iter(|| {
                 let mut t = r.begin(&opts).unwrap();
@@ -70,7 +70,7 @@ fn read_ts<P: Protocol>(c: &mut Criterion, asym: bool) {
     // only begin and set_read_timestamp + rollback are timed (two clock
     // reads per segment, the same for every engine), not the commit.
     let mut ts = 10u64;
-    g.bench_function(BenchmarkId::new(name::<P>(asym), "commit-between"), |b| {
+    g.bench_function(BenchmarkId::new(name::<M>(asym), "commit-between"), |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
@@ -94,9 +94,9 @@ fn read_ts<P: Protocol>(c: &mut Criterion, asym: bool) {
 
 /// Snapshot acquisition (begin + get + rollback of a read-only transaction)
 /// while a second thread commits as fast as it can.
-fn snapshot<P: Protocol>(c: &mut Criterion, asym: bool) {
+fn snapshot<M: Machinery>(c: &mut Criterion, asym: bool) {
     let mut g = c.benchmark_group("snapshot");
-    let e = setup::<P>(asym);
+    let e = setup::<M>(asym);
     let stop = AtomicBool::new(false);
     let commits = AtomicU64::new(0);
     std::thread::scope(|sc| {
@@ -122,7 +122,7 @@ fn snapshot<P: Protocol>(c: &mut Criterion, asym: bool) {
             commits.store(n, Ordering::Relaxed);
         });
         let mut r = e.session().unwrap();
-        g.bench_function(name::<P>(asym), |b| {
+        g.bench_function(name::<M>(asym), |b| {
             b.iter(|| {
                 let mut t = r.begin(&TxnOptions::default()).unwrap();
                 t.get_with(b"k", |v| v.map(|v| v[0])).unwrap();

@@ -11,13 +11,13 @@
 //!
 //! Invariant numbers refer to DESIGN.md.
 
+mod all_durable_report;
 mod announce_stable;
 mod api;
 mod chains;
 mod common;
 mod descriptors;
 mod dropped_prepared;
-mod durable_report;
 #[cfg(crossbeam_loom)]
 mod epoch;
 mod finger;

@@ -60,8 +60,8 @@ while [ $# -gt 0 ]; do
 done
 if [ ${#files[@]} -eq 0 ]; then
     files=(src/machinery/lockfree/*.rs src/machinery/raw/descriptor.rs
-        src/machinery/raw/slots.rs src/machinery/raw/reclaim.rs src/machinery/raw/durable.rs
-        src/machinery/version.rs src/machinery/txn/*.rs src/machinery/protocol.rs
+        src/machinery/raw/slots.rs src/machinery/raw/reclaim.rs src/machinery/raw/all_durable.rs
+        src/machinery/version.rs src/machinery/txn/*.rs src/machinery/rules.rs
         src/store/raw/chain.rs
         src/store/raw/hashindex.rs src/store/raw/index.rs src/kv/txn.rs src/sync/mod.rs src/sync/fences.rs)
 fi
@@ -118,7 +118,7 @@ export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 loom_cmd=(cargo test --release --no-default-features --lib)
 # Fast models first: most mutants die in the first few.
 order=(slots:: hash_index:: descriptors:: pin_horizon:: read_ts_oldest:: read_ts_refresh::
-    prepared:: durable_report:: dropped_prepared:: announce_stable::
+    prepared:: all_durable_report:: dropped_prepared:: announce_stable::
     stable_view:: rollback:: floor_source:: lazy_snapshot::
     finger:: prepare_stable:: chains:: stable::)
 order=("${order[@]/#/loom_tests::}")

@@ -87,7 +87,7 @@
 #[doc(hidden)]
 pub mod bench_api;
 mod config;
-pub mod durable;
+pub mod durability;
 mod error;
 mod kv;
 pub mod machinery;
@@ -102,7 +102,7 @@ pub use config::{
     CommitOptions, EngineConfig, Isolation, PrepareConflicts, TimestampKind, TimestampUpdate,
     TxnOptions,
 };
-pub use durable::{CommitHandle, Durability, DurabilityOptions, RecoveryReport};
+pub use durability::{CommitHandle, Durability, DurabilityOptions, RecoveryReport};
 pub use error::{Error, Result, TimestampRole};
 pub use kv::plain::{CommitError, Cursor, Engine, OwnedSession, Session, Txn};
 pub use kv::{KeyRange, RollbackReport, Savepoint};
@@ -115,11 +115,11 @@ pub use ts::{Generation, Timestamp, TxnId};
 /// feature `baseline` the read-write-lock baselines, for the workload
 /// driver and the tests that run them through the same code. Not part of
 /// the API: [`Engine`], [`Session`], [`Txn`] and the rest are these on
-/// [`LockFree`](with_protocol::LockFree), and no user names them here.
+/// [`LockFree`](with_machinery::LockFree), and no user names them here.
 #[doc(hidden)]
-pub mod with_protocol {
+pub mod with_machinery {
     pub use crate::kv::{CommitError, Cursor, Engine, OwnedSession, Session, Txn};
-    pub use crate::machinery::with_protocol::*;
+    pub use crate::machinery::with_machinery::*;
 }
 
 // The loom switch: `loom_tests/` as unit tests (internals stay private), only under `--cfg loom`.

@@ -88,7 +88,7 @@ impl fmt::Debug for TxnId {
 }
 
 /// The generation of a snapshot descriptor: bumped by every exit from the
-/// running set (commit, abort, prepare of a transaction that has an id).
+/// running set (commit, rollback, prepare of a transaction that has an id).
 #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Debug)]
 pub struct Generation(pub(crate) u64);
 

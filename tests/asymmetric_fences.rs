@@ -12,7 +12,7 @@
 //! runs its timestamped race on both pairs too. Bounded by operation counts.
 
 #[cfg(feature = "baseline")]
-use snapshot_engine::with_protocol::{self, RwLockBaseline};
+use snapshot_engine::with_machinery::{self, RwLockBaseline};
 use snapshot_engine::{
     CommitOptions, Engine, EngineConfig, Timestamp, TimestampUpdate, TxnOptions,
 };
@@ -57,7 +57,7 @@ fn an_engine_reports_the_fence_pair_it_was_built_with() {
     // The lock baselines have no handshake and report none.
     #[cfg(feature = "baseline")]
     {
-        let lock = with_protocol::Engine::<RwLockBaseline>::with_machinery(EngineConfig {
+        let lock = with_machinery::Engine::<RwLockBaseline>::with_machinery(EngineConfig {
             asymmetric_fences: true,
             ..EngineConfig::default()
         })

@@ -3,7 +3,7 @@
 //! read-only fast path at stable, read-committed excluded), sees the same
 //! total. Checks consistent cut and no torn commits under real threads.
 
-use snapshot_engine::with_protocol::{Engine, Protocol, Txn};
+use snapshot_engine::with_machinery::{Engine, Machinery, Txn};
 use snapshot_engine::*;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -38,7 +38,7 @@ enum ReadPath {
     ScanAtStable,
 }
 
-fn total<P: Protocol>(t: &mut Txn<'_, '_, P>, path: ReadPath) -> Result<i64> {
+fn total<M: Machinery>(t: &mut Txn<'_, '_, M>, path: ReadPath) -> Result<i64> {
     match path {
         ReadPath::ScanAtStable => {
             let mut sum = 0;
@@ -61,7 +61,7 @@ fn total<P: Protocol>(t: &mut Txn<'_, '_, P>, path: ReadPath) -> Result<i64> {
     }
 }
 
-fn run_bank<P: Protocol>(engine: &Engine<P>) {
+fn run_bank<M: Machinery>(engine: &Engine<M>) {
     {
         let mut s = engine.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();

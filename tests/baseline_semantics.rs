@@ -5,56 +5,56 @@
 //! (the baselines with feature `baseline`, which the workspace's `cargo
 //! test` turns on through the driver).
 
-use snapshot_engine::with_protocol::{Engine, LockFree, Protocol, Session};
+use snapshot_engine::with_machinery::{Engine, LockFree, Machinery, Session};
 #[cfg(feature = "baseline")]
-use snapshot_engine::with_protocol::{RwLockBaseline, RwLockBaselinePatched};
+use snapshot_engine::with_machinery::{RwLockBaseline, RwLockBaselinePatched};
 use snapshot_engine::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-fn engine<P: Protocol>() -> Engine<P> {
-    Engine::<P>::with_machinery(EngineConfig::default()).unwrap()
+fn engine<M: Machinery>() -> Engine<M> {
+    Engine::<M>::with_machinery(EngineConfig::default()).unwrap()
 }
 
-fn put_commit<P: Protocol>(s: &mut Session<'_, P>, k: &[u8], v: &[u8], ts: u64) {
+fn put_commit<M: Machinery>(s: &mut Session<'_, M>, k: &[u8], v: &[u8], ts: u64) {
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.put(k, v).unwrap();
     t.commit(CommitOptions::at(ts)).unwrap();
 }
 
-fn read_at<P: Protocol>(s: &mut Session<'_, P>, k: &[u8], ts: u64) -> Option<Vec<u8>> {
+fn read_at<M: Machinery>(s: &mut Session<'_, M>, k: &[u8], ts: u64) -> Option<Vec<u8>> {
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.set_read_timestamp(Timestamp::new(ts)).unwrap();
     t.get(k).unwrap()
 }
 
-fn visibility_by_timestamp<P: Protocol>() {
-    let e = engine::<P>();
+fn visibility_by_timestamp<M: Machinery>() {
+    let e = engine::<M>();
     let mut s = e.session().unwrap();
     put_commit(&mut s, b"k", b"v10", 10);
     put_commit(&mut s, b"k", b"v20", 20);
-    assert_eq!(read_at(&mut s, b"k", 5), None, "{}", P::NAME);
+    assert_eq!(read_at(&mut s, b"k", 5), None, "{}", M::NAME);
     assert_eq!(
         read_at(&mut s, b"k", 10),
         Some(b"v10".to_vec()),
         "{}",
-        P::NAME
+        M::NAME
     );
     assert_eq!(
         read_at(&mut s, b"k", 19),
         Some(b"v10".to_vec()),
         "{}",
-        P::NAME
+        M::NAME
     );
     assert_eq!(
         read_at(&mut s, b"k", 25),
         Some(b"v20".to_vec()),
         "{}",
-        P::NAME
+        M::NAME
     );
 }
 
-fn read_ts_after_begin_sees_a_commit_in_between<P: Protocol>() {
-    let e = engine::<P>();
+fn read_ts_after_begin_sees_a_commit_in_between<M: Machinery>() {
+    let e = engine::<M>();
     let mut r = e.session().unwrap();
     let mut w = e.session().unwrap();
     put_commit(&mut w, b"k", b"old", 10);
@@ -62,17 +62,17 @@ fn read_ts_after_begin_sees_a_commit_in_between<P: Protocol>() {
     // A writer commits after the reader began, before it sets its read ts.
     put_commit(&mut w, b"k", b"new", 20);
     t.set_read_timestamp(Timestamp::new(30)).unwrap();
-    assert_eq!(t.get(b"k").unwrap(), Some(b"new".to_vec()), "{}", P::NAME);
+    assert_eq!(t.get(b"k").unwrap(), Some(b"new".to_vec()), "{}", M::NAME);
     t.rollback();
     // Without a read timestamp the snapshot is taken at the first read
     // (every machinery alike): a commit between begin and that
     // read is seen ...
     let mut t = r.begin(&TxnOptions::default()).unwrap();
     put_commit(&mut w, b"k", b"newer", 40);
-    assert_eq!(t.get(b"k").unwrap(), Some(b"newer".to_vec()), "{}", P::NAME);
+    assert_eq!(t.get(b"k").unwrap(), Some(b"newer".to_vec()), "{}", M::NAME);
     // ... and one after it is not.
     put_commit(&mut w, b"k", b"newest", 50);
-    assert_eq!(t.get(b"k").unwrap(), Some(b"newer".to_vec()), "{}", P::NAME);
+    assert_eq!(t.get(b"k").unwrap(), Some(b"newer".to_vec()), "{}", M::NAME);
     t.rollback();
     // `take_snapshot` fixes it at once.
     let mut t = r.begin(&TxnOptions::default()).unwrap();
@@ -82,12 +82,12 @@ fn read_ts_after_begin_sees_a_commit_in_between<P: Protocol>() {
         t.get(b"k").unwrap(),
         Some(b"newest".to_vec()),
         "{}",
-        P::NAME
+        M::NAME
     );
 }
 
-fn first_updater_wins<P: Protocol>() {
-    let e = engine::<P>();
+fn first_updater_wins<M: Machinery>() {
+    let e = engine::<M>();
     let mut a = e.session().unwrap();
     let mut b = e.session().unwrap();
     put_commit(&mut a, b"k", b"0", 5);
@@ -97,7 +97,7 @@ fn first_updater_wins<P: Protocol>() {
     assert!(
         matches!(tb.put(b"k", b"b"), Err(Error::WriteConflict { .. })),
         "{}",
-        P::NAME
+        M::NAME
     );
     assert_eq!(
         tb.try_commit(CommitOptions::default()).map_err(|e| {
@@ -116,12 +116,12 @@ fn first_updater_wins<P: Protocol>() {
     assert!(
         matches!(tb.put(b"k", b"b"), Err(Error::WriteConflict { .. })),
         "{}",
-        P::NAME
+        M::NAME
     );
 }
 
-fn rollback_is_invisible<P: Protocol>() {
-    let e = engine::<P>();
+fn rollback_is_invisible<M: Machinery>() {
+    let e = engine::<M>();
     let mut a = e.session().unwrap();
     let mut b = e.session().unwrap();
     put_commit(&mut a, b"k", b"kept", 5);
@@ -135,16 +135,16 @@ fn rollback_is_invisible<P: Protocol>() {
         read_at(&mut b, b"k", 100),
         Some(b"kept".to_vec()),
         "{}",
-        P::NAME
+        M::NAME
     );
-    assert_eq!(read_at(&mut b, b"x", 100), None, "{}", P::NAME);
+    assert_eq!(read_at(&mut b, b"x", 100), None, "{}", M::NAME);
     // The key is writable again.
     put_commit(&mut b, b"k", b"after", 50);
     assert_eq!(read_at(&mut a, b"k", 100), Some(b"after".to_vec()));
 }
 
-fn read_ts_below_oldest_is_refused_or_rounded<P: Protocol>() {
-    let e = engine::<P>();
+fn read_ts_below_oldest_is_refused_or_rounded<M: Machinery>() {
+    let e = engine::<M>();
     let mut s = e.session().unwrap();
     e.set_timestamps(TimestampUpdate {
         oldest: Some(Timestamp::new(50)),
@@ -160,7 +160,7 @@ fn read_ts_below_oldest_is_refused_or_rounded<P: Protocol>() {
             oldest: Timestamp::new(50)
         }),
         "{}",
-        P::NAME
+        M::NAME
     );
     drop(t);
     let opts = TxnOptions {
@@ -189,8 +189,8 @@ fn read_ts_below_oldest_is_refused_or_rounded<P: Protocol>() {
 
 /// Transfers between two keys keep their sum; concurrent readers at the
 /// latest snapshot must always see the sum intact.
-fn concurrent_transfers_keep_the_sum<P: Protocol>() {
-    let e = engine::<P>();
+fn concurrent_transfers_keep_the_sum<M: Machinery>() {
+    let e = engine::<M>();
     {
         let mut s = e.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
@@ -235,7 +235,7 @@ fn concurrent_transfers_keep_the_sum<P: Protocol>() {
                 while !stop.load(Ordering::Relaxed) || reads < 100 {
                     let mut t = s.begin(&TxnOptions::default()).unwrap();
                     let sum = val(t.get(b"a").unwrap()) + val(t.get(b"b").unwrap());
-                    assert_eq!(sum, 200, "{}", P::NAME);
+                    assert_eq!(sum, 200, "{}", M::NAME);
                     reads += 1;
                 }
             });
@@ -243,13 +243,13 @@ fn concurrent_transfers_keep_the_sum<P: Protocol>() {
     });
 }
 
-fn all<P: Protocol>() {
-    visibility_by_timestamp::<P>();
-    read_ts_after_begin_sees_a_commit_in_between::<P>();
-    first_updater_wins::<P>();
-    rollback_is_invisible::<P>();
-    read_ts_below_oldest_is_refused_or_rounded::<P>();
-    concurrent_transfers_keep_the_sum::<P>();
+fn all<M: Machinery>() {
+    visibility_by_timestamp::<M>();
+    read_ts_after_begin_sees_a_commit_in_between::<M>();
+    first_updater_wins::<M>();
+    rollback_is_invisible::<M>();
+    read_ts_below_oldest_is_refused_or_rounded::<M>();
+    concurrent_transfers_keep_the_sum::<M>();
 }
 
 #[test]
@@ -275,8 +275,8 @@ fn rwlock_two_acquisition_semantics() {
 /// (`take_snapshot`); otherwise the snapshot is taken with
 /// the read timestamp.
 #[cfg(feature = "baseline")]
-fn reader_lock_calls<P: Protocol>(snapshot_first: bool) -> (u64, u64) {
-    let e = engine::<P>();
+fn reader_lock_calls<M: Machinery>(snapshot_first: bool) -> (u64, u64) {
+    let e = engine::<M>();
     let mut r = e.session().unwrap();
     let mut w = e.session().unwrap();
     put_commit(&mut w, b"k", b"v", 10);

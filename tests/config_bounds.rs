@@ -4,15 +4,15 @@
 //! (a `max_sessions` of 2^40 once tried to allocate 8 TiB).
 
 use snapshot_engine::machinery::TxnManager;
-use snapshot_engine::with_protocol;
+use snapshot_engine::with_machinery;
 
 /// The machinery the generic constructors are checked on: a read-write-lock
 /// baseline where it is built (feature `baseline`, on in the workspace's
 /// `cargo test`), else the lock-free one through its generic path.
 #[cfg(feature = "baseline")]
-type Other = with_protocol::RwLockBaseline;
+type Other = with_machinery::RwLockBaseline;
 #[cfg(not(feature = "baseline"))]
-type Other = with_protocol::LockFree;
+type Other = with_machinery::LockFree;
 use snapshot_engine::{Engine, EngineConfig, Error};
 
 fn out_of_range(field: &'static str, value: usize, min: usize, max: usize) -> Error {
@@ -74,11 +74,11 @@ fn every_field_out_of_bounds_is_refused_with_its_bounds() {
         assert_eq!(want.to_string(), text);
         assert_eq!(Engine::new(config.clone()).err(), Some(want.clone()));
         assert_eq!(
-            with_protocol::Engine::<Other>::with_machinery(config.clone()).err(),
+            with_machinery::Engine::<Other>::with_machinery(config.clone()).err(),
             Some(want.clone())
         );
         assert_eq!(
-            with_protocol::TxnManager::<Other>::with_config(&config).err(),
+            with_machinery::TxnManager::<Other>::with_config(&config).err(),
             Some(want)
         );
     }
@@ -133,7 +133,7 @@ fn the_machinery_constructors_refuse_a_bad_table_size() {
     assert_eq!(TxnManager::new(0).err(), Some(want(0)));
     assert_eq!(TxnManager::new(1 << 40).err(), Some(want(1 << 40)));
     assert_eq!(
-        with_protocol::TxnManager::<Other>::with_machinery(0).err(),
+        with_machinery::TxnManager::<Other>::with_machinery(0).err(),
         Some(want(0))
     );
     assert_eq!(TxnManager::new(4).unwrap().max_sessions(), 4);

@@ -4,7 +4,7 @@
 //! group commit shares syncs without acknowledging early, checkpoints taken
 //! under concurrent writers recover to the writers' state.
 
-use snapshot_engine::durable::{FaultOp, Fs, MemFs};
+use snapshot_engine::durability::{FaultOp, Fs, MemFs};
 use snapshot_engine::{
     CommitOptions, Durability, DurabilityOptions, Engine, EngineConfig, Error, Timestamp,
     TimestampKind, TimestampUpdate, TxnOptions,

@@ -59,9 +59,9 @@ fn the_store_and_the_kv_api_use_only_the_public_machinery_api() {
         "machinery::manager",
         "machinery::txn",
         "machinery::loom_support",
-        "ProtocolImpl",
+        "MachineryImpl",
         "PreparedTable",
-        ".proto",
+        ".machinery",
     ];
     let mut n = 0;
     for sub in ["store", "kv"] {

@@ -7,7 +7,7 @@
 //! closed, stable and oldest can advance past everything the row did, and a
 //! fresh transaction writes, commits and reads back.
 
-use snapshot_engine::with_protocol::{Engine, LockFree, Protocol, Session, Txn};
+use snapshot_engine::with_machinery::{Engine, LockFree, Machinery, Session, Txn};
 use snapshot_engine::*;
 mod support;
 use support::*;
@@ -46,7 +46,7 @@ fn val(v: &[u8]) -> Out {
 }
 
 /// Writes `k = v1`, `j = j1` in `t` and prepares at `p`.
-fn write_and_prepare<P: Protocol>(t: &mut Txn<'_, '_, P>, p: u64) -> Timestamp {
+fn write_and_prepare<M: Machinery>(t: &mut Txn<'_, '_, M>, p: u64) -> Timestamp {
     t.put(b"j", b"j1").unwrap();
     t.put(b"k", b"v1").unwrap();
     t.prepare(ts(p)).unwrap()
@@ -54,7 +54,7 @@ fn write_and_prepare<P: Protocol>(t: &mut Txn<'_, '_, P>, p: u64) -> Timestamp {
 
 /// Writes `k = v1` in a fresh transaction begun with `begin` and prepares
 /// at `p`, leaving the transaction to roll back when it is dropped.
-fn write_k_and_prepare<P: Protocol>(e: &Engine<P>, begin: &TxnOptions, p: u64) -> Result<Out> {
+fn write_k_and_prepare<M: Machinery>(e: &Engine<M>, begin: &TxnOptions, p: u64) -> Result<Out> {
     let mut s = e.session().unwrap();
     let mut t = s.begin(begin).unwrap();
     t.put(b"k", b"v1").unwrap();
@@ -64,11 +64,11 @@ fn write_k_and_prepare<P: Protocol>(e: &Engine<P>, begin: &TxnOptions, p: u64) -
 /// Prepares `j = j1`, `k = v1` at 25 in a new session (and announces
 /// durable timestamp `durable`, if given), runs `f` while the transaction is
 /// unresolved, then resolves it with `resolve`.
-fn while_unresolved<P: Protocol>(
-    e: &Engine<P>,
+fn while_unresolved<M: Machinery>(
+    e: &Engine<M>,
     durable: Option<u64>,
-    f: fn(&Engine<P>) -> Result<Out>,
-    resolve: fn(Txn<'_, '_, P>) -> Result<()>,
+    f: fn(&Engine<M>) -> Result<Out>,
+    resolve: fn(Txn<'_, '_, M>) -> Result<()>,
 ) -> Result<Out> {
     let mut s = e.session().unwrap();
     let mut t = s.begin(&TxnOptions::default()).unwrap();
@@ -82,7 +82,7 @@ fn while_unresolved<P: Protocol>(
 }
 
 /// Reads `key` in a fresh transaction with `opts`.
-fn read<P: Protocol>(e: &Engine<P>, opts: &TxnOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
+fn read<M: Machinery>(e: &Engine<M>, opts: &TxnOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
     let mut s = e.session().unwrap();
     let mut t = s.begin(opts)?;
     t.get(key)
@@ -93,8 +93,8 @@ fn prepare_timestamp_rules() {
     on_every_machinery!(prepare_timestamp_rules_on);
 }
 
-fn prepare_timestamp_rules_on<P: Protocol>() {
-    run::<P>(vec![
+fn prepare_timestamp_rules_on<M: Machinery>() {
+    run::<M>(vec![
         row(
             "prepare is allowed once",
             "prepared at 25",
@@ -389,12 +389,12 @@ fn after_prepare_only_commit_or_rollback() {
     on_every_machinery!(after_prepare_only_commit_or_rollback_on);
 }
 
-fn after_prepare_only_commit_or_rollback_on<P: Protocol>() {
+fn after_prepare_only_commit_or_rollback_on<M: Machinery>() {
     // Each call is refused with TransactionPrepared, and the transaction
     // still commits afterwards; the commit is then visible at 25.
-    fn refused<P: Protocol>(
-        e: &Engine<P>,
-        op: fn(&mut Txn<'_, '_, P>) -> Result<Out>,
+    fn refused<M: Machinery>(
+        e: &Engine<M>,
+        op: fn(&mut Txn<'_, '_, M>) -> Result<Out>,
     ) -> Result<Out> {
         let mut s = e.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
@@ -406,7 +406,7 @@ fn after_prepare_only_commit_or_rollback_on<P: Protocol>() {
         r
     }
     let p = Err(Error::TransactionPrepared);
-    run::<P>(vec![
+    run::<M>(vec![
         row(
             "get",
             "prepared at 25",
@@ -504,8 +504,8 @@ fn prepared_commit_timestamp_rules() {
     on_every_machinery!(prepared_commit_timestamp_rules_on);
 }
 
-fn prepared_commit_timestamp_rules_on<P: Protocol>() {
-    run::<P>(vec![
+fn prepared_commit_timestamp_rules_on<M: Machinery>() {
+    run::<M>(vec![
         row(
             "a prepared commit needs a commit timestamp",
             "prepared at 25",
@@ -899,12 +899,12 @@ fn readers_meeting_prepared_updates() {
     on_every_machinery!(readers_meeting_prepared_updates_on);
 }
 
-fn readers_meeting_prepared_updates_on<P: Protocol>() {
+fn readers_meeting_prepared_updates_on<M: Machinery>() {
     // Writer prepares k = v1, j = j1 at 25 and stays prepared while `check`
     // runs; then rolls back.
-    fn while_prepared<P: Protocol>(
-        e: &Engine<P>,
-        check: fn(&Engine<P>) -> Result<Out>,
+    fn while_prepared<M: Machinery>(
+        e: &Engine<M>,
+        check: fn(&Engine<M>) -> Result<Out>,
     ) -> Result<Out> {
         while_unresolved(e, None, check, |t| {
             t.rollback();
@@ -912,7 +912,7 @@ fn readers_meeting_prepared_updates_on<P: Protocol>() {
         })
     }
     let conflict_k = Err(Error::PrepareConflict { key: k() });
-    run::<P>(vec![
+    run::<M>(vec![
         row(
             "a reader above the prepare timestamp gets PrepareConflict",
             "prepared at 25, reader at 30",
@@ -1161,9 +1161,9 @@ fn readers_meeting_prepared_updates_on<P: Protocol>() {
 
 /// Prepares `j = j1`, `k = v1` at 25, resolves the transaction with
 /// `resolve`, then reads every key in a new session at `read`.
-fn resolve_then_read_all<P: Protocol>(
-    e: &Engine<P>,
-    resolve: fn(Txn<'_, '_, P>) -> Result<()>,
+fn resolve_then_read_all<M: Machinery>(
+    e: &Engine<M>,
+    resolve: fn(Txn<'_, '_, M>) -> Result<()>,
     read: u64,
 ) -> Result<Out> {
     {
@@ -1182,8 +1182,8 @@ fn resolution_is_atomic_for_readers_at_or_above_the_commit_timestamp() {
     on_every_machinery!(resolution_is_atomic_for_readers_at_or_above_the_commit_timestamp_on);
 }
 
-fn resolution_is_atomic_for_readers_at_or_above_the_commit_timestamp_on<P: Protocol>() {
-    run::<P>(vec![
+fn resolution_is_atomic_for_readers_at_or_above_the_commit_timestamp_on<M: Machinery>() {
+    run::<M>(vec![
         row(
             "commit: both keys new at the commit timestamp",
             "prepared at 25, committed at 27",
@@ -1231,9 +1231,9 @@ fn concurrent_readers_never_see_half_a_resolved_prepared_transaction() {
     on_every_machinery!(concurrent_readers_never_see_half_a_resolved_prepared_transaction_on);
 }
 
-fn concurrent_readers_never_see_half_a_resolved_prepared_transaction_on<P: Protocol>() {
+fn concurrent_readers_never_see_half_a_resolved_prepared_transaction_on<M: Machinery>() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let e = Engine::<P>::with_machinery(EngineConfig::default()).unwrap();
+    let e = Engine::<M>::with_machinery(EngineConfig::default()).unwrap();
     {
         let mut s = e.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
@@ -1285,7 +1285,7 @@ fn concurrent_readers_never_see_half_a_resolved_prepared_transaction_on<P: Proto
     assert_usable_plain(&e);
 }
 
-fn assert_usable_plain<P: Protocol>(e: &Engine<P>) {
+fn assert_usable_plain<M: Machinery>(e: &Engine<M>) {
     let mut s = e.session().unwrap();
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     let a = t.get(b"a").unwrap();
@@ -1297,13 +1297,13 @@ fn all_durable_accounts_for_unfinished_commits() {
     on_every_machinery!(all_durable_accounts_for_unfinished_commits_on);
 }
 
-fn all_durable_accounts_for_unfinished_commits_on<P: Protocol>() {
-    run::<P>(vec![
+fn all_durable_accounts_for_unfinished_commits_on<M: Machinery>() {
+    run::<M>(vec![
         row(
             "no global durable timestamp and no commit: none",
             "fresh engine",
             |_| {
-                let e = Engine::<P>::with_machinery(EngineConfig::default()).unwrap();
+                let e = Engine::<M>::with_machinery(EngineConfig::default()).unwrap();
                 Ok(Out::Stamp(e.query_timestamp(TimestampKind::AllDurable)))
             },
             Ok(Out::Stamp(None)),
@@ -1457,16 +1457,16 @@ fn stable_may_not_pass_an_unresolved_prepared_durable_timestamp() {
     on_every_machinery!(stable_may_not_pass_an_unresolved_prepared_durable_timestamp_on);
 }
 
-fn stable_may_not_pass_an_unresolved_prepared_durable_timestamp_on<P: Protocol>() {
+fn stable_may_not_pass_an_unresolved_prepared_durable_timestamp_on<M: Machinery>() {
     // Prepared at 25 with durable 40 announced; `f` runs while it is
     // unresolved; then the transaction commits.
-    fn while_announced<P: Protocol>(
-        e: &Engine<P>,
-        f: fn(&Engine<P>) -> Result<Out>,
+    fn while_announced<M: Machinery>(
+        e: &Engine<M>,
+        f: fn(&Engine<M>) -> Result<Out>,
     ) -> Result<Out> {
         while_unresolved(e, Some(40), f, |t| t.commit(CommitOptions::at(26)))
     }
-    run::<P>(vec![
+    run::<M>(vec![
         row(
             "stable at the announced durable timestamp is refused",
             "prepared at 25, durable 40 announced",
@@ -1575,16 +1575,16 @@ fn prepare_is_an_exit_from_the_running_set() {
     prepare_is_an_exit_from_the_running_set_on::<LockFree>();
 }
 
-fn prepare_is_an_exit_from_the_running_set_on<P: Protocol>() {
+fn prepare_is_an_exit_from_the_running_set_on<M: Machinery>() {
     /// A transaction on `rs` that takes its snapshot (lazily taken at the
     /// first read otherwise) and ends.
-    fn warm<P: Protocol>(rs: &mut Session<'_, P>) {
+    fn warm<M: Machinery>(rs: &mut Session<'_, M>) {
         rs.begin(&TxnOptions::default())
             .unwrap()
             .take_snapshot()
             .unwrap();
     }
-    fn deltas<P: Protocol>(e: &Engine<P>, f: impl FnOnce()) -> Out {
+    fn deltas<M: Machinery>(e: &Engine<M>, f: impl FnOnce()) -> Out {
         let a = e.stats();
         f();
         let b = e.stats();
@@ -1594,7 +1594,7 @@ fn prepare_is_an_exit_from_the_running_set_on<P: Protocol>() {
             b.snapshot_rebuilt - a.snapshot_rebuilt,
         )
     }
-    run::<P>(vec![
+    run::<M>(vec![
         row(
             "prepare of a writer installs a new descriptor",
             "writer with an id",

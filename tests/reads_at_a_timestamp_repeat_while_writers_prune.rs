@@ -14,7 +14,7 @@
 //! tests and the fuzz replay's op lists.) Bounded by operation counts,
 //! not time.
 
-use snapshot_engine::with_protocol::{Engine, LockFree, Protocol, Session};
+use snapshot_engine::with_machinery::{Engine, LockFree, Machinery, Session};
 use snapshot_engine::*;
 mod support;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,7 +50,7 @@ fn reads_at_stable_repeat_on_the_asymmetric_fences() {
 }
 
 /// Reads every key at `r`; `None` if `r` fell below oldest meanwhile.
-fn read_all<P: Protocol>(s: &mut Session<'_, P>, r: u64) -> Option<Vec<u64>> {
+fn read_all<M: Machinery>(s: &mut Session<'_, M>, r: u64) -> Option<Vec<u64>> {
     let mut t = match s.begin(&read_at(r)) {
         Ok(t) => t,
         Err(Error::ReadTimestampTooOld { .. }) => return None,
@@ -66,12 +66,12 @@ fn read_all<P: Protocol>(s: &mut Session<'_, P>, r: u64) -> Option<Vec<u64>> {
     Some(once)
 }
 
-fn repeat_on<P: Protocol>() {
-    repeat_with::<P>(false);
+fn repeat_on<M: Machinery>() {
+    repeat_with::<M>(false);
 }
 
-fn repeat_with<P: Protocol>(asymmetric_fences: bool) {
-    let e = Engine::<P>::with_machinery(EngineConfig {
+fn repeat_with<M: Machinery>(asymmetric_fences: bool) {
+    let e = Engine::<M>::with_machinery(EngineConfig {
         max_sessions: 8,
         horizon_refresh_commits: 8,
         asymmetric_fences,

@@ -7,7 +7,7 @@
 //! model check compares the engine with a list of commits filtered the
 //! same way.
 
-use snapshot_engine::durable::MemFs;
+use snapshot_engine::durability::MemFs;
 use snapshot_engine::{
     CommitOptions, Durability, DurabilityOptions, Engine, EngineConfig, Error, Timestamp,
     TimestampKind, TimestampUpdate, TxnOptions,
@@ -286,7 +286,7 @@ fn a_failed_log_refuses_the_rollback_and_changes_nothing() {
     let mut e = open(&fs);
     stable(&e, 5);
     commit(&e, 10, &[("k", Some("v10"))]);
-    fs.fail_after(snapshot_engine::durable::FaultOp::Sync, 0);
+    fs.fail_after(snapshot_engine::durability::FaultOp::Sync, 0);
     let mut s = e.session().unwrap();
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     t.put("k", "v20").unwrap();

@@ -1,8 +1,8 @@
 //! The session table: a full table is a typed error; a freed slot is reused.
 
-use snapshot_engine::with_protocol::{Engine, LockFree, Protocol};
+use snapshot_engine::with_machinery::{Engine, LockFree, Machinery};
 #[cfg(feature = "baseline")]
-use snapshot_engine::with_protocol::{RwLockBaseline, RwLockBaselinePatched};
+use snapshot_engine::with_machinery::{RwLockBaseline, RwLockBaselinePatched};
 use snapshot_engine::*;
 
 #[test]
@@ -66,7 +66,7 @@ type Pin = (Option<u64>, Option<Timestamp>);
 const NO_PIN: Pin = (None, None);
 
 /// What session `slot` pins now: its snapshot xmin and read timestamp.
-fn pin<P: Protocol>(e: &Engine<P>, slot: usize) -> Pin {
+fn pin<M: Machinery>(e: &Engine<M>, slot: usize) -> Pin {
     let p = e
         .pins()
         .into_iter()
@@ -79,9 +79,9 @@ fn pin<P: Protocol>(e: &Engine<P>, slot: usize) -> Pin {
 /// nothing until it takes its view, and every refusal and fallback leaves
 /// no pin it does not need (the fuzz replay compares pins too; this names
 /// each path).
-fn lazy_paths_leave_no_stray_pin<P: Protocol>() {
+fn lazy_paths_leave_no_stray_pin<M: Machinery>() {
     let ts = Timestamp::new;
-    let e = Engine::<P>::with_machinery(EngineConfig {
+    let e = Engine::<M>::with_machinery(EngineConfig {
         max_sessions: 4,
         ..Default::default()
     })

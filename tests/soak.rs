@@ -27,8 +27,8 @@ const KEYS: u64 = 100_000;
 const VALUE: usize = 100;
 const ACCOUNTS: u64 = 16;
 const BALANCE: u64 = 1_000;
-const W1_READERS: usize = 2;
-const W1_WRITERS: usize = 2;
+const READERS: usize = 2;
+const WRITERS: usize = 2;
 /// The read-ts lags, scaled down (there 1,000,000 and 100,000 on a fast counter).
 const STABLE_LAG: u64 = 1_000;
 const OLDEST_LAG: u64 = 1_000;
@@ -313,10 +313,10 @@ fn w1_with_bank_transfers_stays_bounded() {
     let mut rng = SmallRng::seed_from_u64(7);
     std::thread::scope(|sc| {
         let sh = &sh;
-        for i in 0..W1_READERS {
+        for i in 0..READERS {
             sc.spawn(move || w1_reader(sh, 10 + i as u64));
         }
-        for i in 0..W1_WRITERS {
+        for i in 0..WRITERS {
             sc.spawn(move || w1_writer(sh, 20 + i as u64));
         }
         sc.spawn(move || transferer(sh));

@@ -7,7 +7,7 @@
 //! closed, stable and oldest can advance past everything the row did, and a
 //! fresh transaction writes, commits and reads back.
 
-use snapshot_engine::with_protocol::{Engine, Protocol};
+use snapshot_engine::with_machinery::{Engine, Machinery};
 use snapshot_engine::*;
 mod support;
 use support::*;
@@ -23,7 +23,7 @@ fn roundup_read() -> TxnOptions {
 }
 
 /// The global timestamps as (oldest, stable).
-fn globals<P: Protocol>(e: &Engine<P>) -> Out {
+fn globals<M: Machinery>(e: &Engine<M>) -> Out {
     Out::Globals(
         e.query_timestamp(TimestampKind::Oldest),
         e.query_timestamp(TimestampKind::Stable),
@@ -31,8 +31,8 @@ fn globals<P: Protocol>(e: &Engine<P>) -> Out {
 }
 
 /// Writes `k = v1` in a fresh transaction and commits with `opts`.
-fn write_commit<P: Protocol>(
-    e: &Engine<P>,
+fn write_commit<M: Machinery>(
+    e: &Engine<M>,
     begin: &TxnOptions,
     opts: CommitOptions,
 ) -> Result<Out> {
@@ -47,8 +47,8 @@ fn global_timestamp_rules() {
     on_every_machinery!(global_timestamp_rules_on);
 }
 
-fn global_timestamp_rules_on<P: Protocol>() {
-    run::<P>(vec![
+fn global_timestamp_rules_on<M: Machinery>() {
+    run::<M>(vec![
         row(
             "oldest never moves backwards",
             "oldest 10, stable 20",
@@ -290,8 +290,8 @@ fn commit_timestamp_rules() {
     on_every_machinery!(commit_timestamp_rules_on);
 }
 
-fn commit_timestamp_rules_on<P: Protocol>() {
-    run::<P>(vec![
+fn commit_timestamp_rules_on<M: Machinery>() {
+    run::<M>(vec![
         row(
             "commit timestamp after stable (equal refused)",
             "stable 20",
@@ -510,7 +510,7 @@ fn commit_timestamp_rules_on<P: Protocol>() {
             "oldest 1, stable 1",
             |e| {
                 let _ = e;
-                let e = fresh::<P>();
+                let e = fresh::<M>();
                 e.set_timestamps(set(Some(1), Some(1), None)).unwrap();
                 write_commit(&e, &TxnOptions::default(), CommitOptions::at(10)).unwrap();
                 let mut s = e.session().unwrap();
@@ -526,7 +526,7 @@ fn commit_timestamp_rules_on<P: Protocol>() {
 }
 
 /// Sets read timestamp `r` in a fresh transaction begun with `begin`.
-fn set_read<P: Protocol>(e: &Engine<P>, begin: &TxnOptions, r: u64) -> Result<Out> {
+fn set_read<M: Machinery>(e: &Engine<M>, begin: &TxnOptions, r: u64) -> Result<Out> {
     let mut s = e.session().unwrap();
     let mut t = s.begin(begin).unwrap();
     t.set_read_timestamp(ts(r)).map(Out::Ts)
@@ -535,7 +535,7 @@ fn set_read<P: Protocol>(e: &Engine<P>, begin: &TxnOptions, r: u64) -> Result<Ou
 /// The same after a read, so the transaction already has its snapshot
 /// (taken lazily) and setting the read timestamp refreshes it:
 /// the other path through the machinery.
-fn set_read_after_read<P: Protocol>(e: &Engine<P>, begin: &TxnOptions, r: u64) -> Result<Out> {
+fn set_read_after_read<M: Machinery>(e: &Engine<M>, begin: &TxnOptions, r: u64) -> Result<Out> {
     let mut s = e.session().unwrap();
     let mut t = s.begin(begin).unwrap();
     t.get(b"k").unwrap();
@@ -547,8 +547,8 @@ fn read_timestamp_rules() {
     on_every_machinery!(read_timestamp_rules_on);
 }
 
-fn read_timestamp_rules_on<P: Protocol>() {
-    run::<P>(vec![
+fn read_timestamp_rules_on<M: Machinery>() {
+    run::<M>(vec![
         row(
             "a read timestamp below oldest is refused",
             "oldest 10",

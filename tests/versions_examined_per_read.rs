@@ -4,7 +4,7 @@
 //! (`versions_read / reads`, `commit_versions_examined / commits`): counts of
 //! work, not timings.
 
-use snapshot_engine::with_protocol::{Engine, Protocol};
+use snapshot_engine::with_machinery::{Engine, Machinery};
 use snapshot_engine::*;
 mod support;
 use support::*;
@@ -25,8 +25,8 @@ fn an_old_read_timestamp_examines_at_most_two_versions() {
     on_every_machinery!(old_reads_on);
 }
 
-fn old_reads_on<P: Protocol>() {
-    let e = Engine::<P>::with_machinery(EngineConfig::default()).unwrap();
+fn old_reads_on<M: Machinery>() {
+    let e = Engine::<M>::with_machinery(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     // Load every key at 1; stable and oldest stay there (read-ts: stable lags
     // the newest commit by far more than a run writes).

@@ -66,7 +66,7 @@
 //!   xmin: ids are not durable).
 
 use arbitrary::{Arbitrary, Unstructured};
-use snapshot_engine::durable::{MemFs, WriteBack};
+use snapshot_engine::durability::{MemFs, WriteBack};
 use snapshot_engine::{
     CommitOptions, Durability, DurabilityOptions, Engine, EngineConfig, Error, Isolation,
     PrepareConflicts, Savepoint, Session, Timestamp, TimestampKind, TimestampRole, TimestampUpdate,

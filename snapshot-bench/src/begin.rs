@@ -7,17 +7,17 @@ use crate::engines::{order, EngineKind};
 use crate::progress::Progress;
 use crate::stats::{median, min_max};
 use serde::Serialize;
-use snapshot_bench::w2::{begin_engine, begin_rows};
-use snapshot_engine::with_protocol::Protocol;
+use snapshot_bench::begin_rows::{begin_engine, begin_rows};
+use snapshot_engine::with_machinery::Machinery;
 use snapshot_engine::{CommitOptions, TxnOptions};
 use std::time::{Duration, Instant};
 
 /// ns per begin + commit of an empty transaction with `opts`, over about
 /// `secs` seconds.
-fn cell<P: Protocol>(opts: &TxnOptions, secs: f64) -> f64 {
-    let e = begin_engine::<P>();
+fn cell<M: Machinery>(opts: &TxnOptions, secs: f64) -> f64 {
+    let e = begin_engine::<M>();
     let mut s = e.session().expect("session");
-    let once = |s: &mut snapshot_engine::with_protocol::Session<'_, P>| {
+    let once = |s: &mut snapshot_engine::with_machinery::Session<'_, M>| {
         let t = s.begin(opts).expect("begin");
         t.commit(CommitOptions::default()).expect("commit");
     };

@@ -9,7 +9,7 @@
 //! The files live in `SNAPSHOT_BENCH_DIR` (default: the system temporary
 //! directory), which must be on the disk being measured (not a tmpfs).
 
-use snapshot_engine::with_protocol::Engine;
+use snapshot_engine::with_machinery::Engine;
 use snapshot_engine::{CommitOptions, Durability, DurabilityOptions, EngineConfig, TxnOptions};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

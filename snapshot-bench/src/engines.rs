@@ -67,16 +67,16 @@ impl EngineKind {
     }
 }
 
-/// Calls `$f::<P>($args)` for the machinery `$kind` names; `$lmdb` for LMDB
+/// Calls `$f::<M>($args)` for the machinery `$kind` names; `$lmdb` for LMDB
 /// and the ceiling (which are not machinery).
 #[macro_export]
 macro_rules! dispatch {
     ($kind:expr, $f:ident ( $($arg:expr),* ), $lmdb:expr) => {
         match $kind {
-            $crate::engines::EngineKind::LockFree => $f::<snapshot_engine::with_protocol::LockFree>($($arg),*),
-            $crate::engines::EngineKind::RwLock3 => $f::<snapshot_engine::with_protocol::RwLockBaseline>($($arg),*),
+            $crate::engines::EngineKind::LockFree => $f::<snapshot_engine::with_machinery::LockFree>($($arg),*),
+            $crate::engines::EngineKind::RwLock3 => $f::<snapshot_engine::with_machinery::RwLockBaseline>($($arg),*),
             $crate::engines::EngineKind::RwLock2 => {
-                $f::<snapshot_engine::with_protocol::RwLockBaselinePatched>($($arg),*)
+                $f::<snapshot_engine::with_machinery::RwLockBaselinePatched>($($arg),*)
             }
             $crate::engines::EngineKind::Lmdb | $crate::engines::EngineKind::Ceiling => $lmdb,
             $crate::engines::EngineKind::LogSync

@@ -3,7 +3,7 @@
 
 use crate::fmt::fmt_int;
 use indicatif::ProgressBar;
-use snapshot_engine::with_protocol::{Engine, Protocol};
+use snapshot_engine::with_machinery::{Engine, Machinery};
 use snapshot_engine::{CommitOptions, Timestamp, TimestampUpdate, TxnOptions};
 
 /// splitmix64: a few instructions, no shared state.
@@ -40,7 +40,7 @@ pub fn key(k: u64) -> [u8; 8] {
 /// sets oldest = stable = 1. The bar's message counts the keys loaded (a
 /// load of millions of keys takes seconds to a minute, outside the bar's
 /// planned time).
-pub fn load<P: Protocol>(e: &Engine<P>, keys: u64, value_size: usize, pb: &ProgressBar) {
+pub fn load<M: Machinery>(e: &Engine<M>, keys: u64, value_size: usize, pb: &ProgressBar) {
     let mut s = e.session().expect("a session for the loader");
     let mut value = vec![0x5a; value_size];
     let mut k = 0;

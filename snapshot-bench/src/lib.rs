@@ -1,4 +1,4 @@
 //! What the driver shares with its criterion bench (`benches/begin.rs`):
-//! the W2 cells. The rest of the driver is its binary's (`main.rs`).
+//! the `begin` workload's cells. The rest of the driver is its binary's (`main.rs`).
 
-pub mod w2;
+pub mod begin_rows;

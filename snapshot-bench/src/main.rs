@@ -34,7 +34,7 @@ use indicatif::ProgressBar;
 use progress::Progress;
 use report::{compare, EngineRounds, Round};
 use serde_json::json;
-use snapshot_bench::w2;
+use snapshot_bench::begin_rows;
 
 /// One allocator for every engine in the run. The system allocator (glibc)
 /// takes an arena lock when a thread frees a block another thread's arena
@@ -350,7 +350,7 @@ fn run_lmdb(_p: &read_ts::Params, _pb: &ProgressBar) -> read_ts::Out {
 fn begin_table(plan: &Plan) {
     let engines = &plan.engines;
     let (rounds, secs) = (plan.rounds, plan.seconds);
-    let total = (rounds * engines.len() * w2::begin_rows().len()) as f64 * secs * 1000.0;
+    let total = (rounds * engines.len() * begin_rows::begin_rows().len()) as f64 * secs * 1000.0;
     let pg = Progress::new(total as u64, plan.progress);
     let rows = begin::run(engines, rounds, secs, &pg);
     pg.bar.finish_and_clear();

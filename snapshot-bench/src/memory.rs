@@ -13,7 +13,7 @@
 
 use crate::keys::{key, load};
 use serde::Serialize;
-use snapshot_engine::with_protocol::{Engine, LockFree};
+use snapshot_engine::with_machinery::{Engine, LockFree};
 use snapshot_engine::{CommitOptions, EngineConfig, TxnOptions};
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};

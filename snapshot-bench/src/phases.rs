@@ -5,7 +5,7 @@
 use crate::progress::Budget;
 use crate::sched::{runnable_threads, Sched};
 use indicatif::ProgressBar;
-use snapshot_engine::with_protocol::{Protocol, Txn};
+use snapshot_engine::with_machinery::{Machinery, Txn};
 use snapshot_engine::{CommitOptions, Error};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
@@ -53,7 +53,7 @@ impl Ctl {
     /// timekeeper overtook while this thread was descheduled (now at or
     /// below stable, or below oldest) is refused by the engine; take a newer
     /// one.
-    pub fn commit_at_next_ts<P: Protocol>(&self, mut t: Txn<'_, '_, P>) {
+    pub fn commit_at_next_ts<M: Machinery>(&self, mut t: Txn<'_, '_, M>) {
         loop {
             match t.try_commit(CommitOptions::at(self.next_ts())) {
                 Ok(()) => return,

@@ -10,7 +10,7 @@ use crate::timekeeper::{timekeeper, Timekeeping};
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use snapshot_engine::bench_api::thread_rmw_count;
-use snapshot_engine::with_protocol::{Engine, Protocol};
+use snapshot_engine::with_machinery::{Engine, Machinery};
 use snapshot_engine::{Durability, EngineConfig, Error, Stats, Timestamp, TxnOptions};
 use std::hint::black_box;
 
@@ -117,7 +117,7 @@ pub fn add_stats(acc: &mut Stats, d: &Stats) {
     acc.commit_versions_examined += d.commit_versions_examined;
 }
 
-fn reader<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> ThreadOut {
+fn reader<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> ThreadOut {
     let mut s = e.session().expect("reader session");
     let mut rng = Rng::new(0x1000 + id as u64);
     let mut m = Meter::new(p.worst, id, p.round);
@@ -161,7 +161,7 @@ fn reader<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
     finish(m, txns, retries, base_rmw, delta(&base_stats, &s.stats()))
 }
 
-fn writer<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> ThreadOut {
+fn writer<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> ThreadOut {
     let mut s = e.session().expect("writer session");
     let mut rng = Rng::new(0x2000 + id as u64);
     let mut m = Meter::new(p.worst, id, p.round);
@@ -229,8 +229,8 @@ fn config(p: &Params) -> EngineConfig {
 }
 
 /// One read-ts run on a fresh engine.
-pub fn run<P: Protocol>(p: &Params, pb: &ProgressBar) -> Out {
-    let e = Engine::<P>::with_machinery(config(p))
+pub fn run<M: Machinery>(p: &Params, pb: &ProgressBar) -> Out {
+    let e = Engine::<M>::with_machinery(config(p))
         .expect("the CLI bounds the threads (MAX_THREADS) well below EngineConfig::MAX_SESSIONS");
     run_on(&e, p, pb)
 }
@@ -242,7 +242,7 @@ pub fn run_logged(mode: Durability, p: &Params, pb: &ProgressBar) -> Out {
     crate::durable_writes::on_logged_engine("read-ts", config(p), mode, |e| run_on(e, p, pb))
 }
 
-fn run_on<P: Protocol>(e: &Engine<P>, p: &Params, pb: &ProgressBar) -> Out {
+fn run_on<M: Machinery>(e: &Engine<M>, p: &Params, pb: &ProgressBar) -> Out {
     load(e, p.keys, p.value_size, pb);
     let ctl = Ctl::new(1);
     let (rs, ws, secs, tk) = std::thread::scope(|sc| {

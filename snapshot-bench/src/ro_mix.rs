@@ -14,7 +14,7 @@ use crate::phases::{run_phases, Ctl, MEASURE, STOP};
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use serde::Serialize;
-use snapshot_engine::with_protocol::{Engine, Protocol};
+use snapshot_engine::with_machinery::{Engine, Machinery};
 use snapshot_engine::{CommitOptions, EngineConfig, Error, Timestamp, TimestampUpdate, TxnOptions};
 use std::hint::black_box;
 use std::sync::atomic::Ordering;
@@ -50,7 +50,7 @@ struct ThreadOut {
     rw_hist: Histogram<u64>,
 }
 
-fn worker<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> ThreadOut {
+fn worker<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> ThreadOut {
     let mut s = e.session().expect("session");
     let mut rng = Rng::new(0x3000 + id as u64);
     let (mut ro_hist, mut rw_hist) = (new_hist(), new_hist());
@@ -156,7 +156,7 @@ fn worker<P: Protocol>(e: &Engine<P>, ctl: &Ctl, p: &Params, id: usize) -> Threa
 }
 
 /// Stable trails the newest handed-out commit timestamp by one 1 ms tick.
-fn watermark<P: Protocol>(e: &Engine<P>, ctl: &Ctl) {
+fn watermark<M: Machinery>(e: &Engine<M>, ctl: &Ctl) {
     let mut prev = ctl.ts.load(Ordering::Relaxed);
     let mut cur = ctl.stable.load(Ordering::Relaxed);
     while ctl.phase() != STOP {
@@ -178,8 +178,8 @@ fn watermark<P: Protocol>(e: &Engine<P>, ctl: &Ctl) {
     }
 }
 
-pub fn run<P: Protocol>(p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
-    let e = Engine::<P>::with_machinery(EngineConfig {
+pub fn run<M: Machinery>(p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
+    let e = Engine::<M>::with_machinery(EngineConfig {
         max_sessions: p.threads + 8,
         ..EngineConfig::default()
     })

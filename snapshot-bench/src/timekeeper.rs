@@ -5,7 +5,7 @@ use crate::measure::{new_hist, Pct};
 use crate::phases::{Ctl, MEASURE, STOP};
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use snapshot_engine::with_protocol::{Engine, Protocol};
+use snapshot_engine::with_machinery::{Engine, Machinery};
 use snapshot_engine::{Timestamp, TimestampUpdate};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -79,8 +79,8 @@ fn stable_for(last: u64, lag: u64) -> u64 {
 /// `stable_lag` and oldest = stable - `oldest_lag`, both clamped at 1 and only
 /// moved forward. Times its own `set_timestamps` calls and sleeps (measured
 /// window only; two clock reads per 1 ms tick).
-pub fn timekeeper<P: Protocol>(
-    e: &Engine<P>,
+pub fn timekeeper<M: Machinery>(
+    e: &Engine<M>,
     ctl: &Ctl,
     stable_lag: u64,
     oldest_lag: u64,

@@ -3,7 +3,7 @@
 
 use super::txn::Txn;
 use crate::error::{Error, Result};
-use crate::machinery::with_protocol::{LockFree, Protocol};
+use crate::machinery::with_machinery::{LockFree, Machinery};
 use crate::machinery::Count;
 use crate::store::raw::chain::Found;
 use std::ops::Bound;
@@ -204,8 +204,8 @@ impl Batch<'_> {
 /// assert_eq!(cursor.next_ref().unwrap()?, (&b"c"[..], &b"C"[..]));
 /// # Ok::<(), snapshot_engine::Error>(())
 /// ```
-pub struct Cursor<'t, 's, 'e, P: Protocol = LockFree> {
-    txn: &'t mut Txn<'s, 'e, P>,
+pub struct Cursor<'t, 's, 'e, M: Machinery = LockFree> {
+    txn: &'t mut Txn<'s, 'e, M>,
     /// The caller's bounds and the sought keys, which positions name.
     keys: Owned,
     /// The caller's lower bound.
@@ -227,8 +227,8 @@ pub struct Cursor<'t, 's, 'e, P: Protocol = LockFree> {
     finished: bool,
 }
 
-impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
-    pub(super) fn new(txn: &'t mut Txn<'s, 'e, P>, bounds: (Bound<&[u8]>, Bound<&[u8]>)) -> Self {
+impl<'t, 's, 'e, M: Machinery> Cursor<'t, 's, 'e, M> {
+    pub(super) fn new(txn: &'t mut Txn<'s, 'e, M>, bounds: (Bound<&[u8]>, Bound<&[u8]>)) -> Self {
         let copy = |b: Bound<&[u8]>| match b {
             Bound::Included(k) | Bound::Excluded(k) => Box::<[u8]>::from(k),
             Bound::Unbounded => Box::default(),
@@ -488,7 +488,7 @@ impl<'t, 's, 'e, P: Protocol> Cursor<'t, 's, 'e, P> {
     }
 }
 
-impl<'t, P: Protocol> Iterator for Cursor<'t, '_, '_, P> {
+impl<'t, M: Machinery> Iterator for Cursor<'t, '_, '_, M> {
     type Item = Result<(&'t [u8], Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -496,10 +496,10 @@ impl<'t, P: Protocol> Iterator for Cursor<'t, '_, '_, P> {
     }
 }
 
-impl<P: Protocol> DoubleEndedIterator for Cursor<'_, '_, '_, P> {
+impl<M: Machinery> DoubleEndedIterator for Cursor<'_, '_, '_, M> {
     fn next_back(&mut self) -> Option<Self::Item> {
         Some(self.next_back_ref()?.map(|(k, v)| (k, v.to_vec())))
     }
 }
 
-impl<P: Protocol> std::iter::FusedIterator for Cursor<'_, '_, '_, P> {}
+impl<M: Machinery> std::iter::FusedIterator for Cursor<'_, '_, '_, M> {}

@@ -4,7 +4,7 @@
 use super::txn::{self, Txn};
 use crate::config::{CommitOptions, EngineConfig, TimestampKind, TimestampUpdate, TxnOptions};
 use crate::error::{Error, Result};
-use crate::machinery::with_protocol::{LockFree, Protocol, TxnManager, TxnSession};
+use crate::machinery::with_machinery::{LockFree, Machinery, TxnManager, TxnSession};
 use crate::machinery::{Count, SessionPin};
 use crate::stats::Stats;
 use crate::store::{Store, WriteSet};
@@ -13,14 +13,14 @@ use crate::ts::Timestamp;
 use std::sync::Arc;
 
 /// The generic form of [`Engine`](crate::Engine), on snapshot protocol
-/// `P` (only the workload driver and the tests choose one).
-pub struct Engine<P: Protocol = LockFree> {
-    pub(crate) mgr: TxnManager<P>,
+/// `M` (only the workload driver and the tests choose one).
+pub struct Engine<M: Machinery = LockFree> {
+    pub(crate) mgr: TxnManager<M>,
     pub(crate) store: Store,
     pub(crate) config: EngineConfig,
     /// The commit log and checkpoints of an engine from `Engine::open`
     /// (`None`: in memory).
-    pub(crate) durable: Option<crate::durable::Opened>,
+    pub(crate) durable: Option<crate::durability::Opened>,
     /// Prepared commits durable above stable, for `rollback_to_stable`.
     pub(crate) prepared_durable: super::PreparedDurable,
 }
@@ -39,12 +39,12 @@ impl Default for Engine<LockFree> {
     }
 }
 
-impl<P: Protocol> Engine<P> {
-    /// An engine on machinery `P`.
+impl<M: Machinery> Engine<M> {
+    /// An engine on machinery `M`.
     ///
     /// # Errors
     /// As [`Engine::new`].
-    pub fn with_machinery(config: EngineConfig) -> Result<Engine<P>> {
+    pub fn with_machinery(config: EngineConfig) -> Result<Engine<M>> {
         Ok(Engine {
             mgr: TxnManager::with_config(&config)?,
             store: Store::new(),
@@ -55,12 +55,12 @@ impl<P: Protocol> Engine<P> {
     }
 
     /// See [`Engine::session`](crate::Engine::session).
-    pub fn session(&self) -> Result<Session<'_, P>> {
+    pub fn session(&self) -> Result<Session<'_, M>> {
         Session::open(self, None)
     }
 
     /// See [`Engine::owned_session`](crate::Engine::owned_session).
-    pub fn owned_session(self: &Arc<Self>) -> Result<OwnedSession<P>> {
+    pub fn owned_session(self: &Arc<Self>) -> Result<OwnedSession<M>> {
         super::raw::open_owned(self)
     }
 
@@ -82,17 +82,17 @@ impl<P: Protocol> Engine<P> {
     }
 
     /// See [`Engine::checkpoint`](crate::Engine::checkpoint).
-    pub fn checkpoint(&self) -> Result<crate::durable::CheckpointReport> {
+    pub fn checkpoint(&self) -> Result<crate::durability::CheckpointReport> {
         self.durable.as_ref().ok_or(Error::NotDurable)?.checkpoint()
     }
 
     /// See [`Engine::recovery_report`](crate::Engine::recovery_report).
-    pub fn recovery_report(&self) -> Option<&crate::durable::RecoveryReport> {
+    pub fn recovery_report(&self) -> Option<&crate::durability::RecoveryReport> {
         self.durable.as_ref().map(|d| d.report())
     }
 
     /// See [`Engine::log_stats`](crate::Engine::log_stats).
-    pub fn log_stats(&self) -> Option<crate::durable::LogStats> {
+    pub fn log_stats(&self) -> Option<crate::durability::LogStats> {
         self.durable.as_ref().map(|d| d.log_stats())
     }
 
@@ -134,30 +134,30 @@ impl<P: Protocol> Engine<P> {
     }
 
     /// See [`Engine::manager`](crate::Engine::manager).
-    pub fn manager(&self) -> &TxnManager<P> {
+    pub fn manager(&self) -> &TxnManager<M> {
         &self.mgr
     }
 }
 
 /// The generic form of [`Session`](crate::Session), on snapshot protocol
-/// `P` (only the workload driver and the tests choose one).
-pub struct Session<'e, P: Protocol = LockFree> {
+/// `M` (only the workload driver and the tests choose one).
+pub struct Session<'e, M: Machinery = LockFree> {
     // Field order matters (invariant 14): `msess` and `data` borrow the
     // engine that `owner` keeps alive, so they drop first.
-    pub(crate) msess: TxnSession<'e, P>,
-    pub(crate) data: SessionData<'e, P>,
+    pub(crate) msess: TxnSession<'e, M>,
+    pub(crate) data: SessionData<'e, M>,
     /// The engine's `Arc` for an owned session; `None` for a borrowed one.
-    owner: Option<Arc<Engine<P>>>,
+    owner: Option<Arc<Engine<M>>>,
     /// Not `Sync`, named here so the compiler's error says `Session`.
     _not_sync: std::marker::PhantomData<std::cell::Cell<()>>,
 }
 
 /// The generic form of [`OwnedSession`](crate::OwnedSession).
-pub type OwnedSession<P = LockFree> = Session<'static, P>;
+pub type OwnedSession<M = LockFree> = Session<'static, M>;
 
 /// The store's half of a session, borrowed by its open [`Txn`].
-pub(crate) struct SessionData<'e, P: Protocol> {
-    pub(crate) engine: &'e Engine<P>,
+pub(crate) struct SessionData<'e, M: Machinery> {
+    pub(crate) engine: &'e Engine<M>,
     /// The open transaction's writes and the pruned tails not yet handed
     /// to the collector.
     pub(crate) writes: WriteSet<'e>,
@@ -173,11 +173,11 @@ pub(crate) struct SessionData<'e, P: Protocol> {
     /// (so another session's, or an earlier session's, is refused).
     pub(crate) token: u64,
     /// The open transaction's keys, for its log record (durable engines).
-    pub(crate) dlog: crate::durable::SessionLog,
+    pub(crate) dlog: crate::durability::SessionLog,
 }
 
-impl<'e, P: Protocol> Session<'e, P> {
-    pub(super) fn open(engine: &'e Engine<P>, owner: Option<Arc<Engine<P>>>) -> Result<Self> {
+impl<'e, M: Machinery> Session<'e, M> {
+    pub(super) fn open(engine: &'e Engine<M>, owner: Option<Arc<Engine<M>>>) -> Result<Self> {
         Ok(Session {
             msess: engine.mgr.session()?,
             data: SessionData {
@@ -196,7 +196,7 @@ impl<'e, P: Protocol> Session<'e, P> {
 
     /// See [`Session::begin`](crate::Session::begin).
     #[inline]
-    pub fn begin(&mut self, options: &TxnOptions) -> Result<Txn<'_, 'e, P>> {
+    pub fn begin(&mut self, options: &TxnOptions) -> Result<Txn<'_, 'e, M>> {
         if self.msess.has_leaked() {
             txn::recover_leaked(&mut self.msess, &mut self.data);
         }
@@ -207,7 +207,7 @@ impl<'e, P: Protocol> Session<'e, P> {
     pub fn transaction<R>(
         &mut self,
         options: &TxnOptions,
-        mut f: impl FnMut(&mut Txn<'_, 'e, P>) -> Result<R>,
+        mut f: impl FnMut(&mut Txn<'_, 'e, M>) -> Result<R>,
     ) -> Result<R> {
         retry_conflicts(|| {
             let mut txn = self.begin(options)?;
@@ -224,7 +224,7 @@ impl<'e, P: Protocol> Session<'e, P> {
     }
 
     /// See [`Session::engine`](crate::Session::engine).
-    pub fn engine(&self) -> &Engine<P> {
+    pub fn engine(&self) -> &Engine<M> {
         self.data.engine
     }
 
@@ -276,7 +276,7 @@ fn conflict_backoff(attempt: u32) {
     }
 }
 
-impl<P: Protocol> Drop for Session<'_, P> {
+impl<M: Machinery> Drop for Session<'_, M> {
     fn drop(&mut self) {
         // Invariant 12: every slot is released exactly once (by the
         // machinery session, dropped after this); an open transaction

@@ -1,7 +1,7 @@
 //! The key-value API on top of both layers: [`Engine`], [`Session`] and
 //! [`Txn`] put the bundled store (`crate::store`) behind the machinery's
 //! transactions (`crate::machinery`). The types here are the generic forms,
-//! on any snapshot protocol (`crate::with_protocol`); `plain/` holds the
+//! on any snapshot protocol (`crate::with_machinery`); `plain/` holds the
 //! types users name, on the lock-free one.
 
 mod cursor;
@@ -9,12 +9,12 @@ mod engine;
 pub(crate) mod plain;
 mod range;
 mod raw;
-mod rollback;
+mod rollback_to_stable;
 mod txn;
 
 pub use cursor::Cursor;
 pub use engine::{Engine, OwnedSession, Session};
 pub use range::KeyRange;
-pub(crate) use rollback::PreparedDurable;
-pub use rollback::RollbackReport;
+pub(crate) use rollback_to_stable::PreparedDurable;
+pub use rollback_to_stable::RollbackReport;
 pub use txn::{CommitError, Savepoint, Txn};

@@ -7,20 +7,20 @@ use super::engine::SessionData;
 use super::range::KeyRange;
 use crate::config::{CommitOptions, TxnOptions};
 use crate::error::{Error, Result};
-use crate::machinery::with_protocol::{LockFree, Protocol, Transaction, TxnSession};
+use crate::machinery::with_machinery::{LockFree, Machinery, Transaction, TxnSession};
 use crate::machinery::{Count, VersionState};
 use crate::store::Found;
 use crate::ts::{Timestamp, TxnId};
 use std::fmt;
 
-/// The generic form of [`Txn`](crate::Txn), on snapshot protocol `P`
+/// The generic form of [`Txn`](crate::Txn), on snapshot protocol `M`
 /// (only the workload driver and the tests choose one).
-pub struct Txn<'s, 'e, P: Protocol = LockFree> {
+pub struct Txn<'s, 'e, M: Machinery = LockFree> {
     /// The machinery's transaction (snapshot, timestamps, completion).
-    pub(super) inner: Transaction<'s, 'e, P>,
+    pub(super) inner: Transaction<'s, 'e, M>,
     /// The session's store-side state: the engine, the write set, the
     /// savepoints.
-    pub(super) session: &'s mut SessionData<'e, P>,
+    pub(super) session: &'s mut SessionData<'e, M>,
 }
 
 /// A point in a transaction's writes to roll back to
@@ -36,12 +36,12 @@ pub struct Savepoint {
 }
 
 /// The generic form of [`CommitError`](crate::CommitError).
-pub struct CommitError<'s, 'e, P: Protocol = LockFree> {
+pub struct CommitError<'s, 'e, M: Machinery = LockFree> {
     error: Error,
-    txn: Option<Box<Txn<'s, 'e, P>>>,
+    txn: Option<Box<Txn<'s, 'e, M>>>,
 }
 
-impl<'s, 'e, P: Protocol> CommitError<'s, 'e, P> {
+impl<'s, 'e, M: Machinery> CommitError<'s, 'e, M> {
     /// See [`CommitError::error`](crate::CommitError::error).
     pub fn error(&self) -> &Error {
         &self.error
@@ -53,12 +53,12 @@ impl<'s, 'e, P: Protocol> CommitError<'s, 'e, P> {
     }
 
     /// See [`CommitError::into_txn`](crate::CommitError::into_txn).
-    pub fn into_txn(self) -> Option<Txn<'s, 'e, P>> {
+    pub fn into_txn(self) -> Option<Txn<'s, 'e, M>> {
         self.txn.map(|t| *t)
     }
 }
 
-impl<P: Protocol> fmt::Debug for CommitError<'_, '_, P> {
+impl<M: Machinery> fmt::Debug for CommitError<'_, '_, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CommitError")
             .field("error", &self.error)
@@ -67,35 +67,35 @@ impl<P: Protocol> fmt::Debug for CommitError<'_, '_, P> {
     }
 }
 
-impl<P: Protocol> fmt::Display for CommitError<'_, '_, P> {
+impl<M: Machinery> fmt::Display for CommitError<'_, '_, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(&self.error, f)
     }
 }
 
-impl<P: Protocol> std::error::Error for CommitError<'_, '_, P> {
+impl<M: Machinery> std::error::Error for CommitError<'_, '_, M> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(&self.error)
     }
 }
 
-impl<P: Protocol> From<CommitError<'_, '_, P>> for Error {
-    fn from(e: CommitError<'_, '_, P>) -> Error {
+impl<M: Machinery> From<CommitError<'_, '_, M>> for Error {
+    fn from(e: CommitError<'_, '_, M>) -> Error {
         e.error
     }
 }
 
-impl<P: Protocol> PartialEq<Error> for CommitError<'_, '_, P> {
+impl<M: Machinery> PartialEq<Error> for CommitError<'_, '_, M> {
     fn eq(&self, other: &Error) -> bool {
         self.error == *other
     }
 }
 
-impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
+impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
     #[inline]
     pub(crate) fn begin(
-        msess: &'s mut TxnSession<'e, P>,
-        d: &'s mut SessionData<'e, P>,
+        msess: &'s mut TxnSession<'e, M>,
+        d: &'s mut SessionData<'e, M>,
         opts: &TxnOptions,
     ) -> Result<Self> {
         d.savepoints.clear();
@@ -272,12 +272,12 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     }
 
     /// See [`Txn::iter`](crate::Txn::iter).
-    pub fn iter(&mut self, range: impl KeyRange) -> Cursor<'_, 's, 'e, P> {
+    pub fn iter(&mut self, range: impl KeyRange) -> Cursor<'_, 's, 'e, M> {
         Cursor::new(self, range.bounds())
     }
 
     /// See [`Txn::cursor`](crate::Txn::cursor).
-    pub fn cursor(&mut self) -> Cursor<'_, 's, 'e, P> {
+    pub fn cursor(&mut self) -> Cursor<'_, 's, 'e, M> {
         self.iter(..)
     }
 
@@ -385,12 +385,12 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
 
     /// See [`Txn::set_durability`](crate::Txn::set_durability).
     pub fn set_durability(&mut self, durability: crate::Durability) {
-        self.session.dlog.mode = Some(crate::durable::CommitMode::Durability(durability));
+        self.session.dlog.mode = Some(crate::durability::CommitMode::Durability(durability));
     }
 
     /// See [`Txn::commit_async`](crate::Txn::commit_async).
     pub fn commit_async(mut self, opts: CommitOptions) -> Result<crate::CommitHandle> {
-        self.session.dlog.mode = Some(crate::durable::CommitMode::Async);
+        self.session.dlog.mode = Some(crate::durability::CommitMode::Async);
         // On an error `self` drops here, which rolls it back, as `commit`
         // does.
         let lsn = if self.session.engine.durable.is_some() {
@@ -413,7 +413,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
 
     /// See [`Txn::try_commit`](crate::Txn::try_commit).
     #[inline]
-    pub fn try_commit(mut self, opts: CommitOptions) -> Result<(), CommitError<'s, 'e, P>> {
+    pub fn try_commit(mut self, opts: CommitOptions) -> Result<(), CommitError<'s, 'e, M>> {
         match self.commit_in_place(opts) {
             Ok(()) => Ok(()),
             Err(error) => {
@@ -432,7 +432,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
         let d = &mut *self.session;
         let (writes, dlog, engine) = (&mut d.writes, &d.dlog, d.engine);
         let mut done_with = None;
-        // A doomed transaction's completion is an abort (rolled back), a
+        // A doomed transaction's completion is a rollback, a
         // committed one's links and flips.
         let r = self.inner.commit(opts, |done| {
             if dlog.prepared {
@@ -550,7 +550,7 @@ impl<'s, 'e, P: Protocol> Txn<'s, 'e, P> {
     }
 }
 
-impl<P: Protocol> Drop for Txn<'_, '_, P> {
+impl<M: Machinery> Drop for Txn<'_, '_, M> {
     #[inline]
     fn drop(&mut self) {
         if self.inner.is_open() {
@@ -559,7 +559,7 @@ impl<P: Protocol> Drop for Txn<'_, '_, P> {
     }
 }
 
-impl<P: Protocol> Txn<'_, '_, P> {
+impl<M: Machinery> Txn<'_, '_, M> {
     #[cold]
     #[inline(never)]
     fn drop_open(&mut self) {
@@ -575,12 +575,12 @@ impl<P: Protocol> Txn<'_, '_, P> {
 
 /// A prepared transaction's commit (`outcome`, before its flips): notes
 /// its durable timestamp for `rollback_to_stable` when it is above the
-/// commit timestamp (`kv/rollback.rs`).
+/// commit timestamp (`kv/rollback_to_stable.rs`).
 #[cold]
 #[inline(never)]
-fn note_prepared<P: Protocol>(
-    engine: &super::Engine<P>,
-    dlog: &crate::durable::SessionLog,
+fn note_prepared<M: Machinery>(
+    engine: &super::Engine<M>,
+    dlog: &crate::durability::SessionLog,
     id: TxnId,
     outcome: VersionState,
     opts: CommitOptions,
@@ -600,9 +600,9 @@ fn note_prepared<P: Protocol>(
 /// back now, as its drop would have, so its versions never become visible,
 /// its id leaves the running set and its pins go.
 #[cold]
-pub(crate) fn recover_leaked<P: Protocol>(
-    msess: &mut TxnSession<'_, P>,
-    d: &mut SessionData<'_, P>,
+pub(crate) fn recover_leaked<M: Machinery>(
+    msess: &mut TxnSession<'_, M>,
+    d: &mut SessionData<'_, M>,
 ) {
     let mut unlinked = 0;
     let writes = &mut d.writes;

@@ -14,7 +14,7 @@
 //!   sessions with an active transaction id, `xmin = min(running, xmax)`.
 //! * Snapshot reuse, as WiredTiger's per-session snapshot generation: a
 //!   global generation is bumped under the write lock by every completion
-//!   (commit, abort or prepare of a transaction with an id). A session whose
+//!   (commit, rollback or prepare of a transaction with an id). A session whose
 //!   cached snapshot carries the current generation reuses it instead of
 //!   scanning.
 //! * Ids are allocated under a small mutex (WiredTiger's `id_lock`): the id is
@@ -61,11 +61,11 @@
 //!   the write lock (Release) for lock-free reads (Acquire), like
 //!   WiredTiger's volatile global timestamps.
 
-use super::protocol::{
-    check_prepare_against_readers, lowest_pins, read_ts_rule, report_timestamp, Protocol,
-    ProtocolImpl, SlotTimestamps, StableView,
-};
 use super::raw::descriptor::SessionRetired;
+use super::rules::{
+    check_prepare_against_readers, lowest_pins, read_ts_rule, report_timestamp, Machinery,
+    MachineryImpl, SlotTimestamps, StableView,
+};
 use super::snapshot::Snapshot;
 use super::version::Horizon;
 use crate::config::{EngineConfig, TimestampKind, TimestampUpdate};
@@ -129,7 +129,7 @@ impl Entry {
 /// [`RwLockBaseline`]) is WiredTiger develop's three acquisitions;
 /// `PATCHED = true` ([`RwLockBaselinePatched`]) is the published two-acquisition
 /// fix. Use it as `Engine::<RwLockBaseline>::with_machinery(config)`.
-pub struct RwLockProtocol<const PATCHED: bool> {
+pub struct RwLockMachinery<const PATCHED: bool> {
     lock: CachePadded<RwLock<Global>>,
     /// The next transaction id (WiredTiger `txn_global->current`).
     current: CachePadded<AtomicU64>,
@@ -151,15 +151,15 @@ pub struct RwLockProtocol<const PATCHED: bool> {
 
 /// WiredTiger develop: a read timestamp set after begin takes the lock three
 /// times when a writer committed in between.
-pub type RwLockBaseline = RwLockProtocol<false>;
+pub type RwLockBaseline = RwLockMachinery<false>;
 /// The published fix: twice.
-pub type RwLockBaselinePatched = RwLockProtocol<true>;
+pub type RwLockBaselinePatched = RwLockMachinery<true>;
 
-impl Protocol for RwLockBaseline {
+impl Machinery for RwLockBaseline {
     const NAME: &'static str = "rwlock3";
 }
 
-impl Protocol for RwLockBaselinePatched {
+impl Machinery for RwLockBaselinePatched {
     const NAME: &'static str = "rwlock2";
 }
 
@@ -228,7 +228,7 @@ fn acquire<G>(
     g
 }
 
-impl<const PATCHED: bool> RwLockProtocol<PATCHED> {
+impl<const PATCHED: bool> RwLockMachinery<PATCHED> {
     #[inline]
     fn read(&self, ctr: Ctr<'_>) -> RwLockReadGuard<'_, Global> {
         acquire(ctr, false, || self.lock.try_read(), || self.lock.read())
@@ -341,9 +341,9 @@ impl<const PATCHED: bool> RwLockProtocol<PATCHED> {
     }
 }
 
-impl<const PATCHED: bool> ProtocolImpl for RwLockProtocol<PATCHED> {
+impl<const PATCHED: bool> MachineryImpl for RwLockMachinery<PATCHED> {
     fn new(config: &EngineConfig) -> Self {
-        RwLockProtocol {
+        RwLockMachinery {
             lock: CachePadded::new(RwLock::new(Global {
                 generation: 1,
                 oldest: 0,

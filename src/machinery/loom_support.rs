@@ -5,8 +5,8 @@
 //! the real code; no protocol step is re-implemented.
 
 use super::lockfree::LockFree;
-use super::protocol::ProtocolImpl;
 use super::raw::descriptor::SessionRetired;
+use super::rules::MachineryImpl;
 use super::version::{ReadView, VersionStatus};
 use super::Horizon;
 use crate::config::EngineConfig;
@@ -48,7 +48,7 @@ pub(crate) fn snapshot_sees(s: &Snapshot, id: u64) -> bool {
 /// The lock-free snapshot machinery (`lockfree/`) with one counter block
 /// per slot plus one for the horizon advancer, as the engine has.
 pub(crate) struct Machine {
-    proto: LockFree,
+    machinery: LockFree,
     ctr: Box<[Counters]>,
     /// Per slot, the list a session owns (`TxnSession::retired`). A std
     /// mutex, invisible to loom, so it adds no happens-before edge to a
@@ -64,7 +64,7 @@ impl Machine {
             ..EngineConfig::default()
         };
         Machine {
-            proto: LockFree::new(&cfg),
+            machinery: LockFree::new(&cfg),
             ctr: (0..=max_sessions).map(|_| Counters::default()).collect(),
             retired: (0..max_sessions).map(|_| Default::default()).collect(),
         }
@@ -72,22 +72,23 @@ impl Machine {
 
     /// Claims a slot (`SessionTableFull` when none is free).
     pub(crate) fn open_session(&self) -> crate::Result<usize> {
-        self.proto.open_session()
+        self.machinery.open_session()
     }
 
     /// Releases a slot.
     pub(crate) fn close_session(&self, slot: usize) {
-        self.proto.close_session(slot, &mut self.retired_of(slot))
+        self.machinery
+            .close_session(slot, &mut self.retired_of(slot))
     }
 
     /// Takes a snapshot into `snap` and publishes its pin (`begin`).
     pub(crate) fn begin(&self, slot: usize, snap: &mut Snapshot) {
-        self.proto.begin(slot, snap, &self.ctr[slot])
+        self.machinery.begin(slot, snap, &self.ctr[slot])
     }
 
     /// Replaces `snap` with a current snapshot (`refresh`).
     pub(crate) fn refresh(&self, slot: usize, snap: &mut Snapshot) {
-        self.proto.refresh(slot, snap, &self.ctr[slot])
+        self.machinery.refresh(slot, snap, &self.ctr[slot])
     }
 
     /// Publishes and validates a read timestamp, then refreshes `snap`.
@@ -98,36 +99,36 @@ impl Machine {
         ts: u64,
         roundup: bool,
     ) -> crate::Result<u64> {
-        self.proto
+        self.machinery
             .set_read_timestamp(slot, snap, Timestamp::new(ts), roundup, &self.ctr[slot])
             .map(Timestamp::get)
     }
 
     /// The pins of every open slot: `(slot, snapshot xmin, read ts)`.
     pub(crate) fn pins(&self) -> Vec<(usize, u64, u64)> {
-        self.proto.pins()
+        self.machinery.pins()
     }
 
     /// Clears the slot's read pins (end of a transaction).
     pub(crate) fn end(&self, slot: usize) {
-        self.proto.end(slot)
+        self.machinery.end(slot)
     }
 
     /// Allocates a transaction id.
     pub(crate) fn allocate_id(&self, slot: usize) -> u64 {
-        self.proto.allocate_id(slot)
+        self.machinery.allocate_id(slot)
     }
 
     /// Transaction `id` leaves the running set (descriptor install).
     pub(crate) fn complete(&self, slot: usize, id: u64) {
-        self.proto
+        self.machinery
             .complete(slot, id, None, &mut self.retired_of(slot), &self.ctr[slot])
     }
 
     /// A commit's completion: as [`Machine::complete`], and the installed
     /// descriptor is left in `snap`, the session's snapshot cache.
     pub(crate) fn complete_keeping(&self, slot: usize, id: u64, snap: &mut Snapshot) {
-        self.proto.complete(
+        self.machinery.complete(
             slot,
             id,
             Some(snap),
@@ -143,13 +144,14 @@ impl Machine {
 
     /// Recomputes the reclaim horizon.
     pub(crate) fn advance_horizon(&self) {
-        self.proto.advance_horizon(&self.ctr[self.ctr.len() - 1])
+        self.machinery
+            .advance_horizon(&self.ctr[self.ctr.len() - 1])
     }
 
     /// Begins a read-only fast-path view: `(stable, complete_below)`, its
     /// pins published.
     pub(crate) fn begin_at_stable(&self, slot: usize) -> (u64, u64) {
-        let v = self.proto.begin_at_stable(slot, &self.ctr[slot]);
+        let v = self.machinery.begin_at_stable(slot, &self.ctr[slot]);
         (v.stable, v.complete_below)
     }
 
@@ -157,7 +159,8 @@ impl Machine {
     pub(crate) fn descriptor(&self) -> Snapshot {
         let mut s = Snapshot::default();
         // Generation 0 is never published, so this always copies.
-        self.proto.refresh(0, &mut s, &self.ctr[self.ctr.len() - 1]);
+        self.machinery
+            .refresh(0, &mut s, &self.ctr[self.ctr.len() - 1]);
         s
     }
 }
@@ -206,7 +209,7 @@ impl Drop for Machine {
     fn drop(&mut self) {
         for r in self.retired.iter() {
             let mut r = r.lock().unwrap_or_else(|e| e.into_inner());
-            self.proto.flush_retired(&mut r);
+            self.machinery.flush_retired(&mut r);
         }
     }
 }

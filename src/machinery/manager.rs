@@ -2,8 +2,8 @@
 //! timestamps and the reclaim horizon, for any storage.
 
 use super::lockfree::LockFree;
-use super::protocol::Protocol;
 use super::raw::descriptor::SessionRetired;
+use super::rules::Machinery;
 use super::snapshot::Snapshot;
 use super::txn::Transaction;
 use super::version::{Horizon, PreparedTable, VersionState, VersionStatus};
@@ -16,10 +16,10 @@ use std::cell::Cell;
 use std::marker::PhantomData;
 
 /// The generic form of [`TxnManager`](crate::machinery::TxnManager), on
-/// snapshot protocol `P` (only the workload driver and the tests choose
+/// snapshot protocol `M` (only the workload driver and the tests choose
 /// one).
-pub struct TxnManager<P: Protocol = LockFree> {
-    pub(super) proto: P,
+pub struct TxnManager<M: Machinery = LockFree> {
+    pub(super) machinery: M,
     /// One block per slot, plus one for the manager's own work.
     pub(super) counters: Box<[CachePadded<Counters>]>,
     /// The prepared transaction open on each slot, to settle the statuses
@@ -91,12 +91,12 @@ pub(super) fn count_into(c: &Counters, what: Count, n: u64) {
     }
 }
 
-impl<P: Protocol> TxnManager<P> {
-    /// A manager on machinery `P` with room for `max_sessions` sessions.
+impl<M: Machinery> TxnManager<M> {
+    /// A manager on machinery `M` with room for `max_sessions` sessions.
     ///
     /// # Errors
     /// As [`TxnManager::new`].
-    pub fn with_machinery(max_sessions: usize) -> Result<TxnManager<P>> {
+    pub fn with_machinery(max_sessions: usize) -> Result<TxnManager<M>> {
         TxnManager::with_config(&EngineConfig {
             max_sessions,
             ..EngineConfig::default()
@@ -104,11 +104,11 @@ impl<P: Protocol> TxnManager<P> {
     }
 
     /// See [`TxnManager::with_config`](crate::machinery::TxnManager::with_config).
-    pub fn with_config(config: &EngineConfig) -> Result<TxnManager<P>> {
+    pub fn with_config(config: &EngineConfig) -> Result<TxnManager<M>> {
         config.validate()?;
         let max_sessions = config.max_sessions;
         Ok(TxnManager {
-            proto: P::new(config),
+            machinery: M::new(config),
             counters: (0..=max_sessions)
                 .map(|_| CachePadded::new(Counters::default()))
                 .collect(),
@@ -123,8 +123,8 @@ impl<P: Protocol> TxnManager<P> {
     }
 
     /// See [`TxnManager::session`](crate::machinery::TxnManager::session).
-    pub fn session(&self) -> Result<TxnSession<'_, P>> {
-        let slot = self.proto.open_session()?;
+    pub fn session(&self) -> Result<TxnSession<'_, M>> {
+        let slot = self.machinery.open_session()?;
         Ok(TxnSession {
             mgr: self,
             slot,
@@ -138,12 +138,12 @@ impl<P: Protocol> TxnManager<P> {
 
     /// See [`TxnManager::set_timestamps`](crate::machinery::TxnManager::set_timestamps).
     pub fn set_timestamps(&self, update: TimestampUpdate) -> Result<()> {
-        self.proto.set_timestamps(&update)
+        self.machinery.set_timestamps(&update)
     }
 
     /// See [`TxnManager::query_timestamp`](crate::machinery::TxnManager::query_timestamp).
     pub fn query_timestamp(&self, kind: TimestampKind) -> Option<Timestamp> {
-        self.proto.query_timestamp(kind)
+        self.machinery.query_timestamp(kind)
     }
 
     /// See [`TxnManager::stats`](crate::machinery::TxnManager::stats).
@@ -159,8 +159,8 @@ impl<P: Protocol> TxnManager<P> {
                 .map(|c| c.read_rmw.load(crate::sync::Ordering::Relaxed))
                 .sum()
         });
-        s.sessions_open = self.proto.sessions_open();
-        self.proto.add_stats(None, &mut s);
+        s.sessions_open = self.machinery.sessions_open();
+        self.machinery.add_stats(None, &mut s);
         s
     }
 
@@ -172,37 +172,37 @@ impl<P: Protocol> TxnManager<P> {
     /// See [`TxnManager::stable_timestamp`](crate::machinery::TxnManager::stable_timestamp).
     #[inline]
     pub fn stable_timestamp(&self) -> Timestamp {
-        self.proto.oldest_stable().1
+        self.machinery.oldest_stable().1
     }
 
     /// See [`TxnManager::version_state`](crate::machinery::TxnManager::version_state).
     pub fn version_state(&self, status: &VersionStatus) -> VersionState {
-        status.settled_state(&self.prepared, self.proto.current_xmin())
+        status.settled_state(&self.prepared, self.machinery.current_xmin())
     }
 
     /// See [`TxnManager::horizon`](crate::machinery::TxnManager::horizon).
     #[inline]
     pub fn horizon(&self) -> Horizon {
-        self.proto.horizon()
+        self.machinery.horizon()
     }
 
     /// See [`TxnManager::advance_horizon`](crate::machinery::TxnManager::advance_horizon).
     pub fn advance_horizon(&self) {
-        self.proto
+        self.machinery
             .advance_horizon(&self.counters[self.max_sessions]);
     }
 
     /// See [`TxnManager::asymmetric_fences`](crate::machinery::TxnManager::asymmetric_fences).
     pub fn asymmetric_fences(&self) -> bool {
-        self.proto.asymmetric_fences()
+        self.machinery.asymmetric_fences()
     }
 
     /// See [`TxnManager::pins`](crate::machinery::TxnManager::pins).
     pub fn pins(&self) -> Vec<SessionPin> {
-        let h = self.proto.horizon();
-        let floor_xmin = self.proto.current_xmin();
-        let (oldest, _) = self.proto.oldest_stable();
-        self.proto
+        let h = self.machinery.horizon();
+        let floor_xmin = self.machinery.current_xmin();
+        let (oldest, _) = self.machinery.oldest_stable();
+        self.machinery
             .pins()
             .into_iter()
             .map(|(slot, x, r)| SessionPin {
@@ -236,9 +236,9 @@ pub(super) struct OpenTxn {
 }
 
 /// The generic form of [`TxnSession`](crate::machinery::TxnSession), on
-/// snapshot protocol `P`.
-pub struct TxnSession<'m, P: Protocol = LockFree> {
-    pub(super) mgr: &'m TxnManager<P>,
+/// snapshot protocol `M`.
+pub struct TxnSession<'m, M: Machinery = LockFree> {
+    pub(super) mgr: &'m TxnManager<M>,
     pub(super) slot: usize,
     /// The cached snapshot, reused while the descriptor generation is
     /// unchanged.
@@ -256,10 +256,10 @@ pub struct TxnSession<'m, P: Protocol = LockFree> {
     _not_sync: PhantomData<Cell<()>>,
 }
 
-impl<'m, P: Protocol> TxnSession<'m, P> {
+impl<'m, M: Machinery> TxnSession<'m, M> {
     /// See [`TxnSession::begin`](crate::machinery::TxnSession::begin).
     #[inline]
-    pub fn begin(&mut self, options: &TxnOptions) -> Result<Transaction<'_, 'm, P>> {
+    pub fn begin(&mut self, options: &TxnOptions) -> Result<Transaction<'_, 'm, M>> {
         Transaction::begin(self, options)
     }
 
@@ -284,13 +284,13 @@ impl<'m, P: Protocol> TxnSession<'m, P> {
     }
 
     /// See [`TxnSession::manager`](crate::machinery::TxnSession::manager).
-    pub fn manager(&self) -> &'m TxnManager<P> {
+    pub fn manager(&self) -> &'m TxnManager<M> {
         self.mgr
     }
 
     /// See [`TxnSession::advance_horizon`](crate::machinery::TxnSession::advance_horizon).
     pub fn advance_horizon(&self) {
-        self.mgr.proto.advance_horizon(self.ctr());
+        self.mgr.machinery.advance_horizon(self.ctr());
     }
 
     /// See [`TxnSession::count`](crate::machinery::TxnSession::count).
@@ -303,7 +303,7 @@ impl<'m, P: Protocol> TxnSession<'m, P> {
     pub fn stats(&self) -> Stats {
         let mut s = Stats::default();
         s.add(self.ctr());
-        self.mgr.proto.add_stats(Some(self.slot), &mut s);
+        self.mgr.machinery.add_stats(Some(self.slot), &mut s);
         s
     }
 
@@ -313,13 +313,15 @@ impl<'m, P: Protocol> TxnSession<'m, P> {
     }
 }
 
-impl<P: Protocol> Drop for TxnSession<'_, P> {
+impl<M: Machinery> Drop for TxnSession<'_, M> {
     fn drop(&mut self) {
         // Invariant 12: every slot is released exactly once; an open
         // transaction borrows the session, so it has already ended.
         if self.open.live {
             super::txn::recover_leaked(self, |_| {});
         }
-        self.mgr.proto.close_session(self.slot, &mut self.retired);
+        self.mgr
+            .machinery
+            .close_session(self.slot, &mut self.retired);
     }
 }

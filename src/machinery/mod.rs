@@ -68,8 +68,8 @@ mod lockfree;
 pub(crate) mod loom_support;
 mod manager;
 mod plain;
-mod protocol;
 mod raw;
+mod rules;
 mod snapshot;
 mod txn;
 mod version;
@@ -80,14 +80,14 @@ pub use txn::Completion;
 pub use version::{Horizon, ReadView, VersionState, VersionStatus, Visibility, WriteCheck};
 
 /// The machinery's generic forms, on any snapshot protocol, and the
-/// protocols: re-exported as `crate::with_protocol` for the workload
+/// protocols: re-exported as `crate::with_machinery` for the workload
 /// driver and the tests, and named by the KV layer's generic forms.
-pub(crate) mod with_protocol {
+pub(crate) mod with_machinery {
     #[cfg(all(feature = "baseline", not(loom)))]
-    pub use super::baseline::{RwLockBaseline, RwLockBaselinePatched, RwLockProtocol};
+    pub use super::baseline::{RwLockBaseline, RwLockBaselinePatched, RwLockMachinery};
     pub use super::lockfree::LockFree;
     pub use super::manager::{TxnManager, TxnSession};
-    pub use super::protocol::Protocol;
+    pub use super::rules::Machinery;
     pub use super::txn::Transaction;
 }
 

@@ -3,12 +3,12 @@
 //! `txn.rs`) on the lock-free machinery. The generic forms take the
 //! snapshot protocol as a type parameter so that the workload driver and
 //! the tests can run the read-write-lock baselines through the same code
-//! (`with_protocol`); no user chooses one, so these carry none. Every
+//! (`with_machinery`); no user chooses one, so these carry none. Every
 //! method forwards, `#[inline]`: the code that runs is the generic form's.
 
 use super::raw::plain as cast;
-use super::with_protocol as generic;
-use super::with_protocol::LockFree;
+use super::with_machinery as generic;
+use super::with_machinery::LockFree;
 use super::{Completion, Count, Horizon, ReadView, SessionPin};
 use super::{VersionState, VersionStatus};
 use crate::config::{CommitOptions, EngineConfig, TimestampKind, TimestampUpdate, TxnOptions};
@@ -184,7 +184,7 @@ impl<'m> TxnSession<'m> {
         self.0.has_leaked()
     }
 
-    /// Rolls back a leaked transaction: `flip` gets an abort
+    /// Rolls back a leaked transaction: `flip` gets a rollback
     /// [`Completion`](super::Completion) for the statuses it wrote (before
     /// its id leaves the running set), then its claims and pins go. Returns
     /// whether there was one.
@@ -474,7 +474,7 @@ impl<'m> Transaction<'_, 'm> {
     /// timestamp) must be at or above it and after stable. A timestamp error
     /// leaves the transaction open and usable;
     /// a transaction that hit a write conflict is rolled back (`flip` gets
-    /// an abort completion) and gets [`Error::MustRollBack`](crate::Error::MustRollBack).
+    /// a rollback completion) and gets [`Error::MustRollBack`](crate::Error::MustRollBack).
     ///
     /// Once the timestamps are validated and claimed, `flip` gets a
     /// [`Completion`] that marks the statuses it is given committed; call

@@ -158,7 +158,7 @@ impl VersionStatus {
         aborted
     }
 
-    /// Sets the status word (commit, abort, prepare). Only `Completion`
+    /// Sets the status word (commit, rollback, prepare). Only `Completion`
     /// calls it, before the writer's descriptor install (invariant 9).
     #[inline]
     pub(super) fn set(&self, state: u64, ts: u64) {

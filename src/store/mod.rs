@@ -12,7 +12,7 @@ pub(crate) mod raw;
 
 use crate::machinery::epoch::Collector;
 use crate::machinery::{Horizon, ReadView};
-pub(crate) use raw::chain::rollback::RolledBack;
+pub(crate) use raw::chain::rollback_to_stable::RolledBack;
 pub(crate) use raw::chain::{Found, Pruned};
 pub(crate) use raw::index::Index;
 pub(crate) use raw::writes::{Completed, WriteSet};
@@ -92,16 +92,16 @@ impl Store {
 
     /// Rollback to stable's store half: removes every committed version
     /// `remove` picks (given its status and commit timestamp) from every
-    /// chain and rebuilds the chains it changed (`raw/rollback.rs`).
+    /// chain and rebuilds the chains it changed (`raw/rollback_to_stable.rs`).
     /// `&mut self`: no reader, writer or pruner can be in the store.
-    pub(crate) fn roll_back(
+    pub(crate) fn rollback_to_stable(
         &mut self,
         stable: u64,
         state: impl Fn(&crate::machinery::VersionStatus) -> crate::machinery::VersionState,
         remove: impl Fn(&crate::machinery::VersionStatus, crate::ts::Timestamp) -> bool,
     ) -> RolledBack {
         let on_free = self.on_free();
-        raw::chain::rollback::roll_back(
+        raw::chain::rollback_to_stable::rebuild(
             &mut self.index,
             &self.collector,
             stable,
@@ -114,7 +114,7 @@ impl Store {
     /// Calls `f` with every version linked in any chain.
     pub(crate) fn for_each_version(&self, f: impl FnMut(&crate::machinery::VersionStatus)) {
         let guard = self.collector.pin();
-        raw::chain::rollback::for_each_version(&self.index, &guard, f);
+        raw::chain::rollback_to_stable::for_each_version(&self.index, &guard, f);
     }
 
     /// The versions linked in `key`'s chain (0: never written).

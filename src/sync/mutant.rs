@@ -103,7 +103,7 @@ pub const SUMMARY_AFTER_FLIP: u32 = 33;
 /// below the head (invariant 16).
 pub const RELAXED_SUMMARY_STORE: u32 = 34;
 /// A lazy snapshot taken together with a read timestamp
-/// (`ProtocolImpl::begin_at_read_ts`) checks the floors before it stores
+/// (`MachineryImpl::begin_at_read_ts`) checks the floors before it stores
 /// its xmin and read-timestamp pins instead of after (handshake 1,
 /// invariants 1 and 2).
 pub const LAZY_PINS_AFTER_CHECK: u32 = 36;

@@ -4,7 +4,7 @@
 //! and slow syncs, so that most learn it from another committer's sync.
 
 use super::{segments, DIR};
-use snapshot_engine::durable::MemFs;
+use snapshot_engine::durability::MemFs;
 use snapshot_engine::{
     CommitOptions, Durability, DurabilityOptions, Engine, EngineConfig, TxnOptions,
 };

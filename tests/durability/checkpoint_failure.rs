@@ -5,7 +5,7 @@
 
 use super::faulty::{Faulty, Op, Rule};
 use super::{get, DIR};
-use snapshot_engine::durable::{FaultOp, Fs, MemFs};
+use snapshot_engine::durability::{FaultOp, Fs, MemFs};
 use snapshot_engine::{
     CommitOptions, Durability, DurabilityOptions, Engine, EngineConfig, Error, TxnOptions,
 };

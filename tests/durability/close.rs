@@ -2,7 +2,7 @@
 //! returns: the directory reopens at once, every time.
 
 use super::{get, DIR};
-use snapshot_engine::durable::MemFs;
+use snapshot_engine::durability::MemFs;
 use snapshot_engine::{
     CommitOptions, Durability, DurabilityOptions, Engine, EngineConfig, TxnOptions,
 };

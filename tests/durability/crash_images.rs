@@ -4,7 +4,7 @@
 //! torn tails, pages written back in any order, directory entries that
 //! persist one by one) must open, holding every acknowledged commit.
 
-use snapshot_engine::durable::{Fs, MemFs, Stop, WriteBack};
+use snapshot_engine::durability::{Fs, MemFs, Stop, WriteBack};
 use snapshot_engine::{
     CommitOptions, Durability, DurabilityOptions, Engine, EngineConfig, Error, TimestampUpdate,
     TxnOptions,

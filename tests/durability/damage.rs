@@ -7,7 +7,7 @@
 //! written.
 
 use super::{frame_boundaries, get, opts, segments, DIR};
-use snapshot_engine::durable::{Fs, MemFs};
+use snapshot_engine::durability::{Fs, MemFs};
 use snapshot_engine::{
     CommitOptions, Durability, DurabilityOptions, Engine, EngineConfig, Error, TxnOptions,
 };

@@ -2,7 +2,7 @@
 //! files, for faults `MemFs::fail_after` cannot aim (a create, a truncate,
 //! the first write or sync of one kind of file).
 
-use snapshot_engine::durable::{Fs, FsFile, FsLock, MemFs};
+use snapshot_engine::durability::{Fs, FsFile, FsLock, MemFs};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

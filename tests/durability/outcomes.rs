@@ -5,7 +5,7 @@
 
 use super::faulty::{Faulty, Op, Rule};
 use super::{get, DIR};
-use snapshot_engine::durable::{FaultOp, MemFs};
+use snapshot_engine::durability::{FaultOp, MemFs};
 use snapshot_engine::{
     CommitOptions, Durability, DurabilityOptions, Engine, EngineConfig, Error, TxnOptions,
 };
@@ -27,7 +27,7 @@ fn key(i: usize) -> String {
     format!("c{i:03}")
 }
 
-fn options(fs: Arc<dyn snapshot_engine::durable::Fs>, mode: Durability) -> DurabilityOptions {
+fn options(fs: Arc<dyn snapshot_engine::durability::Fs>, mode: Durability) -> DurabilityOptions {
     DurabilityOptions {
         fs,
         durability: mode,

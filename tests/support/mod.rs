@@ -14,7 +14,7 @@
 // Each test file compiles this module on its own and uses only part of it.
 #![allow(dead_code)]
 
-use snapshot_engine::with_protocol::{CommitError, Engine, Protocol, Txn};
+use snapshot_engine::with_machinery::{CommitError, Engine, Machinery, Txn};
 use snapshot_engine::*;
 
 /// Keys and values committed at timestamp 5 by every fixture.
@@ -26,11 +26,11 @@ pub type Seed = &'static [(&'static [u8], &'static [u8])];
 /// must share its rules.
 macro_rules! on_every_machinery {
     ($f:ident) => {
-        $f::<snapshot_engine::with_protocol::LockFree>();
+        $f::<snapshot_engine::with_machinery::LockFree>();
         #[cfg(feature = "baseline")]
-        $f::<snapshot_engine::with_protocol::RwLockBaseline>();
+        $f::<snapshot_engine::with_machinery::RwLockBaseline>();
         #[cfg(feature = "baseline")]
-        $f::<snapshot_engine::with_protocol::RwLockBaselinePatched>();
+        $f::<snapshot_engine::with_machinery::RwLockBaselinePatched>();
     };
 }
 pub(crate) use on_every_machinery;
@@ -58,8 +58,8 @@ pub fn set(oldest: Option<u64>, stable: Option<u64>, durable: Option<u64>) -> Ti
 }
 
 /// The file's `SEED` committed at 5; no global timestamps set.
-pub fn fresh<P: Protocol>() -> Engine<P> {
-    let e = Engine::<P>::with_machinery(EngineConfig {
+pub fn fresh<M: Machinery>() -> Engine<M> {
+    let e = Engine::<M>::with_machinery(EngineConfig {
         max_sessions: 8,
         ..EngineConfig::default()
     })
@@ -77,21 +77,21 @@ pub fn fresh<P: Protocol>() -> Engine<P> {
 
 /// The standard state: the file's `SEED` committed at 5, then oldest 10
 /// and stable 20.
-pub fn standard<P: Protocol>() -> Engine<P> {
+pub fn standard<M: Machinery>() -> Engine<M> {
     let e = fresh();
     e.set_timestamps(set(Some(10), Some(20), None)).unwrap();
     e
 }
 
 /// The file's `SEED` committed at 5, oldest 50, no stable timestamp.
-pub fn oldest_50_no_stable<P: Protocol>() -> Engine<P> {
+pub fn oldest_50_no_stable<M: Machinery>() -> Engine<M> {
     let e = fresh();
     e.set_timestamps(set(Some(50), None, None)).unwrap();
     e
 }
 
 /// The standard state, with stable at `Timestamp::MAX`.
-pub fn stable_at_max<P: Protocol>() -> Engine<P> {
+pub fn stable_at_max<M: Machinery>() -> Engine<M> {
     let e = standard();
     e.set_timestamps(TimestampUpdate {
         stable: Some(Timestamp::MAX),
@@ -115,21 +115,21 @@ pub enum Out {
     Counts(u64, u64, u64),
 }
 
-pub struct Row<P: Protocol> {
+pub struct Row<M: Machinery> {
     pub rule: &'static str,
     pub state: &'static str,
-    pub setup: fn() -> Engine<P>,
-    pub call: fn(&Engine<P>) -> Result<Out>,
+    pub setup: fn() -> Engine<M>,
+    pub call: fn(&Engine<M>) -> Result<Out>,
     pub expect: Result<Out>,
 }
 
 /// A row that starts from [`standard`].
-pub fn row<P: Protocol>(
+pub fn row<M: Machinery>(
     rule: &'static str,
     state: &'static str,
-    call: fn(&Engine<P>) -> Result<Out>,
+    call: fn(&Engine<M>) -> Result<Out>,
     expect: Result<Out>,
-) -> Row<P> {
+) -> Row<M> {
     Row {
         rule,
         state,
@@ -142,7 +142,7 @@ pub fn row<P: Protocol>(
 /// After a row: no session is left open; stable and oldest advance past
 /// everything the row did (nothing prepared or announced is left behind);
 /// a fresh transaction writes, commits and reads back correctly.
-pub fn assert_usable<P: Protocol>(e: &Engine<P>, rule: &str) {
+pub fn assert_usable<M: Machinery>(e: &Engine<M>, rule: &str) {
     assert_eq!(e.stats().sessions_open, 0, "{rule}: a session leaked");
     let stable = e.query_timestamp(TimestampKind::Stable);
     if stable == Some(Timestamp::MAX) {
@@ -176,7 +176,7 @@ pub fn assert_usable<P: Protocol>(e: &Engine<P>, rule: &str) {
 }
 
 /// Runs every row, then fails listing every row whose outcome differed.
-pub fn run<P: Protocol>(rows: Vec<Row<P>>) {
+pub fn run<M: Machinery>(rows: Vec<Row<M>>) {
     use std::panic::{catch_unwind, AssertUnwindSafe};
     let mut wrong = Vec::new();
     for r in rows {
@@ -186,7 +186,7 @@ pub fn run<P: Protocol>(rows: Vec<Row<P>>) {
             Ok(got) if got == r.expect => {}
             Ok(got) => wrong.push(format!(
                 "[{}] rule `{}` from state `{}`:\n    expected {:?}\n         got {:?}",
-                P::NAME,
+                M::NAME,
                 r.rule,
                 r.state,
                 r.expect,
@@ -194,7 +194,7 @@ pub fn run<P: Protocol>(rows: Vec<Row<P>>) {
             )),
             Err(_) => wrong.push(format!(
                 "[{}] rule `{}` from state `{}`: a step panicked (see above)",
-                P::NAME,
+                M::NAME,
                 r.rule,
                 r.state
             )),
@@ -202,7 +202,7 @@ pub fn run<P: Protocol>(rows: Vec<Row<P>>) {
         if catch_unwind(AssertUnwindSafe(|| assert_usable(&e, r.rule))).is_err() {
             wrong.push(format!(
                 "[{}] rule `{}`: engine not usable afterwards",
-                P::NAME,
+                M::NAME,
                 r.rule
             ));
         }
@@ -218,9 +218,9 @@ pub fn run<P: Protocol>(rows: Vec<Row<P>>) {
 /// A commit refused for a timestamp: its error, and the transaction it
 /// handed back (which must still be open).
 #[track_caller]
-pub fn kept<'s, 'e, P: Protocol>(
-    r: std::result::Result<(), CommitError<'s, 'e, P>>,
-) -> (Error, Txn<'s, 'e, P>) {
+pub fn kept<'s, 'e, M: Machinery>(
+    r: std::result::Result<(), CommitError<'s, 'e, M>>,
+) -> (Error, Txn<'s, 'e, M>) {
     let e = r.expect_err("the commit should have been refused");
     let err = e.error().clone();
     let txn = e
@@ -232,7 +232,7 @@ pub fn kept<'s, 'e, P: Protocol>(
 /// A commit that rolled the transaction back: its error (no transaction
 /// came back).
 #[track_caller]
-pub fn rolled_back<P: Protocol>(r: std::result::Result<(), CommitError<'_, '_, P>>) -> Error {
+pub fn rolled_back<M: Machinery>(r: std::result::Result<(), CommitError<'_, '_, M>>) -> Error {
     let e = r.expect_err("the commit should have been refused");
     let err = e.error().clone();
     assert!(

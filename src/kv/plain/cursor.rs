@@ -1,7 +1,7 @@
 //! [`Cursor`] as users name it.
 
 use crate::error::Result;
-use crate::with_protocol::{self as generic, LockFree};
+use crate::with_machinery::{self as generic, LockFree};
 
 /// A cursor over the visible key-value pairs of a key range in one transaction
 /// ([`Txn::iter`](crate::Txn::iter), [`Txn::cursor`](crate::Txn::cursor)): an

@@ -4,7 +4,7 @@
 //! `kv/cursor.rs`) on the lock-free machinery. The generic forms take the
 //! snapshot protocol as a type parameter so that the workload driver and
 //! the tests can run the read-write-lock baselines through the same code
-//! (`crate::with_protocol`); no user chooses one, so these carry none.
+//! (`crate::with_machinery`); no user chooses one, so these carry none.
 //! Every method forwards, `#[inline]`: the code that runs is the generic
 //! form's.
 

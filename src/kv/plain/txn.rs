@@ -5,7 +5,7 @@ use crate::config::{CommitOptions, TxnOptions};
 use crate::error::{Error, Result};
 use crate::kv::{KeyRange, Savepoint};
 use crate::ts::{Timestamp, TxnId};
-use crate::with_protocol::{self as generic, LockFree};
+use crate::with_machinery::{self as generic, LockFree};
 use std::fmt;
 
 /// A transaction. Reads see one snapshot (or, with `read_at_stable`, the

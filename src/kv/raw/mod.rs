@@ -7,21 +7,21 @@
 
 use super::engine::{Engine, OwnedSession, Session};
 use crate::error::Result;
-use crate::machinery::with_protocol::{LockFree, Protocol};
+use crate::machinery::with_machinery::{LockFree, Machinery};
 use std::sync::Arc;
 
 /// Opens a session on `engine` that keeps a clone of the `Arc` as its owner.
 ///
 /// # Errors
 /// As [`Engine::session`].
-pub(super) fn open_owned<P: Protocol>(engine: &Arc<Engine<P>>) -> Result<OwnedSession<P>> {
+pub(super) fn open_owned<M: Machinery>(engine: &Arc<Engine<M>>) -> Result<OwnedSession<M>> {
     // SAFETY: invariant 14 (DESIGN.md): the `'static` borrow is of the
     // engine inside the `Arc` the session keeps in `owner`, which is
     // heap-allocated (it never moves) and is the session's last field, so
     // it drops after `msess` and `data`, the only holders of the borrow; no
     // method of `Session` hands a `&'static Engine` (or anything borrowed
     // from one for longer than `&self`) out of the session.
-    let borrowed: &'static Engine<P> = unsafe { &*Arc::as_ptr(engine) };
+    let borrowed: &'static Engine<M> = unsafe { &*Arc::as_ptr(engine) };
     Session::open(borrowed, Some(engine.clone()))
 }
 

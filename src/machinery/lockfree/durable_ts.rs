@@ -3,8 +3,8 @@
 //! (`record_durable`); a set records the application's value with every
 //! slot's word as found then, and bumps `durable_resets`, which makes later
 //! commits restart their words (`set_durable`); the report is the max of
-//! the set value and every word changed since (`durable_report`,
-//! `raw/durable.rs`), before unfinished commits hold `all_durable` down.
+//! the set value and every word changed since (`all_durable_report`,
+//! `raw/all_durable.rs`), before unfinished commits hold `all_durable` down.
 
 use super::LockFree;
 use crate::sync::{mutant as m, mutant_on, Ordering};
@@ -85,7 +85,7 @@ impl LockFree {
 
     /// The global durable timestamp as set, raised by every commit counted
     /// since (`query_timestamp`).
-    pub(super) fn durable_report(&self) -> u64 {
+    pub(super) fn all_durable_report(&self) -> u64 {
         // No lock: the set's value and words come as one record. Relaxed
         // word loads: a report, each word written by its owner's commits
         // only; a commit that returned before this query is ordered

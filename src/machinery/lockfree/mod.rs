@@ -47,11 +47,11 @@ mod durable_ts;
 mod pin_horizon;
 mod stable;
 
-use super::protocol::{report_timestamp, ProtocolImpl, SlotTimestamps, StableView};
+use super::raw::all_durable::AllDurableCell;
 use super::raw::descriptor::{DescriptorCell, SessionRetired};
-use super::raw::durable::DurableCell;
 use super::raw::reclaim::{Collector, RETIRE_BATCH};
 use super::raw::slots::SlotTable;
+use super::rules::{report_timestamp, MachineryImpl, SlotTimestamps, StableView};
 use super::snapshot::Snapshot;
 use super::version::Horizon;
 use crate::config::{EngineConfig, TimestampKind, TimestampUpdate};
@@ -89,12 +89,12 @@ pub struct LockFree {
     next_id: CachePadded<AtomicU64>,
     clocks: CachePadded<Clocks>,
     /// The global durable timestamp the application set last, with every
-    /// slot's `durable` word as that set found it (`raw/durable.rs`). The
+    /// slot's `durable` word as that set found it (`raw/all_durable.rs`). The
     /// reported one (`all_durable`, before unfinished commits hold it
     /// down) is the max of the set value and every word changed since: a
     /// commit raises only its own slot's word, so it pays no shared
     /// read-modify-write for it. Replaced by `set_timestamps` only.
-    durable: DurableCell,
+    durable: AllDurableCell,
     advancing: AtomicBool,
     /// Handshake 1's fence pair (`sync::Fences`): the readers' light fence
     /// and the advancer's heavy one. Decided at construction, never changed.
@@ -131,7 +131,7 @@ impl LockFree {
 // of their handshake (`pin_horizon.rs`, `stable.rs`): an inherent method
 // takes precedence over the trait's, so `LockFree::name(self, ..)` below
 // calls it.
-impl ProtocolImpl for LockFree {
+impl MachineryImpl for LockFree {
     fn new(config: &EngineConfig) -> Self {
         LockFree {
             desc: CachePadded::new(DescriptorCell::new()),
@@ -146,7 +146,7 @@ impl ProtocolImpl for LockFree {
                 horizon_ts: AtomicU64::new(0),
                 durable_resets: AtomicU64::new(0),
             }),
-            durable: DurableCell::new(config.max_sessions),
+            durable: AllDurableCell::new(config.max_sessions),
             advancing: AtomicBool::new(false),
             fences: Fences::new(config.asymmetric_fences),
             admin: Mutex::new(()),
@@ -288,7 +288,7 @@ impl ProtocolImpl for LockFree {
     fn query_timestamp(&self, kind: TimestampKind) -> Option<Timestamp> {
         let c = &self.clocks;
         let durable = if kind == TimestampKind::AllDurable {
-            self.durable_report()
+            self.all_durable_report()
         } else {
             0
         };

@@ -7,7 +7,7 @@
 
 use super::LockFree;
 use crate::error::Result;
-use crate::machinery::protocol::{lowest_pins, read_ts_rule, StableView};
+use crate::machinery::rules::{lowest_pins, read_ts_rule, StableView};
 use crate::machinery::snapshot::Snapshot;
 use crate::machinery::version::Horizon;
 use crate::stats::Counters;
@@ -307,8 +307,8 @@ impl Drop for Advancing<'_> {
 mod tests {
     use super::*;
     use crate::config::EngineConfig;
-    use crate::machinery::protocol::ProtocolImpl;
     use crate::machinery::raw::descriptor::SessionRetired;
+    use crate::machinery::rules::MachineryImpl;
     use crate::sync::{fence_count, mutant};
 
     fn machinery(asymmetric_fences: bool) -> LockFree {

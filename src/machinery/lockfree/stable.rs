@@ -6,7 +6,7 @@
 use super::LockFree;
 use crate::config::TimestampUpdate;
 use crate::error::{check_ts, Error, Result, TimestampRole};
-use crate::machinery::protocol::check_prepare_against_readers;
+use crate::machinery::rules::check_prepare_against_readers;
 use crate::stats::Counters;
 use crate::sync::{fence, mutant as m, mutant_on, spin_hint, Ordering};
 use crate::ts::Timestamp;

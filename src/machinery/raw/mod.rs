@@ -12,8 +12,8 @@
 //! machinery, with their contracts under `# Safety`. `lockfree/`, `txn/`, `manager.rs` and the rest of the
 //! machinery hold no `unsafe`.
 
+pub(crate) mod all_durable;
 pub(crate) mod descriptor;
-pub(crate) mod durable;
 pub(crate) mod plain;
 pub(crate) mod reclaim;
 pub(crate) mod slots;

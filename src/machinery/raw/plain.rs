@@ -3,7 +3,7 @@
 //! newtypes over them: the same object, seen through its public type.
 
 use super::super::plain::{TxnManager, TxnSession};
-use super::super::with_protocol::{self as generic, LockFree};
+use super::super::with_machinery::{self as generic, LockFree};
 
 /// `g` as the plain [`TxnManager`] it is.
 #[inline]

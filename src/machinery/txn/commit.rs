@@ -5,12 +5,12 @@
 use super::{Completion, PoisonOnUnwind, State, Transaction};
 use crate::config::CommitOptions;
 use crate::error::{check_ts, Error, Result, TimestampRole};
-use crate::machinery::protocol::Protocol;
+use crate::machinery::rules::Machinery;
 use crate::machinery::version::COMMITTED;
 use crate::sync::{mutant as m, mutant_on};
 use crate::ts::Timestamp;
 
-impl<P: Protocol> Transaction<'_, '_, P> {
+impl<M: Machinery> Transaction<'_, '_, M> {
     /// With `roundup_prepared`, a prepared transaction's commit timestamp
     /// below its prepare timestamp is rounded up to it (as WiredTiger's
     /// `roundup_timestamps=(prepared=true)` does).
@@ -32,7 +32,7 @@ impl<P: Protocol> Transaction<'_, '_, P> {
     /// timestamp is claimed or announced.
     fn check_commit_ts(&self, commit: Timestamp) -> Result<()> {
         check_ts(TimestampRole::Commit, commit)?;
-        let (oldest, _) = self.sess.mgr.proto.oldest_stable();
+        let (oldest, _) = self.sess.mgr.machinery.oldest_stable();
         // A prepared transaction's commit timestamp is bounded by its prepare
         // timestamp, not by oldest: oldest and stable may move past a
         // prepared transaction, and a two-phase commit's timestamp is chosen
@@ -79,7 +79,10 @@ impl<P: Protocol> Transaction<'_, '_, P> {
             });
         }
         if self.sess.cur.state != State::Prepared {
-            self.sess.mgr.proto.announce(self.sess.slot, ts, false)?;
+            self.sess
+                .mgr
+                .machinery
+                .announce(self.sess.slot, ts, false)?;
         }
         self.sess.cur.commit_ts = ts;
         Ok(())
@@ -113,7 +116,7 @@ impl<P: Protocol> Transaction<'_, '_, P> {
     ) -> Result<()> {
         match self.sess.cur.state {
             State::Doomed => {
-                self.abort(flip);
+                self.rollback_open(flip);
                 return Err(Error::MustRollBack);
             }
             State::Finished | State::Poisoned => return Err(Error::TransactionFinished),
@@ -128,7 +131,7 @@ impl<P: Protocol> Transaction<'_, '_, P> {
             self.commit_under_claim(commit, durable, prepared, flip)?;
         }
         if self.announced() {
-            mgr.proto.release_prepare(slot);
+            mgr.machinery.release_prepare(slot);
         }
         ctr.commits.bump(1);
         self.finish();
@@ -191,7 +194,7 @@ impl<P: Protocol> Transaction<'_, '_, P> {
         let ctr = self.sess.ctr();
         let claim = if prepared { durable } else { commit };
         if !claim.is_none() {
-            mgr.proto.claim_commit(slot, claim, prepared)?;
+            mgr.machinery.claim_commit(slot, claim, prepared)?;
         }
         let done = Completion::new(self.sess.cur.id, COMMITTED, commit.get());
         let clear_early = prepared && mutant_on(m::PREPARED_CLEARED_BEFORE_FLIP);
@@ -208,7 +211,7 @@ impl<P: Protocol> Transaction<'_, '_, P> {
         }
         let early = mutant_on(m::CLAIM_RELEASED_BEFORE_INSTALL);
         if early {
-            mgr.proto.release_claim(slot, durable);
+            mgr.machinery.release_claim(slot, durable);
         }
         if self.sess.cur.id != 0 && !prepared {
             // The status flips above happen-before the Release CAS that
@@ -217,7 +220,7 @@ impl<P: Protocol> Transaction<'_, '_, P> {
             // transaction reads nothing more, and the next one reuses
             // it if no other completion is published by then
             // (invariants 5, 7).
-            mgr.proto.complete(
+            mgr.machinery.complete(
                 slot,
                 self.sess.cur.id,
                 Some(&mut self.sess.snap),
@@ -230,7 +233,7 @@ impl<P: Protocol> Transaction<'_, '_, P> {
             // publishes stable only once a snapshot taken at it sees
             // this commit (handshake 2, invariant 8; loom model
             // `stable/snapshot`).
-            mgr.proto.release_claim(slot, durable);
+            mgr.machinery.release_claim(slot, durable);
         }
         Ok(())
     }

@@ -6,22 +6,22 @@
 //! One file per step of its life: `view.rs` (begin, the lazy snapshot, the
 //! read timestamp and the read view), `commit.rs` (the commit timestamp's
 //! rules and commit), `prepare.rs` (prepare and the prepared durable
-//! timestamp), `abort.rs` (rollback, drop, a leaked transaction) and
+//! timestamp), `rollback.rs` (rollback, drop, a leaked transaction) and
 //! `completion.rs` (the [`Completion`] every outcome flips statuses with).
 //! This file holds the state they share.
 
-mod abort;
 mod commit;
 mod completion;
 mod prepare;
+mod rollback;
 mod view;
 
-pub(super) use abort::recover_leaked;
 pub use completion::Completion;
+pub(super) use rollback::recover_leaked;
 
 use super::lockfree::LockFree;
 use super::manager::{count_into, Count, OpenTxn, TxnSession};
-use super::protocol::{Protocol, StableView};
+use super::rules::{Machinery, StableView};
 use crate::config::TxnOptions;
 use crate::error::{Error, Result};
 use crate::ts::{Timestamp, TxnId};
@@ -38,14 +38,14 @@ enum State {
 }
 
 /// The generic form of [`Transaction`](crate::machinery::Transaction), on
-/// snapshot protocol `P` (only the workload driver and the tests choose
+/// snapshot protocol `M` (only the workload driver and the tests choose
 /// one).
-pub struct Transaction<'s, 'm, P: Protocol = LockFree> {
+pub struct Transaction<'s, 'm, M: Machinery = LockFree> {
     /// Everything else the transaction is lives in `sess.cur`: a
     /// `Transaction` is one pointer, so `begin`'s result moves through its
     /// `Result` layers (machinery, KV `Txn`, caller) as a pointer, not as a
     /// 120-byte struct whose copies stall on store forwarding.
-    sess: &'s mut TxnSession<'m, P>,
+    sess: &'s mut TxnSession<'m, M>,
 }
 
 /// The state of the transaction open on a session ([`Transaction`] points
@@ -89,7 +89,7 @@ impl Default for TxnCore {
     }
 }
 
-impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
+impl<'s, 'm, M: Machinery> Transaction<'s, 'm, M> {
     /// See [`Transaction::id`](crate::machinery::Transaction::id).
     pub fn id(&self) -> TxnId {
         TxnId(self.sess.cur.id)
@@ -112,12 +112,12 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
     }
 
     /// See [`Transaction::session`](crate::machinery::Transaction::session).
-    pub fn session(&self) -> &TxnSession<'m, P> {
+    pub fn session(&self) -> &TxnSession<'m, M> {
         self.sess
     }
 
     /// See [`Transaction::manager`](crate::machinery::Transaction::manager).
-    pub fn manager(&self) -> &'m super::manager::TxnManager<P> {
+    pub fn manager(&self) -> &'m super::manager::TxnManager<M> {
         self.sess.mgr
     }
 
@@ -154,7 +154,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             }
         }
         if self.sess.cur.pinned {
-            self.sess.mgr.proto.end(self.sess.slot);
+            self.sess.mgr.machinery.end(self.sess.slot);
         }
         self.sess.open = OpenTxn::default();
         self.sess.cur.state = State::Finished;

@@ -3,12 +3,12 @@
 
 use super::{Completion, PoisonOnUnwind, State, Transaction};
 use crate::error::{check_ts, Error, Result, TimestampRole};
-use crate::machinery::protocol::Protocol;
+use crate::machinery::rules::Machinery;
 use crate::machinery::version::PREPARED;
 use crate::sync::{mutant as m, mutant_on};
 use crate::ts::Timestamp;
 
-impl<P: Protocol> Transaction<'_, '_, P> {
+impl<M: Machinery> Transaction<'_, '_, M> {
     /// See [`Transaction::set_durable_timestamp`](crate::machinery::Transaction::set_durable_timestamp).
     pub fn set_durable_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<()> {
         let ts = ts.into();
@@ -24,7 +24,7 @@ impl<P: Protocol> Transaction<'_, '_, P> {
                 commit: self.sess.cur.commit_ts,
             });
         }
-        self.sess.mgr.proto.announce(self.sess.slot, ts, true)?;
+        self.sess.mgr.machinery.announce(self.sess.slot, ts, true)?;
         self.sess.cur.durable_ts = ts;
         Ok(())
     }
@@ -57,12 +57,12 @@ impl<P: Protocol> Transaction<'_, '_, P> {
         let slot = self.sess.slot;
         let claim = !mutant_on(m::PREPARE_WITHOUT_CLAIM);
         let claimed = if claim {
-            mgr.proto.claim_commit(slot, p, false)
+            mgr.machinery.claim_commit(slot, p, false)
         } else {
             Ok(())
         };
         if let Err(e) = claimed {
-            mgr.proto.release_prepare(slot);
+            mgr.machinery.release_prepare(slot);
             return Err(match e {
                 Error::CommitTimestampNotAfterStable { stable, .. } => {
                     Error::PrepareTimestampNotAfterStable { prepare: p, stable }
@@ -72,7 +72,7 @@ impl<P: Protocol> Transaction<'_, '_, P> {
         }
         self.flip_prepared(p, flip);
         if claim {
-            mgr.proto.release_claim(slot, Timestamp::NONE);
+            mgr.machinery.release_claim(slot, Timestamp::NONE);
         }
         self.sess.cur.prepare_ts = p;
         self.sess.cur.state = State::Prepared;
@@ -88,7 +88,7 @@ impl<P: Protocol> Transaction<'_, '_, P> {
     fn claim_prepare_ts(&self, ts: Timestamp) -> Result<Timestamp> {
         let mgr = self.sess.mgr;
         let slot = self.sess.slot;
-        let (oldest, stable) = mgr.proto.oldest_stable();
+        let (oldest, stable) = mgr.machinery.oldest_stable();
         let mut want = ts;
         if want < oldest {
             if !self.sess.cur.opts.roundup_prepared {
@@ -112,7 +112,7 @@ impl<P: Protocol> Transaction<'_, '_, P> {
             want = oldest;
         }
         let p = mgr
-            .proto
+            .machinery
             .claim_prepare(slot, want, self.sess.cur.opts.roundup_prepared)?;
         let refused = if p > Timestamp::MAX {
             // Rounded up past the largest timestamp: stable is at MAX.
@@ -131,7 +131,7 @@ impl<P: Protocol> Transaction<'_, '_, P> {
         if let Some(e) = refused {
             // Nothing else was published yet: no announcement exists before
             // prepare (a commit timestamp refuses prepare above).
-            mgr.proto.release_prepare(slot);
+            mgr.machinery.release_prepare(slot);
             return Err(e);
         }
         Ok(p)
@@ -161,7 +161,7 @@ impl<P: Protocol> Transaction<'_, '_, P> {
             // Prepare is an exit from the running set: the generation is
             // bumped (invariant 5; PostgreSQL's two-phase-commit bug).
             let ctr = self.sess.ctr();
-            mgr.proto.complete(
+            mgr.machinery.complete(
                 self.sess.slot,
                 self.sess.cur.id,
                 None,

@@ -5,15 +5,15 @@ use super::{recover_leaked, State, Transaction};
 use crate::config::{Isolation, PrepareConflicts, TxnOptions};
 use crate::error::{check_ts, Error, Result, TimestampRole};
 use crate::machinery::manager::TxnSession;
-use crate::machinery::protocol::Protocol;
+use crate::machinery::rules::Machinery;
 use crate::machinery::version::{ReadView, VersionStatus};
 use crate::sync::{mutant as m, mutant_on};
 use crate::ts::Timestamp;
 
-impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
+impl<'s, 'm, M: Machinery> Transaction<'s, 'm, M> {
     #[inline]
     pub(in crate::machinery) fn begin(
-        sess: &'s mut TxnSession<'m, P>,
+        sess: &'s mut TxnSession<'m, M>,
         opts: &TxnOptions,
     ) -> Result<Self> {
         let opts = *opts;
@@ -50,7 +50,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         c.rmw_at_begin = rmw_at_begin;
         let mut t = Transaction { sess };
         if opts.read_at_stable {
-            let sv = mgr.proto.begin_at_stable(t.sess.slot, ctr);
+            let sv = mgr.machinery.begin_at_stable(t.sess.slot, ctr);
             t.sess.cur.pinned = true;
             // With no stable timestamp set, a view "at stable 0" would see
             // untimestamped versions that pruning may cut once oldest is set
@@ -65,7 +65,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             }
             // The snapshot comes later, lazily, with its own pin; until
             // then this one publishes nothing (as any lazy begin).
-            mgr.proto.end(t.sess.slot);
+            mgr.machinery.end(t.sess.slot);
             t.sess.cur.pinned = false;
         }
         if let Some(ts) = opts.read_timestamp {
@@ -89,7 +89,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         let ctr = self.sess.ctr();
         self.sess
             .mgr
-            .proto
+            .machinery
             .begin(self.sess.slot, &mut self.sess.snap, ctr);
         self.sess.cur.pinned = true;
     }
@@ -121,9 +121,9 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             });
         }
         let ctr = self.sess.ctr();
-        let proto = &self.sess.mgr.proto;
+        let machinery = &self.sess.mgr.machinery;
         let r = if self.sess.cur.snapped {
-            proto.set_read_timestamp(
+            machinery.set_read_timestamp(
                 self.sess.slot,
                 &mut self.sess.snap,
                 ts,
@@ -133,7 +133,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         } else {
             // The lazy snapshot comes with the read timestamp: one
             // handshake for both pins.
-            let r = proto.begin_at_read_ts(
+            let r = machinery.begin_at_read_ts(
                 self.sess.slot,
                 &mut self.sess.snap,
                 ts,
@@ -180,7 +180,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
             let ctr = self.sess.ctr();
             self.sess
                 .mgr
-                .proto
+                .machinery
                 .refresh(self.sess.slot, &mut self.sess.snap, ctr);
         }
         Ok(self.view())
@@ -207,7 +207,7 @@ impl<'s, 'm, P: Protocol> Transaction<'s, 'm, P> {
         if self.sess.cur.id == 0 {
             // The id comes with the first write: a read-only transaction never
             // allocates one.
-            self.sess.cur.id = self.sess.mgr.proto.allocate_id(self.sess.slot);
+            self.sess.cur.id = self.sess.mgr.machinery.allocate_id(self.sess.slot);
             self.sess.open.id = self.sess.cur.id;
         }
         Ok((VersionStatus::new(self.sess.cur.id), self.view()))

@@ -1,12 +1,12 @@
 //! The log's record format: segment names and magic, the record kinds,
 //! and how a record is framed (the durability layer's frames,
-//! `durable/record.rs`).
+//! `durability/record.rs`).
 
 use std::path::PathBuf;
 
 use openraft::Entry;
 
-use crate::durable::record;
+use crate::durability::record;
 use crate::replication::entry::TypeConfig;
 
 /// A log segment's magic bytes.

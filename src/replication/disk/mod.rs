@@ -9,7 +9,7 @@
 //! * `LOCK`: held while the node runs (the platform's advisory lock,
 //!   released when the process dies).
 //! * `raft-<seq>.log`: the log's segments, in the durability layer's frame
-//!   format (`durable/record.rs`: a 16-byte file header, then frames of
+//!   format (`durability/record.rs`: a 16-byte file header, then frames of
 //!   length, payload checksum and header checksum), magic `SNAPRFT1`.
 //! * `snapshot`: the newest snapshot, magic `SNAPRSS1`, written whole as
 //!   `snapshot.tmp`, synced and renamed over it.
@@ -47,7 +47,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::durable::{io_error, Fs, FsLock, StdFs};
+use crate::durability::{io_error, Fs, FsLock, StdFs};
 use crate::Error;
 use format::{framed, KIND_COMMITTED, KIND_PURGE, KIND_VOTE};
 use snapshot::Meta;

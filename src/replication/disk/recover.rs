@@ -11,8 +11,8 @@ use super::format::{
     parse_segment, segment_name, Segment, KIND_COMMITTED, KIND_ENTRY, KIND_PURGE, KIND_TRUNCATE,
     KIND_VOTE, LOG_MAGIC,
 };
-use crate::durable::record::{self, corrupt, End, FILE_HEADER};
-use crate::durable::{io_error, Damage, Fs};
+use crate::durability::record::{self, corrupt, End, FILE_HEADER};
+use crate::durability::{io_error, Damage, Fs};
 use crate::replication::entry::{NodeId, TypeConfig};
 use crate::Error;
 
@@ -165,7 +165,7 @@ pub(super) fn recover(
 mod tests {
     use super::super::format::framed;
     use super::*;
-    use crate::durable::StdFs;
+    use crate::durability::StdFs;
     use openraft::{CommittedLeaderId, EntryPayload};
     use std::path::PathBuf;
 

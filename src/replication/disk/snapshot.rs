@@ -8,8 +8,8 @@ use std::path::Path;
 use openraft::{BasicNode, SnapshotMeta};
 
 use super::format::payload;
-use crate::durable::record::{self, corrupt, End, FILE_HEADER};
-use crate::durable::{io_error, Fs};
+use crate::durability::record::{self, corrupt, End, FILE_HEADER};
+use crate::durability::{io_error, Fs};
 use crate::replication::entry::NodeId;
 use crate::Error;
 

@@ -15,8 +15,8 @@ use parking_lot::{Condvar, Mutex};
 use super::format::{
     framed, segment_name, Segment, KIND_COMMITTED, KIND_PURGE, KIND_TRUNCATE, KIND_VOTE, LOG_MAGIC,
 };
-use crate::durable::record;
-use crate::durable::{create_synced, io_error, Durability, Fs, FsFile};
+use crate::durability::record;
+use crate::durability::{create_synced, io_error, Durability, Fs, FsFile};
 use crate::replication::entry::{NodeId, TypeConfig};
 use crate::sync::{AtomicU64, Ordering};
 use crate::Error;
@@ -52,7 +52,7 @@ impl LogOptions {
     /// # Errors
     /// [`Error::InvalidDurabilityOption`] naming the setting and its range.
     pub fn validate(&self) -> Result<(), Error> {
-        crate::durable::validate_log(self.durability, self.segment_bytes)
+        crate::durability::validate_log(self.durability, self.segment_bytes)
     }
 }
 

@@ -17,7 +17,7 @@
 //!   first links the key's newest committed version to the new one
 //!   (`newer`, and `stop` = the new commit timestamp), notes whether the new
 //!   timestamp is below the old one (the key then is *unordered* for good),
-//!   and then has the completion flip the status. Prepare and abort only
+//!   and then has the completion flip the status. Prepare and rollback only
 //!   flip.
 //! * A reader whose timestamp bound is below the key's head *summary* (the
 //!   head's commit timestamp, kept by writers: cleared by every prepend,
@@ -978,8 +978,8 @@ impl Drop for KeyEntry {
 }
 
 /// Rollback to stable's surgery on whole chains (its module docs).
-#[path = "rollback.rs"]
-pub(crate) mod rollback;
+#[path = "rollback_to_stable.rs"]
+pub(crate) mod rollback_to_stable;
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -1,6 +1,6 @@
 //! A transaction's write set: the versions it prepended and the keys they
 //! belong to, with the safe operations that finish them (commit, prepare,
-//! abort, rollback to a savepoint) and prune their keys afterwards.
+//! rollback, rollback to a savepoint) and prune their keys afterwards.
 //!
 //! The set holds raw pointers to its versions; it is the only holder that
 //! dereferences them outside the chains, and it does so only while they
@@ -15,7 +15,7 @@
 //! [`WriteSet::write`]; [`WriteSet::complete`] is the one place a version
 //! stops being the transaction's own (a commit marks the set `released`
 //! before its first flip, so from then on only the key entries are used;
-//! an abort takes the records out before its first unlink); and
+//! a rollback takes the records out before its first unlink); and
 //! [`WriteSet::rollback_to`] drops the records of what it unlinks. Key
 //! entries are plain references: they live until the store drops, which
 //! the `'s` borrow of the store rules out.
@@ -36,7 +36,7 @@ struct Rec<'s> {
 pub(crate) struct Completed {
     /// Versions a commit's links examined.
     pub(crate) examined: u64,
-    /// Versions an abort unlinked.
+    /// Versions a rollback unlinked.
     pub(crate) unlinked: u64,
 }
 

@@ -4,23 +4,23 @@
 use super::{Completion, State, Transaction};
 use crate::error::{Error, Result};
 use crate::machinery::manager::{OpenTxn, TxnSession};
-use crate::machinery::protocol::Protocol;
+use crate::machinery::rules::Machinery;
 use crate::machinery::version::ABORTED;
 use crate::ts::Timestamp;
 
-impl<P: Protocol> Transaction<'_, '_, P> {
+impl<M: Machinery> Transaction<'_, '_, M> {
     /// See [`Transaction::rollback`](crate::machinery::Transaction::rollback).
     pub fn rollback(&mut self, flip: impl FnOnce(&Completion<'_>)) -> Result<()> {
         if matches!(self.sess.cur.state, State::Finished | State::Poisoned) {
             return Err(Error::TransactionFinished);
         }
-        self.abort(flip);
+        self.rollback_open(flip);
         Ok(())
     }
 
-    pub(super) fn abort(&mut self, flip: impl FnOnce(&Completion<'_>)) {
+    pub(super) fn rollback_open(&mut self, flip: impl FnOnce(&Completion<'_>)) {
         let announced = self.announced();
-        roll_back(
+        rollback(
             self.sess,
             self.sess.cur.id,
             self.sess.cur.state == State::Prepared,
@@ -31,7 +31,7 @@ impl<P: Protocol> Transaction<'_, '_, P> {
     }
 }
 
-impl<P: Protocol> Drop for Transaction<'_, '_, P> {
+impl<M: Machinery> Drop for Transaction<'_, '_, M> {
     #[inline]
     fn drop(&mut self) {
         // Inline and cheap for a finished transaction (the common case: the
@@ -42,7 +42,7 @@ impl<P: Protocol> Drop for Transaction<'_, '_, P> {
     }
 }
 
-impl<P: Protocol> Transaction<'_, '_, P> {
+impl<M: Machinery> Transaction<'_, '_, M> {
     #[cold]
     #[inline(never)]
     fn drop_open(&mut self) {
@@ -57,11 +57,11 @@ impl<P: Protocol> Transaction<'_, '_, P> {
                 // A prepare whose flips unwound: nobody flips the ones that
                 // were done; readers settle them as aborted.
                 self.sess.mgr.prepared.clear(slot);
-                self.sess.mgr.proto.release_claim(slot, Timestamp::NONE);
-                self.sess.mgr.proto.release_prepare(slot);
+                self.sess.mgr.machinery.release_claim(slot, Timestamp::NONE);
+                self.sess.mgr.machinery.release_prepare(slot);
                 self.finish();
             }
-            _ => self.abort(|_| {}),
+            _ => self.rollback_open(|_| {}),
         }
     }
 }
@@ -72,8 +72,8 @@ impl<P: Protocol> Transaction<'_, '_, P> {
 /// `kv/txn.rs` `unlink_then_abort`), it leaves the running set
 /// (unless prepare already took it out), and any prepare claim or
 /// announcement is released.
-fn roll_back<P: Protocol>(
-    sess: &mut TxnSession<'_, P>,
+fn rollback<M: Machinery>(
+    sess: &mut TxnSession<'_, M>,
     id: u64,
     prepared: bool,
     announced: bool,
@@ -90,10 +90,11 @@ fn roll_back<P: Protocol>(
         mgr.prepared.clear(slot);
     }
     if id != 0 && !prepared {
-        mgr.proto.complete(slot, id, None, &mut sess.retired, ctr);
+        mgr.machinery
+            .complete(slot, id, None, &mut sess.retired, ctr);
     }
     if announced {
-        mgr.proto.release_prepare(slot);
+        mgr.machinery.release_prepare(slot);
     }
     ctr.rollbacks.bump(1);
 }
@@ -103,12 +104,12 @@ fn roll_back<P: Protocol>(
 /// back now, as its drop would have, so its versions never become visible,
 /// its id leaves the running set and its pins go.
 #[cold]
-pub(in crate::machinery) fn recover_leaked<P: Protocol>(
-    sess: &mut TxnSession<'_, P>,
+pub(in crate::machinery) fn recover_leaked<M: Machinery>(
+    sess: &mut TxnSession<'_, M>,
     flip: impl FnOnce(&Completion<'_>),
 ) {
     let open = sess.open;
-    roll_back(sess, open.id, open.prepared, true, flip);
-    sess.mgr.proto.end(sess.slot);
+    rollback(sess, open.id, open.prepared, true, flip);
+    sess.mgr.machinery.end(sess.slot);
     sess.open = OpenTxn::default();
 }

@@ -724,7 +724,7 @@ fn background(log: Weak<Log>, bg: Arc<BgShared>, interval: Option<Duration>) {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::durable::fs::MemFs;
+    use crate::durability::fs::MemFs;
 
     fn commit_payload(lsn: u64) -> Vec<u8> {
         let mut p = Vec::new();

@@ -15,9 +15,9 @@
 //! read path or the ordinary commit path does.
 
 use super::engine::Engine;
-use crate::durable::CheckpointReport;
+use crate::durability::CheckpointReport;
 use crate::error::{Error, Result};
-use crate::machinery::with_protocol::Protocol;
+use crate::machinery::with_machinery::Machinery;
 use crate::machinery::VersionState;
 use crate::ts::{Timestamp, TxnId};
 use parking_lot::Mutex;
@@ -72,7 +72,7 @@ pub struct RollbackReport {
     pub checkpoint: Option<CheckpointReport>,
 }
 
-impl<P: Protocol> Engine<P> {
+impl<M: Machinery> Engine<M> {
     /// See [`Engine::rollback_to_stable`](crate::Engine::rollback_to_stable).
     pub fn rollback_to_stable(&mut self) -> Result<RollbackReport> {
         let stable = self.mgr.stable_timestamp();
@@ -102,7 +102,7 @@ impl<P: Protocol> Engine<P> {
         }
         let (checkpoint, records_dropped) = match &self.durable {
             Some(d) => {
-                let (r, n) = d.roll_back(stable)?;
+                let (r, n) = d.rollback_to_stable(stable)?;
                 (Some(r), n)
             }
             None => (None, 0),
@@ -110,7 +110,7 @@ impl<P: Protocol> Engine<P> {
         let s = stable.get();
         let prepared = self.prepared_durable.above(s);
         let mgr = &self.mgr;
-        let done = self.store.roll_back(
+        let done = self.store.rollback_to_stable(
             s,
             |st| mgr.version_state(st),
             |st, cts| cts.get() > s || prepared.contains(&st.writer().get()),

@@ -28,7 +28,7 @@ pub use fs::{FaultOp, Fs, FsFile, FsLock, MemFs, StdFs, Stop, WriteBack};
 use crate::config::{EngineConfig, TimestampUpdate, TxnOptions};
 use crate::error::{Error, Result};
 use crate::kv::Engine;
-use crate::machinery::with_protocol::LockFree;
+use crate::machinery::with_machinery::LockFree;
 use crate::sync::{AtomicU64, Ordering};
 use crate::ts::Timestamp;
 use crate::CommitOptions;
@@ -368,7 +368,7 @@ struct Stopper {
 }
 
 /// An open engine's durability: the log, the checkpoint state, the lock.
-pub(crate) struct Durable {
+pub(crate) struct CommitLog {
     pub(crate) log: Arc<Log>,
     mode: Durability,
     fs: Arc<dyn Fs>,
@@ -384,7 +384,7 @@ pub(crate) struct Durable {
     _lock: Box<dyn FsLock>,
 }
 
-impl Drop for Durable {
+impl Drop for CommitLog {
     fn drop(&mut self) {
         // Closed here, not when the last `CommitHandle` lets it go: every
         // record is synced and the flusher has ended before the lock is
@@ -393,7 +393,7 @@ impl Drop for Durable {
     }
 }
 
-/// What an engine from [`Engine::open`] holds: its [`Durable`] state and
+/// What an engine from [`Engine::open`] holds: its [`CommitLog`] state and
 /// the background checkpointer, if any. Dropping it stops the checkpointer
 /// and waits for it to end (a checkpoint it is taking finishes first), so
 /// the state's last reference, and with it the log and the directory lock,
@@ -401,14 +401,14 @@ impl Drop for Durable {
 /// checkpointer holds the state only through a `Weak`, upgraded while it
 /// works, and never holds this handle, so the drop never runs on it.
 pub(crate) struct Opened {
-    durable: Arc<Durable>,
+    durable: Arc<CommitLog>,
     checkpointer: Option<(Arc<Stopper>, JoinHandle<()>)>,
 }
 
 impl Deref for Opened {
-    type Target = Durable;
+    type Target = CommitLog;
 
-    fn deref(&self) -> &Durable {
+    fn deref(&self) -> &CommitLog {
         &self.durable
     }
 }
@@ -425,7 +425,7 @@ impl Drop for Opened {
     }
 }
 
-impl Durable {
+impl CommitLog {
     /// The error a commit with writes is refused with, once the log failed.
     #[inline]
     pub(crate) fn refusal(&self) -> Option<Error> {
@@ -521,7 +521,7 @@ impl Durable {
     /// instead of carrying it, and covers every segment written so far, so
     /// that no later recovery replays a dropped record. Returns the
     /// checkpoint and the number of records dropped.
-    pub(crate) fn roll_back(&self, stable: Timestamp) -> Result<(CheckpointReport, u64)> {
+    pub(crate) fn rollback_to_stable(&self, stable: Timestamp) -> Result<(CheckpointReport, u64)> {
         self.fold_checkpoint(stable.get(), true)
     }
 
@@ -1006,7 +1006,7 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
 /// Every instant leaves a directory that opens: before the rename, the old
 /// checkpoint and its segments; after it, the new checkpoint and its first
 /// segment (the rename is synced before anything is removed).
-fn roll_back_files(fs: &dyn Fs, dir: &Path, rec: &mut Recovered) -> Result<u64> {
+fn rollback_to_stable_files(fs: &dyn Fs, dir: &Path, rec: &mut Recovered) -> Result<u64> {
     let st = &mut rec.state;
     let stable = st.stable;
     let dropped = st
@@ -1141,7 +1141,7 @@ impl Engine<LockFree> {
             interval,
         )?;
         if options.rollback_to_stable && rec.state.stable != 0 {
-            rec.report.rolled_back = roll_back_files(&*fs, &dir, &mut rec)?;
+            rec.report.rolled_back = rollback_to_stable_files(&*fs, &dir, &mut rec)?;
         }
         let mut engine = Engine::with_machinery(config)?;
         let replayed = replay(&engine, &rec.state, &rec.tail)?;
@@ -1155,7 +1155,7 @@ impl Engine<LockFree> {
         }
         let mut report = rec.report;
         report.records_replayed = replayed;
-        let durable = Arc::new(Durable {
+        let durable = Arc::new(CommitLog {
             log,
             mode: options.durability,
             fs,
@@ -1188,7 +1188,7 @@ impl Engine<LockFree> {
     }
 }
 
-fn checkpoints(d: Weak<Durable>, stopper: Arc<Stopper>, every: Duration) {
+fn checkpoints(d: Weak<CommitLog>, stopper: Arc<Stopper>, every: Duration) {
     loop {
         {
             let mut stop = stopper.stop.lock();

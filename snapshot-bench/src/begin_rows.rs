@@ -1,8 +1,8 @@
-//! The W2 rows (begin options, WiredTiger WT-11105) and the engine they run
+//! The `begin` workload's rows (begin options, WiredTiger WT-11105) and the engine they run
 //! on, shared by the driver's `begin` workload and its criterion bench
 //! (`benches/begin.rs`), so the two measure the same cells.
 
-use snapshot_engine::with_protocol::{Engine, Protocol};
+use snapshot_engine::with_machinery::{Engine, Machinery};
 use snapshot_engine::{EngineConfig, PrepareConflicts, Timestamp, TimestampUpdate, TxnOptions};
 
 /// One combination of begin options.
@@ -84,10 +84,10 @@ pub fn begin_rows() -> Vec<BeginRow> {
     ]
 }
 
-/// A fresh engine with oldest 1 and stable 10, as every W2 cell uses.
-pub fn begin_engine<P: Protocol>() -> Engine<P> {
+/// A fresh engine with oldest 1 and stable 10, as every `begin` cell uses.
+pub fn begin_engine<M: Machinery>() -> Engine<M> {
     let e =
-        Engine::<P>::with_machinery(EngineConfig::default()).expect("the default config is valid");
+        Engine::<M>::with_machinery(EngineConfig::default()).expect("the default config is valid");
     e.set_timestamps(TimestampUpdate {
         oldest: Some(Timestamp::new(1)),
         stable: Some(Timestamp::new(10)),

@@ -16,7 +16,7 @@
 //!   pointer with Release; a report loads it with Acquire under an epoch
 //!   guard, so the record's fields are visible to it (the record's
 //!   causality witness checks this under loom: mutant
-//!   RELAXED_DURABLE_SET_LOAD, model `durable_report`).
+//!   RELAXED_DURABLE_SET_LOAD, model `all_durable_report`).
 //! * A replaced record is retired to the epoch collector and freed only
 //!   after every guard that could have loaded it drops (invariant 11).
 
@@ -35,14 +35,14 @@ struct DurableSet {
 }
 
 /// The pointer to the last [`DurableSet`].
-pub(crate) struct DurableCell {
+pub(crate) struct AllDurableCell {
     ptr: AtomicPtr<DurableSet>,
 }
 
-impl DurableCell {
+impl AllDurableCell {
     /// Never set: value 0, every slot's word 0.
-    pub(crate) fn new(slots: usize) -> DurableCell {
-        DurableCell {
+    pub(crate) fn new(slots: usize) -> AllDurableCell {
+        AllDurableCell {
             ptr: AtomicPtr::new(Box::into_raw(Box::new(DurableSet {
                 value: 0,
                 words: vec![0; slots].into_boxed_slice(),
@@ -119,7 +119,7 @@ impl DurableCell {
     }
 }
 
-impl Drop for DurableCell {
+impl Drop for AllDurableCell {
     fn drop(&mut self) {
         let p = self.ptr.get_mut_ptr();
         // SAFETY: `&mut self`: nobody else can reach the cell; the current

@@ -194,19 +194,23 @@ fn model_racing_report() {
 
 #[test]
 fn durable_report_folds_the_slots() {
-    check("durable_report", mutant::NONE, model);
+    check("all_durable_report", mutant::NONE, model);
 }
 
 #[test]
 fn durable_report_races_the_set() {
-    check("durable_report/racing", mutant::NONE, model_racing_report);
+    check(
+        "all_durable_report/racing",
+        mutant::NONE,
+        model_racing_report,
+    );
 }
 
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn mutant_relaxed_durable_set_load() {
     check(
-        "durable_report/racing/RELAXED_DURABLE_SET_LOAD",
+        "all_durable_report/racing/RELAXED_DURABLE_SET_LOAD",
         mutant::RELAXED_DURABLE_SET_LOAD,
         model_racing_report,
     );
@@ -216,7 +220,7 @@ fn mutant_relaxed_durable_set_load() {
 #[should_panic(expected = "durable report lost a commit")]
 fn mutant_durable_restart_keeps_tag() {
     check(
-        "durable_report/DURABLE_RESTART_KEEPS_TAG",
+        "all_durable_report/DURABLE_RESTART_KEEPS_TAG",
         mutant::DURABLE_RESTART_KEEPS_TAG,
         model,
     );
@@ -225,7 +229,7 @@ fn mutant_durable_restart_keeps_tag() {
 #[test]
 fn durable_report_counts_later_commits() {
     check(
-        "durable_report/later_commits",
+        "all_durable_report/later_commits",
         mutant::NONE,
         model_later_commits,
     );
@@ -235,7 +239,7 @@ fn durable_report_counts_later_commits() {
 #[should_panic(expected = "a session's later commit")]
 fn mutant_durable_compare_keeps_tag() {
     check(
-        "durable_report/later_commits/DURABLE_COMPARE_KEEPS_TAG",
+        "all_durable_report/later_commits/DURABLE_COMPARE_KEEPS_TAG",
         mutant::DURABLE_COMPARE_KEEPS_TAG,
         model_later_commits,
     );
@@ -243,14 +247,18 @@ fn mutant_durable_compare_keeps_tag() {
 
 #[test]
 fn durable_report_survives_the_tag_wrap() {
-    check("durable_report/tag_wraps", mutant::NONE, model_tag_wraps);
+    check(
+        "all_durable_report/tag_wraps",
+        mutant::NONE,
+        model_tag_wraps,
+    );
 }
 
 #[test]
 #[should_panic(expected = "durable report ignored the commit after durable set 4")]
 fn mutant_durable_report_counts_growth() {
     check(
-        "durable_report/tag_wraps/DURABLE_REPORT_COUNTS_GROWTH",
+        "all_durable_report/tag_wraps/DURABLE_REPORT_COUNTS_GROWTH",
         mutant::DURABLE_REPORT_COUNTS_GROWTH,
         model_tag_wraps,
     );

@@ -21,21 +21,21 @@ pub struct StableView {
 
 /// A snapshot machinery a [`TxnManager`](super::TxnManager) (and so an
 /// [`Engine`](crate::Engine)) can run on: the
-/// lock-free [`LockFree`](crate::with_protocol::LockFree) (the default) or the read-write
+/// lock-free [`LockFree`](crate::with_machinery::LockFree) (the default) or the read-write
 /// lock baseline the benchmarks compare it with. Sealed: its methods are the
 /// crate's internals.
-pub trait Protocol: ProtocolImpl {
+pub trait Machinery: MachineryImpl {
     /// A short name for reports (`"lock-free"`, ...).
     const NAME: &'static str;
 }
 
-impl Protocol for super::lockfree::LockFree {
+impl Machinery for super::lockfree::LockFree {
     const NAME: &'static str = "lock-free";
 }
 
 /// Internals of a snapshot machinery (sealed: the trait is not nameable
 /// outside the crate).
-pub trait ProtocolImpl: Send + Sync + Sized + 'static {
+pub trait MachineryImpl: Send + Sync + Sized + 'static {
     /// Builds the machinery for an engine.
     fn new(config: &EngineConfig) -> Self;
 
@@ -53,12 +53,12 @@ pub trait ProtocolImpl: Send + Sync + Sized + 'static {
     /// timestamp: publishes both pins, validates them, and returns the read
     /// timestamp in force (rounded up when `roundup`). On an error nothing
     /// stays published and `snap` is not a snapshot of this transaction.
-    /// The default is [`ProtocolImpl::begin`] then
-    /// [`ProtocolImpl::set_read_timestamp`] (two handshakes); the lock-free
+    /// The default is [`MachineryImpl::begin`] then
+    /// [`MachineryImpl::set_read_timestamp`] (two handshakes); the lock-free
     /// machinery does one.
     ///
     /// # Errors
-    /// As [`ProtocolImpl::set_read_timestamp`].
+    /// As [`MachineryImpl::set_read_timestamp`].
     fn begin_at_read_ts(
         &self,
         slot: usize,
@@ -92,10 +92,10 @@ pub trait ProtocolImpl: Send + Sync + Sized + 'static {
     /// Allocates a transaction id (first write).
     fn allocate_id(&self, slot: usize) -> u64;
     /// Validates `ts` against stable and claims it until
-    /// [`ProtocolImpl::release_claim`] (a commit timestamp, or a prepared
+    /// [`MachineryImpl::release_claim`] (a commit timestamp, or a prepared
     /// commit's durable timestamp).
     fn claim_commit(&self, slot: usize, ts: Timestamp, prepared: bool) -> Result<()>;
-    /// Transaction `id` leaves the running set (commit, abort, prepare).
+    /// Transaction `id` leaves the running set (commit, rollback, prepare).
     ///
     /// `keep` is the session's snapshot cache, given by a commit (the
     /// transaction reads nothing afterwards): the machinery may leave in it
@@ -120,7 +120,7 @@ pub trait ProtocolImpl: Send + Sync + Sized + 'static {
     fn claim_prepare(&self, slot: usize, ts: Timestamp, roundup: bool) -> Result<Timestamp>;
     /// Announces a timestamp ahead of commit (a commit timestamp set early,
     /// or a prepared transaction's durable timestamp), validated against
-    /// stable and counted by `all_durable` until [`ProtocolImpl::release_prepare`].
+    /// stable and counted by `all_durable` until [`MachineryImpl::release_prepare`].
     fn announce(&self, slot: usize, ts: Timestamp, prepared: bool) -> Result<()>;
     /// Clears the prepare claim and any announcement when the transaction
     /// resolves.

@@ -69,7 +69,7 @@ pub(crate) fn for_each_version(
 ///
 /// The `&mut Index` is the whole argument for the plain loads and stores
 /// below: every other access to a chain goes through `&Index`.
-pub(crate) fn roll_back<F: Fn(u64) + Send + 'static>(
+pub(crate) fn rebuild<F: Fn(u64) + Send + 'static>(
     index: &mut crate::store::raw::index::Index,
     collector: &Collector,
     stable: u64,
