@@ -463,7 +463,7 @@ impl<const PATCHED: bool> MachineryImpl for RwLockMachinery<PATCHED> {
         e.read_ts.store(g.stable, Ordering::Relaxed);
         e.xmin.store(below, Ordering::Relaxed);
         StableView {
-            stable: g.stable,
+            stable: Timestamp::new(g.stable),
             complete_below: below,
         }
     }
@@ -672,16 +672,16 @@ impl<const PATCHED: bool> MachineryImpl for RwLockMachinery<PATCHED> {
         let g = self.read(Ctr::None);
         report_timestamp(
             kind,
-            g.oldest,
-            g.stable,
+            Timestamp::new(g.oldest),
+            Timestamp::new(g.stable),
             // Acquire loads: pair with the Release stores that set each
             // value. Stronger than needed: a report, nothing is read
             // through them.
-            self.durable.load(Ordering::Acquire),
+            Timestamp::new(self.durable.load(Ordering::Acquire)),
             self.entries.iter().map(|e| SlotTimestamps {
-                read_ts: e.read_ts.load(Ordering::Relaxed),
-                claim: e.claim.load(Ordering::Acquire),
-                announced: e.announced.load(Ordering::Acquire),
+                read_ts: Timestamp::new(e.read_ts.load(Ordering::Relaxed)),
+                claim: Timestamp::new(e.claim.load(Ordering::Acquire)),
+                announced: Timestamp::new(e.announced.load(Ordering::Acquire)),
             }),
         )
     }

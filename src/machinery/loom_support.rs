@@ -152,7 +152,7 @@ impl Machine {
     /// pins published.
     pub(crate) fn begin_at_stable(&self, slot: usize) -> (u64, u64) {
         let v = self.machinery.begin_at_stable(slot, &self.ctr[slot]);
-        (v.stable, v.complete_below)
+        (v.stable.get(), v.complete_below)
     }
 
     /// The current descriptor, copied (no pin published).
@@ -185,7 +185,7 @@ pub(crate) fn snapshot_view<'a>(
     ignore: bool,
     prepared: &'a PreparedTable,
 ) -> ReadView<'a> {
-    ReadView::snapshot(own, snap, read_ts, ignore, prepared)
+    ReadView::snapshot(own, snap, Timestamp::new(read_ts), ignore, prepared)
 }
 
 /// A read-only fast-path view (`ReadAs::Stable`).
@@ -195,7 +195,7 @@ pub(crate) fn stable_view(
     ignore: bool,
     prepared: &PreparedTable,
 ) -> ReadView<'_> {
-    ReadView::stable(0, stable, complete_below, ignore, prepared)
+    ReadView::stable(0, Timestamp::new(stable), complete_below, ignore, prepared)
 }
 
 /// A horizon from its parts.

@@ -13,8 +13,8 @@ use crate::ts::Timestamp;
 /// What a read-only transaction at the stable watermark reads with.
 #[derive(Clone, Copy, Debug)]
 pub struct StableView {
-    /// The stable timestamp it reads at (0: none set).
-    pub(crate) stable: u64,
+    /// The stable timestamp it reads at ([`Timestamp::NONE`]: none set).
+    pub(crate) stable: Timestamp,
     /// Untimestamped versions by transactions below this are visible.
     pub(crate) complete_below: u64,
 }
@@ -158,9 +158,9 @@ pub trait MachineryImpl: Send + Sync + Sized + 'static {
 /// timestamp, its commit claim and its announced timestamp (0: none).
 #[derive(Clone, Copy)]
 pub(crate) struct SlotTimestamps {
-    pub(crate) read_ts: u64,
-    pub(crate) claim: u64,
-    pub(crate) announced: u64,
+    pub(crate) read_ts: Timestamp,
+    pub(crate) claim: Timestamp,
+    pub(crate) announced: Timestamp,
 }
 
 /// `Engine::query_timestamp` for any machinery: `oldest` and `stable` are
@@ -215,20 +215,20 @@ pub(crate) fn read_ts_rule(asked: Timestamp, r: u64, bound: u64, roundup: bool) 
 
 pub(crate) fn report_timestamp(
     kind: TimestampKind,
-    oldest: u64,
-    stable: u64,
-    durable: u64,
+    oldest: Timestamp,
+    stable: Timestamp,
+    durable: Timestamp,
     slots: impl Iterator<Item = SlotTimestamps>,
 ) -> Option<Timestamp> {
-    let mut oldest_reader: Option<u64> = None;
+    let mut oldest_reader: Option<Timestamp> = None;
     let mut all_durable = durable;
     for s in slots {
-        if s.read_ts != 0 {
+        if s.read_ts != Timestamp::NONE {
             oldest_reader = Some(oldest_reader.map_or(s.read_ts, |r| r.min(s.read_ts)));
         }
         for t in [s.claim, s.announced] {
-            if t != 0 {
-                all_durable = all_durable.min(t - 1);
+            if t != Timestamp::NONE {
+                all_durable = all_durable.min(Timestamp::new(t.get() - 1));
             }
         }
     }
@@ -236,17 +236,17 @@ pub(crate) fn report_timestamp(
         TimestampKind::Oldest => oldest,
         TimestampKind::Stable => stable,
         TimestampKind::AllDurable => all_durable,
-        TimestampKind::OldestReader => oldest_reader.unwrap_or(0),
+        TimestampKind::OldestReader => oldest_reader.unwrap_or(Timestamp::NONE),
         // The storage's, not the machinery's (`Engine::query_timestamp`).
-        TimestampKind::Recovery => 0,
+        TimestampKind::Recovery => Timestamp::NONE,
         TimestampKind::Pinned => match oldest_reader {
             // Equivalent: `<=` (at r == oldest both arms give the same
             // value).
-            Some(r) if oldest == 0 || r < oldest => r,
+            Some(r) if oldest == Timestamp::NONE || r < oldest => r,
             _ => oldest,
         },
     };
-    Timestamp::new(v).to_option()
+    v.to_option()
 }
 
 /// "A prepare timestamp is not below any other session's active read

@@ -231,11 +231,17 @@ pub enum VersionState {
 #[derive(Clone, Copy)]
 enum ReadAs<'a> {
     /// A snapshot, optionally with a read timestamp (0: none).
-    Snapshot { snap: &'a Snapshot, read_ts: u64 },
+    Snapshot {
+        snap: &'a Snapshot,
+        read_ts: Timestamp,
+    },
     /// The read-only fast path: committed at or below
     /// `stable`; untimestamped versions only when their writer is below
     /// `complete_below` (completed before the reader began).
-    Stable { stable: u64, complete_below: u64 },
+    Stable {
+        stable: Timestamp,
+        complete_below: u64,
+    },
 }
 
 /// What a reader does with one version, from [`ReadView::visibility`].
@@ -284,7 +290,7 @@ impl<'a> ReadView<'a> {
     pub(super) fn snapshot(
         own: u64,
         snap: &'a Snapshot,
-        read_ts: u64,
+        read_ts: Timestamp,
         ignore: bool,
         prepared: &'a PreparedTable,
     ) -> Self {
@@ -299,7 +305,7 @@ impl<'a> ReadView<'a> {
     #[inline]
     pub(super) fn stable(
         own: u64,
-        stable: u64,
+        stable: Timestamp,
         complete_below: u64,
         ignore: bool,
         prepared: &'a PreparedTable,
@@ -333,8 +339,8 @@ impl<'a> ReadView<'a> {
     #[inline]
     pub fn timestamp_bound(&self) -> Option<Timestamp> {
         match self.how {
-            ReadAs::Snapshot { read_ts, .. } => Timestamp::new(read_ts).to_option(),
-            ReadAs::Stable { stable, .. } => Some(Timestamp::new(stable)),
+            ReadAs::Snapshot { read_ts, .. } => read_ts.to_option(),
+            ReadAs::Stable { stable, .. } => Some(stable),
         }
     }
 
@@ -343,7 +349,7 @@ impl<'a> ReadView<'a> {
     fn committed_visible(&self, txn: u64, cts: u64) -> bool {
         match self.how {
             ReadAs::Snapshot { snap, read_ts } => {
-                snap.sees(txn) && (read_ts == 0 || cts == 0 || cts <= read_ts)
+                snap.sees(txn) && (read_ts.is_none() || cts == 0 || cts <= read_ts.get())
             }
             ReadAs::Stable {
                 stable,
@@ -355,7 +361,7 @@ impl<'a> ReadView<'a> {
                     }
                     txn < complete_below
                 } else {
-                    cts <= stable
+                    cts <= stable.get()
                 }
             }
         }
@@ -369,9 +375,9 @@ impl<'a> ReadView<'a> {
             // A snapshot taken before the prepare treats the writer as
             // running: invisible, no conflict.
             ReadAs::Snapshot { snap, read_ts } => {
-                snap.sees(txn) && (read_ts == 0 || pts <= read_ts)
+                snap.sees(txn) && (read_ts.is_none() || pts <= read_ts.get())
             }
-            ReadAs::Stable { stable, .. } => pts <= stable,
+            ReadAs::Stable { stable, .. } => pts <= stable.get(),
         }
     }
 

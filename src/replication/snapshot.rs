@@ -22,7 +22,7 @@ pub(super) struct Decoded {
     /// The watermark its contents were read at (`Timestamp::NONE`: none).
     pub(super) watermark: Timestamp,
     /// The newest timestamp the node had applied.
-    pub(super) max_ts: u64,
+    pub(super) max_ts: Timestamp,
     /// The contents at the watermark.
     pub(super) base: Vec<(Vec<u8>, Vec<u8>)>,
     /// The applied commits above the watermark, in apply order.
@@ -38,14 +38,14 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
 /// applied timestamp `max_ts`, and the commits above `w`.
 pub(super) fn encode(
     w: Timestamp,
-    max_ts: u64,
+    max_ts: Timestamp,
     base: &[(Vec<u8>, Vec<u8>)],
     tail: &[CommitRecord],
 ) -> Vec<u8> {
     let mut out = Vec::new();
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&w.get().to_le_bytes());
-    out.extend_from_slice(&max_ts.to_le_bytes());
+    out.extend_from_slice(&max_ts.get().to_le_bytes());
     out.extend_from_slice(&(base.len() as u64).to_le_bytes());
     for (k, v) in base {
         put_bytes(&mut out, k);
@@ -130,7 +130,7 @@ pub(super) fn decode(b: &[u8]) -> Result<Decoded, ReplicaError> {
         });
     }
     let watermark = c.ts()?;
-    let max_ts = c.u64()?;
+    let max_ts = c.ts()?;
     let n = c.u64()?;
     let mut base = Vec::new();
     for _ in 0..n {
@@ -202,10 +202,10 @@ mod tests {
             ],
         }];
         let base = vec![(b"k".to_vec(), b"v".to_vec())];
-        let data = encode(Timestamp::new(10), 12, &base, &tail);
+        let data = encode(Timestamp::new(10), Timestamp::new(12), &base, &tail);
         let d = decode(&data).unwrap();
         assert_eq!(d.watermark, Timestamp::new(10));
-        assert_eq!(d.max_ts, 12);
+        assert_eq!(d.max_ts, Timestamp::new(12));
         assert_eq!(d.base, base);
         assert_eq!(d.tail, tail);
         for cut in [0, 7, 8, 20, data.len() - 1] {

@@ -47,7 +47,7 @@ pub struct StateMachine {
     /// Applied commit entries above the watermark, in apply order.
     tail: Vec<CommitRecord>,
     /// The newest timestamp applied (commit or watermark).
-    max_ts: u64,
+    max_ts: Timestamp,
     current: Option<Snapshot<TypeConfig>>,
     built: u64,
     /// A durable node's files, where its snapshots are kept.
@@ -143,7 +143,7 @@ impl StateMachine {
             last_applied: None,
             membership: StoredMembership::default(),
             tail: Vec::new(),
-            max_ts: 0,
+            max_ts: Timestamp::NONE,
             current: None,
             built: 0,
             disk,
@@ -199,7 +199,7 @@ impl StateMachine {
     /// Installs one commit (skipped on the node whose open transaction
     /// made it: that transaction commits the versions itself).
     fn apply_commit(&mut self, engine: &Engine, rec: &CommitRecord) -> Result<(), ReplicaError> {
-        self.max_ts = self.max_ts.max(rec.commit_ts.get());
+        self.max_ts = self.max_ts.max(rec.commit_ts);
         let own = rec.origin.node == self.shared.id && self.shared.is_pending(rec.origin.seq);
         if own {
             self.shared.ctr.skipped_own.fetch_add(1, Ordering::Relaxed);
@@ -229,7 +229,7 @@ impl StateMachine {
         entry: &Entry<TypeConfig>,
         ts: Timestamp,
     ) -> Result<(), ReplicaError> {
-        self.max_ts = self.max_ts.max(ts.get());
+        self.max_ts = self.max_ts.max(ts);
         // Another leader's watermark reached a transaction this node
         // committed speculatively and whose entry is not known committed
         // (it lost leadership mid-write): that write's outcome is unknown
@@ -327,7 +327,7 @@ impl StateMachine {
             // Stored before the engine switches and openraft learns of it.
             disk.save_snapshot(meta, &data)?;
         }
-        self.shared.saw_ts(Timestamp::new(snap.max_ts));
+        self.shared.saw_ts(snap.max_ts);
         self.shared.replace_engine(engine);
         if source == Source::Leader {
             self.shared

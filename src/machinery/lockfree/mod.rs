@@ -288,22 +288,22 @@ impl MachineryImpl for LockFree {
     fn query_timestamp(&self, kind: TimestampKind) -> Option<Timestamp> {
         let c = &self.clocks;
         let durable = if kind == TimestampKind::AllDurable {
-            self.all_durable_report()
+            Timestamp::new(self.all_durable_report())
         } else {
-            0
+            Timestamp::NONE
         };
         // Acquire loads: each pairs with the Release store that set the value
         // (set_timestamps, release_claim, announce). Stronger than needed:
         // a report, nothing is read through them.
         report_timestamp(
             kind,
-            c.oldest.load(Ordering::Acquire),
-            c.stable.load(Ordering::Acquire),
+            Timestamp::new(c.oldest.load(Ordering::Acquire)),
+            Timestamp::new(c.stable.load(Ordering::Acquire)),
             durable,
             self.slots.iter().map(|s| SlotTimestamps {
-                read_ts: s.read_ts.load(Ordering::Acquire),
-                claim: s.claim.load(Ordering::Acquire),
-                announced: s.announced.load(Ordering::Acquire),
+                read_ts: Timestamp::new(s.read_ts.load(Ordering::Acquire)),
+                claim: Timestamp::new(s.claim.load(Ordering::Acquire)),
+                announced: Timestamp::new(s.announced.load(Ordering::Acquire)),
             }),
         )
     }

@@ -186,7 +186,7 @@ impl LockFree {
             // ordinary snapshot for it.
             if fx <= below && (ft <= stable || stable == 0) {
                 return StableView {
-                    stable,
+                    stable: Timestamp::new(stable),
                     complete_below: below,
                 };
             }

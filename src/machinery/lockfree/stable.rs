@@ -133,8 +133,8 @@ impl LockFree {
     pub(super) fn set_timestamps(&self, u: &TimestampUpdate) -> Result<()> {
         let c = &self.clocks;
         let guard = self.admin.lock().unwrap_or_else(|e| e.into_inner());
-        let cur_oldest = c.oldest.load(Ordering::Relaxed);
-        let cur_stable = c.stable.load(Ordering::Relaxed);
+        let cur_oldest = Timestamp::new(c.oldest.load(Ordering::Relaxed));
+        let cur_stable = Timestamp::new(c.stable.load(Ordering::Relaxed));
         let (new_oldest, new_stable) = checked_update(u, cur_oldest, cur_stable)?;
         // Equivalent: `>=` (it redoes the wait and the store for an
         // unchanged stable, which is idempotent).
@@ -150,7 +150,7 @@ impl LockFree {
         if oldest_moved {
             // Release: pairs with the Acquire load in `advance_horizon`.
             // Stronger than needed, as said there: a compared value.
-            c.oldest.store(new_oldest, Ordering::Release);
+            c.oldest.store(new_oldest.get(), Ordering::Release);
         }
         drop(guard);
         if oldest_moved {
@@ -164,14 +164,15 @@ impl LockFree {
     /// prepared transaction's announced durable timestamp is at or below
     /// it; otherwise it waits for every commit claimed at or below it, then
     /// publishes it.
-    fn raise_stable(&self, new_stable: u64) -> Result<()> {
+    fn raise_stable(&self, new_stable: Timestamp) -> Result<()> {
         let c = &self.clocks;
+        let new_stable_raw = new_stable.get();
         let early = mutant_on(m::STABLE_BEFORE_WAIT);
         if early {
-            c.stable.store(new_stable, Ordering::Release);
+            c.stable.store(new_stable_raw, Ordering::Release);
         }
         let old_bound = c.stable_bound.load(Ordering::Relaxed);
-        c.stable_bound.store(new_stable, Ordering::Relaxed);
+        c.stable_bound.store(new_stable_raw, Ordering::Relaxed);
         // SeqCst fence: handshakes 2 and 3; pairs with the fences in
         // `claim_commit` and `announce`.
         fence(Ordering::SeqCst);
@@ -181,10 +182,10 @@ impl LockFree {
             // ordered by the handshake-3 fence above.
             let p = s.prepared.load(Ordering::Acquire);
             let a = s.announced.load(Ordering::Acquire);
-            if p != 0 && a != 0 && a <= new_stable {
+            if p != 0 && a != 0 && a <= new_stable_raw {
                 c.stable_bound.store(old_bound, Ordering::Relaxed);
                 return Err(Error::StablePastPreparedDurable {
-                    stable: Timestamp::new(new_stable),
+                    stable: new_stable,
                     durable: Timestamp::new(a),
                 });
             }
@@ -199,7 +200,7 @@ impl LockFree {
                 // model's reader the stale generation or status word
                 // this would allow, so no model shows it.
                 let claim = s.claim.load(Ordering::Acquire);
-                if claim == 0 || claim > new_stable {
+                if claim == 0 || claim > new_stable_raw {
                     break;
                 }
                 spin_hint();
@@ -209,7 +210,7 @@ impl LockFree {
             // Release: pairs with the Acquire load in `begin_at_stable`
             // and `oldest_stable`; every commit at or below it is done
             // (invariant 8).
-            c.stable.store(new_stable, Ordering::Release);
+            c.stable.store(new_stable_raw, Ordering::Release);
         }
         Ok(())
     }
@@ -232,13 +233,17 @@ fn not_after_stable(ts: Timestamp, bound: u64, prepared: bool) -> Error {
 /// The oldest and stable timestamps `u` asks for (the current ones where
 /// it gives none), checked: each in range (a durable timestamp in `u`
 /// too), neither moving backwards, and oldest not after a set stable.
-fn checked_update(u: &TimestampUpdate, cur_oldest: u64, cur_stable: u64) -> Result<(u64, u64)> {
+fn checked_update(
+    u: &TimestampUpdate,
+    cur_oldest: Timestamp,
+    cur_stable: Timestamp,
+) -> Result<(Timestamp, Timestamp)> {
     let new_oldest = match u.oldest {
-        Some(o) => check_ts(TimestampRole::Oldest, o)?.get(),
+        Some(o) => check_ts(TimestampRole::Oldest, o)?,
         None => cur_oldest,
     };
     let new_stable = match u.stable {
-        Some(s) => check_ts(TimestampRole::Stable, s)?.get(),
+        Some(s) => check_ts(TimestampRole::Stable, s)?,
         None => cur_stable,
     };
     if let Some(d) = u.durable {
@@ -247,21 +252,21 @@ fn checked_update(u: &TimestampUpdate, cur_oldest: u64, cur_stable: u64) -> Resu
     if new_oldest < cur_oldest {
         return Err(Error::TimestampMovedBackwards {
             role: TimestampRole::Oldest,
-            requested: Timestamp::new(new_oldest),
-            current: Timestamp::new(cur_oldest),
+            requested: new_oldest,
+            current: cur_oldest,
         });
     }
     if new_stable < cur_stable {
         return Err(Error::TimestampMovedBackwards {
             role: TimestampRole::Stable,
-            requested: Timestamp::new(new_stable),
-            current: Timestamp::new(cur_stable),
+            requested: new_stable,
+            current: cur_stable,
         });
     }
-    if new_stable != 0 && new_oldest > new_stable {
+    if new_stable != Timestamp::NONE && new_oldest > new_stable {
         return Err(Error::OldestAfterStable {
-            oldest: Timestamp::new(new_oldest),
-            stable: Timestamp::new(new_stable),
+            oldest: new_oldest,
+            stable: new_stable,
         });
     }
     Ok((new_oldest, new_stable))

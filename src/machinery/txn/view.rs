@@ -57,8 +57,8 @@ impl<'s, 'm, M: Machinery> Transaction<'s, 'm, M> {
             // (no pin can hold the timestamp horizon at 0): read the latest
             // committed snapshot instead (still read-only). Found by the
             // differential fuzzer (tests/fuzz_corpus_replay.rs).
-            if sv.stable != 0 {
-                t.sess.cur.read_ts = Timestamp::new(sv.stable);
+            if sv.stable != Timestamp::NONE {
+                t.sess.cur.read_ts = sv.stable;
                 t.sess.cur.stable = Some(sv);
                 t.sess.cur.snapped = true;
                 return Ok(t);
@@ -162,7 +162,7 @@ impl<'s, 'm, M: Machinery> Transaction<'s, 'm, M> {
         match self.sess.cur.stable {
             Some(sv) => ReadView::stable(id, sv.stable, sv.complete_below, ignore, prepared),
             None => {
-                let (snap, read_ts) = (&self.sess.snap, self.sess.cur.read_ts.get());
+                let (snap, read_ts) = (&self.sess.snap, self.sess.cur.read_ts);
                 ReadView::snapshot(id, snap, read_ts, ignore, prepared)
             }
         }
