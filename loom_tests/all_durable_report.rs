@@ -1,9 +1,9 @@
-//! Model — the reported global durable timestamp (`all_durable`,
+//! Model — the reported all-durable timestamp (`all_durable`,
 //! the durable exception to invariant 4).
 //!
 //! A commit no longer raises one shared durable word with a `fetch_max`:
 //! it raises its own slot's word, and `query_timestamp` folds the words.
-//! Setting the global durable timestamp (it may move backwards) captures
+//! Setting the all-durable timestamp (it may move backwards) captures
 //! every slot's word and bumps a reset count; a commit that sees the count
 //! moved restarts its word with a new tag, and a word still equal to its
 //! capture counts as "nothing made durable since the set".
@@ -14,14 +14,14 @@
 //! commit, that commit came after the set and the report must be 120. It
 //! may be 50 otherwise (a commit concurrent with the set may be ordered
 //! before it), and nothing else. A restart that keeps the word's tag
-//! (mutant DURABLE_RESTART_KEEPS_TAG) writes exactly the captured word
+//! (mutant ALL_DURABLE_RESTART_KEEPS_TAG) writes exactly the captured word
 //! back, and the report loses the commit.
 //!
 //! `model_racing_report`: after a commit at 120, the timekeeper sets the
-//! global durable timestamp to 50 while another thread reports. The report
+//! all-durable timestamp to 50 while another thread reports. The report
 //! reads the set's record (value and the slots' words as found) without a
 //! lock, so it must read the record's fields after their writer (the
-//! record's causality witness; mutant RELAXED_DURABLE_SET_LOAD), and get
+//! record's causality witness; mutant RELAXED_ALL_DURABLE_SET_LOAD), and get
 //! 120 (the record before) or 50 (the new one), never a mix. (A third
 //! thread in the first model made it 200k executions; this pair is small.)
 
@@ -71,22 +71,22 @@ fn model() {
         assert_eq!(
             got,
             Some(120),
-            "durable report lost a commit made after the global durable timestamp was set"
+            "all-durable report lost a commit made after the all-durable timestamp was set"
         );
     }
     assert!(
         got == Some(50) || got == Some(120),
-        "durable report {got:?}: neither the set value nor the commits' 120"
+        "all-durable report {got:?}: neither the set value nor the commits' 120"
     );
 }
 
 /// Two commits on one session after a durable set: the timekeeper T sets
-/// the global durable timestamp to 50 while writer W commits at 110, then
+/// the all-durable timestamp to 50 while writer W commits at 110, then
 /// at 120, on one session. The report must be 120 (the set came first, or
 /// between the commits) or 50 (it came after both); if W saw the set
 /// return before its first commit, 120. A commit that compares its
 /// timestamp with its slot's word with the word's restart tag left on
-/// (mutant DURABLE_COMPARE_KEEPS_TAG) never raises a restarted word again:
+/// (mutant ALL_DURABLE_COMPARE_KEEPS_TAG) never raises a restarted word again:
 /// 110.
 fn model_later_commits() {
     let e = engine(2);
@@ -126,12 +126,12 @@ fn model_later_commits() {
         assert_eq!(
             got,
             Some(120),
-            "durable report lost a session's later commit made after the global durable timestamp was set"
+            "all-durable report lost a session's later commit made after the all-durable timestamp was set"
         );
     }
     assert!(
         got == Some(50) || got == Some(120),
-        "durable report {got:?}: neither the set value, 50, nor a session's later commit, 120"
+        "all-durable report {got:?}: neither the set value, 50, nor a session's later commit, 120"
     );
 }
 
@@ -140,7 +140,7 @@ fn model_later_commits() {
 /// set makes the slot's word restart with the next 2-bit tag, so the
 /// fourth restart wraps the tag to 0 and the word is smaller than the one
 /// the set recorded; a report that counts a word only when it grew
-/// (mutant DURABLE_REPORT_COUNTS_GROWTH) ignores it.
+/// (mutant ALL_DURABLE_REPORT_COUNTS_GROWTH) ignores it.
 fn model_tag_wraps() {
     let e = engine(1);
     let mut s = e.session().unwrap();
@@ -159,7 +159,7 @@ fn model_tag_wraps() {
         assert_eq!(
             got,
             Some(100 * i),
-            "durable report ignored the commit after durable set {i} (the slot word's restart tag wraps at the fourth)"
+            "all-durable report ignored the commit after durable set {i} (the slot word's restart tag wraps at the fourth)"
         );
     }
 }
@@ -188,17 +188,17 @@ fn model_racing_report() {
     let got = reporter.join().unwrap();
     assert!(
         matches!(got, Some(50) | Some(120)),
-        "durable report {got:?} while the set ran: neither the record before nor the new one"
+        "all-durable report {got:?} while the set ran: neither the record before nor the new one"
     );
 }
 
 #[test]
-fn durable_report_folds_the_slots() {
+fn all_durable_report_folds_the_slots() {
     check("all_durable_report", mutant::NONE, model);
 }
 
 #[test]
-fn durable_report_races_the_set() {
+fn all_durable_report_races_the_set() {
     check(
         "all_durable_report/racing",
         mutant::NONE,
@@ -210,24 +210,24 @@ fn durable_report_races_the_set() {
 #[should_panic(expected = "Causality violation")]
 fn mutant_relaxed_durable_set_load() {
     check(
-        "all_durable_report/racing/RELAXED_DURABLE_SET_LOAD",
-        mutant::RELAXED_DURABLE_SET_LOAD,
+        "all_durable_report/racing/RELAXED_ALL_DURABLE_SET_LOAD",
+        mutant::RELAXED_ALL_DURABLE_SET_LOAD,
         model_racing_report,
     );
 }
 
 #[test]
-#[should_panic(expected = "durable report lost a commit")]
+#[should_panic(expected = "all-durable report lost a commit")]
 fn mutant_durable_restart_keeps_tag() {
     check(
-        "all_durable_report/DURABLE_RESTART_KEEPS_TAG",
-        mutant::DURABLE_RESTART_KEEPS_TAG,
+        "all_durable_report/ALL_DURABLE_RESTART_KEEPS_TAG",
+        mutant::ALL_DURABLE_RESTART_KEEPS_TAG,
         model,
     );
 }
 
 #[test]
-fn durable_report_counts_later_commits() {
+fn all_durable_report_counts_later_commits() {
     check(
         "all_durable_report/later_commits",
         mutant::NONE,
@@ -239,14 +239,14 @@ fn durable_report_counts_later_commits() {
 #[should_panic(expected = "a session's later commit")]
 fn mutant_durable_compare_keeps_tag() {
     check(
-        "all_durable_report/later_commits/DURABLE_COMPARE_KEEPS_TAG",
-        mutant::DURABLE_COMPARE_KEEPS_TAG,
+        "all_durable_report/later_commits/ALL_DURABLE_COMPARE_KEEPS_TAG",
+        mutant::ALL_DURABLE_COMPARE_KEEPS_TAG,
         model_later_commits,
     );
 }
 
 #[test]
-fn durable_report_survives_the_tag_wrap() {
+fn all_durable_report_survives_the_tag_wrap() {
     check(
         "all_durable_report/tag_wraps",
         mutant::NONE,
@@ -255,11 +255,11 @@ fn durable_report_survives_the_tag_wrap() {
 }
 
 #[test]
-#[should_panic(expected = "durable report ignored the commit after durable set 4")]
+#[should_panic(expected = "all-durable report ignored the commit after durable set 4")]
 fn mutant_durable_report_counts_growth() {
     check(
-        "all_durable_report/tag_wraps/DURABLE_REPORT_COUNTS_GROWTH",
-        mutant::DURABLE_REPORT_COUNTS_GROWTH,
+        "all_durable_report/tag_wraps/ALL_DURABLE_REPORT_COUNTS_GROWTH",
+        mutant::ALL_DURABLE_REPORT_COUNTS_GROWTH,
         model_tag_wraps,
     );
 }

@@ -220,7 +220,7 @@ pub struct TimestampUpdate {
     /// The stable timestamp: commits must be newer; the read-only fast path
     /// reads here.
     pub stable: Option<Timestamp>,
-    /// The global durable timestamp (an upper bound for `all_durable`).
+    /// The all-durable timestamp (an upper bound for `all_durable`).
     pub durable: Option<Timestamp>,
 }
 
@@ -240,7 +240,7 @@ impl TimestampUpdate {
         TimestampUpdate::default().and_stable(ts)
     }
 
-    /// An update that sets the global durable timestamp to `ts` and nothing
+    /// An update that sets the all-durable timestamp to `ts` and nothing
     /// else.
     pub fn durable(ts: impl Into<Timestamp>) -> TimestampUpdate {
         TimestampUpdate::default().and_durable(ts)
@@ -260,7 +260,7 @@ impl TimestampUpdate {
         self
     }
 
-    /// This update, also setting the global durable timestamp to `ts`.
+    /// This update, also setting the all-durable timestamp to `ts`.
     #[must_use]
     pub fn and_durable(mut self, ts: impl Into<Timestamp>) -> TimestampUpdate {
         self.durable = Some(ts.into());

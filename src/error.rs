@@ -25,7 +25,7 @@ pub enum TimestampRole {
     Oldest,
     /// The global stable timestamp.
     Stable,
-    /// The global durable timestamp.
+    /// The all-durable timestamp.
     GlobalDurable,
 }
 

@@ -1300,7 +1300,7 @@ fn all_durable_accounts_for_unfinished_commits() {
 fn all_durable_accounts_for_unfinished_commits_on<M: Machinery>() {
     run::<M>(vec![
         row(
-            "no global durable timestamp and no commit: none",
+            "no all-durable timestamp and no commit: none",
             "fresh engine",
             |_| {
                 let e = Engine::<M>::with_machinery(EngineConfig::default()).unwrap();
@@ -1309,7 +1309,7 @@ fn all_durable_accounts_for_unfinished_commits_on<M: Machinery>() {
             Ok(Out::Stamp(None)),
         ),
         row(
-            "commits raise the global durable timestamp",
+            "commits raise the all-durable timestamp",
             "standard (a commit at 5)",
             |e| Ok(Out::Stamp(e.query_timestamp(TimestampKind::AllDurable))),
             Ok(Out::Stamp(Some(ts(5)))),
@@ -1375,7 +1375,7 @@ fn all_durable_accounts_for_unfinished_commits_on<M: Machinery>() {
             Ok(Out::Stamp(Some(ts(59)))),
         ),
         row(
-            "a prepared commit's durable timestamp raises the global durable timestamp",
+            "a prepared commit's durable timestamp raises the all-durable timestamp",
             "global durable 100, prepared commit durable 150",
             |e| {
                 e.set_timestamps(set(None, None, Some(100))).unwrap();
@@ -1388,7 +1388,7 @@ fn all_durable_accounts_for_unfinished_commits_on<M: Machinery>() {
             Ok(Out::Stamp(Some(ts(150)))),
         ),
         row(
-            "the global durable timestamp may move backwards",
+            "the all-durable timestamp may move backwards",
             "global durable 100 then 50",
             |e| {
                 e.set_timestamps(set(None, None, Some(100))).unwrap();
@@ -1418,7 +1418,7 @@ fn all_durable_accounts_for_unfinished_commits_on<M: Machinery>() {
         // The lock-free engine keeps each session's share in its
         // slot; a commit after the set restarts that word, and must count
         // even when it restarts at the value the set found there (mutant
-        // DURABLE_RESTART_KEEPS_TAG reports 50 here).
+        // ALL_DURABLE_RESTART_KEEPS_TAG reports 50 here).
         row(
             "a session's commit after it moved backwards counts at its old value too",
             "a commit at 120, global durable 50, then a commit at 120 on the same session",

@@ -193,7 +193,7 @@ fn global_timestamp_rules_on<M: Machinery>() {
             }),
         ),
         row(
-            "the global durable timestamp may move backwards",
+            "the all-durable timestamp may move backwards",
             "global durable 100, then 50",
             |e| {
                 e.set_timestamps(set(None, None, Some(100))).unwrap();

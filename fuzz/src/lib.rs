@@ -1685,7 +1685,7 @@ impl Model {
         }
         self.versions.retain(|_, vs| !vs.is_empty());
         // Replay commits every surviving version again, at its commit
-        // timestamp: the global durable timestamp is their newest.
+        // timestamp: the all-durable timestamp is their newest.
         self.durable = self
             .versions
             .values()

@@ -142,7 +142,7 @@ pub struct RwLockMachinery<const PATCHED: bool> {
     stable_pub: AtomicU64,
     horizon_xmin: AtomicU64,
     horizon_ts: AtomicU64,
-    /// The global durable timestamp: max of every commit's durable timestamp
+    /// The all-durable timestamp: max of every commit's durable timestamp
     /// and the one the application set (a report, as in the lock-free
     /// engine: `fetch_max`, no lock).
     durable: CachePadded<AtomicU64>,

@@ -164,7 +164,7 @@ pub(crate) struct SlotTimestamps {
 }
 
 /// `Engine::query_timestamp` for any machinery: `oldest` and `stable` are
-/// the globals, `durable` the global durable timestamp, `slots` every
+/// the globals, `durable` the all-durable timestamp, `slots` every
 /// session's contribution (read once per report).
 /// The horizon a scan of the published pins gives: the lowest nonzero
 /// `(xmin, read_ts)` pin of each kind, starting from `start` (the floors,

@@ -61,7 +61,7 @@ pub struct CommitRecord {
     pub commit_ts: Timestamp,
     /// The durable timestamp. Leader transactions commit unprepared, so it
     /// equals `commit_ts`; it is carried so that a node can advance its
-    /// global durable timestamp when the entry is applied.
+    /// all-durable timestamp when the entry is applied.
     #[serde(with = "ts_serde")]
     pub durable_ts: Timestamp,
     /// Where it came from.

@@ -118,23 +118,23 @@ pub const LAZY_VIEW_SKIPS_SNAPSHOT: u32 = 37;
 /// and 7).
 pub const COMMIT_CACHE_TAKES_PUBLISHED: u32 = 40;
 /// A commit that restarts its slot's durable word after the application
-/// set the global durable timestamp keeps the word's tag, so a restart
+/// set the all-durable timestamp keeps the word's tag, so a restart
 /// at the value the set captured looks unchanged and is not reported
 /// (`all_durable`).
-pub const DURABLE_RESTART_KEEPS_TAG: u32 = 41;
-/// A durable report loads the last durable set's record with Relaxed
+pub const ALL_DURABLE_RESTART_KEEPS_TAG: u32 = 41;
+/// A all-durable report loads the last durable set's record with Relaxed
 /// instead of Acquire, so it may read the record's fields before they
 /// are visible (invariant 11).
-pub const RELAXED_DURABLE_SET_LOAD: u32 = 42;
+pub const RELAXED_ALL_DURABLE_SET_LOAD: u32 = 42;
 /// A commit compares its durable timestamp with its slot's durable word
 /// with the word's tag bits left on, so once a durable set has made the
 /// word restart (tag non-zero) the session's later commits never raise
 /// it (`all_durable`).
-pub const DURABLE_COMPARE_KEEPS_TAG: u32 = 43;
-/// A durable report counts a slot's word only when it grew since the
+pub const ALL_DURABLE_COMPARE_KEEPS_TAG: u32 = 43;
+/// A all-durable report counts a slot's word only when it grew since the
 /// last durable set instead of when it changed, so a word whose 2-bit
 /// restart tag wrapped (four restarts) is ignored (`all_durable`).
-pub const DURABLE_REPORT_COUNTS_GROWTH: u32 = 44;
+pub const ALL_DURABLE_REPORT_COUNTS_GROWTH: u32 = 44;
 /// Prepare lists the transaction in the prepared table after it flips
 /// its statuses to prepared instead of before, so a writer whose check
 /// meets a prepared status in between takes the transaction for a

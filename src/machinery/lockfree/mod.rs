@@ -39,11 +39,11 @@
 //!    10): the same shape as 2, but the setter refuses instead of waiting.
 //!
 //! Handshake 1 lives in `pin_horizon.rs`, handshakes 2 and 3 and the
-//! timestamp setter in `stable.rs`, the global durable timestamp's
-//! per-slot words in `durable_ts.rs`; this file holds the shared state and
+//! timestamp setter in `stable.rs`, the all-durable timestamp's
+//! per-slot words in `all_durable.rs`; this file holds the shared state and
 //! the snapshot, session and descriptor steps that need no handshake.
 
-mod durable_ts;
+mod all_durable;
 mod pin_horizon;
 mod stable;
 
@@ -88,7 +88,7 @@ pub struct LockFree {
     desc: CachePadded<DescriptorCell>,
     next_id: CachePadded<AtomicU64>,
     clocks: CachePadded<Clocks>,
-    /// The global durable timestamp the application set last, with every
+    /// The all-durable timestamp the application set last, with every
     /// slot's `durable` word as that set found it (`raw/all_durable.rs`). The
     /// reported one (`all_durable`, before unfinished commits hold it
     /// down) is the max of the set value and every word changed since: a

@@ -1,7 +1,7 @@
 //! Handshakes 2 and 3 (`mod.rs`, `# Orderings`): commit claims and
 //! prepared transactions' announced durable timestamps against the stable
 //! timestamp, and `set_timestamps`, which moves oldest, stable and the
-//! global durable timestamp.
+//! all-durable timestamp.
 
 use super::LockFree;
 use crate::config::TimestampUpdate;

@@ -1,4 +1,4 @@
-//! The last setting of the global durable timestamp, as an immutable record
+//! The last setting of the all-durable timestamp, as an immutable record
 //! behind one pointer.
 //!
 //! A commit raises only its own slot's `durable` word (`LockFree::
@@ -16,14 +16,14 @@
 //!   pointer with Release; a report loads it with Acquire under an epoch
 //!   guard, so the record's fields are visible to it (the record's
 //!   causality witness checks this under loom: mutant
-//!   RELAXED_DURABLE_SET_LOAD, model `all_durable_report`).
+//!   RELAXED_ALL_DURABLE_SET_LOAD, model `all_durable_report`).
 //! * A replaced record is retired to the epoch collector and freed only
 //!   after every guard that could have loaded it drops (invariant 11).
 
 use super::reclaim::{Collector, SendPtr};
 use crate::sync::{mutant as m, mutant_on, ordering_or_mutant, AtomicPtr, Ordering, Witness};
 
-/// One setting of the global durable timestamp.
+/// One setting of the all-durable timestamp.
 struct DurableSet {
     /// The value set (0: never set).
     value: u64,
@@ -80,7 +80,7 @@ impl AllDurableCell {
         });
     }
 
-    /// The reported global durable timestamp before unfinished commits hold
+    /// The reported all-durable timestamp before unfinished commits hold
     /// it down: the last set value, raised by every slot word `words` yields
     /// that differs from the word the set recorded for that slot (`tag` masks
     /// the words' tag bits off the value).
@@ -95,7 +95,7 @@ impl AllDurableCell {
         // fields are visible (invariant 11).
         let p = self.ptr.load(ordering_or_mutant(
             Ordering::Acquire,
-            m::RELAXED_DURABLE_SET_LOAD,
+            m::RELAXED_ALL_DURABLE_SET_LOAD,
         ));
         // SAFETY: loaded under `guard`; a record is retired only after it is
         // replaced and freed only after every guard that could have loaded it
@@ -105,7 +105,7 @@ impl AllDurableCell {
         set.witness.check();
         let mut v = set.value;
         for (then, now) in set.words.iter().zip(words) {
-            let changed = if mutant_on(m::DURABLE_REPORT_COUNTS_GROWTH) {
+            let changed = if mutant_on(m::ALL_DURABLE_REPORT_COUNTS_GROWTH) {
                 now > *then
             } else {
                 now != *then

@@ -40,7 +40,7 @@ pub(crate) struct Slot {
     /// transaction's durable timestamp. Counted by `all_durable`.
     pub(crate) announced: AtomicU64,
     /// The largest durable timestamp this slot's commits made since the
-    /// slot last saw the application set the global durable timestamp
+    /// slot last saw the application set the all-durable timestamp
     /// (low 62 bits), and a 2-bit tag in the top bits that the owner
     /// advances at each restart (`LockFree::release_claim`).
     /// Owner-written with plain stores; kept across sessions (a released

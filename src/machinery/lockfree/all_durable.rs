@@ -1,4 +1,4 @@
-//! The global durable timestamp without a shared read-modify-write per
+//! The all-durable timestamp without a shared read-modify-write per
 //! commit: a commit raises only its own slot's `durable` word
 //! (`record_durable`); a set records the application's value with every
 //! slot's word as found then, and bumps `durable_resets`, which makes later
@@ -18,7 +18,7 @@ impl LockFree {
     /// Counts a commit's durable timestamp in its slot's word
     /// (`release_claim`).
     pub(super) fn record_durable(&self, slot: usize, durable: Timestamp) {
-        // The commit's share of the global durable timestamp, in this
+        // The commit's share of the all-durable timestamp, in this
         // slot's own word: loads and a plain store, no shared
         // read-modify-write. `query_timestamp` folds the words.
         // Relaxed throughout: `durable` is a report (all_durable), not a
@@ -29,19 +29,19 @@ impl LockFree {
         let resets = self.clocks.durable_resets.load(Ordering::Relaxed);
         let w = s.durable.load(Ordering::Relaxed);
         // The timestamp in the word, its restart tag masked off.
-        let made = if mutant_on(m::DURABLE_COMPARE_KEEPS_TAG) {
+        let made = if mutant_on(m::ALL_DURABLE_COMPARE_KEEPS_TAG) {
             w
         } else {
             w & !DURABLE_TAG
         };
         let next = if s.durable_seen.load(Ordering::Relaxed) != resets {
-            // The application set the global durable timestamp since
+            // The application set the all-durable timestamp since
             // this word last restarted: what the slot made durable
             // before counts no more (it may have been set backwards).
             // A new tag makes the word differ from the one that set
             // captured even when `d` equals its value.
             s.durable_seen.store(resets, Ordering::Relaxed);
-            let tag = if mutant_on(m::DURABLE_RESTART_KEEPS_TAG) {
+            let tag = if mutant_on(m::ALL_DURABLE_RESTART_KEEPS_TAG) {
                 w & DURABLE_TAG
             } else {
                 (w & DURABLE_TAG).wrapping_add(1 << 62)
@@ -62,10 +62,10 @@ impl LockFree {
         }
     }
 
-    /// Records the global durable timestamp the application set
+    /// Records the all-durable timestamp the application set
     /// (`set_timestamps`, under `admin`).
     pub(super) fn set_durable(&self, d: Timestamp) {
-        // The global durable timestamp may move backwards, as in
+        // The all-durable timestamp may move backwards, as in
         // WiredTiger (invariant 4's exception): commits made before this
         // set stop counting. Record the value with every slot's word as
         // found now, then bump the reset count that makes later commits
@@ -83,7 +83,7 @@ impl LockFree {
         self.clocks.durable_resets.bump(1);
     }
 
-    /// The global durable timestamp as set, raised by every commit counted
+    /// The all-durable timestamp as set, raised by every commit counted
     /// since (`query_timestamp`).
     pub(super) fn all_durable_report(&self) -> u64 {
         // No lock: the set's value and words come as one record. Relaxed
