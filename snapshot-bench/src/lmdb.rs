@@ -36,6 +36,12 @@ fn thread_loop(
     (n, hist, worst, cpu)
 }
 
+/// A map of at least `bytes` and 4 GiB, rounded up to a whole MiB: LMDB
+/// refuses a map size that is not a multiple of the page size.
+fn map_size(bytes: usize) -> usize {
+    bytes.max(4 << 30).next_multiple_of(1 << 20)
+}
+
 /// One read-ts run on a fresh LMDB environment.
 pub fn run(p: &Params, pb: &ProgressBar) -> Out {
     // Named by configuration too: heed keeps one environment per path per
@@ -54,7 +60,7 @@ pub fn run(p: &Params, pb: &ProgressBar) -> Out {
     // than it; on a loaded machine a preempted reader holds one for long
     // enough that 4x the data filled the map (MapFull). The map is sparse,
     // so a large one costs address space, not disk.
-    let map = (p.keys as usize * (p.value_size + 64) * 64).max(4 << 30);
+    let map = map_size(p.keys as usize * (p.key_size + p.value_size + 64) * 64);
     // SAFETY: the directory is ours alone (named by pid and round) and is
     // opened once; NO_SYNC/NO_META_SYNC/WRITE_MAP only give up durability.
     let env = unsafe {
@@ -137,7 +143,7 @@ pub fn memory(keys: u64, key_size: usize, value_size: usize) -> crate::memory::M
         std::env::temp_dir().join(format!("snapshot-bench-lmdb-{}-memory", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir for LMDB");
-    let map = (keys as usize * (key_size + value_size + 64) * 8).max(4 << 30);
+    let map = map_size(keys as usize * (key_size + value_size + 64) * 8);
     // SAFETY: as in `run`: our own directory, opened once.
     let env = unsafe {
         EnvOpenOptions::new()
