@@ -381,36 +381,34 @@ fn batch_words(batch: usize) -> String {
     }
 }
 
-/// Keys read per second per reader thread, per engine, and each engine's
-/// ratio to the ceiling's where the ceiling ran.
+/// Keys read per second per reader thread and per reader CPU-second, per
+/// engine (medians of rounds), with each engine's ratio to the ceiling's
+/// where the ceiling ran.
 fn batch_line(batch: usize, readers: usize, per: &[EngineRounds]) -> String {
-    let per_thread = |e: &EngineRounds| {
-        let v: Vec<f64> = e
-            .rounds
+    let is_ceiling = |e: &EngineRounds| e.engine == EngineKind::Ceiling.name();
+    let measure = |f: &dyn Fn(&Round) -> Option<f64>| -> String {
+        let med = |e: &EngineRounds| {
+            let v: Vec<f64> = e.rounds.iter().filter_map(f).collect();
+            (!v.is_empty()).then(|| stats::median(&v))
+        };
+        let ceiling = per.iter().find(|e| is_ceiling(e)).and_then(med);
+        let cells: Vec<String> = per
             .iter()
-            .map(|x| x.reader_txn_per_s * batch as f64 / readers as f64)
-            .collect();
-        stats::median(&v)
-    };
-    let ceiling = per
-        .iter()
-        .find(|e| e.engine == EngineKind::Ceiling.name())
-        .map(per_thread);
-    let cells: Vec<String> = per
-        .iter()
-        .map(|e| {
-            let k = per_thread(e);
-            match ceiling {
-                Some(c) if c > 0.0 && e.engine != EngineKind::Ceiling.name() => {
+            .map(|e| match (med(e), ceiling) {
+                (Some(k), Some(c)) if c > 0.0 && !is_ceiling(e) => {
                     format!("{} {} ({:.2}x ceiling)", e.engine, fmt::fmt_int(k), k / c)
                 }
-                _ => format!("{} {}", e.engine, fmt::fmt_int(k)),
-            }
-        })
-        .collect();
-    format!(
-        "keys read per second per reader thread (median of rounds; {batch} per transaction): {}",
+                (Some(k), _) => format!("{} {}", e.engine, fmt::fmt_int(k)),
+                (None, _) => format!("{} -", e.engine),
+            })
+            .collect();
         cells.join(", ")
+    };
+    let b = batch as f64;
+    format!(
+        "keys read ({batch} per transaction), medians of rounds: per second per reader thread: {}; per reader CPU-second: {}",
+        measure(&|x| Some(x.reader_txn_per_s * b / readers as f64)),
+        measure(&|x| x.reader_txn_per_cpu_s.map(|c| c * b)),
     )
 }
 

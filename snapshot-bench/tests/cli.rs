@@ -859,7 +859,7 @@ fn memory_reports_the_shape_it_was_given() {
 }
 
 /// `--batch N` reads N keys per reader transaction and reports keys per
-/// second per reader thread against the ceiling.
+/// second per reader thread and per reader CPU-second against the ceiling.
 #[test]
 fn batch_reports_keys_per_thread_against_the_ceiling() {
     let o = run(&[
@@ -887,10 +887,16 @@ fn batch_reports_keys_per_thread_against_the_ceiling() {
     let line = o
         .stdout
         .lines()
-        .find(|l| l.starts_with("keys read per second per reader thread"))
+        .find(|l| l.starts_with("keys read (16 per transaction)"))
         .unwrap_or_else(|| panic!("no batch line in {}", o.stdout));
-    assert!(
-        line.contains("x ceiling)") && line.contains("ceiling "),
-        "{line}"
-    );
+    let (wall, cpu) = line
+        .split_once("per reader CPU-second: ")
+        .unwrap_or_else(|| panic!("no CPU-second part in {line}"));
+    for part in [wall, cpu] {
+        assert!(
+            part.contains("lock-free ") && part.contains("ceiling "),
+            "{line}"
+        );
+    }
+    assert!(wall.contains("x ceiling)"), "{line}");
 }
