@@ -7,7 +7,7 @@
 
 use crate::keys::Rng;
 use crate::measure::Meter;
-use crate::phases::{run_phases, Ctl};
+use crate::phases::{run_phases_sampled, Ctl};
 use crate::read_ts::{merge_peer, Out, Params, PeerThread as ThreadRes};
 use indicatif::ProgressBar;
 use std::collections::HashMap;
@@ -38,8 +38,10 @@ pub fn run(p: &Params, pb: &ProgressBar) -> Out {
                     let mut meter = Meter::new(p.worst, i, p.round);
                     let mut n = 0u64;
                     while meter.next(ctl).is_some() {
-                        let k = rng.below(p.keys);
-                        black_box(m.get(&k).map(|v| v[v.len() / 2]));
+                        for _ in 0..p.batch {
+                            let k = rng.below(p.keys);
+                            black_box(m.get(&k).map(|v| v[v.len() / 2]));
+                        }
                         if meter.record("read") {
                             n += 1;
                         }
@@ -49,9 +51,12 @@ pub fn run(p: &Params, pb: &ProgressBar) -> Out {
                 })
             })
             .collect();
-        let secs = run_phases(ctl, p.warmup, p.seconds, pb);
+        // No timekeeper: a steady warm-up is its floor.
+        let secs = run_phases_sampled(ctl, p.warmup, false, p.seconds, pb);
         let rs: Vec<ThreadRes> = rh.into_iter().map(|h| h.join().expect("reader")).collect();
         (rs, secs)
     });
-    merge_peer(secs, rs, Vec::new(), p.worst)
+    let mut out = merge_peer(secs.seconds, rs, Vec::new(), p.worst);
+    out.warmup = secs.warmup;
+    out
 }

@@ -6,6 +6,8 @@
 //! [`parse`]).
 
 use crate::engines::EngineKind;
+use crate::keys::MIN_KEY_SIZE;
+use crate::phases::{Warmup, STEADY_CAP_S, STEADY_FLOOR_S};
 use clap::error::ErrorKind;
 use clap::{Parser, ValueEnum};
 use std::fs::File;
@@ -15,7 +17,13 @@ use std::path::PathBuf;
 pub const MAX_KEYS: u64 = 10_000_000;
 /// Upper bound of `--value-size` (bytes).
 pub const MAX_VALUE_SIZE: u64 = 65_536;
-/// Upper bound of `--keys` × `--value-size` (bytes loaded per engine).
+/// Upper bound of `--key-size` (bytes): LMDB's largest key, so every
+/// engine takes every allowed shape.
+pub const MAX_KEY_SIZE: u64 = 511;
+/// Upper bound of `--batch`.
+pub const MAX_BATCH: u64 = 1024;
+/// Upper bound of `--keys` × (`--key-size` + `--value-size`) (bytes loaded
+/// per engine).
 pub const MAX_LOADED_BYTES: u64 = 4 << 30;
 /// Upper bound of `--readers`, `--writers`, `--threads` and each side of a
 /// `--configs` entry.
@@ -76,6 +84,10 @@ pub enum Workload {
     /// leader with two followers serving the read-only share (needs
     /// `--features replication`).
     Replicated,
+    /// Memory: the `--report-memory` pass alone (no throughput runs): bytes
+    /// per key and per extra version for lock-free, ceiling and (feature
+    /// `peers`) lmdb, at --keys keys of --key-size and --value-size bytes.
+    Memory,
     /// Durability: writers committing one key each per transaction on the
     /// commit log in each mode, the in-memory engine and (feature `peers`)
     /// LMDB synced and redb `Durability::Immediate`; recovery replay rate;
@@ -94,6 +106,7 @@ impl Workload {
             Workload::Tail => "tail",
             Workload::Replicated => "replicated",
             Workload::DurableWrites => "durable-writes",
+            Workload::Memory => "memory",
         }
     }
 }
@@ -120,6 +133,18 @@ pub struct Cli {
     /// Bytes per value, 1 to 65,536.
     #[arg(long, default_value_t = 100, value_parser = int_range(1..=MAX_VALUE_SIZE as i64))]
     pub value_size: u64,
+    /// Bytes per key, 8 to 511 (read-ts, tail and memory; 8): a fixed
+    /// filler, then the key's number big-endian in the last 8 bytes. The
+    /// issue's second shape is `--key-size 24 --value-size 150`.
+    #[arg(long, value_parser = int_range(MIN_KEY_SIZE as i64..=MAX_KEY_SIZE as i64))]
+    pub key_size: Option<u64>,
+    /// read-ts and tail: keys each reader transaction reads, 1 to 1,024
+    /// (1): 1 with `get_with`, more with one `get_many_with` of that many
+    /// random keys (lmdb: that many gets in one read transaction; ceiling:
+    /// that many map gets). The table adds keys read per second per reader
+    /// thread.
+    #[arg(long, value_parser = int_range(1..=MAX_BATCH as i64))]
+    pub batch: Option<u64>,
     /// Reader threads, 0 to 512 (read-ts: 8, tail: 4).
     #[arg(long, value_parser = int_range(0..=MAX_THREADS as i64))]
     pub readers: Option<u64>,
@@ -137,9 +162,17 @@ pub struct Cli {
     /// begin: per table cell, 0.2).
     #[arg(long, value_parser = parse_seconds)]
     pub seconds: Option<f64>,
-    /// Warm-up seconds per run before measuring, 0 to 3600 (1).
-    #[arg(long, value_parser = parse_warmup)]
-    pub warmup: Option<f64>,
+    /// Warm-up per run before measuring: `steady` (the default) or seconds,
+    /// 0 to 3600. `steady` warms up at least 1 s, then on until the
+    /// timekeeper has moved stable off its clamp (the writers have committed
+    /// --stable-lag timestamps), at most 30 s, and prints how long each
+    /// configuration waited (a warning where the cap was hit); runs where
+    /// nothing moves stable (no writers; lmdb, ceiling; ro-mix, replicated,
+    /// durable-writes) warm up 1 s. Seconds warm up exactly that long,
+    /// stable clamped or not (the driver warns when a window opened with
+    /// stable clamped).
+    #[arg(long, value_name = "steady|SECONDS", value_parser = parse_warmup)]
+    pub warmup: Option<Warmup>,
     /// Rounds, 1 to 50 (read-ts 5, begin 5, ro-mix 3, tail 3). 5 against 5
     /// is the smallest design whose exact two-sided p can reach 0.008.
     #[arg(long, value_parser = int_range(1..=MAX_ROUNDS as i64))]
@@ -305,8 +338,15 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
     parse_secs(s, MIN_SECONDS, "")
 }
 
-fn parse_warmup(s: &str) -> Result<f64, String> {
-    parse_secs(s, 0.0, "")
+fn parse_warmup(s: &str) -> Result<Warmup, String> {
+    if s.trim() == "steady" {
+        return Ok(Warmup::Steady);
+    }
+    parse_secs(s, 0.0, "").map(Warmup::Fixed).map_err(|_| {
+        format!(
+            "want `steady` (at least {STEADY_FLOOR_S} s, then until stable leaves its clamp, at most {STEADY_CAP_S} s) or a finite number of seconds, 0 to {MAX_SECONDS}"
+        )
+    })
 }
 
 /// A refused invocation: one line, exit code 2.
@@ -353,12 +393,16 @@ pub struct Plan {
     pub workload: Workload,
     pub engines: Vec<EngineKind>,
     pub keys: u64,
+    /// read-ts, tail and memory: bytes per key.
+    pub key_size: usize,
     pub value_size: usize,
+    /// read-ts and tail: keys per reader transaction.
+    pub batch: usize,
     /// read-ts and tail: (readers, writers) per configuration.
     pub configs: Vec<(usize, usize)>,
     pub threads: usize,
     pub seconds: f64,
-    pub warmup: f64,
+    pub warmup: Warmup,
     pub rounds: usize,
     pub stable_lag: u64,
     pub oldest_lag: u64,
@@ -453,13 +497,65 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
             ));
         }
     }
-    let bytes = cli.keys.saturating_mul(cli.value_size);
+    if workload == Workload::Memory {
+        engines.retain(|&e| {
+            matches!(
+                e,
+                EngineKind::LockFree | EngineKind::Ceiling | EngineKind::Lmdb
+            )
+        });
+        if engines.is_empty() {
+            return Err(invalid(
+                "--engines",
+                list(&cli.engines),
+                "memory measures lock-free, ceiling and lmdb only (the rwlock engines share lock-free's store)",
+            ));
+        }
+    }
+    let key_size = cli.key_size.unwrap_or(MIN_KEY_SIZE as u64);
+    let shaped = matches!(
+        workload,
+        Workload::ReadTs | Workload::Tail | Workload::Memory
+    );
+    if let (Some(k), false) = (cli.key_size, shaped) {
+        return Err(invalid(
+            "--key-size",
+            k,
+            format_args!(
+                "shapes read-ts, tail and memory keys only, not {}",
+                workload.name()
+            ),
+        ));
+    }
+    if key_size != MIN_KEY_SIZE as u64 && engines.contains(&EngineKind::Ceiling) {
+        return Err(invalid(
+            "--key-size",
+            key_size,
+            "the ceiling's map is keyed by the 8-byte number itself: want --key-size 8 with the ceiling",
+        ));
+    }
+    if let (Some(b), false) = (
+        cli.batch,
+        matches!(workload, Workload::ReadTs | Workload::Tail),
+    ) {
+        return Err(invalid(
+            "--batch",
+            b,
+            format_args!(
+                "batches read-ts and tail readers only, not {}",
+                workload.name()
+            ),
+        ));
+    }
+    let bytes = cli
+        .keys
+        .saturating_mul(key_size.saturating_add(cli.value_size));
     if bytes > MAX_LOADED_BYTES {
         return Err(invalid(
             "--keys",
             cli.keys,
             format_args!(
-                "{} keys of {} bytes load {bytes} bytes per engine; --keys x --value-size may be at most {MAX_LOADED_BYTES}",
+                "{} keys of {key_size} + {} bytes load {bytes} bytes per engine; --keys x (--key-size + --value-size) may be at most {MAX_LOADED_BYTES}",
                 cli.keys, cli.value_size
             ),
         ));
@@ -544,6 +640,7 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
         Workload::Begin => (0.2, 5),
         Workload::Replicated => (2.0, 3),
         Workload::DurableWrites => (2.0, 3),
+        Workload::Memory => (0.0, 1),
     };
     if workload == Workload::Replicated {
         if !cfg!(feature = "replication") {
@@ -597,12 +694,17 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
             format_args!("runs replicated only, not {}", workload.name()),
         ));
     }
-    if cli.report_memory && !matches!(workload, Workload::ReadTs | Workload::Tail) {
+    if cli.report_memory
+        && !matches!(
+            workload,
+            Workload::ReadTs | Workload::Tail | Workload::Memory
+        )
+    {
         return Err(invalid(
             "--report-memory",
             "true",
             format_args!(
-                "{} has no memory pass; use read-ts or tail",
+                "{} has no memory pass; use read-ts, tail or memory",
                 workload.name()
             ),
         ));
@@ -611,11 +713,13 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
         workload,
         engines,
         keys: cli.keys,
+        key_size: key_size as usize,
         value_size: cli.value_size as usize,
+        batch: cli.batch.map_or(1, |b| b as usize),
         configs,
         threads: cli.threads as usize,
         seconds: cli.seconds.unwrap_or(def_secs),
-        warmup: cli.warmup.unwrap_or(1.0),
+        warmup: cli.warmup.unwrap_or(Warmup::Steady),
         rounds: cli.rounds.map_or(def_rounds, |r| r as usize),
         stable_lag: cli.stable_lag,
         oldest_lag: cli.oldest_lag,
@@ -675,12 +779,15 @@ mod tests {
     #[test]
     fn seconds_refuse_non_finite_and_out_of_range() {
         assert_eq!(parse_seconds("0.5"), Ok(0.5));
-        assert_eq!(parse_warmup("0"), Ok(0.0));
+        assert_eq!(parse_warmup("0"), Ok(Warmup::Fixed(0.0)));
+        assert_eq!(parse_warmup("2.5"), Ok(Warmup::Fixed(2.5)));
+        assert_eq!(parse_warmup("steady"), Ok(Warmup::Steady));
         for bad in ["-1", "0", "nan", "inf", "-inf", "3601", "x", ""] {
             assert!(parse_seconds(bad).is_err(), "{bad:?}");
         }
-        for bad in ["-1", "nan", "inf", "3601"] {
-            assert!(parse_warmup(bad).is_err(), "{bad:?}");
+        for bad in ["-1", "nan", "inf", "3601", "Steady", "stable", ""] {
+            let e = parse_warmup(bad).expect_err(bad);
+            assert!(e.contains("steady") && e.contains("3600"), "{bad:?}: {e}");
         }
     }
 

@@ -36,12 +36,55 @@ pub fn key(k: u64) -> [u8; 8] {
     k.to_be_bytes()
 }
 
-/// Loads `keys` keys with `value_size`-byte values, committed at ts 1, and
+/// The fewest bytes a key has (`--key-size`): the u64 it encodes.
+pub const MIN_KEY_SIZE: usize = 8;
+
+/// Keys of `--key-size` bytes: a fixed filler, then the key's number
+/// big-endian in the last 8 bytes, so key order is still numeric order and
+/// an 8-byte key is exactly [`key`]. One buffer, rewritten per key.
+#[derive(Clone, Debug)]
+pub struct KeyBuf {
+    buf: Vec<u8>,
+}
+
+impl KeyBuf {
+    /// Keys of `size` bytes (at least [`MIN_KEY_SIZE`]; the CLI bounds it).
+    pub fn new(size: usize) -> KeyBuf {
+        assert!(size >= MIN_KEY_SIZE, "a key holds its 8-byte number");
+        KeyBuf {
+            buf: vec![b'k'; size],
+        }
+    }
+
+    /// Key number `k`.
+    #[inline]
+    pub fn at(&mut self, k: u64) -> &[u8] {
+        let n = self.buf.len();
+        self.buf[n - 8..].copy_from_slice(&k.to_be_bytes());
+        &self.buf
+    }
+}
+
+impl AsRef<[u8]> for KeyBuf {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+/// Loads `keys` keys of `key_size` bytes ([`KeyBuf`]) with `value_size`-byte
+/// values, committed at ts 1, and
 /// sets oldest = stable = 1. The bar's message counts the keys loaded (a
 /// load of millions of keys takes seconds to a minute, outside the bar's
 /// planned time).
-pub fn load<M: Machinery>(e: &Engine<M>, keys: u64, value_size: usize, pb: &ProgressBar) {
+pub fn load<M: Machinery>(
+    e: &Engine<M>,
+    keys: u64,
+    key_size: usize,
+    value_size: usize,
+    pb: &ProgressBar,
+) {
     let mut s = e.session().expect("a session for the loader");
+    let mut kb = KeyBuf::new(key_size);
     let mut value = vec![0x5a; value_size];
     let mut k = 0;
     let msg = pb.message();
@@ -56,7 +99,7 @@ pub fn load<M: Machinery>(e: &Engine<M>, keys: u64, value_size: usize, pb: &Prog
         let mut t = s.begin(&TxnOptions::default()).expect("begin");
         for _ in 0..1000.min(keys - k) {
             value[..8.min(value_size)].copy_from_slice(&k.to_le_bytes()[..8.min(value_size)]);
-            t.put(key(k), &value).expect("load put");
+            t.put(kb.at(k), &value).expect("load put");
             k += 1;
         }
         t.commit(CommitOptions::at(1)).expect("load commit");
@@ -68,4 +111,19 @@ pub fn load<M: Machinery>(e: &Engine<M>, keys: u64, value_size: usize, pb: &Prog
         durable: None,
     })
     .expect("initial timestamps");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_longer_key_ends_in_the_short_one_and_keeps_numeric_order() {
+        let mut kb = KeyBuf::new(24);
+        assert_eq!(kb.at(7).len(), 24);
+        assert_eq!(&kb.at(7)[16..], &key(7)[..]);
+        let a = kb.at(255).to_vec();
+        assert!(a.as_slice() < kb.at(256));
+        assert_eq!(KeyBuf::new(8).at(42), &key(42)[..]);
+    }
 }

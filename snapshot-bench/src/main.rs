@@ -110,10 +110,12 @@ fn main() {
         Workload::Begin => begin_table(&plan),
         Workload::RoMix => ro_mix(&plan),
         Workload::Replicated => replicated_main(&plan),
+        Workload::Memory => memory_main(&plan),
         Workload::DurableWrites => durable_writes::main(&durable_writes::Params {
             writers: plan.configs.iter().map(|&(_, w)| w.max(1)).collect(),
             seconds: plan.seconds,
-            warmup: plan.warmup,
+            // No timekeeper: a steady warm-up is its floor.
+            warmup: plan.warmup.floor_secs(),
             rounds: plan.rounds,
             value_size: plan.value_size,
             keys: plan.keys,
@@ -125,7 +127,9 @@ fn main() {
 fn replicated_main(plan: &Plan) {
     let p = replicated::Params {
         threads: plan.threads,
-        warmup: plan.warmup,
+        // No timekeeper moves a stable lag here: a steady warm-up is its
+        // floor.
+        warmup: plan.warmup.floor_secs(),
         seconds: plan.seconds,
         raft_log: plan.raft_log,
     };
@@ -143,13 +147,15 @@ fn read_ts(plan: &Plan) {
     let engines = &plan.engines;
     let (seconds, warmup, rounds) = (plan.seconds, plan.warmup, plan.rounds);
     let configs = &plan.configs;
-    let total = (configs.len() * rounds * engines.len()) as f64 * (warmup + seconds) * 1000.0;
+    let total = (configs.len() * rounds * engines.len()) as f64
+        * (warmup.planned_secs() + seconds)
+        * 1000.0;
     let pg = Progress::new(total as u64, plan.progress);
     let pb = &pg.bar;
     let mut json_configs = Vec::new();
     let mut all_configs = Vec::new();
     let mem = if plan.report_memory {
-        let m = pb.suspend(|| memory::report(engines, plan.keys, plan.value_size));
+        let m = pb.suspend(|| memory::report(engines, plan.keys, plan.key_size, plan.value_size));
         if !plan.json {
             pb.suspend(|| memory::print(&m));
         }
@@ -174,7 +180,9 @@ fn read_ts(plan: &Plan) {
                 ));
                 let p = read_ts::Params {
                     keys: plan.keys,
+                    key_size: plan.key_size,
                     value_size: plan.value_size,
+                    batch: plan.batch,
                     readers,
                     writers,
                     warmup,
@@ -194,6 +202,15 @@ fn read_ts(plan: &Plan) {
                 let out = run_read_ts(kind, &p, pb);
                 let col = engines.iter().position(|&k| k == kind).expect("listed");
                 let round = Round::from_out(r, pos, out);
+                if round.warmup.capped {
+                    pg.warn(format_args!(
+                        "{readers}/{writers} round {}/{rounds} {}: stable was still at its clamp when the warm-up hit its {} s cap (the writers had not committed --stable-lag {} timestamps); this run measures the load with nothing pruned",
+                        r + 1,
+                        kind.name(),
+                        phases::STEADY_CAP_S,
+                        plan.stable_lag
+                    ));
+                }
                 for (side, threads, txns) in [
                     ("reader", readers, round.reader_txns),
                     ("writer", writers, round.writer_txns),
@@ -224,11 +241,20 @@ fn read_ts(plan: &Plan) {
         let clamped: u64 = timed.iter().map(|t| t.opened_clamped).sum();
         if readers > 0 && writers > 0 && clamped > 0 {
             pg.warn(format_args!(
-                "{readers}/{writers}: in {clamped} of {} runs stable was still at its clamp when the measured window opened (the writers had not yet committed --stable-lag {} timestamps): there the readers read the load and nothing was pruned, not a moving stable; a longer --warmup measures that",
+                "{readers}/{writers}: in {clamped} of {} runs stable was still at its clamp when the measured window opened (the writers had not yet committed --stable-lag {} timestamps): there the readers read the load and nothing was pruned, not a moving stable; {}",
                 timed.len(),
-                plan.stable_lag
+                plan.stable_lag,
+                match warmup {
+                    phases::Warmup::Fixed(_) => "the default --warmup steady waits for it",
+                    phases::Warmup::Steady => "the steady warm-up hit its cap",
+                }
             ));
         }
+        let warmed: Vec<(&str, Vec<phases::WarmedUp>)> = per
+            .iter()
+            .map(|e| (e.engine, e.rounds.iter().map(|x| x.warmup).collect()))
+            .collect();
+        let warm_line = phases::warmup_line(warmup, plan.stable_lag, &warmed);
         let mut cmps = Vec::new();
         for other in per.iter().skip(1) {
             if readers > 0 {
@@ -244,14 +270,20 @@ fn read_ts(plan: &Plan) {
                 return;
             }
             let title = format!(
-                "{}: {readers} readers / {writers} writers, {} keys, {}-byte values, {seconds} s measured after {warmup} s warm-up, {}, engine order alternating, fresh engine per run, allocator {}",
+                "{}: {readers} readers / {writers} writers, {} keys of {} bytes, {}-byte values, {}{seconds} s measured after {}, {}, engine order alternating, fresh engine per run, allocator {}\n{warm_line}",
                 if tail { "tail" } else { "read-ts" },
                 fmt::fmt_int(plan.keys as f64),
+                plan.key_size,
                 plan.value_size,
+                batch_words(plan.batch),
+                warmup_words(warmup),
                 fmt::plural(rounds as u64, "round"),
                 ALLOCATOR
             );
             report::print_read_ts(&title, &per, &cmps);
+            if plan.batch > 1 && readers > 0 {
+                println!("{}", batch_line(plan.batch, readers, &per));
+            }
             if tail {
                 let tails: Vec<_> = per.iter().map(|e| report::tail_of(e, plan.worst)).collect();
                 report::print_tail("tail: per-transaction latency, all rounds", &tails);
@@ -284,9 +316,10 @@ fn read_ts(plan: &Plan) {
     }
     if let Some((path, file)) = &plan.plot {
         let title = format!(
-            "{}, {} keys, {seconds} s after {warmup} s warm-up, {}",
+            "{}, {} keys, {seconds} s after {}, {}",
             if tail { "tail" } else { "read-ts" },
             fmt::fmt_int(plan.keys as f64),
+            warmup_words(warmup),
             fmt::plural(rounds as u64, "round"),
         );
         let drawn = match &sweep {
@@ -310,9 +343,14 @@ fn read_ts(plan: &Plan) {
             "workload": if tail { "tail" } else { "read-ts" },
             "allocator": ALLOCATOR,
             "keys": plan.keys,
+            "key_size": plan.key_size,
             "value_size": plan.value_size,
+            "batch": plan.batch,
             "seconds": seconds,
-            "warmup": warmup,
+            "warmup": match warmup {
+                phases::Warmup::Fixed(s) => json!(s),
+                phases::Warmup::Steady => json!("steady"),
+            },
             "rounds": rounds,
             "rmw_counted": snapshot_engine::bench_api::thread_rmw_count().is_some(),
             // The first configuration's engines at the top level, as the
@@ -324,6 +362,54 @@ fn read_ts(plan: &Plan) {
         });
         print_json(&v);
     }
+}
+
+/// The title's words for the warm-up.
+fn warmup_words(w: phases::Warmup) -> String {
+    match w {
+        phases::Warmup::Fixed(s) => format!("{s} s warm-up"),
+        phases::Warmup::Steady => "a steady-state warm-up".to_string(),
+    }
+}
+
+/// The title's words for `--batch` (nothing for one key per transaction).
+fn batch_words(batch: usize) -> String {
+    if batch > 1 {
+        format!("{batch} keys per reader transaction (get_many_with), ")
+    } else {
+        String::new()
+    }
+}
+
+/// Keys read per second per reader thread and per reader CPU-second, per
+/// engine (medians of rounds), with each engine's ratio to the ceiling's
+/// where the ceiling ran.
+fn batch_line(batch: usize, readers: usize, per: &[EngineRounds]) -> String {
+    let is_ceiling = |e: &EngineRounds| e.engine == EngineKind::Ceiling.name();
+    let measure = |f: &dyn Fn(&Round) -> Option<f64>| -> String {
+        let med = |e: &EngineRounds| {
+            let v: Vec<f64> = e.rounds.iter().filter_map(f).collect();
+            (!v.is_empty()).then(|| stats::median(&v))
+        };
+        let ceiling = per.iter().find(|e| is_ceiling(e)).and_then(med);
+        let cells: Vec<String> = per
+            .iter()
+            .map(|e| match (med(e), ceiling) {
+                (Some(k), Some(c)) if c > 0.0 && !is_ceiling(e) => {
+                    format!("{} {} ({:.2}x ceiling)", e.engine, fmt::fmt_int(k), k / c)
+                }
+                (Some(k), _) => format!("{} {}", e.engine, fmt::fmt_int(k)),
+                (None, _) => format!("{} -", e.engine),
+            })
+            .collect();
+        cells.join(", ")
+    };
+    let b = batch as f64;
+    format!(
+        "keys read ({batch} per transaction), medians of rounds: per second per reader thread: {}; per reader CPU-second: {}",
+        measure(&|x| Some(x.reader_txn_per_s * b / readers as f64)),
+        measure(&|x| x.reader_txn_per_cpu_s.map(|c| c * b)),
+    )
 }
 
 fn run_read_ts(kind: EngineKind, p: &read_ts::Params, pb: &ProgressBar) -> read_ts::Out {
@@ -365,7 +451,7 @@ fn begin_table(plan: &Plan) {
 fn ro_mix(plan: &Plan) {
     let engines = &plan.engines;
     let (rounds, seconds, warmup) = (plan.rounds, plan.seconds, plan.warmup);
-    let total = (rounds * engines.len() * 2) as f64 * (warmup + seconds) * 1000.0;
+    let total = (rounds * engines.len() * 2) as f64 * (warmup.floor_secs() + seconds) * 1000.0;
     let pg = Progress::new(total as u64, plan.progress);
     let pb = &pg.bar;
     // Variants: (engine, fast path?), alternating order per round.
@@ -426,8 +512,9 @@ fn ro_mix(plan: &Plan) {
         return;
     }
     println!(
-        "ro-mix: {} threads, 90% read-only (3 gets + 10-key range) / 10% read-write (5 updates + 5 inserts), {seconds} s after {warmup} s warm-up, {}, order alternating",
+        "ro-mix: {} threads, 90% read-only (3 gets + 10-key range) / 10% read-write (5 updates + 5 inserts), {seconds} s after {} s warm-up, {}, order alternating",
         plan.threads,
+        warmup.floor_secs(),
         fmt::plural(rounds as u64, "round")
     );
     println!(
@@ -478,4 +565,18 @@ fn ro_mix(plan: &Plan) {
         );
     }
     println!();
+}
+
+/// The `memory` workload: the memory pass alone.
+fn memory_main(plan: &Plan) {
+    let m = memory::report(&plan.engines, plan.keys, plan.key_size, plan.value_size);
+    if plan.json {
+        print_json(&json!({
+            "workload": "memory",
+            "allocator": ALLOCATOR,
+            "memory": m,
+        }));
+    } else {
+        memory::print(&m);
+    }
 }

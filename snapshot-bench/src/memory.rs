@@ -3,15 +3,15 @@
 //! out (counted by [`Counting`], a wrapper around it) and the process's
 //! resident set, before the throughput runs.
 //!
-//! Per engine, on a fresh instance: load `--keys` keys (one version each, as
-//! read-ts loads them), then, with a reader holding its snapshot so nothing
+//! Per engine, on a fresh instance: load `--keys` keys of `--key-size` bytes
+//! (one version each, as read-ts loads them), then, with a reader holding its snapshot so nothing
 //! can be pruned, write every key once more (a second version each). The
 //! report gives the allocator's bytes per key after the load, per extra
 //! version after the second pass, and the growth of the resident set over
 //! each; LMDB (whose data lives in its memory map, not the heap) reports its
 //! used pages instead of allocator bytes, beside the same resident-set growth.
 
-use crate::keys::{key, load};
+use crate::keys::{load, KeyBuf};
 use serde::Serialize;
 use snapshot_engine::with_machinery::{Engine, LockFree};
 use snapshot_engine::{CommitOptions, EngineConfig, TxnOptions};
@@ -148,11 +148,13 @@ pub fn max_rss() -> Option<u64> {
 pub struct Mem {
     pub engine: &'static str,
     pub keys: u64,
+    pub key_size: usize,
     pub value_size: usize,
     /// Bytes held per key after the load (allocator bytes; LMDB: used map
     /// pages).
     pub bytes_per_key: f64,
-    /// `bytes_per_key` over the raw key and value bytes (8 + value size).
+    /// `bytes_per_key` over the raw key and value bytes (key size + value
+    /// size).
     pub times_raw: f64,
     /// Bytes added per extra version (same measure).
     pub bytes_per_extra_version: f64,
@@ -184,14 +186,15 @@ fn per(a: &Probe, b: &Probe, n: u64) -> (f64, Option<f64>) {
 }
 
 /// Writes every key once more, 1,000 keys per transaction, committed at 2.
-fn second_pass(e: &Engine<LockFree>, keys: u64, value_size: usize) {
+fn second_pass(e: &Engine<LockFree>, keys: u64, key_size: usize, value_size: usize) {
     let mut s = e.session().expect("a session for the second pass");
     let value = vec![0x6bu8; value_size];
+    let mut kb = KeyBuf::new(key_size);
     let mut k = 0;
     while k < keys {
         let mut t = s.begin(&TxnOptions::default()).expect("begin");
         for _ in 0..1000.min(keys - k) {
-            t.put(key(k), &value).expect("second-pass put");
+            t.put(kb.at(k), &value).expect("second-pass put");
             k += 1;
         }
         t.commit(CommitOptions::at(2)).expect("second-pass commit");
@@ -206,20 +209,26 @@ fn settle(e: &Engine<LockFree>) {
     }
 }
 
-fn lock_free(keys: u64, value_size: usize) -> Mem {
+fn lock_free(keys: u64, key_size: usize, value_size: usize) -> Mem {
     let p0 = probe();
     let e = Engine::new(EngineConfig::default()).expect("the default config is valid");
-    load(&e, keys, value_size, &indicatif::ProgressBar::hidden());
+    load(
+        &e,
+        keys,
+        key_size,
+        value_size,
+        &indicatif::ProgressBar::hidden(),
+    );
     settle(&e);
     let p1 = probe();
     let mut rs = e.session().expect("the pinning reader's session");
     let mut rt = rs.begin(&TxnOptions::default()).expect("begin");
     rt.take_snapshot().expect("snapshot");
-    second_pass(&e, keys, value_size);
+    second_pass(&e, keys, key_size, value_size);
     settle(&e);
     let p2 = probe();
     assert_eq!(
-        e.chain_len(&key(keys / 2)),
+        e.chain_len(KeyBuf::new(key_size).at(keys / 2)),
         2,
         "the pinning reader keeps both versions"
     );
@@ -229,9 +238,10 @@ fn lock_free(keys: u64, value_size: usize) -> Mem {
     Mem {
         engine: "lock-free",
         keys,
+        key_size,
         value_size,
         bytes_per_key: bk,
-        times_raw: bk / (8 + value_size) as f64,
+        times_raw: bk / (key_size + value_size) as f64,
         bytes_per_extra_version: bv,
         rss_per_key: rk,
         rss_per_extra_version: rv,
@@ -248,6 +258,7 @@ fn ceiling(keys: u64, value_size: usize) -> Mem {
     Mem {
         engine: "ceiling",
         keys,
+        key_size: crate::keys::MIN_KEY_SIZE,
         value_size,
         bytes_per_key: bk,
         times_raw: bk / (8 + value_size) as f64,
@@ -258,17 +269,25 @@ fn ceiling(keys: u64, value_size: usize) -> Mem {
     }
 }
 
-/// The memory pass over `engines` (each on a fresh instance, in order).
-pub fn report(engines: &[crate::engines::EngineKind], keys: u64, value_size: usize) -> Vec<Mem> {
+/// The memory pass over `engines` (each on a fresh instance, in order), at
+/// `keys` keys of `key_size` bytes with `value_size`-byte values. The
+/// ceiling's map is keyed by the u64 itself (the CLI refuses it with any
+/// other key size).
+pub fn report(
+    engines: &[crate::engines::EngineKind],
+    keys: u64,
+    key_size: usize,
+    value_size: usize,
+) -> Vec<Mem> {
     use crate::engines::EngineKind;
     ON.store(true, Ordering::Relaxed);
     let mut out = Vec::new();
     for &e in engines {
         match e {
-            EngineKind::LockFree => out.push(lock_free(keys, value_size)),
+            EngineKind::LockFree => out.push(lock_free(keys, key_size, value_size)),
             EngineKind::Ceiling => out.push(ceiling(keys, value_size)),
             #[cfg(feature = "peers")]
-            EngineKind::Lmdb => out.push(crate::lmdb::memory(keys, value_size)),
+            EngineKind::Lmdb => out.push(crate::lmdb::memory(keys, key_size, value_size)),
             _ => {}
         }
     }
@@ -280,29 +299,38 @@ pub fn report(engines: &[crate::engines::EngineKind], keys: u64, value_size: usi
 pub fn print(ms: &[Mem]) {
     let Some(m0) = ms.first() else { return };
     println!(
-        "memory: {} keys of 8 bytes with {}-byte values (raw {} bytes a key); per engine on a fresh instance: load, then every key written once more under a pinning reader",
+        "memory: {} keys of {} bytes with {}-byte values (raw {} bytes a key); per engine on a fresh instance: load, then every key written once more under a pinning reader",
         crate::fmt::fmt_int(m0.keys as f64),
+        m0.key_size,
         m0.value_size,
-        8 + m0.value_size
+        m0.key_size + m0.value_size
     );
     println!(
-        "{:<10} {:>12} {:>8} {:>16} {:>12} {:>16}",
-        "engine", "bytes/key", "x raw", "bytes/+version", "rss/key", "rss/+version"
+        "{:<10} {:>12} {:>8} {:>16} {:>14} {:>12} {:>16}",
+        "engine",
+        "bytes/key",
+        "x raw",
+        "bytes/+version",
+        "+version-value",
+        "rss/key",
+        "rss/+version"
     );
     let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.1}"));
     for m in ms {
+        let extra = (!m.bytes_per_extra_version.is_nan()).then_some(m.bytes_per_extra_version);
         println!(
-            "{:<10} {:>12.1} {:>8.2} {:>16} {:>12} {:>16}",
+            "{:<10} {:>12.1} {:>8.2} {:>16} {:>14} {:>12} {:>16}",
             m.engine,
             m.bytes_per_key,
             m.times_raw,
-            f((!m.bytes_per_extra_version.is_nan()).then_some(m.bytes_per_extra_version)),
+            f(extra),
+            f(extra.map(|x| x - m.value_size as f64)),
             f(m.rss_per_key),
             f(m.rss_per_extra_version),
         );
     }
     println!(
-        "bytes: the allocator's usable bytes (lmdb: used map pages x 4096); rss: resident-set growth (only the first engine's is clean: later ones reuse what earlier ones freed; run one engine per process for it); process max RSS so far {} MB\n",
+        "bytes: the allocator's usable bytes (lmdb: used map pages x 4096); +version-value: what an extra version costs beyond its value bytes; rss: resident-set growth (only the first engine's is clean: later ones reuse what earlier ones freed; run one engine per process for it); process max RSS so far {} MB\n",
         max_rss().map_or("-".to_string(), |b| format!("{:.1}", b as f64 / 1e6))
     );
 }

@@ -5,6 +5,7 @@
 use crate::progress::Budget;
 use crate::sched::{runnable_threads, Sched};
 use indicatif::ProgressBar;
+use serde::Serialize;
 use snapshot_engine::with_machinery::{Machinery, Txn};
 use snapshot_engine::{CommitOptions, Error};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -71,10 +72,66 @@ impl Ctl {
     }
 }
 
+/// Least warm-up of [`Warmup::Steady`], in seconds (and all of it where
+/// nothing moves stable).
+pub const STEADY_FLOOR_S: f64 = 1.0;
+/// Most warm-up of [`Warmup::Steady`], in seconds: past it the window opens
+/// with stable still at its clamp, and the driver warns.
+pub const STEADY_CAP_S: f64 = 30.0;
+/// What the progress bar plans for a steady warm-up that waits for stable
+/// (about what the default 8/4 run takes on 2 cores).
+const STEADY_PLANNED_S: f64 = 2.5;
+
+/// How a run warms up before its measured window opens (`--warmup`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Warmup {
+    /// Exactly this many seconds, stable clamped or not (`--warmup S`).
+    Fixed(f64),
+    /// The default (`--warmup steady`): at least [`STEADY_FLOOR_S`], then
+    /// on until the timekeeper has moved stable off its clamp (the writers
+    /// have committed `--stable-lag` timestamps), at most [`STEADY_CAP_S`]
+    /// in all, so the window measures the steady state: stable moving and
+    /// pruning running. A run where nothing moves stable (no writers, no
+    /// timekeeper) warms up for the floor alone.
+    Steady,
+}
+
+impl Warmup {
+    /// The seconds a run without a timekeeper warms up: the fixed time, or
+    /// the steady warm-up's floor.
+    pub fn floor_secs(self) -> f64 {
+        match self {
+            Warmup::Fixed(s) => s,
+            Warmup::Steady => STEADY_FLOOR_S,
+        }
+    }
+
+    /// The seconds the progress bar plans for one run's warm-up.
+    pub fn planned_secs(self) -> f64 {
+        match self {
+            Warmup::Fixed(s) => s,
+            Warmup::Steady => STEADY_PLANNED_S,
+        }
+    }
+}
+
+/// How one run's warm-up went.
+#[derive(Serialize, Clone, Copy, Debug, Default)]
+pub struct WarmedUp {
+    /// Seconds from the start of the warm-up to the window's opening.
+    pub seconds: f64,
+    /// It waited for stable to leave its clamp ([`Warmup::Steady`] on a
+    /// run whose timekeeper moves stable).
+    pub waited_for_stable: bool,
+    /// It waited and hit [`STEADY_CAP_S`] with stable still at its clamp.
+    pub capped: bool,
+}
+
 /// Sleeps through warm-up and the measured window, ticking the progress
-/// bar; returns the measured seconds.
-pub fn run_phases(ctl: &Ctl, warmup: f64, seconds: f64, pb: &ProgressBar) -> f64 {
-    run_phases_sampled(ctl, warmup, seconds, pb).seconds
+/// bar; returns the measured seconds. For runs without a timekeeper: a
+/// steady warm-up is its floor here.
+pub fn run_phases(ctl: &Ctl, warmup: Warmup, seconds: f64, pb: &ProgressBar) -> f64 {
+    run_phases_sampled(ctl, warmup, false, seconds, pb).seconds
 }
 
 /// What [`run_phases_sampled`] saw of the scheduler in the measured window.
@@ -85,28 +142,76 @@ pub struct Phases {
     pub runnable: Option<f64>,
     /// Scheduler counter deltas over the window (every thread).
     pub sched: Option<Sched>,
+    /// How the warm-up went.
+    pub warmup: WarmedUp,
+}
+
+/// Sleeps in naps until `end` or until `done()`, moving `bar` by the time
+/// that passes and calling `each` after every nap.
+fn nap_until(
+    end: Instant,
+    nap_ms: u64,
+    bar: &mut Budget<'_>,
+    done: impl Fn() -> bool,
+    mut each: impl FnMut(),
+) {
+    let mut last = Instant::now();
+    while Instant::now() < end && !done() {
+        let left = end.saturating_duration_since(Instant::now());
+        std::thread::sleep(Duration::from_millis(nap_ms).min(left));
+        each();
+        let now = Instant::now();
+        bar.advance(now - last);
+        last = now;
+    }
 }
 
 /// [`run_phases`], and the mean number of runnable threads of this process
 /// (other than the caller) over the measured window, sampled every 20 ms:
 /// with more runnable threads than cores, a thread waits for a CPU however
-/// cheap its transaction is.
-pub fn run_phases_sampled(ctl: &Ctl, warmup: f64, seconds: f64, pb: &ProgressBar) -> Phases {
+/// cheap its transaction is. `stable_moves`: a timekeeper moves
+/// `ctl.stable` in this run, so a steady warm-up waits for it.
+pub fn run_phases_sampled(
+    ctl: &Ctl,
+    warmup: Warmup,
+    stable_moves: bool,
+    seconds: f64,
+    pb: &ProgressBar,
+) -> Phases {
     // The driver's own tests (tests/cli.rs) panic here, on the main thread
     // while every worker runs, to show that the panic hook ends the process
     // (a scope would otherwise wait forever for workers nobody stops).
     if std::env::var_os("SNAPSHOT_BENCH_TEST_PANIC").is_some() {
         panic!("SNAPSHOT_BENCH_TEST_PANIC is set: panicking with the workers running");
     }
+    let start = Instant::now();
+    let mut bar = Budget::new(pb, warmup.planned_secs());
+    let after = |s: f64| start + Duration::from_secs_f64(s);
+    nap_until(after(warmup.floor_secs()), 50, &mut bar, || false, || {});
+    let wait = warmup == Warmup::Steady && stable_moves;
+    // Relaxed: the timekeeper's own value, polled; nothing else is read
+    // through it.
+    let left_clamp = || ctl.stable.load(Ordering::Relaxed) > 1;
+    if wait {
+        nap_until(after(STEADY_CAP_S), 10, &mut bar, left_clamp, || {});
+    }
+    let warmed = WarmedUp {
+        seconds: start.elapsed().as_secs_f64(),
+        waited_for_stable: wait,
+        capped: wait && !left_clamp(),
+    };
     let (mut sum, mut samples, mut readable) = (0u64, 0u64, true);
-    let mut tick = |secs: f64, sample: bool| {
-        let end = Instant::now() + Duration::from_secs_f64(secs);
-        let mut last = Instant::now();
-        let mut bar = Budget::new(pb, secs);
-        while Instant::now() < end {
-            let nap = if sample { 20 } else { 50 };
-            std::thread::sleep(Duration::from_millis(nap).min(end - Instant::now()));
-            if sample && readable {
+    let t0 = Instant::now();
+    ctl.phase.store(MEASURE, Ordering::Relaxed);
+    let s0 = Sched::now();
+    let mut bar = Budget::new(pb, seconds);
+    nap_until(
+        t0 + Duration::from_secs_f64(seconds),
+        20,
+        &mut bar,
+        || false,
+        || {
+            if readable {
                 match runnable_threads() {
                     Some(n) => {
                         sum += n;
@@ -115,16 +220,8 @@ pub fn run_phases_sampled(ctl: &Ctl, warmup: f64, seconds: f64, pb: &ProgressBar
                     None => readable = false,
                 }
             }
-            let now = Instant::now();
-            bar.advance(now - last);
-            last = now;
-        }
-    };
-    tick(warmup, false);
-    let t0 = Instant::now();
-    ctl.phase.store(MEASURE, Ordering::Relaxed);
-    let s0 = Sched::now();
-    tick(seconds, true);
+        },
+    );
     ctl.phase.store(STOP, Ordering::Relaxed);
     let s1 = Sched::now();
     let secs = t0.elapsed().as_secs_f64();
@@ -133,5 +230,37 @@ pub fn run_phases_sampled(ctl: &Ctl, warmup: f64, seconds: f64, pb: &ProgressBar
         seconds: secs,
         runnable: mean,
         sched: s0.zip(s1).map(|(a, b)| a.until(&b)),
+        warmup: warmed,
     }
+}
+
+/// The line that says how a configuration's runs warmed up: per engine,
+/// the median (min-max) seconds of its runs, whether they waited for
+/// stable, and how many hit the cap.
+pub fn warmup_line(warmup: Warmup, stable_lag: u64, per: &[(&str, Vec<WarmedUp>)]) -> String {
+    use crate::fmt::fmt_int;
+    use crate::stats::{median, min_max};
+    let head = match warmup {
+        Warmup::Fixed(s) => format!("warm-up: {s} s per run (--warmup {s})"),
+        Warmup::Steady => format!(
+            "warm-up: at least {STEADY_FLOOR_S} s, then until stable left its clamp (the writers' first {} commits), at most {STEADY_CAP_S} s",
+            fmt_int(stable_lag as f64)
+        ),
+    };
+    let engines: Vec<String> = per
+        .iter()
+        .map(|(name, runs)| {
+            let secs: Vec<f64> = runs.iter().map(|w| w.seconds).collect();
+            let (lo, hi) = min_max(&secs);
+            let mut s = format!("{name} {:.2} s ({lo:.2}-{hi:.2})", median(&secs));
+            let capped = runs.iter().filter(|w| w.capped).count();
+            if capped > 0 {
+                s += &format!(", {capped} of {} runs at the cap", runs.len());
+            } else if warmup == Warmup::Steady && !runs.iter().any(|w| w.waited_for_stable) {
+                s += " (nothing moves stable: the floor)";
+            }
+            s
+        })
+        .collect();
+    format!("{head}: {}, median (min-max)", engines.join(", "))
 }

@@ -2,9 +2,9 @@
 //! their read timestamp after begin while writers commit, with the timekeeper
 //! moving stable and oldest every millisecond.
 
-use crate::keys::{key, load, Rng};
+use crate::keys::{load, KeyBuf, Rng};
 use crate::measure::{new_hist, Meter, Worst, WorstList};
-use crate::phases::{run_phases_sampled, Ctl};
+use crate::phases::{run_phases_sampled, Ctl, WarmedUp, Warmup};
 use crate::sched::Sched;
 use crate::timekeeper::{timekeeper, Timekeeping};
 use hdrhistogram::Histogram;
@@ -18,10 +18,15 @@ use std::hint::black_box;
 #[derive(Clone, Debug)]
 pub struct Params {
     pub keys: u64,
+    /// Bytes per key ([`KeyBuf`]).
+    pub key_size: usize,
     pub value_size: usize,
+    /// Keys each reader transaction reads: 1 with `get_with` (the read-ts
+    /// reader), more with one `get_many_with`.
+    pub batch: usize,
     pub readers: usize,
     pub writers: usize,
-    pub warmup: f64,
+    pub warmup: Warmup,
     pub seconds: f64,
     pub stable_lag: u64,
     pub oldest_lag: u64,
@@ -33,6 +38,8 @@ pub struct Params {
 /// What one read-ts run measured.
 pub struct Out {
     pub seconds: f64,
+    /// How the warm-up went.
+    pub warmup: WarmedUp,
     pub reader_txns: u64,
     pub writer_txns: u64,
     pub writer_aborts: u64,
@@ -123,6 +130,8 @@ fn reader<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
     let mut m = Meter::new(p.worst, id, p.round);
     let opts = TxnOptions::default();
     let (mut txns, mut retries) = (0u64, 0u64);
+    let mut kb = KeyBuf::new(p.key_size);
+    let mut batch = vec![KeyBuf::new(p.key_size); p.batch];
     let mut base_stats = s.stats();
     let mut base_rmw = thread_rmw_count();
     while let Some(opened) = m.next(ctl) {
@@ -131,8 +140,15 @@ fn reader<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
             base_rmw = thread_rmw_count();
         }
         // Reader loop (BENCHMARKS.md, read-ts): begin; read ts = current
-        // stable; one zero-copy point read of a random key; roll back.
-        let k = key(rng.below(p.keys));
+        // stable; one zero-copy point read of a random key (`--batch N`:
+        // one `get_many_with` of N random keys); roll back.
+        if p.batch > 1 {
+            for b in batch.iter_mut() {
+                b.at(rng.below(p.keys));
+            }
+        } else {
+            kb.at(rng.below(p.keys));
+        }
         let mut t = s.begin(&opts).expect("begin");
         loop {
             let stable = ctl.stable.load(std::sync::atomic::Ordering::Relaxed);
@@ -149,10 +165,19 @@ fn reader<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
                 Err(e) => panic!("set_read_timestamp: {e}"),
             }
         }
-        let v = t
-            .get_with(k, |v| v.map(|v| v[v.len() / 2]))
+        if p.batch > 1 {
+            let mut touched = 0u8;
+            t.get_many_with(&batch, |_, v| {
+                touched ^= v.map_or(0, |v| v[v.len() / 2]);
+            })
             .expect("no prepared updates in read-ts");
-        black_box(v);
+            black_box(touched);
+        } else {
+            let v = t
+                .get_with(kb.as_ref(), |v| v.map(|v| v[v.len() / 2]))
+                .expect("no prepared updates in read-ts");
+            black_box(v);
+        }
         t.rollback();
         if m.record("read") {
             txns += 1;
@@ -166,6 +191,7 @@ fn writer<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
     let mut rng = Rng::new(0x2000 + id as u64);
     let mut m = Meter::new(p.worst, id, p.round);
     let mut value = vec![0xa5u8; p.value_size];
+    let mut kb = KeyBuf::new(p.key_size);
     let opts = TxnOptions::default();
     let (mut txns, mut aborts) = (0u64, 0u64);
     let mut base_stats = s.stats();
@@ -181,7 +207,7 @@ fn writer<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
         n += 1;
         let w = value.len().min(8);
         value[..w].copy_from_slice(&n.to_le_bytes()[..w]);
-        let k = key(rng.below(p.keys));
+        let k = kb.at(rng.below(p.keys));
         let mut t = s.begin(&opts).expect("begin");
         let ok = match t.put(k, &value) {
             Ok(()) => {
@@ -243,7 +269,7 @@ pub fn run_logged(mode: Durability, p: &Params, pb: &ProgressBar) -> Out {
 }
 
 fn run_on<M: Machinery>(e: &Engine<M>, p: &Params, pb: &ProgressBar) -> Out {
-    load(e, p.keys, p.value_size, pb);
+    load(e, p.keys, p.key_size, p.value_size, pb);
     let ctl = Ctl::new(1);
     let (rs, ws, secs, tk) = std::thread::scope(|sc| {
         let ctl = &ctl;
@@ -254,7 +280,8 @@ fn run_on<M: Machinery>(e: &Engine<M>, p: &Params, pb: &ProgressBar) -> Out {
         let wh: Vec<_> = (0..p.writers)
             .map(|i| sc.spawn(move || writer(e, ctl, p, p.readers + i)))
             .collect();
-        let secs = run_phases_sampled(ctl, p.warmup, p.seconds, pb);
+        // The timekeeper moves stable once the writers pass the lag.
+        let secs = run_phases_sampled(ctl, p.warmup, p.writers > 0, p.seconds, pb);
         let rs: Vec<ThreadOut> = rh.into_iter().map(|h| h.join().expect("reader")).collect();
         let ws: Vec<ThreadOut> = wh.into_iter().map(|h| h.join().expect("writer")).collect();
         let tk = tk.join().expect("timekeeper");
@@ -262,6 +289,7 @@ fn run_on<M: Machinery>(e: &Engine<M>, p: &Params, pb: &ProgressBar) -> Out {
     });
     let mut out = merge(secs.seconds, rs, ws, p.worst);
     out.timekeeper = Some(tk);
+    out.warmup = secs.warmup;
     out.runnable = secs.runnable;
     out.sched = secs.sched;
     out
@@ -299,6 +327,7 @@ fn merge(seconds: f64, rs: Vec<ThreadOut>, ws: Vec<ThreadOut>, worst: usize) -> 
     let (reader_cpu_ns, writer_cpu_ns) = (cpu(&rs), cpu(&ws));
     Out {
         seconds,
+        warmup: WarmedUp::default(),
         reader_txns: rs.iter().map(|r| r.txns).sum(),
         writer_txns: ws.iter().map(|w| w.txns).sum(),
         writer_aborts: ws.iter().map(|w| w.aborts).sum(),

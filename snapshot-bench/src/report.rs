@@ -16,6 +16,8 @@ pub struct Round {
     /// 0 if this engine ran first in the round.
     pub position: usize,
     pub seconds: f64,
+    /// How the run warmed up before its measured window.
+    pub warmup: crate::phases::WarmedUp,
     pub reader_txn_per_s: f64,
     pub writer_txn_per_s: f64,
     /// Reader transactions per second of reader-thread CPU time (the
@@ -90,6 +92,7 @@ impl Round {
             round,
             position,
             seconds: o.seconds,
+            warmup: o.warmup,
             reader_txn_per_s: o.reader_txns as f64 / o.seconds,
             writer_txn_per_s: o.writer_txns as f64 / o.seconds,
             reader_txn_per_cpu_s: o

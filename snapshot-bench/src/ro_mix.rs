@@ -25,7 +25,7 @@ pub struct Params {
     pub keys: u64,
     pub value_size: usize,
     pub threads: usize,
-    pub warmup: f64,
+    pub warmup: crate::phases::Warmup,
     pub seconds: f64,
     pub fast_path: bool,
 }
@@ -184,7 +184,7 @@ pub fn run<M: Machinery>(p: &Params, round: usize, pb: &ProgressBar) -> RoundOut
         ..EngineConfig::default()
     })
     .expect("the CLI bounds the threads (MAX_THREADS) well below EngineConfig::MAX_SESSIONS");
-    load(&e, p.keys, p.value_size, pb);
+    load(&e, p.keys, crate::keys::MIN_KEY_SIZE, p.value_size, pb);
     let ctl = Ctl::new(1);
     let (outs, secs) = std::thread::scope(|sc| {
         let (e, ctl) = (&e, &ctl);

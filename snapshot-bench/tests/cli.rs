@@ -171,6 +171,36 @@ fn every_other_flag_out_of_range_is_refused() {
     refused(&["begin", "--engines", "lmdb"], "--engines", "lmdb");
     refused(&["--raft-log", "none"], "--raft-log", "none");
     refused(&["replicated", "--raft-log", "fast"], "--raft-log", "fast");
+    refused(&["--warmup", "frob"], "--warmup", "frob");
+    refused(&["--warmup", "Steady"], "--warmup", "Steady");
+    refused(&["--key-size", "7"], "--key-size", "7");
+    refused(&["--key-size", "512"], "--key-size", "512");
+    refused(&["--key-size", "24.5"], "--key-size", "24.5");
+    refused(&["begin", "--key-size", "24"], "--key-size", "24");
+    refused(&["ro-mix", "--key-size", "8"], "--key-size", "8");
+    refused(
+        &["--key-size", "24", "--engines", "lock-free,ceiling"],
+        "--key-size",
+        "24",
+    );
+    // The key bytes count toward the load bound: 10,000,000 keys of
+    // 400 + 65 bytes pass 4 GiB where 8 + 65 bytes do not.
+    refused(
+        &[
+            "--keys",
+            "10000000",
+            "--key-size",
+            "400",
+            "--value-size",
+            "65",
+        ],
+        "--keys",
+        "10000000",
+    );
+    refused(&["--batch", "0"], "--batch", "0");
+    refused(&["--batch", "1025"], "--batch", "1025");
+    refused(&["ro-mix", "--batch", "4"], "--batch", "4");
+    refused(&["memory", "--engines", "rwlock3"], "--engines", "rwlock3");
 }
 
 #[test]
@@ -710,4 +740,163 @@ fn tail_reports_timekeeper_and_scheduler_lines() {
             assert!(round["sched"]["on_cpu_ns"].is_u64(), "{e}: {round}");
         }
     }
+}
+
+/// The default warm-up waits until stable has left its clamp: no clamp
+/// warning, a line saying how long each engine waited, and the wait in the
+/// JSON. A small `--stable-lag` keeps the wait short; the cap keeps it
+/// bounded either way.
+#[test]
+fn the_steady_warm_up_waits_for_stable_and_says_how_long() {
+    const FLAG: &str = "stable was still at its clamp";
+    let args = [
+        "--keys",
+        "1000",
+        "--seconds",
+        "0.05",
+        "--rounds",
+        "1",
+        "--engines",
+        "lock-free,rwlock3",
+        "--stable-lag",
+        "1000",
+        "--no-progress",
+    ];
+    let o = run(&[&args[..], RW].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(!o.stderr.contains(FLAG), "{}", o.stderr);
+    let lines: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("warm-up: "))
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", o.stdout);
+    assert!(
+        lines[0].contains("until stable left its clamp (the writers' first 1,000 commits)"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[0].contains("lock-free ") && lines[0].contains("rwlock3 "),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        o.stdout.contains("after a steady-state warm-up"),
+        "{}",
+        o.stdout
+    );
+    let o = run(&[&args[..], RW, &["--json"]].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).expect("one JSON object");
+    assert_eq!(v["warmup"], "steady");
+    for e in ["lock-free", "rwlock3"] {
+        let w = &v["engines"][e][0]["warmup"];
+        assert_eq!(w["waited_for_stable"], true, "{e}: {w}");
+        assert_eq!(w["capped"], false, "{e}: {w}");
+        assert!(w["seconds"].as_f64().expect("seconds") >= 1.0, "{e}: {w}");
+    }
+    // With no writers nothing moves stable: the floor alone, said so.
+    let o = run(&[&args[..], &["--readers", "1", "--writers", "0"]].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        o.stdout.contains("(nothing moves stable: the floor)"),
+        "{}",
+        o.stdout
+    );
+    // An explicit --warmup is a fixed time, named as such.
+    let o = run(&[&args[..], RW, &["--warmup", "0.5"]].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        o.stdout.contains("warm-up: 0.5 s per run (--warmup 0.5)"),
+        "{}",
+        o.stdout
+    );
+}
+
+/// `memory` runs the memory pass alone, in the shape asked for: bytes per
+/// key over the raw key + value bytes.
+#[test]
+fn memory_reports_the_shape_it_was_given() {
+    let o = run(&[
+        "memory",
+        "--keys",
+        "2000",
+        "--key-size",
+        "24",
+        "--value-size",
+        "150",
+        "--json",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).expect("one JSON object");
+    assert_eq!(v["workload"], "memory");
+    let m = &v["memory"][0];
+    assert_eq!(m["engine"], "lock-free");
+    assert_eq!(m["key_size"], 24);
+    assert_eq!(m["value_size"], 150);
+    let per_key = m["bytes_per_key"].as_f64().expect("bytes per key");
+    let raw = m["times_raw"].as_f64().expect("times raw");
+    assert!((per_key / 174.0 - raw).abs() < 1e-9, "{m}");
+    // A key holds at least its own key and value bytes.
+    assert!(per_key >= 174.0, "{m}");
+    let o = run(&[
+        "memory",
+        "--keys",
+        "2000",
+        "--key-size",
+        "24",
+        "--value-size",
+        "150",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        o.stdout
+            .contains("2,000 keys of 24 bytes with 150-byte values (raw 174 bytes a key)"),
+        "{}",
+        o.stdout
+    );
+}
+
+/// `--batch N` reads N keys per reader transaction and reports keys per
+/// second per reader thread and per reader CPU-second against the ceiling.
+#[test]
+fn batch_reports_keys_per_thread_against_the_ceiling() {
+    let o = run(&[
+        TINY,
+        &[
+            "--readers",
+            "1",
+            "--writers",
+            "0",
+            "--batch",
+            "16",
+            "--engines",
+            "lock-free,ceiling",
+            "--no-progress",
+        ],
+    ]
+    .concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        o.stdout
+            .contains("16 keys per reader transaction (get_many_with)"),
+        "{}",
+        o.stdout
+    );
+    let line = o
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("keys read (16 per transaction)"))
+        .unwrap_or_else(|| panic!("no batch line in {}", o.stdout));
+    let (wall, cpu) = line
+        .split_once("per reader CPU-second: ")
+        .unwrap_or_else(|| panic!("no CPU-second part in {line}"));
+    for part in [wall, cpu] {
+        assert!(
+            part.contains("lock-free ") && part.contains("ceiling "),
+            "{line}"
+        );
+    }
+    assert!(wall.contains("x ceiling)"), "{line}");
 }
