@@ -331,7 +331,7 @@ mod tests {
 
     #[test]
     fn a_written_checkpoint_loads_back_and_any_flip_is_corrupt() {
-        let fs = super::super::fs::MemFs::new();
+        let fs = super::super::MemFs::new();
         let dir = Path::new("/db");
         let mut st = State::empty();
         st.fold(
