@@ -16,9 +16,9 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-pub(super) struct Stopper {
-    pub(super) stop: Mutex<bool>,
-    pub(super) cv: Condvar,
+struct Stopper {
+    stop: Mutex<bool>,
+    cv: Condvar,
 }
 
 /// What an engine from [`Engine::open`] holds: its [`CommitLog`] state and
@@ -29,8 +29,8 @@ pub(super) struct Stopper {
 /// checkpointer holds the state only through a `Weak`, upgraded while it
 /// works, and never holds this handle, so the drop never runs on it.
 pub(crate) struct Opened {
-    pub(super) durable: Arc<CommitLog>,
-    pub(super) checkpointer: Option<(Arc<Stopper>, JoinHandle<()>)>,
+    durable: Arc<CommitLog>,
+    checkpointer: Option<(Arc<Stopper>, JoinHandle<()>)>,
 }
 
 impl Deref for Opened {
@@ -38,6 +38,34 @@ impl Deref for Opened {
 
     fn deref(&self) -> &CommitLog {
         &self.durable
+    }
+}
+
+impl Opened {
+    /// Makes `durable` an engine's, with a background checkpointer taking
+    /// a checkpoint `every` so often (`None`: none).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the checkpointer thread cannot be spawned.
+    pub(super) fn start(durable: CommitLog, every: Option<Duration>) -> Result<Opened> {
+        let mut opened = Opened {
+            durable: Arc::new(durable),
+            checkpointer: None,
+        };
+        if let Some(every) = every {
+            let stopper = Arc::new(Stopper {
+                stop: Mutex::new(false),
+                cv: Condvar::new(),
+            });
+            let weak = Arc::downgrade(&opened.durable);
+            let s = stopper.clone();
+            let thread = std::thread::Builder::new()
+                .name("snapshot-engine-checkpoint".into())
+                .spawn(move || checkpoints(weak, s, every))
+                .map_err(|e| io_error("spawn the checkpointer for", &opened.dir, &e))?;
+            opened.checkpointer = Some((stopper, thread));
+        }
+        Ok(opened)
     }
 }
 
@@ -163,7 +191,7 @@ impl CommitLog {
     }
 }
 
-pub(super) fn checkpoints(d: Weak<CommitLog>, stopper: Arc<Stopper>, every: Duration) {
+fn checkpoints(d: Weak<CommitLog>, stopper: Arc<Stopper>, every: Duration) {
     loop {
         {
             let mut stop = stopper.stop.lock();

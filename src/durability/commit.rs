@@ -24,48 +24,6 @@ pub(crate) enum CommitMode {
     Async,
 }
 
-/// A session's log bookkeeping for its open transaction: the keys it wrote
-/// (the store's versions hold values, not keys), in write order.
-#[derive(Default)]
-pub(crate) struct SessionLog {
-    keys: Vec<u8>,
-    ends: Vec<usize>,
-    /// This commit's durability, when not the engine's.
-    pub(crate) mode: Option<CommitMode>,
-    /// The durable timestamp set with `set_durable_timestamp`.
-    pub(crate) durable_ts: Option<Timestamp>,
-    pub(crate) prepared: bool,
-}
-
-impl SessionLog {
-    #[inline]
-    pub(crate) fn reset(&mut self) {
-        self.keys.clear();
-        self.ends.clear();
-        self.mode = None;
-        self.durable_ts = None;
-        self.prepared = false;
-    }
-
-    pub(crate) fn push_key(&mut self, key: &[u8]) {
-        self.keys.extend_from_slice(key);
-        self.ends.push(self.keys.len());
-    }
-
-    /// Keeps the first `writes` keys (a rollback to a savepoint).
-    pub(crate) fn truncate(&mut self, writes: usize) {
-        if writes < self.ends.len() {
-            self.ends.truncate(writes);
-            self.keys.truncate(self.ends.last().copied().unwrap_or(0));
-        }
-    }
-
-    fn key(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.keys[start..self.ends[i]]
-    }
-}
-
 thread_local! {
     static PAYLOAD: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
@@ -103,30 +61,26 @@ impl CommitLog {
         self.log.failed().cloned()
     }
 
-    /// Logs a commit at `commit_ts` of `values` (one per write, keys from
-    /// `sl`) and waits as its mode asks. Returns its lsn.
+    /// Logs a commit at `commit_ts` of `writes` (each key with its value,
+    /// `None`: a tombstone, in write order), durable at `durable_ts` (the
+    /// commit timestamp unless `prepared`), and waits as `mode` (the
+    /// engine's durability when `None`) asks. Returns its lsn.
     ///
     /// # Errors
     /// [`Error::Io`]: the record is not in the log, and no recovery replays
     /// it (see [`Durability`], "A commit's outcome").
     pub(crate) fn log_commit<'a>(
         &self,
-        sl: &SessionLog,
-        values: impl ExactSizeIterator<Item = Option<&'a [u8]>>,
-        commit_ts: u64,
-        durable_opt: Option<Timestamp>,
+        writes: impl ExactSizeIterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+        commit_ts: Timestamp,
+        durable_ts: Timestamp,
+        prepared: bool,
+        mode: Option<CommitMode>,
     ) -> Result<u64> {
         if let Some(e) = self.log.failed() {
             return Err(e.clone());
         }
-        let durable_ts = if sl.prepared {
-            durable_opt
-                .or(sl.durable_ts)
-                .map_or(commit_ts, Timestamp::get)
-        } else {
-            commit_ts
-        };
-        let sync = match sl.mode.unwrap_or(CommitMode::Durability(self.mode)) {
+        let sync = match mode.unwrap_or(CommitMode::Durability(self.mode)) {
             CommitMode::Durability(Durability::Sync) => true,
             CommitMode::Durability(_) | CommitMode::Async => false,
         };
@@ -134,13 +88,13 @@ impl CommitLog {
             let mut p = p.borrow_mut();
             record::begin_commit(
                 &mut p,
-                commit_ts,
-                durable_ts,
-                sl.prepared,
-                values.len() as u32,
+                commit_ts.get(),
+                durable_ts.get(),
+                prepared,
+                writes.len() as u32,
             );
-            for (i, v) in values.enumerate() {
-                record::push_write(&mut p, sl.key(i), v);
+            for (k, v) in writes {
+                record::push_write(&mut p, k, v);
             }
             self.log.append(&mut p, sync)
         });

@@ -159,3 +159,8 @@ impl Fs for StdFs {
         }
     }
 }
+
+/// The in-memory file layer, also reachable here for the unit tests that
+/// name it by this path.
+#[cfg(all(test, not(loom)))]
+pub(crate) use super::memfs::MemFs;

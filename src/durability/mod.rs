@@ -6,6 +6,14 @@
 //! (before its versions become visible) and recovers from its directory on
 //! the next open. Readers never touch the log.
 //!
+//! This layer sits below the KV API and imports nothing from it
+//! (`tests/layering.rs`): at open, `Recovery` locks and recovers the
+//! directory and hands the KV layer what it read (the checkpoint's
+//! contents, the records after it), which `kv/open.rs` applies through
+//! ordinary transactions before the log becomes the engine's; at commit,
+//! `CommitLog::log_commit` frames the `(key, value)` pairs of the KV
+//! layer's write set.
+//!
 //! [`Engine::new`]: crate::Engine::new
 //! [`Engine::open`]: crate::Engine::open
 //!
@@ -25,14 +33,13 @@ mod fs;
 mod handle;
 mod log;
 mod memfs;
-mod open;
 mod options;
 pub(crate) mod record;
 mod recovery;
 mod report;
 
 pub(crate) use checkpointer::Opened;
-pub(crate) use commit::{CommitMode, SessionLog};
+pub(crate) use commit::CommitMode;
 pub use fs::{Fs, FsFile, FsLock, StdFs};
 pub use handle::CommitHandle;
 #[cfg(feature = "replication")]
@@ -41,4 +48,5 @@ pub(crate) use log::io_error;
 pub use memfs::{FaultOp, MemFs, Stop, WriteBack};
 pub(crate) use options::validate_log;
 pub use options::{Durability, DurabilityOptions};
+pub(crate) use recovery::Recovery;
 pub use report::{CheckpointReport, Damage, LogStats, RecoveryReport};

@@ -1,16 +1,25 @@
 //! Recovery: the segment scan, the damage a crash may leave, and the
 //! files read back (and cut, and rolled back to stable) at open.
+//! [`Recovery`] hands what it read to the KV layer, which applies it, and
+//! then becomes the engine's [`CommitLog`].
 
 use super::checkpoint::{self, State};
-use super::fs::Fs;
+use super::checkpointer::Opened;
+use super::commit::CommitLog;
+use super::fs::{Fs, FsLock};
 use super::log::{
-    self, io_error, parse_segment, scan_segment, segment_name, Segment, SEGMENT_HEADER,
+    self, io_error, parse_segment, scan_segment, segment_name, Log, Segment, SEGMENT_HEADER,
 };
+use super::options::{Durability, DurabilityOptions};
 use super::record::{self, Commit, End, FILE_HEADER, FRAME_HEADER, MAX_PAYLOAD};
 use super::report::{Damage, RecoveryReport};
 use crate::error::{Error, Result};
+use crate::sync::AtomicU64;
 use crate::ts::Timestamp;
+use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 impl End {
     fn bad(self) -> Option<(u64, &'static str)> {
@@ -153,15 +162,15 @@ pub(super) fn fold_whole_segment(
 }
 
 /// What recovery read: the checkpoint and the log records after it.
-pub(super) struct Recovered {
-    pub(super) state: State,
-    pub(super) tail: Vec<Commit>,
-    pub(super) next_seq: u64,
-    pub(super) next_lsn: u64,
-    pub(super) report: RecoveryReport,
+struct Recovered {
+    state: State,
+    tail: Vec<Commit>,
+    next_seq: u64,
+    next_lsn: u64,
+    report: RecoveryReport,
 }
 
-pub(super) fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Recovered> {
+fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Recovered> {
     let mut report = RecoveryReport::default();
     let names = fs.list(dir).map_err(|e| io_error("list", dir, &e))?;
     for n in names.iter().filter(|n| n.ends_with(".tmp")) {
@@ -402,11 +411,7 @@ pub(super) fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> 
 /// Every instant leaves a directory that opens: before the rename, the old
 /// checkpoint and its segments; after it, the new checkpoint and its first
 /// segment (the rename is synced before anything is removed).
-pub(super) fn rollback_to_stable_files(
-    fs: &dyn Fs,
-    dir: &Path,
-    rec: &mut Recovered,
-) -> Result<u64> {
+fn rollback_to_stable_files(fs: &dyn Fs, dir: &Path, rec: &mut Recovered) -> Result<u64> {
     let st = &mut rec.state;
     let stable = st.stable;
     let dropped = st
@@ -434,4 +439,109 @@ pub(super) fn rollback_to_stable_files(
     }
     fs.sync_dir(dir).map_err(|e| io_error("sync", dir, &e))?;
     Ok(dropped)
+}
+
+/// A directory opened for a durable engine: locked, recovered (the newest
+/// checkpoint and the log records after it read, checked, cut where a crash
+/// left damage, and rolled back to stable when asked) and its log started
+/// after the last record. The KV layer applies what it read
+/// ([`Recovery::checkpoint`], [`Recovery::records`]) to a new engine that
+/// is not logging yet, then [`Recovery::start`] makes the log the engine's.
+pub(crate) struct Recovery {
+    /// The checkpoint's contents: its stable timestamp, its base (each
+    /// key's newest version it covers) and the records it carries whole.
+    pub(crate) checkpoint: State,
+    /// The log records after the checkpoint, in lsn order.
+    pub(crate) records: Vec<Commit>,
+    report: RecoveryReport,
+    log: Arc<Log>,
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    durability: Durability,
+    checkpoint_interval: Option<Duration>,
+    // Last: a recovery dropped before it starts (a replay that failed)
+    // releases the lock only after its log has closed.
+    lock: Box<dyn FsLock>,
+}
+
+impl Recovery {
+    /// Creates `dir` if missing, locks it, recovers it and starts its log
+    /// (`options` checked already).
+    ///
+    /// # Errors
+    /// [`Error::DirectoryLocked`] when another open engine holds `dir`;
+    /// [`Error::Corrupt`] for a damaged checkpoint, a missing segment, a
+    /// missing checkpoint or damage in the log that no crash leaves (unless
+    /// `truncate_corrupt`); [`Error::UnsupportedFormat`]; [`Error::Io`].
+    pub(crate) fn open(dir: &Path, options: &DurabilityOptions) -> Result<Recovery> {
+        let dir = dir.to_path_buf();
+        let fs = options.fs.clone();
+        fs.create_dir_all(&dir)
+            .map_err(|e| io_error("create", &dir, &e))?;
+        let lock_path = dir.join("LOCK");
+        let lock = fs
+            .lock(&lock_path)
+            .map_err(|e| io_error("lock", &lock_path, &e))?
+            .ok_or(Error::DirectoryLocked { path: dir.clone() })?;
+        let mut rec = recover_files(&*fs, &dir, options.truncate_corrupt)?;
+        let interval = match options.durability {
+            Durability::Periodic(d) => Some(d),
+            _ => None,
+        };
+        // The log's first segment exists (synced, with its directory entry)
+        // before a rollback's checkpoint names it.
+        let log = Log::create(
+            fs.clone(),
+            &dir,
+            rec.next_seq,
+            rec.next_lsn,
+            options.segment_bytes,
+            interval,
+        )?;
+        if options.rollback_to_stable && rec.state.stable != 0 {
+            rec.report.rolled_back = rollback_to_stable_files(&*fs, &dir, &mut rec)?;
+        }
+        Ok(Recovery {
+            checkpoint: rec.state,
+            records: rec.tail,
+            report: rec.report,
+            log,
+            fs,
+            dir,
+            durability: options.durability,
+            checkpoint_interval: options.checkpoint_interval,
+            lock,
+        })
+    }
+
+    /// The checkpoint's stable timestamp ([`Timestamp::NONE`]: none), where
+    /// the engine's stable and oldest start.
+    pub(crate) fn stable(&self) -> Timestamp {
+        Timestamp::new(self.checkpoint.stable)
+    }
+
+    /// The engine's durability, once the KV layer has replayed
+    /// `records_replayed` records and set its timestamps: the log takes
+    /// commits from here on, and the background checkpointer starts if one
+    /// was asked for.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the checkpointer thread cannot be spawned.
+    pub(crate) fn start(self, records_replayed: u64) -> Result<Opened> {
+        let stable = self.stable();
+        let mut report = self.report;
+        report.records_replayed = records_replayed;
+        let durable = CommitLog {
+            log: self.log,
+            mode: self.durability,
+            fs: self.fs,
+            dir: self.dir,
+            report,
+            recovery_ts: stable,
+            stable: AtomicU64::new(stable.get()),
+            ckpt: Mutex::new(Some(self.checkpoint)),
+            _lock: self.lock,
+        };
+        Opened::start(durable, self.checkpoint_interval)
+    }
 }

@@ -4,6 +4,7 @@
 
 use super::txn::Txn;
 use crate::config::CommitOptions;
+use crate::durability::CommitMode;
 use crate::error::{Error, Result};
 use crate::machinery::with_machinery::{LockFree, Machinery};
 use crate::machinery::{Count, VersionState};
@@ -74,30 +75,25 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
 
     /// See [`Txn::set_durable_timestamp`](crate::Txn::set_durable_timestamp).
     pub fn set_durable_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<()> {
-        let ts = ts.into();
-        self.inner.set_durable_timestamp(ts)?;
-        self.session.dlog.durable_ts = Some(ts);
-        Ok(())
+        self.inner.set_durable_timestamp(ts)
     }
 
     /// See [`Txn::prepare`](crate::Txn::prepare).
     pub fn prepare(&mut self, ts: impl Into<Timestamp>) -> Result<Timestamp> {
         let writes = &mut self.session.writes;
-        let p = self.inner.prepare(ts, |done| {
+        self.inner.prepare(ts, |done| {
             writes.complete(done);
-        })?;
-        self.session.dlog.prepared = true;
-        Ok(p)
+        })
     }
 
     /// See [`Txn::set_durability`](crate::Txn::set_durability).
     pub fn set_durability(&mut self, durability: crate::Durability) {
-        self.session.dlog.mode = Some(crate::durability::CommitMode::Durability(durability));
+        self.session.durability = Some(CommitMode::Durability(durability));
     }
 
     /// See [`Txn::commit_async`](crate::Txn::commit_async).
     pub fn commit_async(mut self, opts: CommitOptions) -> Result<crate::CommitHandle> {
-        self.session.dlog.mode = Some(crate::durability::CommitMode::Async);
+        self.session.durability = Some(CommitMode::Async);
         // On an error `self` drops here, which rolls it back, as `commit`
         // does.
         let lsn = if self.session.engine.durable.is_some() {
@@ -136,14 +132,15 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
             return self.commit_logged(opts).map(|_| ());
         }
         let id = self.inner.id();
+        let prepared = self.prepared();
         let d = &mut *self.session;
-        let (writes, dlog, engine) = (&mut d.writes, &d.dlog, d.engine);
+        let (writes, engine) = (&mut d.writes, d.engine);
         let mut done_with = None;
         // A doomed transaction's completion is a rollback, a
         // committed one's links and flips.
         let r = self.inner.commit(opts, |done| {
-            if dlog.prepared {
-                note_prepared(engine, dlog, id, done.outcome(), opts);
+            if let Some(announced) = prepared {
+                note_prepared(engine, announced, id, done.outcome(), opts);
             }
             done_with = Some(writes.complete(done));
         });
@@ -162,6 +159,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
     #[inline(never)]
     fn commit_logged(&mut self, opts: CommitOptions) -> Result<Option<u64>> {
         let id = self.inner.id();
+        let prepared = self.prepared();
         let d = &mut *self.session;
         let engine = d.engine;
         let log = engine.durable.as_deref().expect("a durable engine");
@@ -170,14 +168,15 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
                 return Err(e);
             }
         }
-        let (writes, dlog) = (&mut d.writes, &d.dlog);
+        let (writes, mode) = (&mut d.writes, d.durability);
         let mut done_with = None;
         let mut logged: Result<Option<u64>, (Error, u64)> = Ok(None);
         let r = self.inner.commit(opts, |done| {
             if let VersionState::Committed(cts) = done.outcome() {
                 if !writes.is_empty() {
-                    let values = writes.values();
-                    match log.log_commit(dlog, values, cts.get(), opts.durable_ts) {
+                    let durable = prepared.map_or(cts, |a| durable_ts(cts, a, opts));
+                    let prep = prepared.is_some();
+                    match log.log_commit(writes.writes(), cts, durable, prep, mode) {
                         Ok(lsn) => logged = Ok(Some(lsn)),
                         Err(e) => {
                             logged = Err((e, writes.abandon()));
@@ -186,8 +185,8 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
                     }
                 }
             }
-            if dlog.prepared {
-                note_prepared(engine, dlog, id, done.outcome(), opts);
+            if let Some(announced) = prepared {
+                note_prepared(engine, announced, id, done.outcome(), opts);
             }
             done_with = Some(writes.complete(done));
         });
@@ -201,6 +200,15 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         };
         self.after_completion(done_with, r.is_ok());
         r.map(|()| lsn)
+    }
+
+    /// The durable timestamp announced with `set_durable_timestamp`
+    /// ([`Timestamp::NONE`]: none) if the transaction is prepared; `None`
+    /// if it is not. Read before the commit, which finishes it.
+    fn prepared(&self) -> Option<Timestamp> {
+        self.inner
+            .is_prepared()
+            .then(|| self.inner.durable_timestamp())
     }
 
     /// After the machinery ran the commit's completion (`done`, if it
@@ -244,17 +252,21 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
 #[inline(never)]
 fn note_prepared<M: Machinery>(
     engine: &super::Engine<M>,
-    dlog: &crate::durability::SessionLog,
+    announced: Timestamp,
     id: TxnId,
     outcome: VersionState,
     opts: CommitOptions,
 ) {
     if let VersionState::Committed(cts) = outcome {
-        let durable = opts
-            .durable_ts
-            .or(dlog.durable_ts)
-            .map_or(cts.get(), Timestamp::get);
-        let stable = engine.mgr.stable_timestamp().get();
-        engine.prepared_durable.note(id, cts.get(), durable, stable);
+        let durable = durable_ts(cts, announced, opts);
+        let stable = engine.mgr.stable_timestamp();
+        engine.prepared_durable.note(id, cts, durable, stable);
     }
+}
+
+/// A prepared transaction's durable timestamp, committed at `cts`: the
+/// commit's [`CommitOptions::durable_ts`], else the one `announced` with
+/// `set_durable_timestamp`, else the commit timestamp.
+fn durable_ts(cts: Timestamp, announced: Timestamp, opts: CommitOptions) -> Timestamp {
+    opts.durable_ts.or(announced.to_option()).unwrap_or(cts)
 }

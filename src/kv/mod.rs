@@ -7,6 +7,7 @@
 mod commit;
 mod cursor;
 mod engine;
+mod open;
 pub(crate) mod plain;
 mod range;
 mod raw;

@@ -42,7 +42,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         opts: &TxnOptions,
     ) -> Result<Self> {
         d.savepoints.clear();
-        d.dlog.reset();
+        d.durability = None;
         Ok(Txn {
             inner: msess.begin(opts)?,
             session: d,
@@ -273,7 +273,6 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         let writes = self.session.savepoints[at].1;
         self.session.savepoints.truncate(at + 1);
         let unlinked = self.session.writes.rollback_to(writes);
-        self.session.dlog.truncate(writes);
         self.inner.count(Count::VersionsPruned, unlinked);
         Ok(())
     }
@@ -291,9 +290,6 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         match self.session.writes.write(key, status, value, &view) {
             Ok(retries) => {
                 self.inner.count(Count::ChainCasRetries, retries);
-                if self.session.engine.durable.is_some() {
-                    self.session.dlog.push_key(key);
-                }
                 Ok(())
             }
             Err(_) => {
