@@ -86,7 +86,7 @@ impl CommitLog {
     /// `checkpoint.rs`). Holds no lock a reader or writer takes, except the
     /// log's writer lock for the one sync and segment switch of the cut.
     pub(crate) fn checkpoint(&self) -> Result<CheckpointReport> {
-        let stable = self.stable.load(Ordering::Relaxed);
+        let stable = Timestamp::new(self.stable.load(Ordering::Relaxed));
         self.fold_checkpoint(stable, false).map(|(r, _)| r)
     }
 
@@ -97,14 +97,14 @@ impl CommitLog {
     /// that no later recovery replays a dropped record. Returns the
     /// checkpoint and the number of records dropped.
     pub(crate) fn rollback_to_stable(&self, stable: Timestamp) -> Result<(CheckpointReport, u64)> {
-        self.fold_checkpoint(stable.get(), true)
+        self.fold_checkpoint(stable, true)
     }
 
     /// A checkpoint at `stable`; with `drop_uncovered`, the records it would
     /// carry are dropped instead (returns how many).
     fn fold_checkpoint(
         &self,
-        stable: u64,
+        stable: Timestamp,
         drop_uncovered: bool,
     ) -> Result<(CheckpointReport, u64)> {
         let mut guard = self.ckpt.lock();
@@ -116,12 +116,9 @@ impl CommitLog {
             )?,
         };
         if drop_uncovered && stable < st.stable {
-            let checkpoint = Timestamp::new(st.stable);
+            let checkpoint = st.stable;
             *guard = Some(st);
-            return Err(Error::RollbackBelowCheckpoint {
-                stable: Timestamp::new(stable),
-                checkpoint,
-            });
+            return Err(Error::RollbackBelowCheckpoint { stable, checkpoint });
         }
         // Stable first (the caller's load), then the cut: every commit at or
         // below this stable finished (and so appended its record) before
@@ -149,8 +146,8 @@ impl CommitLog {
         let mut dropped = 0;
         if drop_uncovered {
             let before = st.carried.len() + records.len();
-            st.carried.retain(|c| c.covered_by(stable));
-            records.retain(|c| c.covered_by(stable));
+            st.carried.retain(|c| c.covered_by(stable.get()));
+            records.retain(|c| c.covered_by(stable.get()));
             dropped = (before - st.carried.len() - records.len()) as u64;
         }
         st.fold(records, stable, cut_seq, cut_lsn);
@@ -178,7 +175,7 @@ impl CommitLog {
             self.log.fail(io_error("sync", &self.dir, &e));
         }
         let report = CheckpointReport {
-            stable: Timestamp::new(st.stable).to_option(),
+            stable: st.stable.to_option(),
             path,
             keys: st.base.values().filter(|e| e.value.is_some()).count() as u64,
             carried: st.carried.len() as u64,

@@ -181,7 +181,7 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
         Some((_, path)) => {
             let st = checkpoint::load(fs, &path)?;
             report.checkpoint = Some(path);
-            report.checkpoint_stable = Timestamp::new(st.stable).to_option();
+            report.checkpoint_stable = st.stable.to_option();
             report.checkpoint_keys = st.base.values().filter(|e| e.value.is_some()).count() as u64;
             st
         }
@@ -418,7 +418,7 @@ fn rollback_to_stable_files(fs: &dyn Fs, dir: &Path, rec: &mut Recovered) -> Res
         .carried
         .iter()
         .chain(&rec.tail)
-        .filter(|c| !c.covered_by(stable))
+        .filter(|c| !c.covered_by(stable.get()))
         .count() as u64;
     if dropped == 0 {
         return Ok(0);
@@ -426,7 +426,7 @@ fn rollback_to_stable_files(fs: &dyn Fs, dir: &Path, rec: &mut Recovered) -> Res
     let seq = rec.next_seq;
     let mut keep = std::mem::take(&mut st.carried);
     keep.append(&mut rec.tail);
-    keep.retain(|c| c.covered_by(stable));
+    keep.retain(|c| c.covered_by(stable.get()));
     st.fold(keep, stable, seq, rec.next_lsn);
     checkpoint::write(fs, dir, st)?;
     for name in fs.list(dir).map_err(|e| io_error("list", dir, &e))? {
@@ -498,7 +498,7 @@ impl Recovery {
             options.segment_bytes,
             interval,
         )?;
-        if options.rollback_to_stable && rec.state.stable != 0 {
+        if options.rollback_to_stable && !rec.state.stable.is_none() {
             rec.report.rolled_back = rollback_to_stable_files(&*fs, &dir, &mut rec)?;
         }
         Ok(Recovery {
@@ -517,7 +517,7 @@ impl Recovery {
     /// The checkpoint's stable timestamp ([`Timestamp::NONE`]: none), where
     /// the engine's stable and oldest start.
     pub(crate) fn stable(&self) -> Timestamp {
-        Timestamp::new(self.checkpoint.stable)
+        self.checkpoint.stable
     }
 
     /// The engine's durability, once the KV layer has replayed

@@ -32,7 +32,7 @@ fn replay(engine: &Engine, rec: &Recovery) -> Result<u64> {
             for &(_, k, v) in chunk {
                 t.put(k, v)?;
             }
-            t.commit(at(Timestamp::new(chunk[0].0)))?;
+            t.commit(at(chunk[0].0))?;
         }
     }
     let mut n = 0;
