@@ -21,7 +21,7 @@ struct Stopper {
     cv: Condvar,
 }
 
-/// What an engine from [`Engine::open`] holds: its [`CommitLog`] state and
+/// What an engine from `Engine::open` holds: its [`CommitLog`] state and
 /// the background checkpointer, if any. Dropping it stops the checkpointer
 /// and waits for it to end (a checkpoint it is taking finishes first), so
 /// the state's last reference, and with it the log and the directory lock,

@@ -1,6 +1,7 @@
 //! [`Txn`]: reads, writes and scans of the bundled store inside a
 //! machinery [`Transaction`], which does everything that is not data
-//! (timestamps, prepare, commit, rollback).
+//! (timestamps, prepare, commit, rollback). Its commit path is in
+//! `commit.rs`.
 
 use super::cursor::Cursor;
 use super::engine::SessionData;
