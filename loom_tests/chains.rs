@@ -63,7 +63,7 @@ pub(crate) fn model() {
         let w = w.clone();
         thread::spawn(move || {
             commit_one(&w, b"v20", 20);
-            // As a committing session does (kv/txn.rs, after commit):
+            // As a committing session does (kv/commit.rs, after commit):
             // refresh the horizon and prune the chain it wrote.
             w.mgr.advance_horizon();
             w.k.prune_to(w.mgr.horizon(), 0);

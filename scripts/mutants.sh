@@ -63,7 +63,7 @@ if [ ${#files[@]} -eq 0 ]; then
         src/machinery/raw/slots.rs src/machinery/raw/reclaim.rs src/machinery/raw/all_durable.rs
         src/machinery/version.rs src/machinery/txn/*.rs src/machinery/rules.rs
         src/store/raw/chain.rs
-        src/store/raw/hashindex.rs src/store/raw/index.rs src/kv/txn.rs src/sync/mod.rs src/sync/fences.rs)
+        src/store/raw/hashindex.rs src/store/raw/index.rs src/kv/txn.rs src/kv/commit.rs src/sync/mod.rs src/sync/fences.rs)
 fi
 
 if [ "$list" -eq 1 ]; then

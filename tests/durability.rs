@@ -739,3 +739,48 @@ mod damage;
 mod faulty;
 #[path = "durability/outcomes.rs"]
 mod outcomes;
+
+#[test]
+fn a_record_holds_the_writes_a_savepoint_kept_and_the_announced_durable_timestamp() {
+    let fs = MemFs::new();
+    let e = open(&fs).unwrap();
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    t.put("a", "1").unwrap();
+    let sp = t.savepoint().unwrap();
+    t.put("b", "2").unwrap();
+    t.delete("a").unwrap();
+    t.rollback_to(&sp).unwrap();
+    t.put("c", "3").unwrap();
+    t.commit(CommitOptions::at(5)).unwrap();
+    // Durable at 30, announced before the commit, which gives none.
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    t.put("p", "prepared").unwrap();
+    t.prepare(Timestamp::new(10)).unwrap();
+    t.set_durable_timestamp(Timestamp::new(30)).unwrap();
+    t.commit(CommitOptions::at(12)).unwrap();
+    e.set_timestamps(TimestampUpdate {
+        stable: Some(Timestamp::new(20)),
+        ..Default::default()
+    })
+    .unwrap();
+    let c = e.checkpoint().unwrap();
+    assert_eq!((c.keys, c.carried), (2, 1), "a and c folded, p carried");
+    let image = fs.crash();
+    drop(s);
+    drop(e);
+    let r = open(&image).unwrap();
+    assert_eq!(get(&r, "a").as_deref(), Some(&b"1"[..]));
+    assert_eq!(get(&r, "b"), None);
+    assert_eq!(get(&r, "c").as_deref(), Some(&b"3"[..]));
+    assert_eq!(get(&r, "p").as_deref(), Some(&b"prepared"[..]));
+    drop(r);
+    let rolled = DurabilityOptions {
+        rollback_to_stable: true,
+        ..opts(&image, Durability::Sync)
+    };
+    let r = Engine::open(DIR, EngineConfig::default(), rolled).unwrap();
+    assert_eq!(r.recovery_report().unwrap().rolled_back, 1);
+    assert_eq!(get(&r, "p"), None);
+    assert_eq!(get(&r, "c").as_deref(), Some(&b"3"[..]));
+}

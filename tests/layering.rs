@@ -78,3 +78,84 @@ fn the_store_and_the_kv_api_use_only_the_public_machinery_api() {
     }
     assert!(n > 0, "the store and the KV API should use the machinery");
 }
+
+/// The KV API's names at the crate root: the `kv` module itself, what the
+/// root re-exports from it, and `with_machinery` (which re-exports its
+/// generic forms).
+const KV_API: &[&str] = &[
+    "kv",
+    "Engine",
+    "Session",
+    "OwnedSession",
+    "Txn",
+    "CommitError",
+    "Cursor",
+    "KeyRange",
+    "RollbackReport",
+    "Savepoint",
+    "with_machinery",
+];
+
+/// The first segment of every path `code` names from the crate root:
+/// `crate::a::b` gives `a`, `crate::{a, b::c}` gives `a` and `b`.
+fn crate_roots(code: &str) -> Vec<String> {
+    let ident = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut out = Vec::new();
+    for (at, _) in code.match_indices("crate::") {
+        let rest = &code[at + "crate::".len()..];
+        let Some(group) = rest.trim_start().strip_prefix('{') else {
+            out.push(ident(rest));
+            continue;
+        };
+        // The group's top-level items, up to its closing brace.
+        let (mut depth, mut item) = (0, String::new());
+        for c in group.chars() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => break,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    out.push(ident(&item));
+                    item.clear();
+                    continue;
+                }
+                _ => {}
+            }
+            if depth == 0 || c != '{' {
+                item.push(c);
+            }
+        }
+        out.push(ident(&item));
+    }
+    out
+}
+
+#[test]
+fn durability_imports_nothing_from_the_kv_api() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut named = 0;
+    for (p, s) in files("durability") {
+        // `super::` as many times as reaches the crate root from this file
+        // is `crate::`.
+        let rel = p.strip_prefix(&root).unwrap();
+        let mut depth = rel.components().count();
+        if rel.file_name().is_some_and(|n| n == "mod.rs") {
+            depth -= 1;
+        }
+        let code = s.replace(&"super::".repeat(depth), "crate::");
+        for name in crate_roots(&code) {
+            assert!(
+                !KV_API.contains(&name.as_str()),
+                "{} names the KV API's {name}: durability sits below it",
+                p.display()
+            );
+            named += 1;
+        }
+    }
+    assert!(named > 0, "durability should name some crate paths");
+}

@@ -22,6 +22,7 @@ use super::fs::Fs;
 use super::log::io_error;
 use super::record::{self, corrupt, Commit, Reader, Write, CHECKPOINT_MAGIC, FILE_HEADER};
 use crate::error::Result;
+use crate::ts::Timestamp;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -39,7 +40,7 @@ pub(crate) fn parse_checkpoint(name: &str) -> Option<u64> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct BaseEntry {
     pub(crate) lsn: u64,
-    pub(crate) commit_ts: u64,
+    pub(crate) commit_ts: Timestamp,
     /// `None`: deleted (kept while an older carried record may write it).
     pub(crate) value: Option<Vec<u8>>,
 }
@@ -47,7 +48,7 @@ pub(crate) struct BaseEntry {
 /// A checkpoint's contents.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct State {
-    pub(crate) stable: u64,
+    pub(crate) stable: Timestamp,
     /// The first segment the checkpoint does not cover.
     pub(crate) first_seq: u64,
     /// The first lsn the checkpoint does not cover (the first record in
@@ -72,7 +73,7 @@ impl State {
     ///
     /// A checkpoint never holds less than the one before it (invariant D11):
     /// it folds at the higher of `stable` and the previous checkpoint's
-    /// stable, and one taken with no stable set (`0`) covers every record
+    /// stable, and one taken with no stable set (`NONE`) covers every record
     /// and takes as its stable the newest durable timestamp it covered. So a
     /// base never holds a version above its checkpoint's stable, which is
     /// where a recovered engine's stable and oldest start: a later, lower
@@ -80,20 +81,20 @@ impl State {
     pub(crate) fn fold(
         &mut self,
         records: Vec<Commit>,
-        stable: u64,
+        stable: Timestamp,
         first_seq: u64,
         next_lsn: u64,
     ) {
-        let cover_all = stable == 0;
+        let cover_all = stable.is_none();
         let stable = stable.max(self.stable);
         let mut newest = stable;
         let carried = std::mem::take(&mut self.carried);
         for r in carried.into_iter().chain(records) {
-            if !cover_all && !r.covered_by(stable) {
+            if !cover_all && !r.covered_by(stable.get()) {
                 self.carried.push(r);
                 continue;
             }
-            newest = newest.max(r.durable_ts);
+            newest = newest.max(Timestamp::new(r.durable_ts));
             for w in r.writes {
                 // `<=`: a later write of the same record wins.
                 let newer = self.base.get(&w.key).is_none_or(|e| e.lsn <= r.lsn);
@@ -102,7 +103,7 @@ impl State {
                         w.key,
                         BaseEntry {
                             lsn: r.lsn,
-                            commit_ts: r.commit_ts,
+                            commit_ts: Timestamp::new(r.commit_ts),
                             value: w.value,
                         },
                     );
@@ -149,7 +150,7 @@ pub(crate) fn load(fs: &dyn Fs, path: &Path) -> Result<State> {
         match p.first().copied() {
             Some(record::KIND_META) if i == 0 => {
                 let mut r = Reader::new(&p[1..]);
-                st.stable = r.u64().ok_or_else(bad)?;
+                st.stable = Timestamp::new(r.u64().ok_or_else(bad)?);
                 st.first_seq = r.u64().ok_or_else(bad)?;
                 st.next_lsn = r.u64().ok_or_else(bad)?;
                 saw_meta = true;
@@ -159,7 +160,7 @@ pub(crate) fn load(fs: &dyn Fs, path: &Path) -> Result<State> {
                 let n = r.u32().ok_or_else(bad)?;
                 for _ in 0..n {
                     let lsn = r.u64().ok_or_else(bad)?;
-                    let commit_ts = r.u64().ok_or_else(bad)?;
+                    let commit_ts = Timestamp::new(r.u64().ok_or_else(bad)?);
                     let Write { key, value } = r.write().ok_or_else(bad)?;
                     st.base.insert(
                         key,
@@ -231,7 +232,7 @@ fn write_tmp(fs: &dyn Fs, tmp: &Path, st: &State) -> Result<u64> {
     out.extend_from_slice(&record::file_header(CHECKPOINT_MAGIC, 0));
     let mut payload = Vec::new();
     payload.push(record::KIND_META);
-    for v in [st.stable, st.first_seq, st.next_lsn] {
+    for v in [st.stable.get(), st.first_seq, st.next_lsn] {
         payload.extend_from_slice(&v.to_le_bytes());
     }
     record::frame_into(&mut out, &payload);
@@ -253,7 +254,7 @@ fn write_tmp(fs: &dyn Fs, tmp: &Path, st: &State) -> Result<u64> {
         let mut n = 0u32;
         for (k, e) in entries.by_ref().take(BASE_BATCH) {
             payload.extend_from_slice(&e.lsn.to_le_bytes());
-            payload.extend_from_slice(&e.commit_ts.to_le_bytes());
+            payload.extend_from_slice(&e.commit_ts.get().to_le_bytes());
             record::push_write(&mut payload, k, e.value.as_deref());
             n += 1;
         }
@@ -307,7 +308,7 @@ mod tests {
                 rec(4, 15, 40, "c", Some("prepared")),
                 rec(5, 5, 5, "d", None),
             ],
-            20,
+            Timestamp::new(20),
             2,
             6,
         );
@@ -320,7 +321,12 @@ mod tests {
         let carried: Vec<u64> = st.carried.iter().map(|c| c.lsn).collect();
         assert_eq!(carried, [2, 4]);
         // Stable passes both: the carried writes fold in, by lsn.
-        st.fold(vec![rec(6, 60, 60, "c", Some("new"))], 100, 3, 7);
+        st.fold(
+            vec![rec(6, 60, 60, "c", Some("new"))],
+            Timestamp::new(100),
+            3,
+            7,
+        );
         assert!(st.carried.is_empty());
         // Nothing carried: the deletion has nothing left to shadow.
         assert!(!st.base.contains_key(&b"d"[..]));
@@ -331,12 +337,12 @@ mod tests {
 
     #[test]
     fn a_written_checkpoint_loads_back_and_any_flip_is_corrupt() {
-        let fs = super::super::fs::MemFs::new();
+        let fs = super::super::MemFs::new();
         let dir = Path::new("/db");
         let mut st = State::empty();
         st.fold(
             vec![rec(1, 0, 0, "a", Some("1")), rec(2, 50, 50, "b", Some("x"))],
-            20,
+            Timestamp::new(20),
             2,
             3,
         );
@@ -344,7 +350,10 @@ mod tests {
         let back = load(&fs, &path).unwrap();
         assert_eq!(back.base, st.base);
         assert_eq!(back.carried, st.carried);
-        assert_eq!((back.stable, back.first_seq, back.next_lsn), (20, 2, 3));
+        assert_eq!(
+            (back.stable, back.first_seq, back.next_lsn),
+            (Timestamp::new(20), 2, 3)
+        );
         let bytes = fs.contents(&path).unwrap();
         for i in 0..bytes.len() {
             let mut b = bytes.clone();

@@ -3,6 +3,7 @@
 
 use super::txn::{self, Txn};
 use crate::config::{CommitOptions, EngineConfig, TimestampKind, TimestampUpdate, TxnOptions};
+use crate::durability::CommitMode;
 use crate::error::{Error, Result};
 use crate::machinery::with_machinery::{LockFree, Machinery, TxnManager, TxnSession};
 use crate::machinery::{Count, SessionPin};
@@ -172,8 +173,10 @@ pub(crate) struct SessionData<'e, M: Machinery> {
     /// This session's process-wide unique token, carried by its savepoints
     /// (so another session's, or an earlier session's, is refused).
     pub(crate) token: u64,
-    /// The open transaction's keys, for its log record (durable engines).
-    pub(crate) dlog: crate::durability::SessionLog,
+    /// How the open transaction's commit is logged, when not as the
+    /// engine's durability says ([`Txn::set_durability`],
+    /// [`Txn::commit_async`]).
+    pub(crate) durability: Option<CommitMode>,
 }
 
 impl<'e, M: Machinery> Session<'e, M> {
@@ -182,12 +185,14 @@ impl<'e, M: Machinery> Session<'e, M> {
             msess: engine.mgr.session()?,
             data: SessionData {
                 engine,
-                writes: WriteSet::new(&engine.store),
+                // A durable engine's write set keeps each write's key, for
+                // its log record.
+                writes: WriteSet::new(&engine.store, engine.durable.is_some()),
                 commits: 0,
                 savepoints: Vec::new(),
                 savepoint_ids: 0,
                 token: crate::sync::unique_id(),
-                dlog: Default::default(),
+                durability: None,
             },
             owner,
             _not_sync: std::marker::PhantomData,

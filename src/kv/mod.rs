@@ -4,17 +4,20 @@
 //! on any snapshot protocol (`crate::with_machinery`); `plain/` holds the
 //! types users name, on the lock-free one.
 
+mod commit;
 mod cursor;
 mod engine;
+mod open;
 pub(crate) mod plain;
 mod range;
 mod raw;
 mod rollback_to_stable;
 mod txn;
 
+pub use commit::CommitError;
 pub use cursor::Cursor;
 pub use engine::{Engine, OwnedSession, Session};
 pub use range::KeyRange;
 pub(crate) use rollback_to_stable::PreparedDurable;
 pub use rollback_to_stable::RollbackReport;
-pub use txn::{CommitError, Savepoint, Txn};
+pub use txn::{Savepoint, Txn};

@@ -27,7 +27,7 @@ use std::collections::{HashMap, HashSet};
 /// durable timestamp stable has not reached (module docs).
 #[derive(Default)]
 pub(crate) struct PreparedDurable {
-    entries: Mutex<HashMap<u64, u64>>,
+    entries: Mutex<HashMap<u64, Timestamp>>,
 }
 
 impl PreparedDurable {
@@ -35,7 +35,7 @@ impl PreparedDurable {
     /// `commit` with durable timestamp `durable`; forgets the entries
     /// `stable` has reached.
     #[cold]
-    pub(crate) fn note(&self, id: TxnId, commit: u64, durable: u64, stable: u64) {
+    pub(crate) fn note(&self, id: TxnId, commit: Timestamp, durable: Timestamp, stable: Timestamp) {
         if durable <= commit || id == TxnId::NONE {
             return;
         }
@@ -45,7 +45,7 @@ impl PreparedDurable {
     }
 
     /// The writers whose durable timestamp is above `stable`.
-    fn above(&self, stable: u64) -> HashSet<u64> {
+    fn above(&self, stable: Timestamp) -> HashSet<u64> {
         self.entries
             .lock()
             .iter()
@@ -108,7 +108,7 @@ impl<M: Machinery> Engine<M> {
             None => (None, 0),
         };
         let s = stable.get();
-        let prepared = self.prepared_durable.above(s);
+        let prepared = self.prepared_durable.above(stable);
         let mgr = &self.mgr;
         let done = self.store.rollback_to_stable(
             s,

@@ -1,17 +1,17 @@
 //! [`Txn`]: reads, writes and scans of the bundled store inside a
 //! machinery [`Transaction`], which does everything that is not data
-//! (timestamps, prepare, commit, rollback).
+//! (timestamps, prepare, commit, rollback). Its commit path is in
+//! `commit.rs`.
 
 use super::cursor::Cursor;
 use super::engine::SessionData;
 use super::range::KeyRange;
-use crate::config::{CommitOptions, TxnOptions};
+use crate::config::TxnOptions;
 use crate::error::{Error, Result};
 use crate::machinery::with_machinery::{LockFree, Machinery, Transaction, TxnSession};
-use crate::machinery::{Count, VersionState};
+use crate::machinery::Count;
 use crate::store::Found;
 use crate::ts::{Timestamp, TxnId};
-use std::fmt;
 
 /// The generic form of [`Txn`](crate::Txn), on snapshot protocol `M`
 /// (only the workload driver and the tests choose one).
@@ -35,62 +35,6 @@ pub struct Savepoint {
     id: u64,
 }
 
-/// The generic form of [`CommitError`](crate::CommitError).
-pub struct CommitError<'s, 'e, M: Machinery = LockFree> {
-    error: Error,
-    txn: Option<Box<Txn<'s, 'e, M>>>,
-}
-
-impl<'s, 'e, M: Machinery> CommitError<'s, 'e, M> {
-    /// See [`CommitError::error`](crate::CommitError::error).
-    pub fn error(&self) -> &Error {
-        &self.error
-    }
-
-    /// See [`CommitError::into_error`](crate::CommitError::into_error).
-    pub fn into_error(self) -> Error {
-        self.error
-    }
-
-    /// See [`CommitError::into_txn`](crate::CommitError::into_txn).
-    pub fn into_txn(self) -> Option<Txn<'s, 'e, M>> {
-        self.txn.map(|t| *t)
-    }
-}
-
-impl<M: Machinery> fmt::Debug for CommitError<'_, '_, M> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CommitError")
-            .field("error", &self.error)
-            .field("txn_open", &self.txn.is_some())
-            .finish()
-    }
-}
-
-impl<M: Machinery> fmt::Display for CommitError<'_, '_, M> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.error, f)
-    }
-}
-
-impl<M: Machinery> std::error::Error for CommitError<'_, '_, M> {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
-    }
-}
-
-impl<M: Machinery> From<CommitError<'_, '_, M>> for Error {
-    fn from(e: CommitError<'_, '_, M>) -> Error {
-        e.error
-    }
-}
-
-impl<M: Machinery> PartialEq<Error> for CommitError<'_, '_, M> {
-    fn eq(&self, other: &Error) -> bool {
-        self.error == *other
-    }
-}
-
 impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
     #[inline]
     pub(crate) fn begin(
@@ -99,7 +43,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         opts: &TxnOptions,
     ) -> Result<Self> {
         d.savepoints.clear();
-        d.dlog.reset();
+        d.durability = None;
         Ok(Txn {
             inner: msess.begin(opts)?,
             session: d,
@@ -330,7 +274,6 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         let writes = self.session.savepoints[at].1;
         self.session.savepoints.truncate(at + 1);
         let unlinked = self.session.writes.rollback_to(writes);
-        self.session.dlog.truncate(writes);
         self.inner.count(Count::VersionsPruned, unlinked);
         Ok(())
     }
@@ -348,9 +291,6 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         match self.session.writes.write(key, status, value, &view) {
             Ok(retries) => {
                 self.inner.count(Count::ChainCasRetries, retries);
-                if self.session.engine.durable.is_some() {
-                    self.session.dlog.push_key(key);
-                }
                 Ok(())
             }
             Err(_) => {
@@ -358,175 +298,6 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
                 Err(Error::WriteConflict { key: key.to_vec() })
             }
         }
-    }
-
-    /// See [`Txn::set_commit_timestamp`](crate::Txn::set_commit_timestamp).
-    pub fn set_commit_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<()> {
-        self.inner.set_commit_timestamp(ts)
-    }
-
-    /// See [`Txn::set_durable_timestamp`](crate::Txn::set_durable_timestamp).
-    pub fn set_durable_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<()> {
-        let ts = ts.into();
-        self.inner.set_durable_timestamp(ts)?;
-        self.session.dlog.durable_ts = Some(ts);
-        Ok(())
-    }
-
-    /// See [`Txn::prepare`](crate::Txn::prepare).
-    pub fn prepare(&mut self, ts: impl Into<Timestamp>) -> Result<Timestamp> {
-        let writes = &mut self.session.writes;
-        let p = self.inner.prepare(ts, |done| {
-            writes.complete(done);
-        })?;
-        self.session.dlog.prepared = true;
-        Ok(p)
-    }
-
-    /// See [`Txn::set_durability`](crate::Txn::set_durability).
-    pub fn set_durability(&mut self, durability: crate::Durability) {
-        self.session.dlog.mode = Some(crate::durability::CommitMode::Durability(durability));
-    }
-
-    /// See [`Txn::commit_async`](crate::Txn::commit_async).
-    pub fn commit_async(mut self, opts: CommitOptions) -> Result<crate::CommitHandle> {
-        self.session.dlog.mode = Some(crate::durability::CommitMode::Async);
-        // On an error `self` drops here, which rolls it back, as `commit`
-        // does.
-        let lsn = if self.session.engine.durable.is_some() {
-            self.commit_logged(opts)?
-        } else {
-            self.commit_in_place(opts)?;
-            None
-        };
-        Ok(match &self.session.engine.durable {
-            Some(d) => d.handle(lsn),
-            None => crate::CommitHandle::ready(),
-        })
-    }
-
-    /// See [`Txn::commit`](crate::Txn::commit).
-    #[inline]
-    pub fn commit(self, opts: CommitOptions) -> Result<()> {
-        self.try_commit(opts).map_err(CommitError::into_error)
-    }
-
-    /// See [`Txn::try_commit`](crate::Txn::try_commit).
-    #[inline]
-    pub fn try_commit(mut self, opts: CommitOptions) -> Result<(), CommitError<'s, 'e, M>> {
-        match self.commit_in_place(opts) {
-            Ok(()) => Ok(()),
-            Err(error) => {
-                let txn = self.inner.is_open().then(|| Box::new(self));
-                Err(CommitError { error, txn })
-            }
-        }
-    }
-
-    #[inline]
-    fn commit_in_place(&mut self, opts: CommitOptions) -> Result<()> {
-        if self.session.engine.durable.is_some() {
-            return self.commit_logged(opts).map(|_| ());
-        }
-        let id = self.inner.id();
-        let d = &mut *self.session;
-        let (writes, dlog, engine) = (&mut d.writes, &d.dlog, d.engine);
-        let mut done_with = None;
-        // A doomed transaction's completion is a rollback, a
-        // committed one's links and flips.
-        let r = self.inner.commit(opts, |done| {
-            if dlog.prepared {
-                note_prepared(engine, dlog, id, done.outcome(), opts);
-            }
-            done_with = Some(writes.complete(done));
-        });
-        self.after_completion(done_with, r.is_ok());
-        r
-    }
-
-    /// A durable engine's commit: the log record is appended (and written,
-    /// and for `Sync` synced) inside the completion, after the timestamps
-    /// are validated and claimed and before any status flips, so a commit
-    /// is visible only once its record is where its durability asks
-    /// (invariant D1). If the log fails, nothing is flipped: the versions,
-    /// still unfinished, are unlinked, and the commit returns the error.
-    /// Returns the record's lsn (`None`: nothing was logged).
-    #[cold]
-    #[inline(never)]
-    fn commit_logged(&mut self, opts: CommitOptions) -> Result<Option<u64>> {
-        let id = self.inner.id();
-        let d = &mut *self.session;
-        let engine = d.engine;
-        let log = engine.durable.as_deref().expect("a durable engine");
-        if !d.writes.is_empty() {
-            if let Some(e) = log.refusal() {
-                return Err(e);
-            }
-        }
-        let (writes, dlog) = (&mut d.writes, &d.dlog);
-        let mut done_with = None;
-        let mut logged: Result<Option<u64>, (Error, u64)> = Ok(None);
-        let r = self.inner.commit(opts, |done| {
-            if let VersionState::Committed(cts) = done.outcome() {
-                if !writes.is_empty() {
-                    let values = writes.values();
-                    match log.log_commit(dlog, values, cts.get(), opts.durable_ts) {
-                        Ok(lsn) => logged = Ok(Some(lsn)),
-                        Err(e) => {
-                            logged = Err((e, writes.abandon()));
-                            return;
-                        }
-                    }
-                }
-            }
-            if dlog.prepared {
-                note_prepared(engine, dlog, id, done.outcome(), opts);
-            }
-            done_with = Some(writes.complete(done));
-        });
-        let lsn = match logged {
-            Ok(lsn) => lsn,
-            Err((e, unlinked)) => {
-                self.session.writes.clear();
-                self.inner.count(Count::VersionsPruned, unlinked);
-                return Err(e);
-            }
-        };
-        self.after_completion(done_with, r.is_ok());
-        r.map(|()| lsn)
-    }
-
-    /// After the machinery ran the commit's completion (`done`, if it
-    /// did): a refused or doomed commit's versions were unlinked, so the
-    /// write set is cleared; a committed one prunes the chains it wrote.
-    fn after_completion(&mut self, done: Option<crate::store::Completed>, committed: bool) {
-        let Some(c) = done else { return };
-        if !committed {
-            self.session.writes.clear();
-            self.inner.count(Count::VersionsPruned, c.unlinked);
-        } else if !self.session.writes.is_empty() {
-            self.inner.count(Count::CommitVersionsExamined, c.examined);
-            self.prune_written();
-        }
-    }
-
-    /// Prunes the chains this transaction wrote, and refreshes the horizon
-    /// every `horizon_refresh_commits` commits.
-    fn prune_written(&mut self) {
-        let d = &mut *self.session;
-        let engine = d.engine;
-        d.commits += 1;
-        // Not a safety bound: `>` refreshes the horizon one commit later,
-        // an equivalent mutant.
-        if d.commits >= engine.config.horizon_refresh_commits {
-            d.commits = 0;
-            self.inner.session().advance_horizon();
-        }
-        let h = engine.mgr.horizon();
-        let stable = engine.mgr.stable_timestamp().get();
-        let n = d.writes.prune_committed(h, stable);
-        self.inner.count(Count::VersionsPruned, n.cut);
-        self.inner.count(Count::CommitVersionsExamined, n.examined);
     }
 
     /// See [`Txn::rollback`](crate::Txn::rollback).
@@ -570,28 +341,6 @@ impl<M: Machinery> Txn<'_, '_, M> {
         // completes, and its versions stay where they are) still has writes
         // here; the next transaction on this session must not see them.
         self.session.writes.clear();
-    }
-}
-
-/// A prepared transaction's commit (`outcome`, before its flips): notes
-/// its durable timestamp for `rollback_to_stable` when it is above the
-/// commit timestamp (`kv/rollback_to_stable.rs`).
-#[cold]
-#[inline(never)]
-fn note_prepared<M: Machinery>(
-    engine: &super::Engine<M>,
-    dlog: &crate::durability::SessionLog,
-    id: TxnId,
-    outcome: VersionState,
-    opts: CommitOptions,
-) {
-    if let VersionState::Committed(cts) = outcome {
-        let durable = opts
-            .durable_ts
-            .or(dlog.durable_ts)
-            .map_or(cts.get(), Timestamp::get);
-        let stable = engine.mgr.stable_timestamp().get();
-        engine.prepared_durable.note(id, cts.get(), durable, stable);
     }
 }
 

@@ -309,6 +309,22 @@ impl<'m> Transaction<'_, 'm> {
         self.0.is_open()
     }
 
+    /// Is it prepared ([`Transaction::prepare`] succeeded) and not yet
+    /// committed or rolled back?
+    #[inline]
+    pub fn is_prepared(&self) -> bool {
+        self.0.is_prepared()
+    }
+
+    /// The durable timestamp set with
+    /// [`Transaction::set_durable_timestamp`] ([`Timestamp::NONE`]: none),
+    /// which a prepared commit uses unless [`CommitOptions::durable_ts`]
+    /// gives another.
+    #[inline]
+    pub fn durable_timestamp(&self) -> Timestamp {
+        self.0.durable_timestamp()
+    }
+
     /// The session it runs on.
     #[inline]
     pub fn session(&self) -> &TxnSession<'m> {

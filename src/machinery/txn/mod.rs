@@ -111,6 +111,18 @@ impl<'s, 'm, M: Machinery> Transaction<'s, 'm, M> {
         self.sess.cur.state != State::Finished
     }
 
+    /// See [`Transaction::is_prepared`](crate::machinery::Transaction::is_prepared).
+    #[inline]
+    pub fn is_prepared(&self) -> bool {
+        self.sess.cur.state == State::Prepared
+    }
+
+    /// See [`Transaction::durable_timestamp`](crate::machinery::Transaction::durable_timestamp).
+    #[inline]
+    pub fn durable_timestamp(&self) -> Timestamp {
+        self.sess.cur.durable_ts
+    }
+
     /// See [`Transaction::session`](crate::machinery::Transaction::session).
     pub fn session(&self) -> &TxnSession<'m, M> {
         self.sess

@@ -17,16 +17,25 @@
 //! before its first flip, so from then on only the key entries are used;
 //! a rollback takes the records out before its first unlink); and
 //! [`WriteSet::rollback_to`] drops the records of what it unlinks. Key
-//! entries are plain references: they live until the store drops, which
-//! the `'s` borrow of the store rules out.
+//! entries and key bytes are plain references into the index: they live
+//! until the store drops, which the `'s` borrow of the store rules out.
+//!
+//! A set that keeps keys (a durable engine's, [`WriteSet::new`]) records
+//! each write's key beside its version, so a commit's log record is framed
+//! from its `(key, value)` pairs ([`WriteSet::writes`]) and a rollback to a
+//! savepoint drops both at once.
 
 use super::chain::{tails, Conflict, KeyEntry, Pruned, Tails, Version};
-use crate::machinery::epoch::RETIRE_BATCH;
+use crate::machinery::epoch::{Guard, RETIRE_BATCH};
 use crate::machinery::{Completion, Horizon, ReadView, VersionState, VersionStatus};
 use crate::store::Store;
+use std::ops::Bound;
 use std::ptr::NonNull;
 
 struct Rec<'s> {
+    /// The key's bytes as the index stores them (no copy) in a set that
+    /// keeps keys; empty in one that does not.
+    key: &'s [u8],
     entry: &'s KeyEntry,
     version: NonNull<Version>,
 }
@@ -49,6 +58,8 @@ pub(crate) struct WriteSet<'s> {
     /// A commit began flipping: the versions are shared now (other writers
     /// may prune them), so only the key entries of `recs` are used.
     released: bool,
+    /// Record each write's key ([`WriteSet::writes`])?
+    keep_keys: bool,
     tails: Tails,
 }
 
@@ -63,12 +74,14 @@ unsafe impl Send for WriteSet<'_> {}
 unsafe impl Sync for WriteSet<'_> {}
 
 impl<'s> WriteSet<'s> {
-    /// An empty write set on `store`.
-    pub(crate) fn new(store: &'s Store) -> WriteSet<'s> {
+    /// An empty write set on `store`; with `keep_keys`, it records each
+    /// write's key beside its version, for [`WriteSet::writes`].
+    pub(crate) fn new(store: &'s Store, keep_keys: bool) -> WriteSet<'s> {
         WriteSet {
             store,
             recs: Vec::new(),
             released: false,
+            keep_keys,
             tails: tails(),
         }
     }
@@ -106,7 +119,16 @@ impl<'s> WriteSet<'s> {
             Ok((v, retries)) => {
                 store.index.hint_head(key, v, &guard);
                 let version = NonNull::new(v).expect("prepend returns the linked version");
-                self.recs.push(Rec { entry, version });
+                let key = if self.keep_keys {
+                    stored_key(store, key, &guard)
+                } else {
+                    &[]
+                };
+                self.recs.push(Rec {
+                    key,
+                    entry,
+                    version,
+                });
                 Ok(retries)
             }
             Err((_, c)) => Err(c),
@@ -206,16 +228,18 @@ impl<'s> WriteSet<'s> {
         out
     }
 
-    /// The values of the recorded versions in write order (`None`: a
-    /// tombstone), for a durable commit's log record, which is written
-    /// before the commit flips (so before `released`).
-    pub(crate) fn values(&mut self) -> impl ExactSizeIterator<Item = Option<&[u8]>> + '_ {
-        debug_assert!(!self.released, "values after commit began");
+    /// The recorded writes in write order: each key with its value
+    /// (`None`: a tombstone), for a durable commit's log record, which is
+    /// written before the commit flips (so before `released`). Only a set
+    /// that keeps keys has them.
+    pub(crate) fn writes(&mut self) -> impl ExactSizeIterator<Item = (&[u8], Option<&[u8]>)> + '_ {
+        debug_assert!(!self.released, "writes read after commit began");
+        debug_assert!(self.keep_keys, "writes read from a set that keeps no keys");
         self.recs.iter().map(|w| {
             // SAFETY: ownership invariant (module docs): not released, so
             // every version is ours, linked and unfinished, and freed by
             // nobody while `&mut self` is borrowed.
-            unsafe { w.version.as_ref() }.value()
+            (w.key, unsafe { w.version.as_ref() }.value())
         })
     }
 
@@ -318,4 +342,21 @@ impl Drop for WriteSet<'_> {
     fn drop(&mut self) {
         self.flush_tails();
     }
+}
+
+/// The index's own bytes of `key`, which is in the index already: they live
+/// as long as the store (keys are never removed), so a write set records
+/// them without a copy.
+fn stored_key<'s>(store: &'s Store, key: &[u8], guard: &Guard) -> &'s [u8] {
+    let mut found = None;
+    store.index.range(
+        (Bound::Included(key), Bound::Included(key)),
+        true,
+        guard,
+        |k, _| {
+            found = Some(k);
+            false
+        },
+    );
+    found.expect("a key just written is in the index")
 }

@@ -1,0 +1,272 @@
+//! The commit path of [`Txn`]: timestamps for commit, prepare, the
+//! commit itself (in memory, or logged first on a durable engine) and the
+//! pruning after it; [`CommitError`], a refused commit.
+
+use super::txn::Txn;
+use crate::config::CommitOptions;
+use crate::durability::CommitMode;
+use crate::error::{Error, Result};
+use crate::machinery::with_machinery::{LockFree, Machinery};
+use crate::machinery::{Count, VersionState};
+use crate::ts::{Timestamp, TxnId};
+use std::fmt;
+
+/// The generic form of [`CommitError`](crate::CommitError).
+pub struct CommitError<'s, 'e, M: Machinery = LockFree> {
+    error: Error,
+    txn: Option<Box<Txn<'s, 'e, M>>>,
+}
+
+impl<'s, 'e, M: Machinery> CommitError<'s, 'e, M> {
+    /// See [`CommitError::error`](crate::CommitError::error).
+    pub fn error(&self) -> &Error {
+        &self.error
+    }
+
+    /// See [`CommitError::into_error`](crate::CommitError::into_error).
+    pub fn into_error(self) -> Error {
+        self.error
+    }
+
+    /// See [`CommitError::into_txn`](crate::CommitError::into_txn).
+    pub fn into_txn(self) -> Option<Txn<'s, 'e, M>> {
+        self.txn.map(|t| *t)
+    }
+}
+
+impl<M: Machinery> fmt::Debug for CommitError<'_, '_, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CommitError")
+            .field("error", &self.error)
+            .field("txn_open", &self.txn.is_some())
+            .finish()
+    }
+}
+
+impl<M: Machinery> fmt::Display for CommitError<'_, '_, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl<M: Machinery> std::error::Error for CommitError<'_, '_, M> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl<M: Machinery> From<CommitError<'_, '_, M>> for Error {
+    fn from(e: CommitError<'_, '_, M>) -> Error {
+        e.error
+    }
+}
+
+impl<M: Machinery> PartialEq<Error> for CommitError<'_, '_, M> {
+    fn eq(&self, other: &Error) -> bool {
+        self.error == *other
+    }
+}
+
+impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
+    /// See [`Txn::set_commit_timestamp`](crate::Txn::set_commit_timestamp).
+    pub fn set_commit_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<()> {
+        self.inner.set_commit_timestamp(ts)
+    }
+
+    /// See [`Txn::set_durable_timestamp`](crate::Txn::set_durable_timestamp).
+    pub fn set_durable_timestamp(&mut self, ts: impl Into<Timestamp>) -> Result<()> {
+        self.inner.set_durable_timestamp(ts)
+    }
+
+    /// See [`Txn::prepare`](crate::Txn::prepare).
+    pub fn prepare(&mut self, ts: impl Into<Timestamp>) -> Result<Timestamp> {
+        let writes = &mut self.session.writes;
+        self.inner.prepare(ts, |done| {
+            writes.complete(done);
+        })
+    }
+
+    /// See [`Txn::set_durability`](crate::Txn::set_durability).
+    pub fn set_durability(&mut self, durability: crate::Durability) {
+        self.session.durability = Some(CommitMode::Durability(durability));
+    }
+
+    /// See [`Txn::commit_async`](crate::Txn::commit_async).
+    pub fn commit_async(mut self, opts: CommitOptions) -> Result<crate::CommitHandle> {
+        self.session.durability = Some(CommitMode::Async);
+        // On an error `self` drops here, which rolls it back, as `commit`
+        // does.
+        let lsn = if self.session.engine.durable.is_some() {
+            self.commit_logged(opts)?
+        } else {
+            self.commit_in_place(opts)?;
+            None
+        };
+        Ok(match &self.session.engine.durable {
+            Some(d) => d.handle(lsn),
+            None => crate::CommitHandle::ready(),
+        })
+    }
+
+    /// See [`Txn::commit`](crate::Txn::commit).
+    #[inline]
+    pub fn commit(self, opts: CommitOptions) -> Result<()> {
+        self.try_commit(opts).map_err(CommitError::into_error)
+    }
+
+    /// See [`Txn::try_commit`](crate::Txn::try_commit).
+    #[inline]
+    pub fn try_commit(mut self, opts: CommitOptions) -> Result<(), CommitError<'s, 'e, M>> {
+        match self.commit_in_place(opts) {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                let txn = self.inner.is_open().then(|| Box::new(self));
+                Err(CommitError { error, txn })
+            }
+        }
+    }
+
+    #[inline]
+    fn commit_in_place(&mut self, opts: CommitOptions) -> Result<()> {
+        if self.session.engine.durable.is_some() {
+            return self.commit_logged(opts).map(|_| ());
+        }
+        let id = self.inner.id();
+        let prepared = self.prepared();
+        let d = &mut *self.session;
+        let (writes, engine) = (&mut d.writes, d.engine);
+        let mut done_with = None;
+        // A doomed transaction's completion is a rollback, a
+        // committed one's links and flips.
+        let r = self.inner.commit(opts, |done| {
+            if let Some(announced) = prepared {
+                note_prepared(engine, announced, id, done.outcome(), opts);
+            }
+            done_with = Some(writes.complete(done));
+        });
+        self.after_completion(done_with, r.is_ok());
+        r
+    }
+
+    /// A durable engine's commit: the log record is appended (and written,
+    /// and for `Sync` synced) inside the completion, after the timestamps
+    /// are validated and claimed and before any status flips, so a commit
+    /// is visible only once its record is where its durability asks
+    /// (invariant D1). If the log fails, nothing is flipped: the versions,
+    /// still unfinished, are unlinked, and the commit returns the error.
+    /// Returns the record's lsn (`None`: nothing was logged).
+    #[cold]
+    #[inline(never)]
+    fn commit_logged(&mut self, opts: CommitOptions) -> Result<Option<u64>> {
+        let id = self.inner.id();
+        let prepared = self.prepared();
+        let d = &mut *self.session;
+        let engine = d.engine;
+        let log = engine.durable.as_deref().expect("a durable engine");
+        if !d.writes.is_empty() {
+            if let Some(e) = log.refusal() {
+                return Err(e);
+            }
+        }
+        let (writes, mode) = (&mut d.writes, d.durability);
+        let mut done_with = None;
+        let mut logged: Result<Option<u64>, (Error, u64)> = Ok(None);
+        let r = self.inner.commit(opts, |done| {
+            if let VersionState::Committed(cts) = done.outcome() {
+                if !writes.is_empty() {
+                    let durable = prepared.map_or(cts, |a| durable_ts(cts, a, opts));
+                    let prep = prepared.is_some();
+                    match log.log_commit(writes.writes(), cts, durable, prep, mode) {
+                        Ok(lsn) => logged = Ok(Some(lsn)),
+                        Err(e) => {
+                            logged = Err((e, writes.abandon()));
+                            return;
+                        }
+                    }
+                }
+            }
+            if let Some(announced) = prepared {
+                note_prepared(engine, announced, id, done.outcome(), opts);
+            }
+            done_with = Some(writes.complete(done));
+        });
+        let lsn = match logged {
+            Ok(lsn) => lsn,
+            Err((e, unlinked)) => {
+                self.session.writes.clear();
+                self.inner.count(Count::VersionsPruned, unlinked);
+                return Err(e);
+            }
+        };
+        self.after_completion(done_with, r.is_ok());
+        r.map(|()| lsn)
+    }
+
+    /// The durable timestamp announced with `set_durable_timestamp`
+    /// ([`Timestamp::NONE`]: none) if the transaction is prepared; `None`
+    /// if it is not. Read before the commit, which finishes it.
+    fn prepared(&self) -> Option<Timestamp> {
+        self.inner
+            .is_prepared()
+            .then(|| self.inner.durable_timestamp())
+    }
+
+    /// After the machinery ran the commit's completion (`done`, if it
+    /// did): a refused or doomed commit's versions were unlinked, so the
+    /// write set is cleared; a committed one prunes the chains it wrote.
+    fn after_completion(&mut self, done: Option<crate::store::Completed>, committed: bool) {
+        let Some(c) = done else { return };
+        if !committed {
+            self.session.writes.clear();
+            self.inner.count(Count::VersionsPruned, c.unlinked);
+        } else if !self.session.writes.is_empty() {
+            self.inner.count(Count::CommitVersionsExamined, c.examined);
+            self.prune_written();
+        }
+    }
+
+    /// Prunes the chains this transaction wrote, and refreshes the horizon
+    /// every `horizon_refresh_commits` commits.
+    fn prune_written(&mut self) {
+        let d = &mut *self.session;
+        let engine = d.engine;
+        d.commits += 1;
+        // Not a safety bound: `>` refreshes the horizon one commit later,
+        // an equivalent mutant.
+        if d.commits >= engine.config.horizon_refresh_commits {
+            d.commits = 0;
+            self.inner.session().advance_horizon();
+        }
+        let h = engine.mgr.horizon();
+        let stable = engine.mgr.stable_timestamp().get();
+        let n = d.writes.prune_committed(h, stable);
+        self.inner.count(Count::VersionsPruned, n.cut);
+        self.inner.count(Count::CommitVersionsExamined, n.examined);
+    }
+}
+
+/// A prepared transaction's commit (`outcome`, before its flips): notes
+/// its durable timestamp for `rollback_to_stable` when it is above the
+/// commit timestamp (`kv/rollback_to_stable.rs`).
+#[cold]
+#[inline(never)]
+fn note_prepared<M: Machinery>(
+    engine: &super::Engine<M>,
+    announced: Timestamp,
+    id: TxnId,
+    outcome: VersionState,
+    opts: CommitOptions,
+) {
+    if let VersionState::Committed(cts) = outcome {
+        let durable = durable_ts(cts, announced, opts);
+        let stable = engine.mgr.stable_timestamp();
+        engine.prepared_durable.note(id, cts, durable, stable);
+    }
+}
+
+/// A prepared transaction's durable timestamp, committed at `cts`: the
+/// commit's [`CommitOptions::durable_ts`], else the one `announced` with
+/// `set_durable_timestamp`, else the commit timestamp.
+fn durable_ts(cts: Timestamp, announced: Timestamp, opts: CommitOptions) -> Timestamp {
+    opts.durable_ts.or(announced.to_option()).unwrap_or(cts)
+}

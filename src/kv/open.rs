@@ -1,0 +1,91 @@
+//! [`Engine::open`]: a durable engine on a directory. The durability layer
+//! recovers the directory ([`Recovery`]) and hands back what it read; it is
+//! applied here, through ordinary transactions, before the log becomes the
+//! engine's.
+
+use super::engine::Engine;
+use crate::config::{CommitOptions, EngineConfig, TimestampUpdate, TxnOptions};
+use crate::durability::{DurabilityOptions, Recovery};
+use crate::error::Result;
+use crate::machinery::with_machinery::LockFree;
+use crate::ts::Timestamp;
+use std::path::Path;
+
+/// Rebuilds the store from a checkpoint's base and the records after it,
+/// through ordinary transactions on an engine that is not logging yet.
+fn replay(engine: &Engine, rec: &Recovery) -> Result<u64> {
+    let (st, tail) = (&rec.checkpoint, &rec.records);
+    let mut s = engine.session()?;
+    let at = |ts: Timestamp| CommitOptions {
+        commit_ts: ts.to_option(),
+        durable_ts: None,
+    };
+    let mut base: Vec<_> = st
+        .base
+        .iter()
+        .filter_map(|(k, e)| Some((e.commit_ts, k, e.value.as_deref()?)))
+        .collect();
+    base.sort_unstable_by_key(|&(ts, ..)| ts);
+    for group in base.chunk_by(|a, b| a.0 == b.0) {
+        for chunk in group.chunks(1024) {
+            let mut t = s.begin(&TxnOptions::default())?;
+            for &(_, k, v) in chunk {
+                t.put(k, v)?;
+            }
+            t.commit(at(chunk[0].0))?;
+        }
+    }
+    let mut n = 0;
+    for r in st.carried.iter().chain(tail) {
+        let mut t = s.begin(&TxnOptions::default())?;
+        // Replayed as an ordinary commit: note a prepared one's durable
+        // timestamp for `rollback_to_stable`, as its commit did.
+        let (commit, durable) = (Timestamp::new(r.commit_ts), Timestamp::new(r.durable_ts));
+        let prepared = r.prepared.then_some((commit, durable));
+        for w in &r.writes {
+            if st.base.get(&w.key).is_some_and(|e| e.lsn > r.lsn) {
+                continue;
+            }
+            match &w.value {
+                Some(v) => t.put(&w.key, v)?,
+                None => t.delete(&w.key)?,
+            }
+        }
+        let id = t.id();
+        t.commit(at(commit))?;
+        if let Some((c, d)) = prepared {
+            engine.prepared_durable.note(id, c, d, Timestamp::NONE);
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+impl Engine<LockFree> {
+    /// See [`Engine::open`](crate::Engine::open).
+    ///
+    /// # Errors
+    /// As [`Engine::open`](crate::Engine::open).
+    pub fn open(
+        dir: impl AsRef<Path>,
+        config: EngineConfig,
+        options: DurabilityOptions,
+    ) -> Result<Engine> {
+        // The config first: a bad one touches no file.
+        config.validate()?;
+        options.validate()?;
+        let rec = Recovery::open(dir.as_ref(), &options)?;
+        let mut engine = Engine::with_machinery(config)?;
+        let replayed = replay(&engine, &rec)?;
+        let stable = rec.stable();
+        if !stable.is_none() {
+            engine.set_timestamps(TimestampUpdate {
+                oldest: Some(stable),
+                stable: Some(stable),
+                ..TimestampUpdate::default()
+            })?;
+        }
+        engine.durable = Some(rec.start(replayed)?);
+        Ok(engine)
+    }
+}
