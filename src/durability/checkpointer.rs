@@ -203,8 +203,22 @@ fn checkpoints(d: Weak<CommitLog>, stopper: Arc<Stopper>, every: Duration) {
         // A failed background checkpoint leaves the previous one in force
         // (and removes its temporary file); commits go on unless the
         // failure was the log's own cut, which stops the log and fails
-        // every later commit with that error.
-        let _ = d.checkpoint();
+        // every later commit with that error. Either way the outcome is
+        // kept for `Engine::checkpointer_status`.
+        let outcome = d.checkpoint();
+        let mut b = d.background.lock();
+        match outcome {
+            Ok(r) => {
+                b.completed += 1;
+                b.last = Some(r);
+                b.last_error = None;
+            }
+            Err(e) => {
+                b.failed += 1;
+                b.last_error = Some(e);
+            }
+        }
+        drop(b);
         // Dropped before the next wait: `Opened::drop` waits for this
         // thread, never for this reference.
         drop(d);

@@ -7,7 +7,7 @@ use super::handle::CommitHandle;
 use super::log::Log;
 use super::options::Durability;
 use super::record;
-use super::report::{LogStats, RecoveryReport};
+use super::report::{CheckpointerStatus, LogStats, RecoveryReport};
 use crate::error::{Error, Result};
 use crate::sync::{AtomicU64, Ordering};
 use crate::ts::Timestamp;
@@ -41,6 +41,8 @@ pub(crate) struct CommitLog {
     /// The last checkpoint's state (`None` after a failed checkpoint: the
     /// next one reloads it from the file).
     pub(super) ckpt: Mutex<Option<State>>,
+    /// What the background checkpointer did (`checkpointer.rs`).
+    pub(super) background: Mutex<CheckpointerStatus>,
     // Last: the lock is released only after the log has closed.
     pub(super) _lock: Box<dyn FsLock>,
 }
@@ -120,6 +122,10 @@ impl CommitLog {
             log: lsn.map(|_| self.log.clone()),
             lsn: lsn.unwrap_or(0),
         }
+    }
+
+    pub(crate) fn checkpointer_status(&self) -> CheckpointerStatus {
+        self.background.lock().clone()
     }
 
     pub(crate) fn log_stats(&self) -> LogStats {

@@ -49,4 +49,4 @@ pub use memfs::{FaultOp, MemFs, Stop, WriteBack};
 pub(crate) use options::validate_log;
 pub use options::{Durability, DurabilityOptions};
 pub(crate) use recovery::Recovery;
-pub use report::{CheckpointReport, Damage, LogStats, RecoveryReport};
+pub use report::{CheckpointReport, CheckpointerStatus, Damage, LogStats, RecoveryReport};

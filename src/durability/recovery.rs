@@ -12,7 +12,7 @@ use super::log::{
 };
 use super::options::{Durability, DurabilityOptions};
 use super::record::{self, Commit, End, FILE_HEADER, FRAME_HEADER, MAX_PAYLOAD};
-use super::report::{Damage, RecoveryReport};
+use super::report::{CheckpointerStatus, Damage, RecoveryReport};
 use crate::error::{Error, Result};
 use crate::sync::AtomicU64;
 use crate::ts::Timestamp;
@@ -540,6 +540,7 @@ impl Recovery {
             recovery_ts: stable,
             stable: AtomicU64::new(stable.get()),
             ckpt: Mutex::new(Some(self.checkpoint)),
+            background: Mutex::new(CheckpointerStatus::default()),
             _lock: self.lock,
         };
         Opened::start(durable, self.checkpoint_interval)

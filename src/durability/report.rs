@@ -78,6 +78,26 @@ pub struct CheckpointReport {
     pub segments_removed: u64,
 }
 
+/// What the background checkpointer
+/// ([`DurabilityOptions::checkpoint_interval`](super::DurabilityOptions::checkpoint_interval))
+/// has done since open. A failed background checkpoint leaves the previous
+/// one in force and the engine committing (unless the failure was the log's
+/// own cut, which stops the log as a failed commit does); nothing else
+/// reports it, so an application that runs one should look here.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CheckpointerStatus {
+    /// Background checkpoints that succeeded.
+    pub completed: u64,
+    /// Background checkpoints that failed.
+    pub failed: u64,
+    /// The error of the latest background checkpoint, if it failed (`None`
+    /// once a later one succeeds).
+    pub last_error: Option<crate::error::Error>,
+    /// The latest successful background checkpoint.
+    pub last: Option<CheckpointReport>,
+}
+
 /// Counters of the commit log's work since open.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]

@@ -92,6 +92,11 @@ impl<M: Machinery> Engine<M> {
         self.durable.as_ref().map(|d| d.report())
     }
 
+    /// See [`Engine::checkpointer_status`](crate::Engine::checkpointer_status).
+    pub fn checkpointer_status(&self) -> Option<crate::durability::CheckpointerStatus> {
+        self.durable.as_ref().map(|d| d.checkpointer_status())
+    }
+
     /// See [`Engine::log_stats`](crate::Engine::log_stats).
     pub fn log_stats(&self) -> Option<crate::durability::LogStats> {
         self.durable.as_ref().map(|d| d.log_stats())

@@ -138,3 +138,56 @@ fn every_failed_append_of_a_checkpoint_leaves_no_temporary_file() {
         "both kinds of failure after {n} appends"
     );
 }
+
+/// A background checkpoint that fails is reported by
+/// `Engine::checkpointer_status` (nothing else surfaces it), commits go
+/// on, and the next background checkpoint that succeeds clears the error.
+#[test]
+fn a_failed_background_checkpoint_is_reported_and_the_next_clears_it() {
+    use std::time::{Duration, Instant};
+    let fs = Faulty::new(MemFs::new());
+    fs.arm(Rule {
+        op: Op::Create,
+        name: ".ckpt.tmp",
+        skip: 0,
+    });
+    let e = Engine::open(
+        DIR,
+        EngineConfig::default(),
+        DurabilityOptions {
+            fs: Arc::new(fs.clone()),
+            durability: Durability::Sync,
+            checkpoint_interval: Some(Duration::from_millis(1)),
+            ..DurabilityOptions::default()
+        },
+    )
+    .unwrap();
+    // Waits for the background thread's outcomes (a bound on a hang, not
+    // a timing assertion: the thread runs every millisecond).
+    let wait_for =
+        |what: &str, done: &dyn Fn(&snapshot_engine::durability::CheckpointerStatus) -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let s = e.checkpointer_status().unwrap();
+                if done(&s) {
+                    return s;
+                }
+                assert!(Instant::now() < deadline, "{what}: {s:?}");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+    let s = wait_for("a failure", &|s| s.failed >= 1);
+    assert_eq!(fs.fired().len(), 1);
+    assert!(
+        matches!(s.last_error, Some(Error::Io { .. })),
+        "{:?}",
+        s.last_error
+    );
+    put(&e, "after").unwrap();
+    let s = wait_for("a success after the failure", &|s| s.completed >= 1);
+    assert_eq!(s.failed, 1);
+    assert_eq!(s.last_error, None);
+    assert!(s.last.is_some());
+    drop(e);
+    assert!(get(&open(&fs), "after").is_some());
+}

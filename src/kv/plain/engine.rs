@@ -4,7 +4,9 @@ use super::super::engine::retry_conflicts;
 use super::super::raw;
 use super::Txn;
 use crate::config::{CommitOptions, EngineConfig, TimestampKind, TimestampUpdate, TxnOptions};
-use crate::durability::{CheckpointReport, DurabilityOptions, LogStats, RecoveryReport};
+use crate::durability::{
+    CheckpointReport, CheckpointerStatus, DurabilityOptions, LogStats, RecoveryReport,
+};
 use crate::error::Result;
 use crate::machinery::{SessionPin, TxnManager};
 use crate::stats::Stats;
@@ -171,6 +173,15 @@ impl Engine {
     #[inline]
     pub fn recovery_report(&self) -> Option<&RecoveryReport> {
         self.0.recovery_report()
+    }
+
+    /// What the background checkpointer
+    /// ([`DurabilityOptions::checkpoint_interval`](crate::DurabilityOptions::checkpoint_interval))
+    /// did since open: counts, the latest report and the latest failure's
+    /// error, which nothing else reports (`None`: in memory).
+    #[inline]
+    pub fn checkpointer_status(&self) -> Option<CheckpointerStatus> {
+        self.0.checkpointer_status()
     }
 
     /// The commit log's counters (`None`: in memory).
