@@ -11,8 +11,8 @@
 //!
 //! One committer at a time is the *leader* (`Group::leading`): it takes
 //! the whole pending buffer under the `out` lock, writes it with one
-//! `write` and syncs it with one `fdatasync`, then wakes every waiting
-//! committer at once. A committer whose record is not yet covered when it
+//! `write` and, if a record in it waits for a sync, syncs it with one
+//! `fdatasync`, then wakes every waiting committer at once. A committer whose record is not yet covered when it
 //! calls `flush` waits on the `group` condition variable while a leader
 //! works, never on the `out` lock, so it learns that a batch covered it
 //! the moment that batch ends, without a syscall. Records framed while a
@@ -20,6 +20,10 @@
 //! the first woken committer still uncovered leads the next batch and
 //! takes all of them. A group thus holds every record framed while the
 //! previous sync ran (RocksDB's write groups, PostgreSQL's WAL flush).
+//! The next batch is taken the moment a sync ends, before the committers
+//! it released can frame again, so with syncs back to back a writer joins
+//! at most every other batch: `n` writers in a loop share a sync about
+//! `n / 2` at a time. No leader waits for more records to come.
 //! A record framed after the leader took the buffer is not in the batch
 //! that sync covers, so a commit is acknowledged only by a sync that began
 //! after its record was written (invariant D2, DESIGN.md "Durability").
