@@ -2,8 +2,9 @@
 //! driver (feature `bench-hooks`): the store's point-lookup hash index
 //! (`store/raw/hashindex.rs`) on its own, and its whole index (hash index
 //! and ordered view, `store/raw/index.rs`), used the way the store uses
-//! them, so they can be measured beside other concurrent maps; and the
-//! per-thread count of atomic read-modify-writes (feature `count-rmw`).
+//! them, so they can be measured beside other concurrent maps; the
+//! per-thread count of atomic read-modify-writes (feature `count-rmw`);
+//! and the duration of each of the commit log's batch syncs.
 //! Not part of the API: no stability promise, hidden from the docs.
 
 use crate::machinery::epoch::Collector;
@@ -95,5 +96,29 @@ impl IndexHook {
             &guard,
             |k, _| f(k),
         );
+    }
+}
+
+/// The durations of the commit log's batch syncs while recording is on:
+/// one list for the process, so the driver reads it around one engine at
+/// a time.
+static LOG_SYNCS: parking_lot::Mutex<Option<Vec<u64>>> = parking_lot::const_mutex(None);
+
+/// Starts recording the duration of every batch sync of every commit log
+/// in the process (dropping what was recorded before).
+pub fn record_log_syncs() {
+    *LOG_SYNCS.lock() = Some(Vec::new());
+}
+
+/// Stops recording; returns the durations of the batch syncs since
+/// [`record_log_syncs`], in nanoseconds.
+pub fn take_log_sync_nanos() -> Vec<u64> {
+    LOG_SYNCS.lock().take().unwrap_or_default()
+}
+
+/// Notes one batch sync's duration (`durability/log.rs`) if recording.
+pub(crate) fn note_log_sync(d: std::time::Duration) {
+    if let Some(v) = LOG_SYNCS.lock().as_mut() {
+        v.push(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     }
 }

@@ -92,7 +92,7 @@ pub enum Workload {
     /// commit log in each mode, the in-memory engine and (feature `peers`)
     /// LMDB synced and redb `Durability::Immediate`; recovery replay rate;
     /// a checkpoint of --keys keys beside one write + fsync of its bytes.
-    /// Writers from --configs (e.g. `0/4,0/16`).
+    /// Writers from --configs (default `0/1,0/4,0/16,0/64`).
     #[value(name = "durable-writes")]
     DurableWrites,
 }
@@ -610,6 +610,12 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
                 Axis::Writers => (fixed, n),
             })
             .collect()
+    } else if cli.configs.is_empty()
+        && workload == Workload::DurableWrites
+        && cli.readers.is_none()
+        && cli.writers.is_none()
+    {
+        vec![(0, 1), (0, 4), (0, 16), (0, 64)]
     } else if cli.configs.is_empty() {
         let r = cli.readers.map_or(dr, |x| x as usize);
         let w = cli.writers.map_or(dw, |x| x as usize);

@@ -4,16 +4,22 @@
 //! with its syncs on and redb with `Durability::Immediate`; then the
 //! recovery replay rate and a checkpoint of `--keys` keys beside one
 //! sequential write and one fsync of the same bytes. Rounds alternate the
-//! order of the engines; figures are medians with min-max.
+//! order of the engines; figures are medians with min-max. Beside each
+//! commit rate: the writers' wait per commit (the time from `begin` until
+//! `commit` returns, p50 and p99), and for the commit log the commits per
+//! fsync (`log_stats`) and the batch fsyncs' latency (p50, p99, from the
+//! bench hooks).
 //!
 //! The files live in `SNAPSHOT_BENCH_DIR` (default: the system temporary
 //! directory), which must be on the disk being measured (not a tmpfs).
 
+use hdrhistogram::Histogram;
+use snapshot_engine::bench_api;
 use snapshot_engine::with_machinery::Engine;
 use snapshot_engine::{CommitOptions, Durability, DurabilityOptions, EngineConfig, TxnOptions};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Barrier;
+use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 /// The workload's knobs (from the command line).
@@ -105,46 +111,116 @@ fn key(writer: usize, i: u64) -> [u8; 8] {
     ((writer as u64) << 32 | (i % 1024)).to_be_bytes()
 }
 
-/// Runs `writers` threads of `one(writer, i)` for warmup + seconds; returns
-/// commits per second over the measured part.
-fn drive(writers: usize, p: &Params, one: &(dyn Fn(usize, u64) + Sync)) -> f64 {
+/// One measured run.
+#[derive(Clone, Copy, Default)]
+struct Run {
+    /// Commits per second.
+    rate: f64,
+    /// The writers' wait per commit, p50 and p99, microseconds.
+    wait_p50: f64,
+    wait_p99: f64,
+    /// The commit log's work over the measured part, if logged.
+    log: Option<LogRun>,
+}
+
+/// The commit log's side of a run.
+#[derive(Clone, Copy, Default)]
+struct LogRun {
+    commits_per_sync: f64,
+    /// Batch fsync latency, p50 and p99, microseconds.
+    sync_p50: f64,
+    sync_p99: f64,
+}
+
+fn hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds")
+}
+
+fn micros(h: &Histogram<u64>, q: f64) -> f64 {
+    h.value_at_quantile(q) as f64 / 1e3
+}
+
+/// Runs `writers` threads of `one(writer, i)` for warmup + seconds,
+/// timing each call; with `logged`, reads its log's counters and the
+/// batch syncs' durations over the measured part.
+fn drive(
+    writers: usize,
+    p: &Params,
+    logged: Option<&Engine>,
+    one: &(dyn Fn(usize, u64) + Sync),
+) -> Run {
     let stop = AtomicBool::new(false);
     let count = AtomicU64::new(0);
     let measuring = AtomicBool::new(false);
     let start = Barrier::new(writers + 1);
-    std::thread::scope(|sc| {
+    let waits = Mutex::new(hist());
+    let (rate, log) = std::thread::scope(|sc| {
         for w in 0..writers {
-            let (stop, count, measuring, start) = (&stop, &count, &measuring, &start);
+            let (stop, count, measuring, start, waits) =
+                (&stop, &count, &measuring, &start, &waits);
             sc.spawn(move || {
+                let mut h = hist();
                 start.wait();
                 let mut i = 0u64;
                 while !stop.load(Ordering::Relaxed) {
+                    let t = Instant::now();
                     one(w, i);
                     i += 1;
                     if measuring.load(Ordering::Relaxed) {
+                        h.saturating_record(t.elapsed().as_nanos() as u64);
                         count.fetch_add(1, Ordering::Relaxed);
                     }
                 }
+                waits.lock().unwrap().add(&h).expect("same bounds");
             });
         }
         start.wait();
         std::thread::sleep(Duration::from_secs_f64(p.warmup));
+        let before = logged.map(|e| {
+            bench_api::record_log_syncs();
+            e.log_stats().expect("a logged engine")
+        });
         measuring.store(true, Ordering::Relaxed);
         let t = Instant::now();
         std::thread::sleep(Duration::from_secs_f64(p.seconds));
         let n = count.load(Ordering::Relaxed);
         let secs = t.elapsed().as_secs_f64();
+        let log = logged.zip(before).map(|(e, b)| {
+            let a = e.log_stats().expect("a logged engine");
+            let mut syncs = hist();
+            for ns in bench_api::take_log_sync_nanos() {
+                syncs.saturating_record(ns);
+            }
+            let syncs_n = a.syncs - b.syncs;
+            LogRun {
+                // NaN with no sync (`Durability::None`): printed as "-".
+                commits_per_sync: if syncs_n == 0 {
+                    f64::NAN
+                } else {
+                    (a.records - b.records) as f64 / syncs_n as f64
+                },
+                sync_p50: micros(&syncs, 0.5),
+                sync_p99: micros(&syncs, 0.99),
+            }
+        });
         stop.store(true, Ordering::Relaxed);
-        n as f64 / secs
-    })
+        (n as f64 / secs, log)
+    });
+    let h = waits.into_inner().unwrap();
+    Run {
+        rate,
+        wait_p50: micros(&h, 0.5),
+        wait_p99: micros(&h, 0.99),
+        log,
+    }
 }
 
-fn snapshot_writes(engine: &Engine, writers: usize, p: &Params) -> f64 {
+fn snapshot_writes(engine: &Engine, writers: usize, p: &Params, logged: bool) -> Run {
     let value = vec![0x5a; p.value_size];
     let sessions: Vec<_> = (0..writers)
         .map(|_| std::sync::Mutex::new(engine.session().expect("a session per writer")))
         .collect();
-    drive(writers, p, &|w, i| {
+    drive(writers, p, logged.then_some(engine), &|w, i| {
         let mut s = sessions[w].lock().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
         t.put(key(w, i), &value).unwrap();
@@ -152,15 +228,16 @@ fn snapshot_writes(engine: &Engine, writers: usize, p: &Params) -> f64 {
     })
 }
 
-fn run_peer(peer: Peer, writers: usize, p: &Params) -> f64 {
+fn run_peer(peer: Peer, writers: usize, p: &Params) -> Run {
     match peer {
         Peer::Mem => snapshot_writes(
             &Engine::new(EngineConfig::default()).expect("default config"),
             writers,
             p,
+            false,
         ),
         Peer::Durable(mode) => on_logged_engine("log", EngineConfig::default(), mode, |e| {
-            snapshot_writes(e, writers, p)
+            snapshot_writes(e, writers, p, true)
         }),
         #[cfg(feature = "peers")]
         Peer::LmdbSync => lmdb_sync(writers, p),
@@ -170,7 +247,7 @@ fn run_peer(peer: Peer, writers: usize, p: &Params) -> f64 {
 }
 
 #[cfg(feature = "peers")]
-fn lmdb_sync(writers: usize, p: &Params) -> f64 {
+fn lmdb_sync(writers: usize, p: &Params) -> Run {
     use heed::types::Bytes;
     let dir = fresh_dir("lmdb-sync");
     // SAFETY: the directory is fresh and ours alone, opened once; default
@@ -186,7 +263,7 @@ fn lmdb_sync(writers: usize, p: &Params) -> f64 {
     let db: heed::Database<Bytes, Bytes> = env.create_database(&mut wtxn, None).unwrap();
     wtxn.commit().unwrap();
     let value = vec![0x5a; p.value_size];
-    let r = drive(writers, p, &|w, i| {
+    let r = drive(writers, p, None, &|w, i| {
         let mut t = env.write_txn().unwrap();
         db.put(&mut t, &key(w, i), &value).unwrap();
         t.commit().unwrap();
@@ -197,12 +274,12 @@ fn lmdb_sync(writers: usize, p: &Params) -> f64 {
 }
 
 #[cfg(feature = "peers")]
-fn redb_immediate(writers: usize, p: &Params) -> f64 {
+fn redb_immediate(writers: usize, p: &Params) -> Run {
     const TABLE: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("t");
     let dir = fresh_dir("redb");
     let db = redb::Database::create(dir.join("db.redb")).expect("redb database");
     let value = vec![0x5a; p.value_size];
-    let r = drive(writers, p, &|w, i| {
+    let r = drive(writers, p, None, &|w, i| {
         let mut t = db.begin_write().unwrap();
         t.set_durability(redb::Durability::Immediate);
         {
@@ -319,7 +396,7 @@ pub fn main(p: &Params) {
     );
     let all = peers();
     for &writers in &p.writers {
-        let mut per: Vec<Vec<f64>> = vec![Vec::new(); all.len()];
+        let mut per: Vec<Vec<Run>> = vec![Vec::new(); all.len()];
         for r in 0..p.rounds {
             let mut order: Vec<usize> = (0..all.len()).collect();
             if r % 2 == 1 {
@@ -329,12 +406,55 @@ pub fn main(p: &Params) {
                 per[i].push(run_peer(all[i], writers, p));
             }
         }
-        println!("\n{writers} writers: commits/s, median (min-max)");
+        println!(
+            "\n{writers} writers: medians (min-max) over rounds; wait per commit and fsync latency in us"
+        );
+        println!(
+            "  {:<18} {:>26} {:>10} {:>10} {:>14} {:>10} {:>10}",
+            "engine",
+            "commits/s",
+            "wait p50",
+            "wait p99",
+            "commits/fsync",
+            "fsync p50",
+            "fsync p99"
+        );
         let mut meds = Vec::new();
         for (i, peer) in all.iter().enumerate() {
-            let (m, lo, hi) = summary(&mut per[i]);
+            let runs = &per[i];
+            let (m, lo, hi) = summary(&mut runs.iter().map(|r| r.rate).collect::<Vec<_>>());
+            let med =
+                |f: &dyn Fn(&Run) -> f64| summary(&mut runs.iter().map(f).collect::<Vec<_>>()).0;
             meds.push(m);
-            println!("  {:<18} {m:>12.0} ({lo:.0}-{hi:.0})", peer.name());
+            let rate = format!("{m:.0} ({lo:.0}-{hi:.0})");
+            let log = if runs.iter().all(|r| r.log.is_some()) {
+                let l = |f: fn(&LogRun) -> f64| med(&|r: &Run| r.log.as_ref().map_or(0.0, f));
+                let (c, clo, chi) = summary(
+                    &mut runs
+                        .iter()
+                        .map(|r| r.log.map_or(0.0, |l| l.commits_per_sync))
+                        .collect::<Vec<_>>(),
+                );
+                let syncs = if l(|x| x.sync_p50) > 0.0 {
+                    format!("{:>10.0} {:>10.0}", l(|x| x.sync_p50), l(|x| x.sync_p99))
+                } else {
+                    format!("{:>10} {:>10}", "-", "-")
+                };
+                let per = if c.is_nan() {
+                    "-".to_string()
+                } else {
+                    format!("{c:.1} ({clo:.1}-{chi:.1})")
+                };
+                format!("{per:>14} {syncs}")
+            } else {
+                String::new()
+            };
+            println!(
+                "  {:<18} {rate:>26} {:>10.0} {:>10.0} {log}",
+                peer.name(),
+                med(&|r| r.wait_p50),
+                med(&|r| r.wait_p99),
+            );
         }
         let mem = meds[all.iter().position(|&x| x == Peer::Mem).expect("in-memory")];
         let none = meds[2];
@@ -345,7 +465,15 @@ pub fn main(p: &Params) {
         #[cfg(feature = "peers")]
         {
             let lmdb = meds[all.iter().position(|&x| x == Peer::LmdbSync).expect("lmdb")];
-            println!("  log-sync / lmdb-sync: {:.1}x", meds[0] / lmdb);
+            let redb = meds[all
+                .iter()
+                .position(|&x| x == Peer::RedbImmediate)
+                .expect("redb")];
+            println!(
+                "  log-sync / lmdb-sync: {:.1}x; log-sync / redb-immediate: {:.1}x",
+                meds[0] / lmdb,
+                meds[0] / redb
+            );
         }
     }
     let records = (p.keys / 2).max(1000);

@@ -1,17 +1,32 @@
 //! The commit log: numbered segment files of framed records
-//! (`record.rs`), appended through one writer with group commit.
+//! (`record.rs`, `log/segment.rs`), appended through one writer with group
+//! commit.
 //!
 //! A committer frames its record into the shared pending buffer under the
 //! `pending` lock, which hands out log sequence numbers (lsns) in buffer
 //! order. To make it reach the OS (and, for `Sync`, the disk) it calls
-//! [`Log::flush`]: under the `out` lock the first committer to get there
-//! takes the whole pending buffer, writes it with one `write`, and syncs it
-//! with one `fdatasync`; every committer whose record was in that buffer
-//! finds its lsn covered when it gets the lock (or before, on the atomic
-//! counters) and returns without a syscall of its own. A record framed
-//! while a sync is running is not in the buffer that sync covers, so a
-//! commit is acknowledged only by a sync that began after its record was
-//! written (invariant D2, DESIGN.md "Durability").
+//! [`Log::flush`].
+//!
+//! # Group commit
+//!
+//! One committer at a time is the *leader* (`Group::leading`): it takes
+//! the whole pending buffer under the `out` lock, writes it with one
+//! `write` and, if a record in it waits for a sync, syncs it with one
+//! `fdatasync`, then wakes every waiting committer at once. A committer whose record is not yet covered when it
+//! calls `flush` waits on the `group` condition variable while a leader
+//! works, never on the `out` lock, so it learns that a batch covered it
+//! the moment that batch ends, without a syscall. Records framed while a
+//! leader writes and syncs pile up in the pending buffer; when it is done,
+//! the first woken committer still uncovered leads the next batch and
+//! takes all of them. A group thus holds every record framed while the
+//! previous sync ran (RocksDB's write groups, PostgreSQL's WAL flush).
+//! The next batch is taken the moment a sync ends, before the committers
+//! it released can frame again, so with syncs back to back a writer joins
+//! at most every other batch: `n` writers in a loop share a sync about
+//! `n / 2` at a time. No leader waits for more records to come.
+//! A record framed after the leader took the buffer is not in the batch
+//! that sync covers, so a commit is acknowledged only by a sync that began
+//! after its record was written (invariant D2, DESIGN.md "Durability").
 //!
 //! # Outcomes
 //!
@@ -27,48 +42,32 @@
 //! The one gap: the file system also refuses the cut; the error then says
 //! so (`op: "truncate"`), and the batch may be replayed at recovery.
 //!
-//! # Roll-over
+//! # Orderings
 //!
-//! Segment `n` ends, once segment `n+1` exists, with a `roll` record
-//! naming it and the lsn it starts at; segment `n+1` starts with a
-//! `segment` record repeating its number and that lsn. The steps: sync
-//! segment `n`; create `n+1` with its header, sync it and the directory;
-//! append the `roll` record to `n` and sync it; only then write records
-//! into `n+1`. So every segment followed by another that holds a record
-//! names it, and every record below the lsn `n+1` starts at is synced in
-//! `n` before `n+1` exists. A crash inside a roll-over leaves `n` without
-//! its `roll` record and `n+1` with nothing but its header (a leftover
-//! that recovery drops). An open continues the log the same way: the last
-//! segment recovery kept is synced, the new segment created, and the
-//! `roll` record appended to the old one ([`Fs::append_to`]).
+//! `written` and `synced` are stored with Release only after the batch's
+//! write (and sync) returned, and read with Acquire in [`Log::is_done`]: a
+//! committer that sees its lsn covered is ordered after the syscalls that
+//! covered it. The `leading` flag and the wake-ups live under the `group`
+//! mutex, whose lock and unlock order them.
+
+mod background;
+mod segment;
 
 use super::fs::{Fs, FsFile};
-use super::record::{
-    self, Commit, End, ANCHOR_PAYLOAD, FILE_HEADER, FRAME_HEADER, KIND_ROLL, KIND_SEGMENT,
-    KIND_SYNCED, SEGMENT_MAGIC, SEGMENT_MAGIC_V1, SEGMENT_VERSION,
-};
+use super::record;
 use crate::error::{Error, Result};
 use crate::sync::{AtomicU64, Ordering};
+use background::{background, BgShared};
 use parking_lot::{Condvar, Mutex};
+pub(crate) use segment::{
+    create_synced, parse_segment, scan_segment, segment_name, Roll, Segment, SEGMENT_HEADER,
+};
+use segment::{new_segment, roll_record};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, OnceLock};
 use std::task::Waker;
 use std::thread::JoinHandle;
 use std::time::Duration;
-
-/// Bytes before a segment's first commit record: the file header and the
-/// framed `segment` record.
-pub(crate) const SEGMENT_HEADER: usize = FILE_HEADER + FRAME_HEADER + ANCHOR_PAYLOAD;
-
-/// A segment's file name: `log-` and the sequence number in 16 hex digits.
-pub(crate) fn segment_name(seq: u64) -> String {
-    record::numbered_name("log-", seq, ".seg")
-}
-
-/// The sequence number in a segment's file name.
-pub(crate) fn parse_segment(name: &str) -> Option<u64> {
-    record::parse_numbered(name, "log-", ".seg")
-}
 
 /// An I/O error as the engine reports it.
 pub(crate) fn io_error(op: &'static str, path: &Path, e: &std::io::Error) -> Error {
@@ -78,169 +77,6 @@ pub(crate) fn io_error(op: &'static str, path: &Path, e: &std::io::Error) -> Err
         kind: e.kind(),
         message: e.to_string(),
     }
-}
-
-/// Segment `seq`'s header: the file header and the `segment` record
-/// saying its first record gets `first_lsn`.
-fn segment_header(seq: u64, first_lsn: u64) -> Vec<u8> {
-    let mut h = record::file_header(SEGMENT_MAGIC, seq).to_vec();
-    record::frame_into(&mut h, &record::anchor(KIND_SEGMENT, seq, first_lsn));
-    debug_assert_eq!(h.len(), SEGMENT_HEADER);
-    h
-}
-
-/// The framed `roll` record that ends a segment: the next is `next_seq`,
-/// whose first record gets `next_lsn`.
-fn roll_record(next_seq: u64, next_lsn: u64) -> Vec<u8> {
-    let mut r = Vec::with_capacity(FRAME_HEADER + ANCHOR_PAYLOAD);
-    record::frame_into(&mut r, &record::anchor(KIND_ROLL, next_seq, next_lsn));
-    r
-}
-
-/// A segment's `roll` record: the next segment and the lsn it starts at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Roll {
-    /// Where the record starts in the file.
-    pub(crate) offset: u64,
-    pub(crate) next_seq: u64,
-    pub(crate) next_lsn: u64,
-}
-
-/// A segment file as read back ([`scan_segment`]).
-#[derive(Debug)]
-pub(crate) struct Segment {
-    /// The lsn its first record gets, from its `segment` record; `None`:
-    /// the header is torn (the file ends, or is zeros, before the header
-    /// is whole), as a crash while the segment was being created leaves
-    /// it. No record can follow a torn header.
-    pub(crate) first_lsn: Option<u64>,
-    /// Its commit records with their offsets, up to the first damage.
-    pub(crate) records: Vec<(u64, Commit)>,
-    /// Its `roll` record, if it ends with a whole one.
-    pub(crate) roll: Option<Roll>,
-    /// The largest offset a whole `synced` record names ([`SEGMENT_HEADER`]
-    /// if none): every byte below it was synced.
-    pub(crate) synced_through: u64,
-    /// How the scan ended: `Torn { offset: 0 }` for a torn header.
-    pub(crate) end: End,
-    /// The file's length.
-    pub(crate) len: u64,
-}
-
-/// Reads segment `seq` from `buf` (the file `path`): its header, its
-/// records, its `roll` record. A damaged header is `End::Corrupt` at its
-/// offset; a record after the `roll` record, or one that is neither a
-/// commit nor a `roll`, is `End::Corrupt` there.
-///
-/// # Errors
-/// [`Error::UnsupportedFormat`] for a segment of format version 1.
-pub(crate) fn scan_segment(buf: &[u8], path: &Path, seq: u64) -> Result<Segment> {
-    let mut seg = Segment {
-        first_lsn: None,
-        records: Vec::new(),
-        roll: None,
-        synced_through: SEGMENT_HEADER as u64,
-        end: End::Torn { offset: 0 },
-        len: buf.len() as u64,
-    };
-    if buf.iter().all(|&b| b == 0) {
-        return Ok(seg);
-    }
-    let head = &buf[..FILE_HEADER.min(buf.len())];
-    if buf.len() >= FILE_HEADER && buf[..8] == SEGMENT_MAGIC_V1[..] {
-        return Err(Error::UnsupportedFormat {
-            file: path.to_path_buf(),
-            version: 1,
-            supported: SEGMENT_VERSION,
-        });
-    }
-    let want = record::file_header(SEGMENT_MAGIC, seq);
-    if head != &want[..head.len()] {
-        seg.end = End::Corrupt {
-            offset: 0,
-            reason: "not a log segment of this number (bad file header)",
-        };
-        return Ok(seg);
-    }
-    if buf.len() < FILE_HEADER {
-        return Ok(seg);
-    }
-    let (frames, end) = record::scan(buf, FILE_HEADER);
-    let mut frames = frames.into_iter();
-    let Some((offset, range)) = frames.next() else {
-        // No whole `segment` record: torn (from 0: nothing before it
-        // counts) or corrupt where the scan stopped.
-        if let End::Corrupt { offset, reason } = end {
-            seg.end = End::Corrupt { offset, reason };
-        }
-        return Ok(seg);
-    };
-    match record::decode_anchor(KIND_SEGMENT, &buf[range]) {
-        Some((s, first_lsn)) if s == seq => seg.first_lsn = Some(first_lsn),
-        _ => {
-            seg.end = End::Corrupt {
-                offset,
-                reason: "bad segment header record",
-            };
-            return Ok(seg);
-        }
-    }
-    seg.end = end;
-    for (offset, range) in frames {
-        let payload = &buf[range];
-        if let Some(r) = seg.roll.take() {
-            // Reported at the roll-over record, which goes with it: a cut
-            // there leaves a segment that names no successor.
-            seg.end = End::Corrupt {
-                offset: r.offset,
-                reason: "record after the segment's roll-over record",
-            };
-            break;
-        }
-        if payload.first() == Some(&KIND_SYNCED) {
-            match record::decode_synced(payload) {
-                Some(t) if (SEGMENT_HEADER as u64..=offset).contains(&t) => {
-                    seg.synced_through = seg.synced_through.max(t);
-                    continue;
-                }
-                _ => {
-                    seg.end = End::Corrupt {
-                        offset,
-                        reason: "malformed synced-through record",
-                    };
-                    break;
-                }
-            }
-        }
-        if let Some((next_seq, next_lsn)) = record::decode_anchor(KIND_ROLL, payload) {
-            seg.roll = Some(Roll {
-                offset,
-                next_seq,
-                next_lsn,
-            });
-            continue;
-        }
-        match record::decode_commit(payload) {
-            Some(c) => seg.records.push((offset, c)),
-            None => {
-                seg.end = End::Corrupt {
-                    offset,
-                    reason: "malformed log record",
-                };
-                break;
-            }
-        }
-    }
-    if seg.roll.is_some() && seg.end != End::Clean {
-        // A roll-over record is the segment's last write: anything after
-        // it, even torn, is damage (reported as above).
-        let offset = seg.roll.take().map_or(0, |r| r.offset);
-        seg.end = End::Corrupt {
-            offset,
-            reason: "bytes after the segment's roll-over record",
-        };
-    }
-    Ok(seg)
 }
 
 struct Pending {
@@ -265,19 +101,22 @@ struct Out {
     spare: Vec<u8>,
 }
 
-/// What the background flusher waits on.
-#[derive(Default)]
-struct Bg {
-    /// Async commits waiting for their lsn to be synced: (lsn, waker).
-    waiters: Vec<(u64, Waker)>,
-    /// A blocking async waiter or a waker asked for a sync.
-    wanted: bool,
-    stop: bool,
+/// Who is writing a batch now (see "Group commit").
+struct Group {
+    /// A leader is writing (and syncing) a batch: other committers whose
+    /// records are not yet covered wait on `Log::group_cv` for it.
+    leading: bool,
 }
 
-pub(crate) struct BgShared {
-    state: Mutex<Bg>,
-    cv: Condvar,
+/// Ends a leader's turn, also when it unwinds: clears `leading` and wakes
+/// every waiting committer, so none waits for a leader that is gone.
+struct Turn<'a>(&'a Log);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.group.lock().leading = false;
+        self.0.group_cv.notify_all();
+    }
 }
 
 /// Counters of the log's work.
@@ -294,7 +133,12 @@ pub(crate) struct Log {
     dir: PathBuf,
     segment_bytes: u64,
     pending: Mutex<Pending>,
+    /// The segment and its writer state; held by a leader, a checkpoint's
+    /// cut, the background flusher and `close` while they write.
     out: Mutex<Out>,
+    group: Mutex<Group>,
+    /// Wakes the committers waiting for a leader's batch.
+    group_cv: Condvar,
     /// Every lsn below this is written to the OS, in a batch that
     /// succeeded whole (see "Outcomes").
     written: AtomicU64,
@@ -308,40 +152,11 @@ pub(crate) struct Log {
     pub(crate) counters: Counters,
 }
 
-/// Creates the file `path` in `dir` holding `first`, and syncs it and the
-/// directory, so that a record synced in it later is found after a crash
-/// (a new segment of the commit log or of a replica's raft log).
-pub(crate) fn create_synced(
-    fs: &dyn Fs,
-    dir: &Path,
-    path: &Path,
-    first: &[u8],
-) -> Result<Box<dyn FsFile>> {
-    let mut f = fs.create(path).map_err(|e| io_error("create", path, &e))?;
-    f.append(first).map_err(|e| io_error("write", path, &e))?;
-    f.sync().map_err(|e| io_error("sync", path, &e))?;
-    fs.sync_dir(dir).map_err(|e| io_error("sync", dir, &e))?;
-    Ok(f)
-}
-
-/// Creates segment `seq`, whose first record gets `first_lsn`, with its
-/// header ([`create_synced`]).
-fn new_segment(
-    fs: &dyn Fs,
-    dir: &Path,
-    seq: u64,
-    first_lsn: u64,
-) -> Result<(Box<dyn FsFile>, PathBuf)> {
-    let path = dir.join(segment_name(seq));
-    let f = create_synced(fs, dir, &path, &segment_header(seq, first_lsn))?;
-    Ok((f, path))
-}
-
 impl Log {
     /// A log writing to a new segment `seq` whose first record gets
     /// `next_lsn`; `interval` starts the periodic background sync. If
     /// segment `seq - 1` is in `dir`, it is synced first and ends with a
-    /// `roll` record naming the new one (see "Roll-over").
+    /// `roll` record naming the new one (`log/segment.rs`, "Roll-over").
     pub(crate) fn create(
         fs: Arc<dyn Fs>,
         dir: &Path,
@@ -394,13 +209,12 @@ impl Log {
                 marked: SEGMENT_HEADER as u64,
                 spare: Vec::new(),
             }),
+            group: Mutex::new(Group { leading: false }),
+            group_cv: Condvar::new(),
             written: AtomicU64::new(next_lsn),
             synced: AtomicU64::new(next_lsn),
             failed: OnceLock::new(),
-            bg: Arc::new(BgShared {
-                state: Mutex::new(Bg::default()),
-                cv: Condvar::new(),
-            }),
+            bg: Arc::new(BgShared::new()),
             flusher: Mutex::new(None),
             counters: Counters::default(),
         });
@@ -452,9 +266,9 @@ impl Log {
         c.load(Ordering::Acquire) > lsn
     }
 
-    /// Makes record `lsn` reach the OS, and with `sync` the disk: by this
-    /// caller's own write and sync, or by another committer's that covered
-    /// it (group commit).
+    /// Makes record `lsn` reach the OS, and with `sync` the disk: by a
+    /// batch this caller leads, or by one another committer leads (see
+    /// "Group commit").
     ///
     /// # Errors
     /// The batch holding the record failed, or the log had failed before
@@ -464,9 +278,27 @@ impl Log {
         if self.is_done(lsn, sync) {
             return Ok(());
         }
+        let mut g = self.group.lock();
+        loop {
+            // Done first: a batch that succeeded stays done even if a
+            // later step (a checkpoint's roll-over) stopped the log since.
+            if self.is_done(lsn, sync) {
+                return Ok(());
+            }
+            if let Some(e) = self.failed.get() {
+                return Err(e.clone());
+            }
+            if !g.leading {
+                break;
+            }
+            self.group_cv.wait(&mut g);
+        }
+        g.leading = true;
+        drop(g);
+        let _turn = Turn(self);
         let mut out = self.out.lock();
-        // Done first: a batch that succeeded stays done even if a later
-        // step (a checkpoint's roll-over) stopped the log since.
+        // A checkpoint's cut or the background flusher may have covered
+        // the record (or failed) while this leader waited for `out`.
         if self.is_done(lsn, sync) {
             return Ok(());
         }
@@ -546,9 +378,13 @@ impl Log {
         }
         let sync = sync && self.synced.load(Ordering::Relaxed) < end;
         if sync {
+            #[cfg(all(feature = "bench-hooks", not(loom)))]
+            let started = std::time::Instant::now();
             if let Err(e) = out.file.sync() {
                 return Err(self.fail_batch(out, before, io_error("sync", &out.path, &e)));
             }
+            #[cfg(all(feature = "bench-hooks", not(loom)))]
+            crate::bench_api::note_log_sync(started.elapsed());
             out.synced_len = out.len;
             self.counters.syncs.fetch_add(1, Ordering::Relaxed);
         }
@@ -561,10 +397,10 @@ impl Log {
         Ok(())
     }
 
-    /// Ends the current segment and starts the next (see "Roll-over"):
-    /// syncs it, creates the next, appends the `roll` record naming it and
-    /// syncs that. Any failure stops the log; nothing is written to the
-    /// next segment before all of it succeeded.
+    /// Ends the current segment and starts the next (`log/segment.rs`,
+    /// "Roll-over"): syncs it, creates the next, appends the `roll` record
+    /// naming it and syncs that. Any failure stops the log; nothing is
+    /// written to the next segment before all of it succeeded.
     fn rotate(&self, out: &mut Out) -> Result<()> {
         let end = self.written.load(Ordering::Relaxed);
         if self.synced.load(Ordering::Relaxed) < end {
@@ -681,154 +517,5 @@ impl Drop for Log {
     }
 }
 
-/// The background flusher: every `interval` (Periodic durability) and
-/// whenever an async commit waits, writes and syncs what is pending, then
-/// wakes the async commits it covered. Holds the log only while it works;
-/// [`Log::close`] stops it and waits for it.
-fn background(log: Weak<Log>, bg: Arc<BgShared>, interval: Option<Duration>) {
-    loop {
-        {
-            let mut st = bg.state.lock();
-            if !st.wanted && !st.stop {
-                match interval {
-                    Some(d) => {
-                        bg.cv.wait_for(&mut st, d);
-                    }
-                    None => bg.cv.wait(&mut st),
-                }
-            }
-            if st.stop {
-                return;
-            }
-            st.wanted = false;
-        }
-        let Some(log) = log.upgrade() else { return };
-        let _ = log.sync_all();
-        let failed = log.failed().is_some();
-        let mut st = bg.state.lock();
-        st.waiters.retain(|(lsn, w)| {
-            let done = failed || log.is_done(*lsn, true);
-            if done {
-                w.wake_by_ref();
-            }
-            !done
-        });
-        if !st.waiters.is_empty() {
-            st.wanted = true;
-        }
-        drop(st);
-        drop(log);
-    }
-}
-
 #[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-    use crate::durability::fs::MemFs;
-
-    fn commit_payload(lsn: u64) -> Vec<u8> {
-        let mut p = Vec::new();
-        record::begin_commit(&mut p, 0, 0, false, 1);
-        record::push_write(&mut p, b"k", Some(b"v"));
-        p[record::LSN_AT..record::LSN_AT + 8].copy_from_slice(&lsn.to_le_bytes());
-        p
-    }
-
-    fn scan(buf: &[u8]) -> Result<Segment> {
-        scan_segment(buf, Path::new("/d/log"), 3)
-    }
-
-    #[test]
-    fn a_segment_scans_back_with_its_anchors() {
-        let mut b = segment_header(3, 10);
-        record::frame_into(&mut b, &commit_payload(10));
-        let through = b.len() as u64;
-        record::frame_synced(&mut b, through);
-        record::frame_into(&mut b, &commit_payload(11));
-        let roll_at = b.len() as u64;
-        b.extend_from_slice(&roll_record(4, 12));
-        let seg = scan(&b).unwrap();
-        assert_eq!(seg.first_lsn, Some(10));
-        assert_eq!(seg.end, End::Clean);
-        let lsns: Vec<u64> = seg.records.iter().map(|(_, c)| c.lsn).collect();
-        assert_eq!(lsns, [10, 11]);
-        assert_eq!(seg.synced_through, through);
-        let want = Roll {
-            offset: roll_at,
-            next_seq: 4,
-            next_lsn: 12,
-        };
-        assert_eq!(seg.roll, Some(want));
-        // Every cut inside the header is a torn header, never a panic.
-        for cut in 0..SEGMENT_HEADER {
-            let s = scan(&b[..cut]).unwrap();
-            assert_eq!(
-                (s.first_lsn, s.end),
-                (None, End::Torn { offset: 0 }),
-                "{cut}"
-            );
-        }
-        // Anything after the roll-over record is damage.
-        let mut after = b.clone();
-        record::frame_into(&mut after, &commit_payload(12));
-        let s = scan(&after).unwrap();
-        assert!(matches!(s.end, End::Corrupt { offset, .. } if offset == roll_at));
-        assert_eq!(s.roll, None);
-        after.truncate(b.len() + 3);
-        assert!(matches!(scan(&after).unwrap().end, End::Corrupt { .. }));
-    }
-
-    #[test]
-    fn bad_anchors_are_corrupt_and_an_old_format_is_refused() {
-        // A header naming another segment, a mark past its own offset.
-        let other = segment_header(4, 10);
-        assert!(matches!(scan(&other).unwrap().end, End::Corrupt { .. }));
-        let mut b = segment_header(3, 10);
-        let past = b.len() as u64 + 1;
-        record::frame_synced(&mut b, past);
-        assert!(matches!(
-            scan(&b).unwrap().end,
-            End::Corrupt { offset, .. } if offset == SEGMENT_HEADER as u64
-        ));
-        let mut v1 = SEGMENT_MAGIC_V1.to_vec();
-        v1.extend_from_slice(&3u64.to_le_bytes());
-        assert!(matches!(
-            scan(&v1),
-            Err(Error::UnsupportedFormat {
-                version: 1,
-                supported: 2,
-                ..
-            })
-        ));
-        assert_eq!(scan(&[0; 40]).unwrap().first_lsn, None);
-    }
-
-    /// A batch written after a sync ends with a mark of what that sync
-    /// covered; one written with nothing synced since the last mark has
-    /// none.
-    #[test]
-    fn batches_after_a_sync_mark_what_it_covered() {
-        let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
-        let dir = Path::new("/d");
-        let log = Log::create(fs.clone(), dir, 1, 1, 1 << 20, None).unwrap();
-        let path = dir.join(segment_name(1));
-        let mut p = commit_payload(0);
-        let a = log.append(&mut p, true);
-        log.flush(a, true).unwrap();
-        let first_sync = fs.read(&path).unwrap().len() as u64;
-        let b = log.append(&mut p, false);
-        log.flush(b, false).unwrap();
-        let c = log.append(&mut p, false);
-        log.flush(c, false).unwrap();
-        let seg = scan_segment(&fs.read(&path).unwrap(), &path, 1).unwrap();
-        assert_eq!(seg.end, End::Clean);
-        assert_eq!(seg.records.len(), 3);
-        assert_eq!(seg.synced_through, first_sync);
-        let marks = record::scan(&fs.read(&path).unwrap(), FILE_HEADER)
-            .0
-            .iter()
-            .filter(|(o, _)| fs.read(&path).unwrap()[*o as usize + FRAME_HEADER] == KIND_SYNCED)
-            .count();
-        assert_eq!(marks, 1);
-    }
-}
+mod tests;

@@ -37,11 +37,12 @@
 //! first commit gets), its `commit` records, and, once the next segment
 //! exists, a last `roll` record naming that segment and the lsn it starts
 //! at. These anchors let recovery tell a lost file or a lost tail from the
-//! end of the log (`log.rs`, "Roll-over"). A `synced` record, written at
-//! the end of a batch that follows a sync, says that every byte of its
-//! segment below `through` was synced before it was written (`SEGMENT_HEADER
-//! <= through <=` its own offset): damage below it is no lost write-back. A version-1 segment (`SNAPLOG1`:
-//! no `segment` or `roll` records) is refused with
+//! end of the log (`log/segment.rs`, "Roll-over"). A `synced` record,
+//! written at the end of a batch that follows a sync, says that every byte
+//! of its segment below `through` was synced before it was written
+//! (`SEGMENT_HEADER <= through <=` its own offset): damage below it is no
+//! lost write-back. A version-1 segment (`SNAPLOG1`: no `segment` or `roll`
+//! records) is refused with
 //! [`Error::UnsupportedFormat`](crate::Error::UnsupportedFormat).
 //! Checkpoints are unchanged (`SNAPCKP1`).
 
