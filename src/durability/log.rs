@@ -20,10 +20,13 @@
 //! the first woken committer still uncovered leads the next batch and
 //! takes all of them. A group thus holds every record framed while the
 //! previous sync ran (RocksDB's write groups, PostgreSQL's WAL flush).
-//! The next batch is taken the moment a sync ends, before the committers
-//! it released can frame again, so with syncs back to back a writer joins
-//! at most every other batch: `n` writers in a loop share a sync about
-//! `n / 2` at a time. No leader waits for more records to come.
+//! Taken the moment a sync ends, the next batch would hold only the
+//! records framed during that sync, not those of the committers it just
+//! released, so `n` writers in a loop would share a sync about `n / 2` at a
+//! time. A leader of a synced batch therefore first gathers
+//! (`Log::gather`, PostgreSQL's `commit_delay` made adaptive): it waits
+//! until as many records are pending as the previous synced batch held, or
+//! half the recent sync time has passed, whichever comes first.
 //! A record framed after the leader took the buffer is not in the batch
 //! that sync covers, so a commit is acknowledged only by a sync that began
 //! after its record was written (invariant D2, DESIGN.md "Durability").
@@ -67,7 +70,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::task::Waker;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// An I/O error as the engine reports it.
 pub(crate) fn io_error(op: &'static str, path: &Path, e: &std::io::Error) -> Error {
@@ -99,6 +102,10 @@ struct Out {
     marked: u64,
     /// The previous pending buffer, cleared, swapped back in next time.
     spare: Vec<u8>,
+    /// Records in the last synced batch, and a moving average of the sync
+    /// time in nanoseconds: what `Log::gather` waits for, and how long.
+    last_batch: u64,
+    sync_nanos: u64,
 }
 
 /// Who is writing a batch now (see "Group commit").
@@ -208,6 +215,8 @@ impl Log {
                 synced_len: SEGMENT_HEADER as u64,
                 marked: SEGMENT_HEADER as u64,
                 spare: Vec::new(),
+                last_batch: 0,
+                sync_nanos: 0,
             }),
             group: Mutex::new(Group { leading: false }),
             group_cv: Condvar::new(),
@@ -305,7 +314,30 @@ impl Log {
         if let Some(e) = self.failed.get() {
             return Err(e.clone());
         }
+        if sync {
+            self.gather(&out);
+        }
         self.flush_locked(&mut out, sync).map(|_| ())
+    }
+
+    /// Before a synced batch, lets the committers the previous sync
+    /// released frame their next records (see "Group commit"): returns once
+    /// as many records are pending as that batch held, or after half the
+    /// moving average of the sync time. Waits for nothing with no sync
+    /// measured yet or a batch of one.
+    fn gather(&self, out: &Out) {
+        let want = out.last_batch;
+        if want <= 1 || out.sync_nanos == 0 {
+            return;
+        }
+        // Relaxed: `written` is stored only under `out`, which this leader
+        // holds, so the lock orders the load (the start of the pending
+        // buffer: every earlier batch is written).
+        let first = self.written.load(Ordering::Relaxed);
+        let deadline = Instant::now() + Duration::from_nanos(out.sync_nanos / 2);
+        while self.pending.lock().next_lsn - first < want && Instant::now() < deadline {
+            std::thread::yield_now();
+        }
     }
 
     /// Takes the pending buffer: (records, the lsn after them, whether
@@ -378,13 +410,21 @@ impl Log {
         }
         let sync = sync && self.synced.load(Ordering::Relaxed) < end;
         if sync {
-            #[cfg(all(feature = "bench-hooks", not(loom)))]
-            let started = std::time::Instant::now();
+            let started = Instant::now();
             if let Err(e) = out.file.sync() {
                 return Err(self.fail_batch(out, before, io_error("sync", &out.path, &e)));
             }
+            let took = started.elapsed();
             #[cfg(all(feature = "bench-hooks", not(loom)))]
-            crate::bench_api::note_log_sync(started.elapsed());
+            crate::bench_api::note_log_sync(took);
+            let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+            out.sync_nanos = if out.sync_nanos == 0 {
+                nanos
+            } else {
+                out.sync_nanos / 8 * 7 + nanos / 8
+            };
+            // Relaxed: stored only under `out`, held here.
+            out.last_batch = end - self.written.load(Ordering::Relaxed);
             out.synced_len = out.len;
             self.counters.syncs.fetch_add(1, Ordering::Relaxed);
         }
