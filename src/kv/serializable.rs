@@ -591,3 +591,6 @@ impl<M: Machinery> Txn<'_, '_, M> {
         self.session.serial.tracked_bytes()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod checker;
