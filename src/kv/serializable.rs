@@ -480,7 +480,7 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
         return r;
     }
     let engine = txn.session.engine;
-    let mut state = engine.serial.lock();
+    let state = engine.serial.lock();
     let serializable = txn.session.serial.serializable;
     let ts = commit_ts(txn, &opts);
     // Untimestamped counts as below every timestamp: a reader at any read
@@ -501,7 +501,14 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
             return Err(e);
         }
     }
+    // Released before the commit (a broken twin): a committer validating
+    // next would pass over this one's versions, still in progress.
+    let mut held = Some(state);
+    if mutant_on(m::SERIALIZABLE_GATE_RELEASED_BEFORE_COMMIT) {
+        held = None;
+    }
     let r = commit(txn, opts);
+    let mut state = held.unwrap_or_else(|| engine.serial.lock());
     if r.is_ok() && serializable && ts > state.last_ts {
         state.last_ts = ts;
     }
