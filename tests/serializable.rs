@@ -715,3 +715,41 @@ fn the_bank_holds_under_serializable_with_concurrent_tellers_and_auditors() {
     let totals = bank::totals(&mut s.begin(&ser()).unwrap());
     assert!(totals.iter().all(|&t| t >= 0), "{totals:?}");
 }
+
+#[test]
+fn after_a_restart_serializable_commit_timestamps_follow_the_recovered_ones() {
+    use snapshot_engine::durability::MemFs;
+    let fs = MemFs::new();
+    let open = || {
+        let o = DurabilityOptions {
+            fs: std::sync::Arc::new(fs.clone()),
+            durability: Durability::Sync,
+            ..DurabilityOptions::default()
+        };
+        Engine::open("/db", EngineConfig::default(), o).unwrap()
+    };
+    let e = open();
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(&ser()).unwrap();
+    t.put("a", "1").unwrap();
+    t.commit(CommitOptions::at(50)).unwrap();
+    drop(s);
+    drop(e);
+    let e = open();
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(&ser()).unwrap();
+    t.get("a").unwrap();
+    t.put("b", "1").unwrap();
+    let err = t.try_commit(CommitOptions::at(40)).unwrap_err();
+    assert_eq!(
+        *err.error(),
+        Error::SerializableTimestampOrder {
+            commit: Timestamp::new(40),
+            last: Timestamp::new(50)
+        }
+    );
+    err.into_txn()
+        .unwrap()
+        .commit(CommitOptions::at(60))
+        .unwrap();
+}

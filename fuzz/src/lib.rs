@@ -52,6 +52,8 @@
 //!   view that is neither aborted nor in progress; a conflict rolls it back
 //!   (a prepare's leaves the finished transaction held); a prepared one
 //!   registers its reads until it resolves and is not validated again;
+//!   after a crash or restart the last serializable timestamp is the
+//!   newest recovered commit's;
 //! * the timestamp rules and their typed errors, in the engine's order of
 //!   checks.
 //!
@@ -1931,7 +1933,9 @@ impl Model {
             *inc += 1;
         }
         self.savepoints.clear();
-        self.ser_last_ts = 0;
+        // Serializable commits follow every recovered commit (the log does
+        // not say which were serializable).
+        self.ser_last_ts = self.durable;
         self.registered.clear();
     }
 

@@ -356,6 +356,17 @@ pub(crate) struct Gate {
 }
 
 impl Gate {
+    /// An engine reopened from its log: the serializable commits after it
+    /// follow every recovered commit, so none may take a commit timestamp
+    /// below the newest recovered one (`newest`: the log does not say which
+    /// commits were serializable, so all count).
+    pub(crate) fn recovered(&self, newest: Option<Timestamp>) {
+        if let Some(ts) = newest {
+            let mut state = self.lock();
+            state.last_ts = state.last_ts.max(ts);
+        }
+    }
+
     fn lock(&self) -> impl std::ops::DerefMut<Target = GateState> + '_ {
         // A panic while the gate was held (a user's log closure, say)
         // leaves its state consistent: every change to it is one
