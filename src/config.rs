@@ -150,7 +150,17 @@ pub enum Isolation {
     /// one counts as below every timestamp) is refused with
     /// [`Error::SerializableTimestampOrder`](crate::Error::SerializableTimestampOrder),
     /// and the transaction stays open to commit at another timestamp: so a
-    /// reader at any read timestamp sees a prefix of the serial order.
+    /// reader at any read timestamp sees a prefix of the serial order. An
+    /// engine reopened from its log starts this bound at the newest
+    /// recovered commit timestamp.
+    ///
+    /// **Cost.** A snapshot-isolation transaction tracks nothing. A
+    /// serializable one keeps each read key and range bound in its own
+    /// buffer, and its commit validates them under the engine's gate, one
+    /// serializable writer at a time, the whole commit included: on a
+    /// durable engine with [`Durability::Sync`](crate::Durability::Sync)
+    /// that includes the log sync, so serializable writers do not share
+    /// group commits (use [`Txn::commit_async`](crate::Txn::commit_async)).
     ///
     /// **Prepared transactions.** Prepare validates, as commit does, and
     /// registers the read set with the engine until the transaction
