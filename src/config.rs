@@ -118,6 +118,67 @@ pub enum Isolation {
     Snapshot,
     /// A fresh snapshot for every read (WiredTiger `read-committed`).
     ReadCommitted,
+    /// Snapshot isolation whose commits are also serializable: the
+    /// committed serializable transactions are equivalent to running one
+    /// at a time, in the order their commits entered the engine's commit
+    /// gate (for timestamped commits, also their commit timestamps' order).
+    ///
+    /// The transaction reads one snapshot, as [`Isolation::Snapshot`], and
+    /// tracks what it read: the keys of `get` and `get_many` and the key
+    /// ranges its scans and cursors covered (each end up to where it read,
+    /// read-ahead included), in its own memory, freed when it ends
+    /// ([`Txn::tracked_bytes`](crate::Txn::tracked_bytes)). A transaction
+    /// that wrote validates at commit, under a per-engine lock that only
+    /// such transactions take: every key it read, and every key inside a
+    /// range it scanned, must have no newer version than the one it saw
+    /// (none committed since its snapshot, in progress or prepared), or the
+    /// commit rolls it back with [`Error::SerializationConflict`] or
+    /// [`Error::RangeConflict`](crate::Error::RangeConflict) (a key
+    /// inserted or deleted in a scanned range: no phantoms).
+    /// [`Session::transaction`](crate::Session::transaction) retries both
+    /// as it retries a write conflict. A read-only serializable
+    /// transaction never fails at commit: its snapshot already holds a
+    /// prefix of the serial order.
+    ///
+    /// **The guarantee holds among serializable transactions** (as in
+    /// PostgreSQL): a snapshot-isolation writer is not validated, and a
+    /// serializable transaction that reads what one wrote may see write
+    /// skew with it.
+    ///
+    /// **Timestamps.** A serializable commit whose commit timestamp is
+    /// below the last timestamped serializable commit's (an untimestamped
+    /// one counts as below every timestamp) is refused with
+    /// [`Error::SerializableTimestampOrder`](crate::Error::SerializableTimestampOrder),
+    /// and the transaction stays open to commit at another timestamp: so a
+    /// reader at any read timestamp sees a prefix of the serial order. An
+    /// engine reopened from its log starts this bound at the newest
+    /// recovered commit timestamp.
+    ///
+    /// **Cost.** A snapshot-isolation transaction tracks nothing. A
+    /// serializable one keeps each read key and range bound in its own
+    /// buffer, and its commit validates them under the engine's gate, one
+    /// serializable writer at a time, the whole commit included: on a
+    /// durable engine with [`Durability::Sync`](crate::Durability::Sync)
+    /// that includes the log sync, so serializable writers do not share
+    /// group commits (use [`Txn::commit_async`](crate::Txn::commit_async)).
+    ///
+    /// **Prepared transactions.** Prepare validates, as commit does, and
+    /// registers the read set with the engine until the transaction
+    /// commits or rolls back: a serializable transaction that writes a key
+    /// it read (or one inside a range it scanned) meanwhile gets
+    /// [`Error::PreparedReadConflict`](crate::Error::PreparedReadConflict),
+    /// so a prepared serializable transaction's commit never fails a
+    /// validation (only the timestamp order above).
+    ///
+    /// Not combinable with `read_at_stable` or with a `prepare_conflicts`
+    /// that skips prepared updates ([`Error::IncompatibleOptions`]). Per
+    /// read: [`Txn::get_untracked`](crate::Txn::get_untracked) reads
+    /// without tracking, and a snapshot-isolation transaction can track a
+    /// read with [`Txn::get_for_update`](crate::Txn::get_for_update).
+    ///
+    /// [`Error::SerializationConflict`]: crate::Error::SerializationConflict
+    /// [`Error::IncompatibleOptions`]: crate::Error::IncompatibleOptions
+    Serializable,
 }
 
 /// What a reader does when it meets a prepared update whose prepare

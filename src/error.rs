@@ -4,7 +4,9 @@
 //! After any error the engine is fully usable. A transaction stays usable
 //! after a timestamp error; after [`Error::WriteConflict`] or
 //! [`Error::PrepareConflict`] on a write it must roll back
-//! ([`Error::MustRollBack`] for anything else it tries).
+//! ([`Error::MustRollBack`] for anything else it tries). A serializable
+//! conflict ([`Error::SerializationConflict`], [`Error::RangeConflict`],
+//! [`Error::PreparedReadConflict`]) has already rolled it back.
 
 use crate::ts::Timestamp;
 use std::fmt;
@@ -58,6 +60,26 @@ impl fmt::Display for KeyText<'_> {
                 }
                 Ok(())
             }
+        }
+    }
+}
+
+/// Shows a key range as `["a", "m")`, `(.., 0x00]`.
+struct RangeText<'a>(&'a std::ops::Bound<Vec<u8>>, &'a std::ops::Bound<Vec<u8>>);
+
+impl fmt::Display for RangeText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use std::ops::Bound;
+        match self.0 {
+            Bound::Included(k) => write!(f, "[{}", KeyText(k))?,
+            Bound::Excluded(k) => write!(f, "({}", KeyText(k))?,
+            Bound::Unbounded => f.write_str("(..")?,
+        }
+        f.write_str(", ")?;
+        match self.1 {
+            Bound::Included(k) => write!(f, "{}]", KeyText(k)),
+            Bound::Excluded(k) => write!(f, "{})", KeyText(k)),
+            Bound::Unbounded => f.write_str("..)"),
         }
     }
 }
@@ -195,6 +217,47 @@ pub enum Error {
     PrepareConflict {
         /// The key.
         key: Vec<u8>,
+    },
+    /// A serializable transaction (or a snapshot-isolation one's
+    /// [`Txn::get_for_update`](crate::Txn::get_for_update)) read `key`,
+    /// and at its commit or prepare the key has a newer version than the
+    /// one it read: committed after its snapshot, or still in progress or
+    /// prepared. The transaction was rolled back; retry it.
+    SerializationConflict {
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// A serializable transaction scanned the range from `start` to `end`,
+    /// and at its commit or prepare `key`, inside it, has a newer version
+    /// than the scan saw (an insert, update or delete since its snapshot,
+    /// or one in progress or prepared). The transaction was rolled back;
+    /// retry it.
+    RangeConflict {
+        /// The scanned range's lower bound.
+        start: std::ops::Bound<Vec<u8>>,
+        /// The scanned range's upper bound (where the scan stopped).
+        end: std::ops::Bound<Vec<u8>>,
+        /// The key that changed.
+        key: Vec<u8>,
+    },
+    /// A serializable transaction wrote `key`, which a prepared
+    /// transaction (serializable, or with a tracked read) read, or which
+    /// lies inside a range it scanned, before that transaction resolved.
+    /// The writer was rolled back; retry it once the prepared transaction
+    /// has resolved.
+    PreparedReadConflict {
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// A serializable commit timestamp below the last timestamped
+    /// serializable commit's (an untimestamped commit, `commit` 0, is
+    /// below every timestamp). The transaction stays open: commit it at
+    /// `last` or above, or roll it back.
+    SerializableTimestampOrder {
+        /// The rejected commit timestamp (`Timestamp::NONE`: untimestamped).
+        commit: Timestamp,
+        /// The last timestamped serializable commit's timestamp.
+        last: Timestamp,
     },
     /// A write in a read-only transaction (`TxnOptions::read_only`,
     /// `read_at_stable`, or ignoring prepared updates without allowing writes).
@@ -426,6 +489,26 @@ impl fmt::Display for Error {
             ),
             WriteConflict { key } => write!(f, "write conflict on key {}", KeyText(key)),
             PrepareConflict { key } => write!(f, "prepare conflict on key {}", KeyText(key)),
+            SerializationConflict { key } => write!(
+                f,
+                "serialization conflict on key {}: it changed after this transaction read it",
+                KeyText(key)
+            ),
+            RangeConflict { start, end, key } => write!(
+                f,
+                "serialization conflict on key {} inside the scanned range {}",
+                KeyText(key),
+                RangeText(start, end)
+            ),
+            PreparedReadConflict { key } => write!(
+                f,
+                "serialization conflict on key {}: a prepared transaction read it",
+                KeyText(key)
+            ),
+            SerializableTimestampOrder { commit, last } => write!(
+                f,
+                "serializable commit timestamp {commit} is below the last serializable commit timestamp {last}"
+            ),
             ReadOnlyTransaction => write!(f, "write in a read-only transaction"),
             MustRollBack => write!(f, "transaction hit a conflict and must roll back"),
             KeyTooLarge { len, max } => {
@@ -570,6 +653,23 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "options read_at_stable and read_timestamp cannot be combined"
+        );
+        let e = Error::RangeConflict {
+            start: std::ops::Bound::Included(b"a".to_vec()),
+            end: std::ops::Bound::Excluded(b"m".to_vec()),
+            key: b"c".to_vec(),
+        };
+        assert_eq!(
+            e.to_string(),
+            r#"serialization conflict on key "c" inside the scanned range ["a", "m")"#
+        );
+        let e = Error::SerializableTimestampOrder {
+            commit: Timestamp::new(5),
+            last: Timestamp::new(9),
+        };
+        assert_eq!(
+            e.to_string(),
+            "serializable commit timestamp 5 is below the last serializable commit timestamp 9"
         );
         let e = Error::KeyTooLarge { len: 1, max: 0 };
         assert_eq!(e.to_string(), "key of 1 byte exceeds the limit 0");

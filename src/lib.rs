@@ -56,6 +56,13 @@
 //!   uncommitted, prepared, or committed outside this transaction's view is
 //!   [`Error::WriteConflict`], after which the transaction must roll back.
 //!   Snapshot isolation permits write skew.
+//! * **Serializable.** [`Isolation::Serializable`] transactions track what
+//!   they read and validate it at commit: the committed ones are equivalent
+//!   to a serial order (their commit order, and for timestamped commits
+//!   their commit timestamps' order), with no write skew and no phantoms;
+//!   a conflict is a typed error that rolls the transaction back, and a
+//!   read-only one never fails. The guarantee holds among serializable
+//!   transactions.
 //! * **Aborted and prepared updates.** Nobody ever sees an aborted update. A
 //!   prepared update at or below the read timestamp is
 //!   [`Error::PrepareConflict`] unless the transaction ignores prepared

@@ -42,6 +42,18 @@
 //!   other end at its first step after the cursor opens or after a seek of
 //!   either end, so that step takes the snapshot and meets any prepare
 //!   conflict between the ends;
+//! * serializable transactions track the keys they `get` and the ranges
+//!   they scan (a cursor: the whole range between its ends at each
+//!   read-ahead); one that wrote (or prepares) checks, at commit, that its
+//!   commit timestamp is not below the last serializable commit's
+//!   (untimestamped counting as below all), then validates: its writes
+//!   against the reads a prepared serializable transaction registered, its
+//!   keys and then its ranges (keys in order) for a version newer than its
+//!   view that is neither aborted nor in progress; a conflict rolls it back
+//!   (a prepare's leaves the finished transaction held); a prepared one
+//!   registers its reads until it resolves and is not validated again;
+//!   after a crash or restart the last serializable timestamp is the
+//!   newest recovered commit's;
 //! * the timestamp rules and their typed errors, in the engine's order of
 //!   checks.
 //!
@@ -145,8 +157,9 @@ impl fmt::Debug for Ts {
 /// the exception rather than half of all transactions.
 #[derive(Arbitrary, Clone, Copy)]
 pub struct BeginOpts {
-    /// Bit 0: read-committed; bits 1-3 == 1: read-only; bits 4-5 == 1:
-    /// read at stable; bit 7: round up the read timestamp.
+    /// Bit 0: read-committed; bit 6 (bit 0 clear): serializable; bits
+    /// 1-3 == 1: read-only; bits 4-5 == 1: read at stable; bit 7: round up
+    /// the read timestamp.
     pub flags: u8,
     /// Bit 0: round up the prepare timestamp; `(bits >> 1) % 8`: 6 ignore
     /// prepared updates, 7 ignore and allow writes, else enforce.
@@ -160,6 +173,8 @@ impl BeginOpts {
         TxnOptions {
             isolation: if self.flags & 1 == 1 {
                 Isolation::ReadCommitted
+            } else if self.flags & 0x40 != 0 {
+                Isolation::Serializable
             } else {
                 Isolation::Snapshot
             },
@@ -900,6 +915,61 @@ struct MTxn {
     writes: Vec<(Vec<u8>, usize)>,
     /// Live savepoints, oldest first: (id, writes before it).
     savepoints: Vec<(u64, usize)>,
+    /// Serializable: what it read, in order (keys, then the ranges its
+    /// scans and cursors covered), validated at commit or prepare.
+    reads: Reads,
+    /// Serializable: every key it wrote, in order (savepoints undo none),
+    /// checked against the prepared transactions' registered reads.
+    ser_writes: Vec<Vec<u8>>,
+    /// Finished by a serializable conflict at prepare: the engine's `Txn`
+    /// (prepare borrows it) is still held, finished.
+    held: bool,
+}
+
+type OwnedRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// A serializable transaction's tracked reads.
+#[derive(Clone, Debug, Default)]
+struct Reads {
+    keys: Vec<Vec<u8>>,
+    ranges: Vec<OwnedRange>,
+}
+
+impl Reads {
+    fn covers(&self, k: &[u8]) -> bool {
+        self.keys.iter().any(|x| x == k)
+            || self.ranges.iter().any(|(lo, hi)| {
+                in_bounds(
+                    k,
+                    lo.as_ref().map(Vec::as_slice),
+                    hi.as_ref().map(Vec::as_slice),
+                )
+            })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.ranges.is_empty()
+    }
+}
+
+/// Is the range between `lo` and `hi` empty as bounds (a cursor refill
+/// records nothing then)?
+fn empty_bounds(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+    let (l, l_in) = match lo {
+        Bound::Unbounded => return false,
+        Bound::Included(k) => (k, true),
+        Bound::Excluded(k) => (k, false),
+    };
+    let (h, h_in) = match hi {
+        Bound::Unbounded => return false,
+        Bound::Included(k) => (k, true),
+        Bound::Excluded(k) => (k, false),
+    };
+    l > h || (l == h && !(l_in && h_in))
+}
+
+fn own_range(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> OwnedRange {
+    (lo.map(<[u8]>::to_vec), hi.map(<[u8]>::to_vec))
 }
 
 #[derive(Debug, Default)]
@@ -939,6 +1009,11 @@ pub struct Model {
     synced: usize,
     /// The last checkpoint: (commits before it, its stable timestamp).
     ckpt: Option<(usize, u64)>,
+    /// The serializable commit gate: the last timestamped serializable
+    /// commit's timestamp, and the prepared transactions' registered
+    /// reads, in registration order (session, reads).
+    ser_last_ts: u64,
+    registered: Vec<(usize, Reads)>,
 }
 
 fn ts(v: u64) -> Timestamp {
@@ -1002,6 +1077,8 @@ impl Model {
             sessions: (0..SESSIONS).map(|_| MSession::default()).collect(),
             incarnations: vec![0; SESSIONS],
             savepoints: Vec::new(),
+            ser_last_ts: 0,
+            registered: Vec::new(),
         }
     }
 
@@ -1119,7 +1196,70 @@ impl Model {
         }
         self.sessions[s].prepared = 0;
         self.sessions[s].announced = 0;
+        self.deregister(s);
         self.finish(s, t);
+    }
+
+    /// A transaction on session `s` ended: its registered reads go.
+    fn deregister(&mut self, s: usize) {
+        self.registered.retain(|(o, _)| *o != s);
+    }
+
+    /// Has `key` a version newer than `t`'s view, neither aborted nor in
+    /// progress (a serializable read that no longer holds)?
+    fn changed(&self, t: &MTxn, key: &[u8]) -> bool {
+        for v in self.versions.get(key).into_iter().flatten().rev() {
+            if v.txn == t.id && t.id != 0 {
+                if v.state == VState::Aborted {
+                    continue;
+                }
+                return false;
+            }
+            match v.state {
+                VState::Aborted | VState::InProgress => {}
+                VState::Committed(c) if Self::committed_visible(t, v.txn, c) => return false,
+                _ => return true,
+            }
+        }
+        false
+    }
+
+    /// A serializable transaction's validation at commit or prepare: its
+    /// writes against the other prepared transactions' registered reads,
+    /// then its tracked keys, then its tracked ranges.
+    fn validate(&self, s: usize, t: &MTxn) -> Result<(), Error> {
+        for (o, reads) in &self.registered {
+            if *o == s {
+                continue;
+            }
+            if let Some(k) = t.ser_writes.iter().find(|k| reads.covers(k)) {
+                return Err(Error::PreparedReadConflict { key: k.clone() });
+            }
+        }
+        if let Some(k) = t.reads.keys.iter().find(|k| self.changed(t, k)) {
+            return Err(Error::SerializationConflict { key: k.clone() });
+        }
+        for (lo, hi) in &t.reads.ranges {
+            let (l, h) = (
+                lo.as_ref().map(Vec::as_slice),
+                hi.as_ref().map(Vec::as_slice),
+            );
+            if empty_bounds(l, h) {
+                continue;
+            }
+            let hit = self
+                .versions
+                .keys()
+                .find(|k| in_bounds(k, l, h) && self.changed(t, k));
+            if let Some(key) = hit {
+                return Err(Error::RangeConflict {
+                    start: lo.clone(),
+                    end: hi.clone(),
+                    key: key.clone(),
+                });
+            }
+        }
+        Ok(())
     }
 
     fn set_read_ts(&mut self, s: usize, t: &mut MTxn, v: Timestamp) -> Result<Timestamp, Error> {
@@ -1157,6 +1297,20 @@ impl Model {
                 self.abort(s, &mut old);
             }
         }
+        if opts.isolation == Isolation::Serializable {
+            if opts.read_at_stable {
+                return Err(Error::IncompatibleOptions {
+                    first: "isolation: Serializable",
+                    second: "read_at_stable",
+                });
+            }
+            if opts.prepare_conflicts != PrepareConflicts::Enforce {
+                return Err(Error::IncompatibleOptions {
+                    first: "isolation: Serializable",
+                    second: "prepare_conflicts",
+                });
+            }
+        }
         if let Some(r) = opts.read_timestamp {
             check_ts(TimestampRole::Read, r)?;
             if opts.read_at_stable {
@@ -1177,6 +1331,9 @@ impl Model {
             view: MView::Lazy,
             writes: Vec::new(),
             savepoints: Vec::new(),
+            reads: Reads::default(),
+            ser_writes: Vec::new(),
+            held: false,
         };
         // With no stable timestamp set, the fast path reads the latest
         // committed snapshot instead (see `Txn::begin`).
@@ -1248,6 +1405,9 @@ impl Model {
             seq: 0,
         });
         t.writes.push((key.to_vec(), chain.len() - 1));
+        if t.opts.isolation == Isolation::Serializable {
+            t.ser_writes.push(key.to_vec());
+        }
         Ok(Out::Unit)
     }
 
@@ -1349,7 +1509,26 @@ impl Model {
         Ok(Out::Unit)
     }
 
+    /// Prepare through the serializable gate: a usable serializable
+    /// transaction validates first (a conflict rolls it back), and its
+    /// reads are registered once it has prepared.
     fn prepare(&mut self, s: usize, t: &mut MTxn, p: Timestamp) -> Res {
+        if t.opts.isolation != Isolation::Serializable || check_usable(t).is_err() {
+            return self.prepare_now(s, t, p);
+        }
+        if let Err(e) = self.validate(s, t) {
+            self.abort(s, t);
+            t.held = true;
+            return Err(e);
+        }
+        let r = self.prepare_now(s, t, p)?;
+        if !t.reads.is_empty() {
+            self.registered.push((s, std::mem::take(&mut t.reads)));
+        }
+        Ok(r)
+    }
+
+    fn prepare_now(&mut self, s: usize, t: &mut MTxn, p: Timestamp) -> Res {
         if t.state == TState::Prepared {
             return Err(Error::AlreadyPrepared);
         }
@@ -1420,7 +1599,53 @@ impl Model {
         Ok(Out::Ts(ts(p)))
     }
 
+    /// Commit through the serializable gate: a serializable transaction
+    /// that wrote or prepared (and is not doomed) checks the timestamp
+    /// order, then (unless prepared) validates; a conflict rolls it back.
     fn commit(
+        &mut self,
+        s: usize,
+        t: &mut MTxn,
+        c: Option<Timestamp>,
+        d: Option<Timestamp>,
+    ) -> Res {
+        let prepared = t.state == TState::Prepared;
+        let gated = t.opts.isolation == Isolation::Serializable
+            && (t.id != 0 || prepared)
+            && t.state != TState::Doomed
+            && t.state != TState::Finished;
+        if !gated {
+            return self.commit_now(s, t, c, d);
+        }
+        let given = c.map_or(t.commit_ts, Timestamp::get);
+        let cts = if prepared && t.opts.roundup_prepared && given < t.prepare_ts {
+            t.prepare_ts
+        } else {
+            given
+        };
+        if cts < self.ser_last_ts {
+            return Err(Error::SerializableTimestampOrder {
+                commit: ts(cts),
+                last: ts(self.ser_last_ts),
+            });
+        }
+        if !prepared {
+            if let Err(e) = self.validate(s, t) {
+                self.abort(s, t);
+                return Err(e);
+            }
+        }
+        let r = self.commit_now(s, t, c, d);
+        if r.is_ok() {
+            self.ser_last_ts = self.ser_last_ts.max(cts);
+        }
+        if t.state == TState::Finished {
+            self.deregister(s);
+        }
+        r
+    }
+
+    fn commit_now(
         &mut self,
         s: usize,
         t: &mut MTxn,
@@ -1708,6 +1933,10 @@ impl Model {
             *inc += 1;
         }
         self.savepoints.clear();
+        // Serializable commits follow every recovered commit (the log does
+        // not say which were serializable).
+        self.ser_last_ts = self.durable;
+        self.registered.clear();
     }
 
     /// Applies `op` (the `step`-th) to the model.
@@ -1779,8 +2008,12 @@ impl Model {
             return Ok(Out::NoTxn);
         };
         let r = self.txn_op(s, &mut t, step, op);
-        // A finished transaction is gone: commit and rollback take it.
-        if t.state != TState::Finished {
+        if matches!(op, Op::Commit(..)) {
+            t.held = false;
+        }
+        // A finished transaction is gone: commit and rollback take it
+        // (one a prepare's conflict finished stays until they do).
+        if t.state != TState::Finished || t.held {
             self.sessions[s].txn = Some(t);
         }
         r
@@ -1797,6 +2030,12 @@ impl Model {
         rev: bool,
     ) -> Res {
         self.before_read(s, t)?;
+        // A serializable cursor's read-ahead covers the whole range between
+        // its ends (the key space is smaller than a batch), also when it
+        // meets a prepare conflict.
+        if t.opts.isolation == Isolation::Serializable && !empty_bounds(lo, hi) {
+            t.reads.ranges.push(own_range(lo, hi));
+        }
         let mut rows = Vec::new();
         let mut keys: Vec<Vec<u8>> = self.versions.keys().cloned().collect();
         if rev {
@@ -1882,6 +2121,9 @@ impl Model {
                     out.push(Some(Err(e)));
                     continue;
                 }
+                if t.opts.isolation == Isolation::Serializable && !empty_bounds(f, c) {
+                    t.reads.ranges.push(own_range(f, c));
+                }
                 let conflicts = |k: &&Vec<u8>| self.read(t, k).is_err();
                 let conflict = if forward {
                     between.iter().find(conflicts)
@@ -1934,6 +2176,9 @@ impl Model {
                         max: MAX_KEY_LEN,
                     });
                 }
+                if t.opts.isolation == Isolation::Serializable {
+                    t.reads.keys.push(k.get().to_vec());
+                }
                 self.before_read(s, t)?;
                 match self.read(t, k.get()) {
                     Ok(v) => Ok(Out::Value(v)),
@@ -1946,6 +2191,7 @@ impl Model {
             Op::Delete(_, k) => self.write(s, t, step, k.get(), None),
             Op::Range(_, lo, hi) => {
                 self.before_read(s, t)?;
+                let track = t.opts.isolation == Isolation::Serializable;
                 let mut rows = Vec::new();
                 let keys: Vec<Vec<u8>> = self.versions.keys().cloned().collect();
                 for k in keys {
@@ -1955,8 +2201,17 @@ impl Model {
                     match self.read(t, &k) {
                         Ok(Some(v)) => rows.push((k, v)),
                         Ok(None) => {}
-                        Err(()) => return Err(Error::PrepareConflict { key: k }),
+                        Err(()) => {
+                            if track {
+                                let r = own_range(lo.get(), Bound::Included(&k));
+                                t.reads.ranges.push(r);
+                            }
+                            return Err(Error::PrepareConflict { key: k });
+                        }
                     }
+                }
+                if track {
+                    t.reads.ranges.push(own_range(lo.get(), hi.get()));
                 }
                 Ok(Out::Rows(rows))
             }
@@ -2038,6 +2293,11 @@ impl Model {
             Op::SetDurableTs(_, d) => self.set_durable_ts(s, t, d.get()),
             Op::Commit(_, c, d) => self.commit(s, t, c.map(Ts::get), d.map(Ts::get)),
             Op::Rollback(_) => {
+                if t.held {
+                    // The engine's rollback of a finished `Txn` does nothing.
+                    t.held = false;
+                    return Ok(Out::Unit);
+                }
                 if t.state == TState::Finished {
                     return Err(Error::TransactionFinished);
                 }

@@ -80,9 +80,11 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
 
     /// See [`Txn::prepare`](crate::Txn::prepare).
     pub fn prepare(&mut self, ts: impl Into<Timestamp>) -> Result<Timestamp> {
-        let writes = &mut self.session.writes;
-        self.inner.prepare(ts, |done| {
-            writes.complete(done);
+        super::serializable::gated_prepare(self, ts.into(), |t, ts| {
+            let writes = &mut t.session.writes;
+            t.inner.prepare(ts, |done| {
+                writes.complete(done);
+            })
         })
     }
 
@@ -96,12 +98,13 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         self.session.durability = Some(CommitMode::Async);
         // On an error `self` drops here, which rolls it back, as `commit`
         // does.
-        let lsn = if self.session.engine.durable.is_some() {
-            self.commit_logged(opts)?
-        } else {
-            self.commit_in_place(opts)?;
-            None
-        };
+        let lsn = super::serializable::gated(&mut self, opts, |t, opts| {
+            if t.session.engine.durable.is_some() {
+                t.commit_logged(opts)
+            } else {
+                t.commit_in_place(opts).map(|()| None)
+            }
+        })?;
         Ok(match &self.session.engine.durable {
             Some(d) => d.handle(lsn),
             None => crate::CommitHandle::ready(),
@@ -117,7 +120,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
     /// See [`Txn::try_commit`](crate::Txn::try_commit).
     #[inline]
     pub fn try_commit(mut self, opts: CommitOptions) -> Result<(), CommitError<'s, 'e, M>> {
-        match self.commit_in_place(opts) {
+        match super::serializable::gated(&mut self, opts, Self::commit_in_place) {
             Ok(()) => Ok(()),
             Err(error) => {
                 let txn = self.inner.is_open().then(|| Box::new(self));

@@ -473,6 +473,10 @@ impl<'t, 's, 'e, M: Machinery> Cursor<'t, 's, 'e, M> {
         self.txn.inner.count(Count::Reads, examined as u64);
         self.txn.inner.count(Count::VersionsRead, versions);
         batch.done = exhausted;
+        if self.txn.session.serial.track {
+            let track = &mut self.txn.session.serial;
+            track.note_refill(bounds, forward, exhausted, last);
+        }
         if let Some(key) = conflict {
             self.txn.inner.count(Count::PrepareConflicts, 1);
             self.failed = Some(Error::PrepareConflict { key });

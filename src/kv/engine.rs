@@ -24,6 +24,8 @@ pub struct Engine<M: Machinery = LockFree> {
     pub(crate) durable: Option<crate::durability::Opened>,
     /// Prepared commits durable above stable, for `rollback_to_stable`.
     pub(crate) prepared_durable: super::PreparedDurable,
+    /// The serializable commit gate (`kv/serializable.rs`).
+    pub(crate) serial: super::serializable::Gate,
 }
 
 impl Engine<LockFree> {
@@ -52,6 +54,7 @@ impl<M: Machinery> Engine<M> {
             config,
             durable: None,
             prepared_durable: Default::default(),
+            serial: Default::default(),
         })
     }
 
@@ -182,6 +185,8 @@ pub(crate) struct SessionData<'e, M: Machinery> {
     /// engine's durability says ([`Txn::set_durability`],
     /// [`Txn::commit_async`]).
     pub(crate) durability: Option<CommitMode>,
+    /// The open transaction's serializable tracking (`kv/serializable.rs`).
+    pub(crate) serial: super::serializable::Tracker<'e>,
 }
 
 impl<'e, M: Machinery> Session<'e, M> {
@@ -198,6 +203,7 @@ impl<'e, M: Machinery> Session<'e, M> {
                 savepoint_ids: 0,
                 token: crate::sync::unique_id(),
                 durability: None,
+                serial: super::serializable::Tracker::new(&engine.serial),
             },
             owner,
             _not_sync: std::marker::PhantomData,
@@ -251,16 +257,20 @@ impl<'e, M: Machinery> Session<'e, M> {
 
 /// `Session::transaction`'s loop (of both forms of `Session`): runs
 /// `attempt` (begin, the caller's closure, commit) until it returns
-/// anything but [`Error::WriteConflict`] or the [`Error::MustRollBack`] that
-/// follows one, at most [`Session::TRANSACTION_ATTEMPTS`] times, backing
+/// anything but [`Error::WriteConflict`], the [`Error::MustRollBack`] that
+/// follows one, or a serializable conflict, at most [`Session::TRANSACTION_ATTEMPTS`] times, backing
 /// off between attempts.
 pub(super) fn retry_conflicts<R>(mut attempt: impl FnMut() -> Result<R>) -> Result<R> {
     let mut n = 1;
     loop {
         match attempt() {
-            Err(Error::WriteConflict { .. } | Error::MustRollBack)
-                if n < crate::Session::TRANSACTION_ATTEMPTS =>
-            {
+            Err(
+                Error::WriteConflict { .. }
+                | Error::MustRollBack
+                | Error::SerializationConflict { .. }
+                | Error::RangeConflict { .. }
+                | Error::PreparedReadConflict { .. },
+            ) if n < crate::Session::TRANSACTION_ATTEMPTS => {
                 conflict_backoff(n);
                 n += 1;
             }

@@ -12,6 +12,7 @@ pub(crate) mod plain;
 mod range;
 mod raw;
 mod rollback_to_stable;
+mod serializable;
 mod txn;
 
 pub use commit::CommitError;

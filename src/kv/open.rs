@@ -77,6 +77,9 @@ impl Engine<LockFree> {
         let rec = Recovery::open(dir.as_ref(), &options)?;
         let mut engine = Engine::with_machinery(config)?;
         let replayed = replay(&engine, &rec)?;
+        engine
+            .serial
+            .recovered(engine.mgr.query_timestamp(crate::TimestampKind::AllDurable));
         let stable = rec.stable();
         if !stable.is_none() {
             engine.set_timestamps(TimestampUpdate {

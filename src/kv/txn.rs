@@ -44,6 +44,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
     ) -> Result<Self> {
         d.savepoints.clear();
         d.durability = None;
+        d.serial.begin(opts)?;
         Ok(Txn {
             inner: msess.begin(opts)?,
             session: d,
@@ -92,6 +93,9 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
                 max,
             });
         }
+        if self.session.serial.track {
+            self.session.serial.note_key(key);
+        }
         let view = self.inner.read_view()?;
         let (r, examined) = self.session.engine.store.read(key, &view, |found, n| {
             let r = match found {
@@ -130,6 +134,9 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
                 len: k.as_ref().len(),
                 max,
             });
+        }
+        if self.session.serial.track {
+            self.session.serial.note_keys(keys);
         }
         let view = self.inner.read_view()?;
         let (mut reads, mut examined) = (0, 0);
@@ -182,10 +189,18 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         let guard = store.collector.pin();
         let mut conflict: Option<Vec<u8>> = None;
         let (mut reads, mut examined) = (0, 0);
+        let track = self.session.serial.track;
+        let mut stopped: Option<Vec<u8>> = None;
         store.index.range(bounds, true, &guard, |k, e| {
             reads += 1;
             match e.read_counted(&view, &guard, &mut examined) {
-                Found::Value(v) => f(k, v),
+                Found::Value(v) => {
+                    let go = f(k, v);
+                    if !go && track {
+                        stopped = Some(k.to_vec());
+                    }
+                    go
+                }
                 Found::Deleted | Found::Absent => true,
                 Found::PrepareConflict => {
                     conflict = Some(k.to_vec());
@@ -194,6 +209,10 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
             }
         });
         drop(guard);
+        if track {
+            let at = conflict.as_deref().or(stopped.as_deref());
+            self.session.serial.note_scan(bounds, at);
+        }
         self.inner.count(Count::Reads, reads);
         self.inner.count(Count::VersionsRead, examined);
         match conflict {
@@ -291,6 +310,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         match self.session.writes.write(key, status, value, &view) {
             Ok(retries) => {
                 self.inner.count(Count::ChainCasRetries, retries);
+                self.session.serial.note_write(key);
                 Ok(())
             }
             Err(_) => {
@@ -305,7 +325,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         self.rollback_in_place();
     }
 
-    fn rollback_in_place(&mut self) {
+    pub(super) fn rollback_in_place(&mut self) {
         let writes = &mut self.session.writes;
         let mut unlinked = 0;
         // Only an open transaction (the one thing a `Txn` can be outside
@@ -318,6 +338,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
             self.inner.count(Count::VersionsPruned, unlinked);
         }
         self.session.writes.clear();
+        super::serializable::rolled_back(self.session);
     }
 }
 

@@ -444,6 +444,21 @@ impl<'a> ReadView<'a> {
         }
     }
 
+    /// A serializable transaction's validation of a key it read, judging
+    /// one version newest first, as [`ReadView::write_check`] does, except
+    /// that another transaction's version still in progress is
+    /// [`WriteCheck::Skip`]: that writer has not committed, and when it
+    /// does it validates its own reads, after this transaction's (the
+    /// first committer wins). Prepared, and committed outside this view,
+    /// are [`WriteCheck::Conflict`].
+    #[inline]
+    pub fn read_check(&self, status: &VersionStatus) -> WriteCheck {
+        if status.writer != self.own && state_of(status.word()) == IN_PROGRESS {
+            return WriteCheck::Skip;
+        }
+        self.write_check(status)
+    }
+
     #[inline]
     fn write_judge(&self, status: &VersionStatus, w: u64) -> WriteCheck {
         match state_of(w) {

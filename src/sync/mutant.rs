@@ -171,6 +171,14 @@ pub const RELAXED_UNLINK_STORE: u32 = 51;
 /// is not loom-visible).
 #[cfg_attr(not(feature = "replication"), allow(dead_code))]
 pub const STABLE_FOLLOWS_NEWEST_COMMIT: u32 = 52;
+/// A serializable commit (or prepare) skips the validation of its read
+/// set under the commit gate (`kv/serializable.rs`), so write skew and
+/// phantoms commit as under snapshot isolation.
+pub const SERIALIZABLE_SKIPS_VALIDATION: u32 = 53;
+/// A serializable commit leaves the commit gate after its validation and
+/// before its commit instead of after, so a second committer can validate
+/// while the first's versions are still in progress (and pass over them).
+pub const SERIALIZABLE_GATE_RELEASED_BEFORE_COMMIT: u32 = 54;
 
 #[cfg(loom)]
 static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

@@ -10,6 +10,7 @@
 
 mod cursor;
 mod engine;
+mod serializable;
 mod txn;
 
 pub use cursor::Cursor;

@@ -100,6 +100,16 @@ impl<'s, 'm, M: Machinery> Transaction<'s, 'm, M> {
         self.sess.cur.read_ts
     }
 
+    /// The commit timestamp set before commit (`NONE`: none set).
+    pub(crate) fn commit_timestamp(&self) -> Timestamp {
+        self.sess.cur.commit_ts
+    }
+
+    /// The prepare timestamp (`NONE`: not prepared).
+    pub(crate) fn prepare_timestamp(&self) -> Timestamp {
+        self.sess.cur.prepare_ts
+    }
+
     /// See [`Transaction::options`](crate::machinery::Transaction::options).
     pub fn options(&self) -> &TxnOptions {
         &self.sess.cur.opts

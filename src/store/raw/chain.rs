@@ -446,6 +446,23 @@ impl KeyEntry {
         Ok(())
     }
 
+    /// Has this key a version newer than `view`'s, not in progress
+    /// ([`ReadView::read_check`]: a serializable transaction's validation
+    /// of a key it read, `kv/serializable.rs`)?
+    pub(crate) fn changed_since(&self, view: &ReadView<'_>, _guard: &Guard) -> bool {
+        let mut p = self.head_ptr();
+        while !p.is_null() {
+            // SAFETY: as in `read`; the caller holds a guard (invariant 11).
+            let v = unsafe { &*p };
+            match view.read_check(&v.status) {
+                WriteCheck::Allowed => return false,
+                WriteCheck::Skip => p = v.next_ptr(),
+                WriteCheck::Conflict => return true,
+            }
+        }
+        false
+    }
+
     /// Prepends `v` (written by `view.own()`) after the conflict check.
     /// Returns the installed version, or the conflict with the version back.
     pub(crate) fn prepend(

@@ -1,0 +1,620 @@
+//! Serializable transactions ([`Isolation::Serializable`]): the read set
+//! a transaction tracks, the per-engine commit gate, and the validation a
+//! writer runs inside it.
+//!
+//! # Mechanism
+//!
+//! A serializable transaction records, in its session's [`Tracker`] (its
+//! own memory, cleared at its end), the keys its point reads asked for and
+//! the key ranges its scans and cursors covered (each end up to where it
+//! read). A snapshot-isolation transaction records nothing unless it asks
+//! for a tracked read ([`Txn::get_for_update`]).
+//!
+//! Its writes are installed as versions before commit, as every
+//! transaction's are (first updater wins). At commit, a transaction that
+//! wrote (or prepared) and is serializable or tracked a read takes the
+//! engine's [`Gate`] (a mutex no other transaction touches), checks the
+//! serializable timestamp order, validates, and runs the machinery's whole
+//! commit (timestamps claimed, statuses flipped, the completion's
+//! descriptor installed) before it lets the gate go. Validation: every
+//! tracked key, and every key of every tracked range (in the index's
+//! ordered view), must have as its newest version that is neither aborted
+//! nor still in progress this transaction's own or one its view sees
+//! ([`ReadView::read_check`](crate::machinery::ReadView::read_check));
+//! otherwise a transaction that committed outside its view, or one that
+//! is prepared, wrote it: a conflict. A version still in progress is
+//! passed over: its writer has not committed, and it validates its own
+//! reads when it does, after this one (the first committer wins). And no
+//! key it wrote may lie in the read set of a prepared transaction still
+//! registered at the gate.
+//!
+//! # Why it is serializable (among serializable transactions)
+//!
+//! Order the committed serializable writers by their gate entry (a
+//! prepared one anywhere between its prepare's gate entry and its
+//! commit's). Every dependency between two of them points forward in that
+//! order: a write it read was committed before its snapshot; a read it
+//! made was still current at its gate entry (validation), so whoever
+//! overwrote it committed later; a key it overwrote was committed first
+//! (first updater wins). A read-only serializable transaction reads a
+//! snapshot: every descriptor is derived from the one before it, and each
+//! gated commit installs its descriptor before the next one enters the
+//! gate, so a snapshot that sees one gated commit sees every earlier one.
+//! A read timestamp filters further by commit timestamp, which is why the
+//! gate also refuses a serializable commit timestamp below the last one
+//! ([`Error::SerializableTimestampOrder`]): the commits a reader at any
+//! timestamp sees are then closed under those dependencies too, and a
+//! reader never fails at commit.
+
+use super::engine::SessionData;
+use super::txn::Txn;
+use crate::config::{CommitOptions, Isolation, PrepareConflicts, TxnOptions};
+use crate::error::{Error, Result};
+use crate::machinery::with_machinery::Machinery;
+use crate::machinery::ReadView;
+use crate::store::Store;
+use crate::sync::{mutant as m, mutant_on, Mutex};
+use crate::ts::{Timestamp, TxnId};
+use std::ops::{Bound, Range};
+
+/// A tracker that grew past this many bytes of keys (or entries) frees its
+/// buffers when its transaction ends instead of keeping them for the next.
+const KEEP_BYTES: usize = 64 * 1024;
+
+/// One end of a tracked range: offsets of its key in the read set's bytes.
+#[derive(Clone, Debug)]
+enum Edge {
+    Unbounded,
+    Included(Range<usize>),
+    Excluded(Range<usize>),
+}
+
+/// What a transaction read: keys and ranges, their bytes in one buffer.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ReadSet {
+    bytes: Vec<u8>,
+    keys: Vec<Range<usize>>,
+    ranges: Vec<(Edge, Edge)>,
+}
+
+impl ReadSet {
+    fn push(&mut self, key: &[u8]) -> Range<usize> {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(key);
+        start..self.bytes.len()
+    }
+
+    fn edge(&mut self, b: Bound<&[u8]>) -> Edge {
+        match b {
+            Bound::Unbounded => Edge::Unbounded,
+            Bound::Included(k) => Edge::Included(self.push(k)),
+            Bound::Excluded(k) => Edge::Excluded(self.push(k)),
+        }
+    }
+
+    fn add_key(&mut self, key: &[u8]) {
+        let r = self.push(key);
+        self.keys.push(r);
+    }
+
+    fn add_range(&mut self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) {
+        let (lo, hi) = (self.edge(lo), self.edge(hi));
+        self.ranges.push((lo, hi));
+    }
+
+    fn bound(&self, e: &Edge) -> Bound<&[u8]> {
+        match e {
+            Edge::Unbounded => Bound::Unbounded,
+            Edge::Included(r) => Bound::Included(&self.bytes[r.clone()]),
+            Edge::Excluded(r) => Bound::Excluded(&self.bytes[r.clone()]),
+        }
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.keys.iter().map(|r| &self.bytes[r.clone()])
+    }
+
+    fn ranges(&self) -> impl Iterator<Item = (Bound<&[u8]>, Bound<&[u8]>)> + '_ {
+        self.ranges
+            .iter()
+            .map(|(lo, hi)| (self.bound(lo), self.bound(hi)))
+    }
+
+    /// Does this read set cover `key` (a tracked key, or a key inside a
+    /// tracked range)?
+    fn covers(&self, key: &[u8]) -> bool {
+        self.keys().any(|k| k == key) || self.ranges().any(|r| in_range(r, key))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.ranges.is_empty()
+    }
+
+    /// The bytes this read set holds: keys, range bounds and their entries.
+    fn tracked_bytes(&self) -> usize {
+        self.bytes.len()
+            + self.keys.len() * std::mem::size_of::<Range<usize>>()
+            + self.ranges.len() * std::mem::size_of::<(Edge, Edge)>()
+    }
+
+    /// Empties it; frees its buffers if they grew past [`KEEP_BYTES`].
+    fn clear(&mut self) {
+        if self.bytes.capacity() > KEEP_BYTES
+            || self.keys.capacity() * std::mem::size_of::<Range<usize>>() > KEEP_BYTES
+            || self.ranges.capacity() * std::mem::size_of::<(Edge, Edge)>() > KEEP_BYTES
+        {
+            *self = ReadSet::default();
+        } else {
+            self.bytes.clear();
+            self.keys.clear();
+            self.ranges.clear();
+        }
+    }
+}
+
+fn in_range((lo, hi): (Bound<&[u8]>, Bound<&[u8]>), key: &[u8]) -> bool {
+    let above = match lo {
+        Bound::Unbounded => true,
+        Bound::Included(b) => b <= key,
+        Bound::Excluded(b) => b < key,
+    };
+    let below = match hi {
+        Bound::Unbounded => true,
+        Bound::Included(b) => key <= b,
+        Bound::Excluded(b) => key < b,
+    };
+    above && below
+}
+
+fn owned(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
+    match b {
+        Bound::Unbounded => Bound::Unbounded,
+        Bound::Included(k) => Bound::Included(k.to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+    }
+}
+
+/// A session's serializable state for its open transaction: what it read
+/// (and, serializable, what it wrote), and whether its read set is
+/// registered at the gate (prepared). Cleared at begin and at the end of
+/// every transaction that used it.
+pub(crate) struct Tracker<'e> {
+    /// Record reads now (a serializable transaction outside
+    /// [`Txn::get_untracked`], or [`Txn::get_for_update`]).
+    pub(crate) track: bool,
+    /// The open transaction is [`Isolation::Serializable`].
+    serializable: bool,
+    reads: ReadSet,
+    /// Keys a serializable transaction wrote (checked against prepared
+    /// transactions' registered read sets).
+    writes: ReadSet,
+    /// This session's id at the gate (its registered read set's owner).
+    owner: u64,
+    /// A prepared transaction's read set is registered at the gate.
+    registered: bool,
+    gate: &'e Gate,
+}
+
+impl<'e> Tracker<'e> {
+    pub(crate) fn new(gate: &'e Gate) -> Tracker<'e> {
+        Tracker {
+            track: false,
+            serializable: false,
+            reads: ReadSet::default(),
+            writes: ReadSet::default(),
+            owner: crate::sync::unique_id(),
+            registered: false,
+            gate,
+        }
+    }
+
+    /// A transaction begins with `opts`: refuses options a serializable
+    /// transaction cannot keep its guarantee with, and starts tracking.
+    ///
+    /// # Errors
+    /// [`Error::IncompatibleOptions`]: `read_at_stable` (its view of an
+    /// untimestamped commit follows transaction ids, not the gate's
+    /// order) or a `prepare_conflicts` that skips prepared updates (a
+    /// prepared transaction's commit would then appear under a snapshot
+    /// that did not see it), with [`Isolation::Serializable`].
+    #[inline]
+    pub(crate) fn begin(&mut self, opts: &TxnOptions) -> Result<()> {
+        if self.track || self.serializable || self.registered {
+            self.end();
+        }
+        if opts.isolation == Isolation::Serializable {
+            if opts.read_at_stable {
+                return Err(Error::IncompatibleOptions {
+                    first: "isolation: Serializable",
+                    second: "read_at_stable",
+                });
+            }
+            if opts.prepare_conflicts != PrepareConflicts::Enforce {
+                return Err(Error::IncompatibleOptions {
+                    first: "isolation: Serializable",
+                    second: "prepare_conflicts",
+                });
+            }
+            self.serializable = true;
+            self.track = true;
+        }
+        Ok(())
+    }
+
+    /// The transaction ended (committed or rolled back): drops its
+    /// registration, if any, and its read set.
+    #[inline]
+    pub(crate) fn end(&mut self) {
+        if self.registered {
+            self.gate.lock().prepared.retain(|p| p.owner != self.owner);
+            self.registered = false;
+        }
+        self.track = false;
+        self.serializable = false;
+        self.reads.clear();
+        self.writes.clear();
+    }
+
+    /// Does the open transaction need the gated commit?
+    #[inline]
+    fn active(&self) -> bool {
+        self.serializable || self.registered || !self.reads.is_empty()
+    }
+
+    /// Records a point read of `key` (while `track` is set).
+    #[inline(never)]
+    pub(crate) fn note_key(&mut self, key: &[u8]) {
+        self.reads.add_key(key);
+    }
+
+    /// Records a batch of point reads (while `track` is set).
+    #[inline(never)]
+    pub(crate) fn note_keys<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
+        for k in keys {
+            self.reads.add_key(k.as_ref());
+        }
+    }
+
+    /// Records what a scan of `bounds` covered: all of it, or (`stopped`)
+    /// up to and including the key where it stopped.
+    #[inline(never)]
+    pub(crate) fn note_scan(
+        &mut self,
+        bounds: (Bound<&[u8]>, Bound<&[u8]>),
+        stopped: Option<&[u8]>,
+    ) {
+        match stopped {
+            None => self.reads.add_range(bounds.0, bounds.1),
+            Some(k) => self.reads.add_range(bounds.0, Bound::Included(k)),
+        }
+    }
+
+    /// Records what one cursor refill between `bounds` covered: all of it
+    /// (`exhausted`), or from its starting end up to and including `last`.
+    #[inline(never)]
+    pub(crate) fn note_refill(
+        &mut self,
+        bounds: (Bound<&[u8]>, Bound<&[u8]>),
+        forward: bool,
+        exhausted: bool,
+        last: Option<&[u8]>,
+    ) {
+        match (exhausted, last) {
+            (false, Some(k)) if forward => self.reads.add_range(bounds.0, Bound::Included(k)),
+            (false, Some(k)) => self.reads.add_range(Bound::Included(k), bounds.1),
+            _ => self.reads.add_range(bounds.0, bounds.1),
+        }
+    }
+
+    /// Records a write of `key` (serializable transactions only).
+    #[inline]
+    pub(crate) fn note_write(&mut self, key: &[u8]) {
+        if self.serializable {
+            self.writes.add_key(key);
+        }
+    }
+
+    /// The bytes the open transaction's tracking holds now (reads and
+    /// writes).
+    pub(crate) fn tracked_bytes(&self) -> usize {
+        self.reads.tracked_bytes() + self.writes.tracked_bytes()
+    }
+}
+
+impl Drop for Tracker<'_> {
+    fn drop(&mut self) {
+        // A session dropped after its prepared transaction was leaked: the
+        // leak was rolled back (`recover_leaked`), so its registration goes.
+        if self.registered {
+            self.end();
+        }
+    }
+}
+
+/// A prepared transaction's read set, registered at the gate until it
+/// commits or rolls back.
+struct Registered {
+    owner: u64,
+    reads: ReadSet,
+}
+
+/// What the gate guards.
+#[derive(Default)]
+pub(crate) struct GateState {
+    /// The commit timestamp of the last timestamped serializable commit
+    /// (`NONE`: none yet).
+    last_ts: Timestamp,
+    prepared: Vec<Registered>,
+}
+
+/// The engine's serializable commit gate: serializable writers (and
+/// transactions with tracked reads that write) validate and commit one at a
+/// time under it. No other transaction touches it.
+#[derive(Default)]
+pub(crate) struct Gate {
+    state: Mutex<GateState>,
+}
+
+impl Gate {
+    /// An engine reopened from its log: the serializable commits after it
+    /// follow every recovered commit, so none may take a commit timestamp
+    /// below the newest recovered one (`newest`: the log does not say which
+    /// commits were serializable, so all count).
+    pub(crate) fn recovered(&self, newest: Option<Timestamp>) {
+        if let Some(ts) = newest {
+            let mut state = self.lock();
+            state.last_ts = state.last_ts.max(ts);
+        }
+    }
+
+    fn lock(&self) -> impl std::ops::DerefMut<Target = GateState> + '_ {
+        // A panic while the gate was held (a user's log closure, say)
+        // leaves its state consistent: every change to it is one
+        // statement after the commit it records.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Validates `txn`'s tracked reads and its writes against the registered
+/// prepared read sets, under the gate (`state`).
+fn validate<M: Machinery>(txn: &mut Txn<'_, '_, M>, state: &GateState) -> Result<()> {
+    if mutant_on(m::SERIALIZABLE_SKIPS_VALIDATION) {
+        return Ok(());
+    }
+    let d = &*txn.session;
+    let owner = d.serial.owner;
+    for p in state.prepared.iter().filter(|p| p.owner != owner) {
+        if let Some(k) = d.serial.writes.keys().find(|k| p.reads.covers(k)) {
+            return Err(Error::PreparedReadConflict { key: k.to_vec() });
+        }
+    }
+    let store = &d.engine.store;
+    let reads = &d.serial.reads;
+    if reads.is_empty() {
+        // No view needed (one not taken yet is not taken now).
+        return Ok(());
+    }
+    let view = txn.inner.read_view()?;
+    if let Some(k) = reads.keys().find(|k| changed(store, k, &view)) {
+        return Err(Error::SerializationConflict { key: k.to_vec() });
+    }
+    for (lo, hi) in reads.ranges() {
+        if let Some(key) = changed_in(store, (lo, hi), &view) {
+            return Err(Error::RangeConflict {
+                start: owned(lo),
+                end: owned(hi),
+                key,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Would a write of `key` by `view`'s transaction conflict now?
+fn changed(store: &Store, key: &[u8], view: &ReadView<'_>) -> bool {
+    let guard = store.collector.pin();
+    store
+        .index
+        .get(key, &guard)
+        .is_some_and(|e| e.changed_since(view, &guard))
+}
+
+/// The first key in `range` a write by `view`'s transaction would conflict
+/// on now.
+fn changed_in(
+    store: &Store,
+    range: (Bound<&[u8]>, Bound<&[u8]>),
+    view: &ReadView<'_>,
+) -> Option<Vec<u8>> {
+    // No key lies in an empty range (and the index's range walk requires
+    // `lo <= hi`).
+    if let (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) =
+        range
+    {
+        let both = matches!(range, (Bound::Included(_), Bound::Included(_)));
+        if a > b || (a == b && !both) {
+            return None;
+        }
+    }
+    let guard = store.collector.pin();
+    let mut hit = None;
+    store.index.range(range, true, &guard, |k, e| {
+        if e.changed_since(view, &guard) {
+            hit = Some(k.to_vec());
+            return false;
+        }
+        true
+    });
+    hit
+}
+
+/// The commit timestamp a commit with `opts` will use (as the machinery
+/// picks it: the given one, else the one set, a prepared one rounded up to
+/// the prepare timestamp with `roundup_prepared`).
+fn commit_ts<M: Machinery>(txn: &Txn<'_, '_, M>, opts: &CommitOptions) -> Timestamp {
+    let c = opts
+        .commit_ts
+        .unwrap_or_else(|| txn.inner.commit_timestamp());
+    let p = txn.inner.prepare_timestamp();
+    if !p.is_none() && txn.inner.options().roundup_prepared && c < p {
+        p
+    } else {
+        c
+    }
+}
+
+/// A commit through the gate when `txn` needs it (serializable, or
+/// tracked reads, and a write or a prepare); else `commit` alone.
+/// `commit` is the commit itself (in memory or logged).
+#[inline]
+pub(super) fn gated<'s, 'e, M: Machinery, R>(
+    txn: &mut Txn<'s, 'e, M>,
+    opts: CommitOptions,
+    commit: impl FnOnce(&mut Txn<'s, 'e, M>, CommitOptions) -> Result<R>,
+) -> Result<R> {
+    if !txn.session.serial.active() {
+        return commit(txn, opts);
+    }
+    gated_slow(txn, opts, commit)
+}
+
+#[cold]
+#[inline(never)]
+fn gated_slow<'s, 'e, M: Machinery, R>(
+    txn: &mut Txn<'s, 'e, M>,
+    opts: CommitOptions,
+    commit: impl FnOnce(&mut Txn<'s, 'e, M>, CommitOptions) -> Result<R>,
+) -> Result<R> {
+    let prepared = !txn.inner.prepare_timestamp().is_none();
+    let doomed = txn.inner.check_usable() == Err(Error::MustRollBack);
+    if (txn.inner.id() == TxnId::NONE && !prepared) || doomed {
+        // Read-only: its snapshot is a prefix of the gate's order; nothing
+        // to validate, nothing to order. Doomed: the commit rolls it back.
+        let r = commit(txn, opts);
+        if !txn.inner.is_open() {
+            finished(txn);
+        }
+        return r;
+    }
+    let engine = txn.session.engine;
+    let state = engine.serial.lock();
+    let serializable = txn.session.serial.serializable;
+    let ts = commit_ts(txn, &opts);
+    // Untimestamped counts as below every timestamp: a reader at any read
+    // timestamp sees it.
+    if serializable && ts < state.last_ts {
+        return Err(Error::SerializableTimestampOrder {
+            commit: ts,
+            last: state.last_ts,
+        });
+    }
+    // A prepared transaction validated at prepare, and its registration
+    // has kept what it read unchanged since.
+    if !prepared {
+        if let Err(e) = validate(txn, &state) {
+            txn.rollback_in_place();
+            drop(state);
+            finished(txn);
+            return Err(e);
+        }
+    }
+    // Released before the commit (a broken twin): a committer validating
+    // next would pass over this one's versions, still in progress.
+    let mut held = Some(state);
+    if mutant_on(m::SERIALIZABLE_GATE_RELEASED_BEFORE_COMMIT) {
+        held = None;
+    }
+    let r = commit(txn, opts);
+    let mut state = held.unwrap_or_else(|| engine.serial.lock());
+    if r.is_ok() && serializable && ts > state.last_ts {
+        state.last_ts = ts;
+    }
+    if !txn.inner.is_open() {
+        if txn.session.serial.registered {
+            state
+                .prepared
+                .retain(|p| p.owner != txn.session.serial.owner);
+            txn.session.serial.registered = false;
+        }
+        drop(state);
+        finished(txn);
+    }
+    r
+}
+
+/// The transaction ended: clear its tracking.
+fn finished<M: Machinery>(txn: &mut Txn<'_, '_, M>) {
+    txn.session.serial.end();
+}
+
+/// A prepare through the gate when `txn` needs it (as [`gated`]): validates
+/// its reads, prepares, and registers its read set until it commits or
+/// rolls back, so a serializable writer of a key or range it read gets
+/// [`Error::PreparedReadConflict`] meanwhile.
+pub(super) fn gated_prepare<'s, 'e, M: Machinery>(
+    txn: &mut Txn<'s, 'e, M>,
+    ts: Timestamp,
+    prepare: impl FnOnce(&mut Txn<'s, 'e, M>, Timestamp) -> Result<Timestamp>,
+) -> Result<Timestamp> {
+    if !txn.session.serial.active() || txn.inner.check_usable().is_err() {
+        return prepare(txn, ts);
+    }
+    let engine = txn.session.engine;
+    let mut state = engine.serial.lock();
+    if let Err(e) = validate(txn, &state) {
+        txn.rollback_in_place();
+        drop(state);
+        finished(txn);
+        return Err(e);
+    }
+    let p = prepare(txn, ts)?;
+    let t = &mut txn.session.serial;
+    if !t.reads.is_empty() {
+        state.prepared.push(Registered {
+            owner: t.owner,
+            reads: std::mem::take(&mut t.reads),
+        });
+        t.registered = true;
+    }
+    Ok(p)
+}
+
+/// A rollback: the transaction ended.
+#[inline]
+pub(super) fn rolled_back(d: &mut SessionData<'_, impl Machinery>) {
+    if d.serial.track || d.serial.serializable || d.serial.registered {
+        d.serial.end();
+    }
+}
+
+impl<M: Machinery> Txn<'_, '_, M> {
+    /// See [`Txn::get_untracked`](crate::Txn::get_untracked).
+    pub fn get_untracked(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let track = std::mem::replace(&mut self.session.serial.track, false);
+        let r = self.get(key);
+        self.session.serial.track = track;
+        r
+    }
+
+    /// See [`Txn::get_for_update`](crate::Txn::get_for_update).
+    pub fn get_for_update(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        if self.inner.options().isolation == Isolation::ReadCommitted {
+            return Err(Error::IncompatibleOptions {
+                first: "isolation: ReadCommitted",
+                second: "get_for_update",
+            });
+        }
+        let track = std::mem::replace(&mut self.session.serial.track, true);
+        let r = self.get(key);
+        self.session.serial.track = track;
+        r
+    }
+
+    /// See [`Txn::tracked_bytes`](crate::Txn::tracked_bytes).
+    pub fn tracked_bytes(&self) -> usize {
+        self.session.serial.tracked_bytes()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod checker;
