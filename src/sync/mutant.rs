@@ -171,6 +171,13 @@ pub const RELAXED_UNLINK_STORE: u32 = 51;
 /// is not loom-visible).
 #[cfg_attr(not(feature = "replication"), allow(dead_code))]
 pub const STABLE_FOLLOWS_NEWEST_COMMIT: u32 = 52;
+/// A pruner cuts below the version the key's second hint names without
+/// clearing the hint, so the hint names a retired version (invariant 17).
+pub const PRUNE_KEEPS_SECOND: u32 = 53;
+/// A commit stores the key's second hint after its status flip, so a
+/// pruner can cut below the version it names first, and a reader that has
+/// seen the commit can still find the previous hint (invariant 17).
+pub const SECOND_AFTER_FLIP: u32 = 54;
 
 #[cfg(loom)]
 static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

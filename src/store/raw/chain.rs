@@ -69,12 +69,10 @@
 //!   before the Release head CAS and any later flip of that writer, and
 //!   after its Acquire load of the head's committed status (invariant 16).
 
-use super::SendPtr;
+use super::{hint, SendPtr};
 use crate::machinery::epoch::{Collector, Guard, RetireBatch};
 use crate::machinery::{Horizon, ReadView, VersionState, VersionStatus, Visibility, WriteCheck};
-use crate::sync::{
-    mutant as m, mutant_on, ordering_or_mutant, AtomicBool, AtomicPtr, AtomicU64, Ordering,
-};
+use crate::sync::{mutant as m, mutant_on, ordering_or_mutant, AtomicPtr, AtomicU64, Ordering};
 use crate::ts::Timestamp;
 use std::alloc::{self, Layout};
 use std::ptr::{self, NonNull};
@@ -83,6 +81,21 @@ use std::ptr::{self, NonNull};
 const NO_STOP: u64 = u64::MAX;
 /// `len` of a tombstone.
 const TOMBSTONE: usize = usize::MAX;
+/// The finger word's low bit: a prune of this key is under way (the key's
+/// pruning lock; versions are 8-aligned, so an address never has it).
+const PRUNING: usize = 1;
+
+/// The finger of a finger word (the pruning bit masked off).
+#[inline]
+fn finger_of(p: *mut Version) -> *mut Version {
+    p.map_addr(|a| a & !PRUNING)
+}
+
+/// `p` with the pruning bit set.
+#[inline]
+fn locked(p: *mut Version) -> *mut Version {
+    p.map_addr(|a| a | PRUNING)
+}
 
 /// One version of one key: this header, then `len` value bytes in the same
 /// allocation (made by [`Version::alloc`], freed by [`free_version`]).
@@ -142,6 +155,13 @@ impl Version {
         let Some(nn) = NonNull::new(p) else {
             alloc::handle_alloc_error(layout)
         };
+        // The second hint word (`hint.rs`) keeps a version's address in 48
+        // bits; user-space addresses on the targets this builds for fit.
+        assert!(
+            p.addr() >> hint::ADDR_BITS == 0,
+            "a version's address fits in {} bits",
+            hint::ADDR_BITS
+        );
         // SAFETY: `p` is a fresh allocation of `layout`, which starts with a
         // `Version` and has `len` bytes after it.
         unsafe {
@@ -246,18 +266,26 @@ pub(crate) struct KeyEntry {
     /// The newest timestamped committed version at or below the stable
     /// timestamp published when it was last moved (null: none). Always at
     /// or above `floor`, so never retired while it points there
-    /// (invariant 13). Written under `pruning`.
+    /// (invariant 13). Its low bit ([`PRUNING`]) is the key's pruning
+    /// lock: set by a pruner's compare-and-swap, cleared by its last store;
+    /// only a pruner holding it writes the word.
     finger: AtomicPtr<Version>,
     /// The oldest committed version still linked: the last safe point the
     /// chain was cut at, or the key's first committed version (null: none
-    /// committed yet). Written under `pruning`, or once by the first commit.
+    /// committed yet). Written under the pruning lock, or once by the
+    /// first commit.
     floor: AtomicPtr<Version>,
-    pruning: AtomicBool,
-    /// Set for good when a commit's timestamp is below the key's newest
-    /// committed version's (untimestamped counts as below any timestamp):
-    /// the committed versions are then not ordered by timestamp, and
-    /// readers walk from the head only.
-    unordered: AtomicBool,
+    /// The second hint word (`hint.rs`): the second newest committed
+    /// version (the one right below the newest committed one, null: none),
+    /// a lower bound on the gap between their commit timestamps, and the
+    /// *unordered* flag, set for good when a commit's timestamp is below
+    /// the key's newest committed version's (untimestamped counts as below
+    /// any timestamp): the committed versions are then not ordered by
+    /// timestamp, and readers walk from the head only. Stored by every
+    /// commit before its flip; a pruner about to cut the version it names
+    /// clears it (keeping the flag) with a compare-and-swap, so it never
+    /// names a retired version (invariant 17).
+    second: AtomicU64,
 }
 
 impl Default for KeyEntry {
@@ -282,8 +310,7 @@ impl KeyEntry {
             summary: AtomicU64::new(0),
             finger: AtomicPtr::new(ptr::null_mut()),
             floor: AtomicPtr::new(ptr::null_mut()),
-            pruning: AtomicBool::new(false),
-            unordered: AtomicBool::new(false),
+            second: AtomicU64::new(hint::empty(false)),
         }
     }
 
@@ -327,12 +354,13 @@ impl KeyEntry {
             // it) linked below the head, as the head's Acquire status load
             // would have shown us: the `stop` of the finger among them, which
             // `climb` loads Relaxed (invariant 16; loom `summary/publish`).
-            if self.summary.load(Ordering::Acquire) > t.get() {
+            let s = self.summary.load(Ordering::Acquire);
+            if s > t.get() {
                 // The head is committed above `t`: rejected for its
                 // timestamp, exactly as if we had loaded it (invariant 16).
                 tried_finger = true;
-                // SAFETY: we hold `_guard` (invariants 11, 13).
-                if let Some(f) = unsafe { self.read_from_finger(view, examined) } {
+                // SAFETY: we hold `_guard` (invariants 11, 13, 17).
+                if let Some(f) = unsafe { self.read_from_finger(view, examined, s) } {
                     return f;
                 }
             }
@@ -340,8 +368,8 @@ impl KeyEntry {
         let mut p = self.head_ptr();
         if mutant_on(m::READ_SKIPS_HEAD) && view.own().get() == 0 {
             tried_finger = true;
-            // SAFETY: we hold `_guard` (invariants 11, 13).
-            if let Some(f) = unsafe { self.read_from_finger(view, examined) } {
+            // SAFETY: we hold `_guard` (invariants 11, 13, 17).
+            if let Some(f) = unsafe { self.read_from_finger(view, examined, u64::MAX) } {
                 return f;
             }
         }
@@ -361,10 +389,12 @@ impl KeyEntry {
                     // Rejected for its timestamp (committed above the
                     // reader's bound): every version the reader could accept
                     // is older. Jump (once).
-                    if !tried_finger && rejected_for_timestamp(view, &v.status) {
+                    if let (false, Some(cts)) =
+                        (tried_finger, rejected_for_timestamp(view, &v.status))
+                    {
                         tried_finger = true;
-                        // SAFETY: we hold `_guard` (invariants 11, 13).
-                        if let Some(f) = unsafe { self.read_from_finger(view, examined) } {
+                        // SAFETY: we hold `_guard` (invariants 11, 13, 17).
+                        if let Some(f) = unsafe { self.read_from_finger(view, examined, cts) } {
                             return f;
                         }
                     }
@@ -378,15 +408,21 @@ impl KeyEntry {
         Found::Absent
     }
 
-    /// The read from the finger or the floor, if one of them is a
-    /// timestamped version `view` accepts; `None`: walk on from the head.
+    /// The read from the second hint, the finger or the floor, if one of
+    /// them is a timestamped version `view` accepts; `None`: walk on from
+    /// the head.
     ///
     /// Called only after the reader met a committed version `r` that it
-    /// rejects for its timestamp (above the read timestamp `t`). If the key
-    /// is ordered, every committed version it accepts lies below `r`, they
-    /// are exactly the committed versions from the oldest up to some
-    /// version (invariant 13: visibility is downward closed), and the
-    /// climb from an accepted start ends at the newest of them, below `r`.
+    /// rejects for its timestamp (above the read timestamp `t`), or a head
+    /// summary above `t`; `above` is that commit timestamp (`u64::MAX`:
+    /// none to compare the hint's gap with). If the key is ordered, every
+    /// committed version it accepts lies below `r`, they are exactly the
+    /// committed versions from the oldest up to some version (invariant 13:
+    /// visibility is downward closed), and the climb from an accepted start
+    /// ends at the newest of them, below `r`. The second hint is tried
+    /// first when its gap says its version is at or below `t` (a read at a
+    /// timestamp between the key's two newest commits then examines one
+    /// version); the hint is a start like the others, judged before use.
     ///
     /// # Safety
     /// The caller holds an epoch guard for the whole call and afterwards
@@ -396,31 +432,53 @@ impl KeyEntry {
         &'g self,
         view: &ReadView<'_>,
         examined: &mut u64,
+        above: u64,
     ) -> Option<Found<'g>> {
-        // Relaxed: the flag of a version at or below `r` was stored before
-        // that version's status flip, which happens-before our Acquire load
-        // of `r`'s status (invariant 13); later flags are above `r`, where
-        // the climb never goes.
-        if self.unordered.load(Ordering::Relaxed) {
+        // Acquire, stronger than needed: pairs with the Release hint store
+        // in `commit_version`. The unordered flag in it: a flag stored by a
+        // committer of a version at or below `r` was stored before that
+        // version's status flip (or the summary), which happens-before our
+        // Acquire load of `r`'s status (or of the summary) (invariant 13);
+        // later flags are above `r`, where the climb never goes. The
+        // version it names: a hint stored before that flip names a version
+        // below `r` whose `stop` and `newer` we see through the same edge; a
+        // later one names `r` or a version above it, which `view` rejects
+        // (ordered: its timestamp is at or above `r`'s; else the flag is in
+        // the same word), so its fields are never acted on (invariant 17).
+        let w = self.second.load(Ordering::Acquire);
+        if hint::unordered(w) {
             return None;
         }
         let t = view.timestamp_bound()?.get();
-        let mut last = ptr::null_mut();
-        for start in [&self.finger, &self.floor] {
-            // Acquire, stronger than needed: pairs with the Release
-            // finger/floor stores in `cut` and `commit_version` (the
-            // target's contents), but a reader comes only after an Acquire
-            // load of the head, above the target, so its contents are
-            // already ordered; `cut`'s floor load, which has no head load
-            // before it, is the one that needs it (loom `prune_race`).
-            let p = start.load(Ordering::Acquire);
-            if p.is_null() || p == last {
+        let gap = hint::gap(w);
+        let second = if gap != 0 && above.saturating_sub(gap) <= t {
+            hint::second(w)
+        } else {
+            ptr::null_mut()
+        };
+        let mut tried = [ptr::null_mut(); 2];
+        for i in 0..3 {
+            let p = match i {
+                0 => second,
+                // Acquire, stronger than needed: pairs with the Release
+                // finger/floor stores in `cut` and `commit_version` (the
+                // target's contents), but a reader comes only after an
+                // Acquire load of the head or the summary, above the target,
+                // so its contents are already ordered; `cut`'s floor load,
+                // which has no head load before it, is the one that needs it
+                // (loom `prune_race`).
+                1 => finger_of(self.finger.load(Ordering::Acquire)),
+                // Acquire, stronger than needed: as for the finger.
+                _ => self.floor.load(Ordering::Acquire),
+            };
+            if p.is_null() || tried.contains(&p) {
                 continue;
             }
-            last = p;
-            // SAFETY: finger and floor point at linked committed versions;
-            // they move before anything below them is retired, and we hold
-            // the guard (invariants 11, 13).
+            tried[i.min(1)] = p;
+            // SAFETY: the second hint, finger and floor point at linked
+            // committed versions, or (a hint or finger loaded just before a
+            // cut cleared or moved it) at versions retired after our guard
+            // was pinned; we hold the guard (invariants 11, 13, 17).
             let v = unsafe { &*p };
             *examined += 1;
             if view.visibility(&v.status) == Visibility::Visible && timestamped(&v.status) {
@@ -513,24 +571,40 @@ impl KeyEntry {
         // SAFETY: the caller guarantees `v` is linked and unfinished (an
         // unfinished version is never pruned, invariant 3).
         let me = unsafe { &*v };
-        let mut examined = 0;
         let late = mutant_on(m::LINK_AFTER_FLIP);
-        if !late {
+        let link = if late {
+            None
+        } else {
             // SAFETY: as above.
-            examined = unsafe { self.link_committed(me, v, cts) };
-        }
-        // Relaxed: set by us in `link_committed` or by an earlier
-        // committer before its flip, which we loaded with Acquire there.
-        let ordered = !self.unordered.load(Ordering::Relaxed);
+            Some(unsafe { self.link_committed(me, v, cts) })
+        };
+        // The flag as our link left it; in the LINK_AFTER_FLIP mutant, as
+        // found. Relaxed: set by us or by an earlier committer before its
+        // flip, which our prepend's conflict check loaded with Acquire.
+        let word = link.map_or_else(|| self.second.load(Ordering::Relaxed), |(_, w)| w);
+        let ordered = !hint::unordered(word);
         let summary = if cts != 0 && ordered { cts } else { 0 };
+        let second_late = mutant_on(m::SECOND_AFTER_FLIP);
+        if let (Some((_, w)), false) = (link, second_late) {
+            // Before the flip: a pruner cuts below the version it names only
+            // after it has seen a newer version committed, so it sees this
+            // store and clears the hint before the cut (invariant 17; loom
+            // `second/prune`, mutant `SECOND_AFTER_FLIP`); and a reader that
+            // sees our flip or our summary sees the hint (loom
+            // `second/read`). Release, stronger than needed: pairs with the
+            // Acquire hint load in `read_from_finger`, whose reader is
+            // already ordered after what the hint's version holds (see
+            // there).
+            self.second.store(w, Ordering::Release);
+        }
         let summary_late = mutant_on(m::SUMMARY_AFTER_FLIP);
         if !summary_late {
             // Before the flip: a writer can prepend on top only after it
             // has seen our flip, so its clearing store comes after this one
             // (invariant 16). Release, required: pairs with the Acquire
-            // summary load in `read_counted` (our `newer`/`stop` links, the links below
-            // them and the flags; loom `summary/publish`, mutant
-            // `RELAXED_SUMMARY_STORE`).
+            // summary load in `read_counted` (our `newer`/`stop` links, the
+            // links below them, the hint and the flag; loom
+            // `summary/publish`, mutant `RELAXED_SUMMARY_STORE`).
             self.summary.store(
                 summary,
                 ordering_or_mutant(Ordering::Release, m::RELAXED_SUMMARY_STORE),
@@ -543,19 +617,36 @@ impl KeyEntry {
             // the real store's ordering so only the placement differs.
             self.summary.store(summary, Ordering::Release);
         }
-        if late {
-            // SAFETY: as above.
-            examined = unsafe { self.link_committed(me, v, cts) };
+        if let (Some((_, w)), true) = (link, second_late) {
+            // Release, as above; only in the SECOND_AFTER_FLIP mutant.
+            self.second.store(w, Ordering::Release);
         }
-        examined
+        match link {
+            Some((examined, _)) => examined,
+            None => {
+                // SAFETY: as above.
+                let (examined, w) = unsafe { self.link_committed(me, v, cts) };
+                // Release, as above; only in the LINK_AFTER_FLIP mutant.
+                self.second.store(w, Ordering::Release);
+                examined
+            }
+        }
     }
 
-    /// The link step of `commit_version`.
+    /// The link step of `commit_version`: links the key's newest committed
+    /// version to `v` (or makes `v` the floor), and returns the versions
+    /// examined and the second hint word to store: that version, the gap
+    /// between the two commit timestamps, and the unordered flag, set if
+    /// `cts` is below that version's timestamp.
     ///
     /// # Safety
     /// As for `commit_version`.
-    unsafe fn link_committed(&self, me: &Version, v: *mut Version, cts: u64) -> u64 {
+    unsafe fn link_committed(&self, me: &Version, v: *mut Version, cts: u64) -> (u64, u64) {
         let mut examined = 0;
+        // Relaxed: the flag is set only by committers, each before its
+        // flip, which happens-before our prepend's Acquire load of the
+        // committed status it wrote on top of; a pruner's clearing keeps it.
+        let mut unordered = hint::unordered(self.second.load(Ordering::Relaxed));
         // Our version is the key's only unfinished one and everything below
         // it is committed or aborted (first updater wins), so the first
         // non-aborted version below is the newest committed one, and no one
@@ -578,12 +669,12 @@ impl KeyEntry {
             // the key unordered, which only sends readers to the head walk;
             // same answers).
             if ucts != 0 && (cts == 0 || cts < ucts) {
-                // Relaxed: published by our Release status flip (invariant
-                // 13).
-                self.unordered.store(true, Ordering::Relaxed);
+                // Published with the hint, before our flip (invariant 13).
+                unordered = true;
             }
             // Relaxed: readers act on `stop` only after an Acquire load of
-            // a status at or above ours (invariant 13).
+            // a status at or above ours, or of the summary or hint we store
+            // after it (invariants 13, 17).
             u.stop.store(cts, Ordering::Relaxed);
             // Release, required: pairs with the Acquire `newer` loads in
             // the climbs and in `cut`. A reader
@@ -595,14 +686,21 @@ impl KeyEntry {
                 v,
                 ordering_or_mutant(Ordering::Release, m::RELAXED_NEWER_STORE),
             );
-            return examined;
+            // `u` stays the newest committed version until we flip, so no
+            // pruner cuts it before our hint store (invariant 17).
+            let gap = if ucts != 0 && cts > ucts {
+                cts - ucts
+            } else {
+                0
+            };
+            return (examined, hint::pack(p, gap, unordered));
         }
         // The key's first committed version: it is the floor. No one prunes
         // a key with no committed version, so no one else writes `floor`
         // now. Release, required: pairs with the Acquire floor load in
         // `cut` (loom `prune_race`) and in readers.
         self.floor.store(v, Ordering::Release);
-        examined
+        (examined, hint::empty(unordered))
     }
 
     /// Unlinks `v` if it is still the head (a rolled-back version nobody
@@ -676,32 +774,41 @@ impl KeyEntry {
         _guard: &Guard,
     ) -> Pruned {
         let mut out = Pruned::default();
-        // Acquire, required: pairs with the Release store of `pruning` at
-        // the end by the previous pruner of this key, so cuts are serialized
-        // per key: without it a pruner need not see the previous one's
-        // finger (loaded Relaxed below) and could climb from one below the
-        // floor, already retired. No model runs two pruners of one key in
-        // different threads, so the argument, not a check, holds it.
-        if self
-            .pruning
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            return out;
+        // Relaxed: the compare-and-swap below checks it.
+        let mut finger = self.finger.load(Ordering::Relaxed);
+        loop {
+            if finger != finger_of(finger) {
+                // Another thread is pruning this key.
+                return out;
+            }
+            // Acquire, required: pairs with the Release store that ends the
+            // previous pruner's hold (and every finger store), so cuts are
+            // serialized per key: without it a pruner need not see the
+            // previous one's finger and floor and could climb from one below
+            // the floor, already retired. No model runs two pruners of one
+            // key in different threads, so the argument, not a check, holds
+            // it.
+            match self.finger.compare_exchange(
+                finger,
+                locked(finger),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => finger = now,
+            }
         }
         // Acquire, required: pairs with the first commit's Release floor
-        // store (later stores are ours, under `pruning`; loom `prune_race`).
+        // store (later stores are ours, under the lock; loom `prune_race`).
         let fl = self.floor.load(Ordering::Acquire);
         if fl.is_null() {
             // Release, stronger than needed: pairs with the Acquire CAS
-            // above, but nothing was written under the flag on this path.
-            self.pruning.store(false, Ordering::Release);
+            // above, but nothing was written under the lock on this path.
+            self.finger.store(finger, Ordering::Release);
             return out;
         }
-        // Relaxed: written only under `pruning`, which we hold.
-        let mut finger = self.finger.load(Ordering::Relaxed);
         // SAFETY: the floor is linked and committed; we hold `_guard` and
-        // `pruning`, so nobody else moves or retires it (invariants 11, 13).
+        // the pruning lock, so nobody else moves or retires it (invariants 11, 13).
         let mut sp = unsafe { &*fl };
         let mut moved_finger = false;
         loop {
@@ -737,14 +844,20 @@ impl KeyEntry {
                 };
                 // Release, stronger than needed: pairs with the Acquire
                 // finger load in readers, who come through the head (the
-                // next pruner, through `pruning`).
-                self.finger.store(finger, Ordering::Release);
+                // next pruner, through the lock's release below).
+                self.finger.store(locked(finger), Ordering::Release);
             }
             // Release, stronger than needed: pairs with the Acquire floor
             // loads, but readers come through the head and the next pruner
-            // through `pruning` (the first commit's store is the one loom
+            // through the lock (the first commit's store is the one loom
             // `prune_race` needs).
             self.floor.store(spp, Ordering::Release);
+            if !mutant_on(m::PRUNE_KEEPS_SECOND) {
+                // SAFETY: `fl` and `spp` are linked committed versions, `spp`
+                // reached from `fl` by `newer` links; we hold the lock and
+                // `_guard`.
+                unsafe { self.clear_second_below(fl, spp) };
+            }
             // The safe point (invariant 3): `sp` is visible to every current
             // and future reader, so every reader that judges it now stops at
             // `sp` or above. One that judged it while it was still prepared
@@ -760,7 +873,7 @@ impl KeyEntry {
             tail = sp.next.swap(ptr::null_mut(), Ordering::AcqRel);
         }
         // Relaxed: our own key's flag, written before status flips we saw.
-        if !self.unordered.load(Ordering::Relaxed) {
+        if !hint::unordered(self.second.load(Ordering::Relaxed)) {
             let mut f = if finger.is_null() { spp } else { finger };
             loop {
                 // SAFETY: `f` is the finger or the floor: linked, committed.
@@ -785,14 +898,14 @@ impl KeyEntry {
             // Equivalent mutant (`<`: the finger is not moved onto a version
             // exactly at stable; reads climb one more, same answers).
             if f != finger && fts != 0 && fts <= stable {
-                // Release, stronger than needed: pairs with the Acquire
-                // finger load in readers, who come through the head.
-                self.finger.store(f, Ordering::Release);
+                finger = f;
             }
         }
         // Release, required: pairs with the Acquire CAS above by the next
-        // pruner of this key, which must see our finger and floor.
-        self.pruning.store(false, Ordering::Release);
+        // pruner of this key, which must see our finger and floor; and with
+        // the Acquire finger load in readers (stronger than needed there:
+        // they come through the head). Ends our hold of the lock.
+        self.finger.store(finger, Ordering::Release);
         let mut p = tail;
         while !p.is_null() {
             out.cut += 1;
@@ -808,13 +921,68 @@ impl KeyEntry {
         out
     }
 
+    /// Clears the second hint (keeping the unordered flag) if it names a
+    /// version below `sp`, the cut point: the tail the caller is about to
+    /// retire (invariant 17).
+    ///
+    /// # Safety
+    /// The caller holds the key's pruning lock and an epoch guard; `fl` is
+    /// the floor and `sp` a committed version reached from it by `newer`
+    /// links, both linked.
+    unsafe fn clear_second_below(&self, fl: *mut Version, sp: *mut Version) {
+        // Relaxed: the climb to `sp` loaded the status of every version it
+        // passed with Acquire, and each hint naming a version below `sp` was
+        // stored by the committer of the version above it before its flip,
+        // so this load sees the last such store or a later one. Later hint
+        // stores come from committers of versions above `sp`, which name
+        // `sp` or a version above it.
+        let mut w = self.second.load(Ordering::Relaxed);
+        loop {
+            let s = hint::second(w);
+            // SAFETY: the caller's contract.
+            if s.is_null() || s == sp || !unsafe { passes(fl, sp, s) } {
+                return;
+            }
+            // Relaxed: the cleared word publishes nothing (a reader that
+            // loads it starts at the finger). A failure means a committer
+            // stored a newer hint: judge it again.
+            match self.second.compare_exchange(
+                w,
+                hint::empty(hint::unordered(w)),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// Is the second hint null or a version linked from the head? For
+    /// tests and the loom models (invariant 17).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn second_linked(&self, _guard: &Guard) -> bool {
+        // Acquire, stronger than needed: only tests and models call this,
+        // after the threads that wrote the hint joined.
+        let s = hint::second(self.second.load(Ordering::Acquire));
+        let mut p = self.head_ptr();
+        while !p.is_null() {
+            if p == s {
+                return true;
+            }
+            // SAFETY: loaded under `_guard` (invariant 11).
+            p = unsafe { &*p }.next_ptr();
+        }
+        s.is_null()
+    }
+
     /// Is the finger null or a version linked from the head (at or above
     /// the floor)? For tests and the loom models (invariant 13).
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn finger_linked(&self, _guard: &Guard) -> bool {
         // Acquire, stronger than needed: as in `read_from_finger`; only
         // tests and models call this.
-        let f = self.finger.load(Ordering::Acquire);
+        let f = finger_of(self.finger.load(Ordering::Acquire));
         let mut p = self.head_ptr();
         while !p.is_null() {
             if p == f {
@@ -837,6 +1005,25 @@ impl KeyEntry {
         }
         n
     }
+}
+
+/// Does the climb from `fl` along `newer` links pass `s` before it reaches
+/// `sp`?
+///
+/// # Safety
+/// `sp` is reached from `fl` by `newer` links; the caller holds an epoch
+/// guard.
+unsafe fn passes(fl: *mut Version, sp: *mut Version, s: *mut Version) -> bool {
+    let mut p = fl;
+    while p != sp && !p.is_null() {
+        if p == s {
+            return true;
+        }
+        // SAFETY: a version from the floor up to `sp`, linked (the caller's
+        // contract, invariant 11).
+        p = unsafe { &*p }.newer_ptr();
+    }
+    false
 }
 
 /// Climbs `newer` links from `v` (a version `view` accepts, timestamped,
@@ -904,17 +1091,17 @@ fn skipped_into_cut(view: &ReadView<'_>, v: &Version) -> bool {
     view.visibility(&v.status) == Visibility::Visible
 }
 
-/// Is `status` committed above `view`'s timestamp bound (rejected for its
-/// timestamp alone)? One Acquire load.
+/// The commit timestamp of `status` if it is committed above `view`'s
+/// timestamp bound (rejected for its timestamp alone). One Acquire load.
 #[inline]
-fn rejected_for_timestamp(view: &ReadView<'_>, status: &VersionStatus) -> bool {
+fn rejected_for_timestamp(view: &ReadView<'_>, status: &VersionStatus) -> Option<u64> {
     match (view.timestamp_bound(), status.state()) {
         // `>=` survives loom and the tests: it would also try the
         // finger jump below a version at exactly `t` skipped for another
         // reason; the climb stops below that version (visibility is
         // downward closed, invariant 13), so the answer is the same.
-        (Some(t), VersionState::Committed(cts)) => cts > t,
-        _ => false,
+        (Some(t), VersionState::Committed(cts)) if cts > t => Some(cts.get()),
+        _ => None,
     }
 }
 
@@ -1167,6 +1354,62 @@ mod tests {
         // from the head finds nothing.
         assert_eq!(read(&e, &collector, &mut r, 5), None);
         assert!(e.finger_linked(&g));
+    }
+
+    #[test]
+    fn a_read_between_the_two_newest_commits_takes_the_second_hint() {
+        let (mgr, collector, e) = (
+            TxnManager::new(4).unwrap(),
+            Collector::new(),
+            KeyEntry::new(),
+        );
+        let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
+        // Stable 15 keeps the finger on the version at 10; nothing is cut.
+        for (v, ts) in [(1u8, 10u64), (2, 20), (3, 30)] {
+            put(&e, &collector, &mut w, &[v], ts);
+            prune_at(&e, &collector, &mgr, 5, 15);
+        }
+        // The summary (30) rejects the head; the hint names the version at
+        // 20, at or below 25: one version, no climb from the finger.
+        assert_eq!(read_n(&e, &collector, &mut r, 25), (Some(vec![2]), 1));
+        assert_eq!(read_n(&e, &collector, &mut r, 20), (Some(vec![2]), 1));
+        // Below the hint's version: the finger answers, after the hint was
+        // passed over unread (its gap says it is too new).
+        assert_eq!(read_n(&e, &collector, &mut r, 19), (Some(vec![1]), 1));
+        let g = collector.pin();
+        assert!(e.second_linked(&g));
+    }
+
+    #[test]
+    fn a_cut_below_the_second_hint_clears_it() {
+        let (mgr, collector, e) = (
+            TxnManager::new(4).unwrap(),
+            Collector::new(),
+            KeyEntry::new(),
+        );
+        let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
+        for (v, ts) in [(1u8, 10u64), (2, 20), (3, 30)] {
+            put(&e, &collector, &mut w, &[v], ts);
+        }
+        let g = collector.pin();
+        // The safe point is the hint's own version (20): it stays.
+        assert_eq!(prune_at(&e, &collector, &mgr, 25, 25).cut, 1);
+        assert!(!hint::second(e.second.load(Ordering::Relaxed)).is_null());
+        assert!(e.second_linked(&g));
+        // The safe point is the head (30): the hint's version goes, and
+        // the hint with it.
+        assert_eq!(prune_at(&e, &collector, &mgr, 30, 30).cut, 1);
+        assert!(hint::second(e.second.load(Ordering::Relaxed)).is_null());
+        assert!(e.second_linked(&g));
+        assert_eq!(read(&e, &collector, &mut r, 30), Some(vec![3]));
+        // An out-of-order commit sets the flag; a later cut keeps it.
+        put(&e, &collector, &mut w, &[4], 40);
+        put(&e, &collector, &mut w, &[5], 35);
+        put(&e, &collector, &mut w, &[6], 50);
+        assert!(hint::unordered(e.second.load(Ordering::Relaxed)));
+        prune_at(&e, &collector, &mgr, 50, 50);
+        assert!(hint::unordered(e.second.load(Ordering::Relaxed)));
+        assert!(e.second_linked(&g));
     }
 
     #[test]

@@ -23,8 +23,9 @@
 //!   invariant 13 asks;
 //! * `summary` is the head's commit timestamp when it is timestamped and the
 //!   key ordered, else 0 (invariant 16);
-//! * `unordered` stays as it was: removing versions keeps an ordered
-//!   sequence ordered.
+//! * the second hint names the kept version below the head, with the gap
+//!   between their timestamps (invariant 17), and the unordered flag in it
+//!   stays as it was: removing versions keeps an ordered sequence ordered.
 //!
 //! The removed versions are linked into one chain of their own by `next`
 //! and retired as one tail through the store's collector (invariant 11);
@@ -168,7 +169,7 @@ impl KeyEntry {
             v.next.store(below, R);
         }
         let head = kept.first().map_or(ptr::null_mut(), |&(p, ..)| p);
-        let ordered = !self.unordered.load(R);
+        let ordered = !hint::unordered(self.second.load(R));
         self.head.store(head, R);
         self.floor
             .store(kept.last().map_or(ptr::null_mut(), |&(p, ..)| p), R);
@@ -182,6 +183,14 @@ impl KeyEntry {
             _ => 0,
         };
         self.summary.store(summary, R);
+        let second = match (kept.first(), kept.get(1)) {
+            (Some(&(.., top)), Some(&(p, _, ts))) => {
+                let gap = if ts != 0 && top > ts { top - ts } else { 0 };
+                hint::pack(p, gap, !ordered)
+            }
+            _ => hint::empty(!ordered),
+        };
+        self.second.store(second, R);
         if let Some(&(first, _)) = dropped.first() {
             // SAFETY: the dropped versions are now reachable from nothing
             // but each other (no `next`, `newer`, head, floor or finger of
