@@ -232,6 +232,13 @@ impl Chain {
         self.entry.finger_linked(&guard)
     }
 
+    /// Is the key's second hint (if set) still linked? (Invariant 17;
+    /// checked at the end of the models.)
+    pub(crate) fn second_linked(&self) -> bool {
+        let guard = self.collector.pin();
+        self.entry.second_linked(&guard)
+    }
+
     /// Versions still linked.
     pub(crate) fn len(&self) -> usize {
         let guard = self.collector.pin();

@@ -31,6 +31,7 @@ mod prune_race;
 mod read_ts_oldest;
 mod read_ts_refresh;
 mod rollback;
+mod second;
 mod skipped_prepared;
 mod slots;
 mod stable;
