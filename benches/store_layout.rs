@@ -104,7 +104,10 @@ impl Shape {
 
 const SHAPES: [Shape; 2] = [
     Shape { key: 8, value: 100 },
-    Shape { key: 24, value: 150 },
+    Shape {
+        key: 24,
+        value: 150,
+    },
 ];
 
 fn at(ts: u64) -> CommitOptions {
@@ -281,7 +284,11 @@ fn main() {
     let sizes: Vec<u64> = std::env::var("STORE_LAYOUT_KEYS")
         .unwrap_or_else(|_| "100000,1000000".into())
         .split(',')
-        .map(|s| s.trim().parse().expect("STORE_LAYOUT_KEYS: a list of key counts"))
+        .map(|s| {
+            s.trim()
+                .parse()
+                .expect("STORE_LAYOUT_KEYS: a list of key counts")
+        })
         .collect();
     for shape in SHAPES {
         prototypes(shape);

@@ -232,11 +232,16 @@ impl Chain {
         self.entry.finger_linked(&guard)
     }
 
-    /// Is the key's second hint (if set) still linked? (Invariant 17;
-    /// checked at the end of the models.)
-    pub(crate) fn second_linked(&self) -> bool {
+    /// Is the key's hint (if set) still linked? (Invariant 17; checked at
+    /// the end of the models.)
+    pub(crate) fn hint_linked(&self) -> bool {
         let guard = self.collector.pin();
-        self.entry.second_linked(&guard)
+        self.entry.hint_linked(&guard)
+    }
+
+    /// Is the key unordered?
+    pub(crate) fn is_unordered(&self) -> bool {
+        self.entry.is_unordered()
     }
 
     /// Versions still linked.

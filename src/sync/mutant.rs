@@ -171,13 +171,17 @@ pub const RELAXED_UNLINK_STORE: u32 = 51;
 /// is not loom-visible).
 #[cfg_attr(not(feature = "replication"), allow(dead_code))]
 pub const STABLE_FOLLOWS_NEWEST_COMMIT: u32 = 52;
-/// A pruner cuts below the version the key's second hint names without
-/// clearing the hint, so the hint names a retired version (invariant 17).
-pub const PRUNE_KEEPS_SECOND: u32 = 53;
-/// A commit stores the key's second hint after its status flip, so a
-/// pruner can cut below the version it names first, and a reader that has
-/// seen the commit can still find the previous hint (invariant 17).
-pub const SECOND_AFTER_FLIP: u32 = 54;
+/// A prune that cuts a tail leaves the key's hint as it was, so the hint
+/// can name a retired version (invariant 17).
+pub const PRUNE_KEEPS_HINT: u32 = 53;
+/// A pruner refreshes the key's hint with a plain store instead of a
+/// compare-and-swap, so it can overwrite the unordered flag a committer
+/// set meanwhile (invariants 13 and 17).
+pub const HINT_STORE_LOSES_FLAG: u32 = 54;
+/// A prune that cuts nothing leaves the key's hint as it was, so a new
+/// commit's summary leaves the hint's gap stale and readers at stable
+/// climb from the finger again (invariant 17).
+pub const HINT_REFRESHED_ONLY_ON_CUT: u32 = 55;
 
 #[cfg(loom)]
 static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

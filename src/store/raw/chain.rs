@@ -155,7 +155,7 @@ impl Version {
         let Some(nn) = NonNull::new(p) else {
             alloc::handle_alloc_error(layout)
         };
-        // The second hint word (`hint.rs`) keeps a version's address in 48
+        // The hint word (`hint.rs`) keeps a version's address in 48
         // bits; user-space addresses on the targets this builds for fit.
         assert!(
             p.addr() >> hint::ADDR_BITS == 0,
@@ -275,17 +275,18 @@ pub(crate) struct KeyEntry {
     /// committed yet). Written under the pruning lock, or once by the
     /// first commit.
     floor: AtomicPtr<Version>,
-    /// The second hint word (`hint.rs`): the second newest committed
-    /// version (the one right below the newest committed one, null: none),
-    /// a lower bound on the gap between their commit timestamps, and the
-    /// *unordered* flag, set for good when a commit's timestamp is below
-    /// the key's newest committed version's (untimestamped counts as below
-    /// any timestamp): the committed versions are then not ordered by
-    /// timestamp, and readers walk from the head only. Stored by every
-    /// commit before its flip; a pruner about to cut the version it names
-    /// clears it (keeping the flag) with a compare-and-swap, so it never
-    /// names a retired version (invariant 17).
-    second: AtomicU64,
+    /// The hint word (`hint.rs`): the version right above the finger (or
+    /// the floor, with no finger), the one a reader at a stable timestamp
+    /// that has passed the finger reads; a lower bound on the gap between
+    /// the head's commit timestamp and its own; and the *unordered* flag,
+    /// set for good when a commit's timestamp is below the key's newest
+    /// committed version's (untimestamped counts as below any timestamp):
+    /// the committed versions are then not ordered by timestamp, and
+    /// readers walk from the head only. Every cut refreshes the version
+    /// and gap under the pruning lock before it retires anything, so the
+    /// hint never names a retired version; committers only set the flag
+    /// (invariant 17).
+    hint: AtomicU64,
 }
 
 impl Default for KeyEntry {
@@ -310,7 +311,7 @@ impl KeyEntry {
             summary: AtomicU64::new(0),
             finger: AtomicPtr::new(ptr::null_mut()),
             floor: AtomicPtr::new(ptr::null_mut()),
-            second: AtomicU64::new(hint::empty(false)),
+            hint: AtomicU64::new(hint::empty(false)),
         }
     }
 
@@ -408,7 +409,7 @@ impl KeyEntry {
         Found::Absent
     }
 
-    /// The read from the second hint, the finger or the floor, if one of
+    /// The read from the hint, the finger or the floor, if one of
     /// them is a timestamped version `view` accepts; `None`: walk on from
     /// the head.
     ///
@@ -419,10 +420,10 @@ impl KeyEntry {
     /// committed version it accepts lies below `r`, they are exactly the
     /// committed versions from the oldest up to some version (invariant 13:
     /// visibility is downward closed), and the climb from an accepted start
-    /// ends at the newest of them, below `r`. The second hint is tried
-    /// first when its gap says its version is at or below `t` (a read at a
-    /// timestamp between the key's two newest commits then examines one
-    /// version); the hint is a start like the others, judged before use.
+    /// ends at the newest of them, below `r`. The hint is tried first when
+    /// its gap says its version is at or below `t` (a read at a stable
+    /// timestamp that has passed one version above the finger then examines
+    /// one version); it is a start like the others, judged before use.
     ///
     /// # Safety
     /// The caller holds an epoch guard for the whole call and afterwards
@@ -434,32 +435,29 @@ impl KeyEntry {
         examined: &mut u64,
         above: u64,
     ) -> Option<Found<'g>> {
-        // Acquire, stronger than needed: pairs with the Release hint store
-        // in `commit_version`. The unordered flag in it: a flag stored by a
-        // committer of a version at or below `r` was stored before that
-        // version's status flip (or the summary), which happens-before our
-        // Acquire load of `r`'s status (or of the summary) (invariant 13);
-        // later flags are above `r`, where the climb never goes. The
-        // version it names: a hint stored before that flip names a version
-        // below `r` whose `stop` and `newer` we see through the same edge; a
-        // later one names `r` or a version above it, which `view` rejects
-        // (ordered: its timestamp is at or above `r`'s; else the flag is in
-        // the same word), so its fields are never acted on (invariant 17).
-        let w = self.second.load(Ordering::Acquire);
+        // Acquire, required: pairs with the Release hint store in
+        // `refresh_hint`, so we see the fields of the version it names,
+        // which may be above the commit our summary or head load ordered us
+        // after (invariant 17). The unordered flag in it: a flag set by a
+        // committer of a version at or below `r` was set before that
+        // version's status flip (or summary store), which happens-before
+        // our Acquire load of `r`'s status (or of the summary) (invariant
+        // 13); later flags are above `r`, where the climb never goes.
+        let w = self.hint.load(Ordering::Acquire);
         if hint::unordered(w) {
             return None;
         }
         let t = view.timestamp_bound()?.get();
         let gap = hint::gap(w);
-        let second = if gap != 0 && above.saturating_sub(gap) <= t {
-            hint::second(w)
+        let hinted = if gap != 0 && above.saturating_sub(gap) <= t {
+            hint::version(w)
         } else {
             ptr::null_mut()
         };
         let mut tried = [ptr::null_mut(); 2];
         for i in 0..3 {
             let p = match i {
-                0 => second,
+                0 => hinted,
                 // Acquire, stronger than needed: pairs with the Release
                 // finger/floor stores in `cut` and `commit_version` (the
                 // target's contents), but a reader comes only after an
@@ -475,10 +473,11 @@ impl KeyEntry {
                 continue;
             }
             tried[i.min(1)] = p;
-            // SAFETY: the second hint, finger and floor point at linked
-            // committed versions, or (a hint or finger loaded just before a
-            // cut cleared or moved it) at versions retired after our guard
-            // was pinned; we hold the guard (invariants 11, 13, 17).
+            // SAFETY: the hint, finger and floor point at linked versions
+            // (the hint's may not be committed yet: judged below), or (one
+            // loaded just before a cut moved it) at versions retired after
+            // our guard was pinned; we hold the guard (invariants 11, 13,
+            // 17).
             let v = unsafe { &*p };
             *examined += 1;
             if view.visibility(&v.status) == Visibility::Visible && timestamped(&v.status) {
@@ -571,40 +570,25 @@ impl KeyEntry {
         // SAFETY: the caller guarantees `v` is linked and unfinished (an
         // unfinished version is never pruned, invariant 3).
         let me = unsafe { &*v };
+        let mut examined = 0;
         let late = mutant_on(m::LINK_AFTER_FLIP);
-        let link = if late {
-            None
-        } else {
+        if !late {
             // SAFETY: as above.
-            Some(unsafe { self.link_committed(me, v, cts) })
-        };
-        // The flag as our link left it; in the LINK_AFTER_FLIP mutant, as
-        // found. Relaxed: set by us or by an earlier committer before its
-        // flip, which our prepend's conflict check loaded with Acquire.
-        let word = link.map_or_else(|| self.second.load(Ordering::Relaxed), |(_, w)| w);
-        let ordered = !hint::unordered(word);
-        let summary = if cts != 0 && ordered { cts } else { 0 };
-        let second_late = mutant_on(m::SECOND_AFTER_FLIP);
-        if let (Some((_, w)), false) = (link, second_late) {
-            // Before the flip: a pruner cuts below the version it names only
-            // after it has seen a newer version committed, so it sees this
-            // store and clears the hint before the cut (invariant 17; loom
-            // `second/prune`, mutant `SECOND_AFTER_FLIP`); and a reader that
-            // sees our flip or our summary sees the hint (loom
-            // `second/read`). Release, stronger than needed: pairs with the
-            // Acquire hint load in `read_from_finger`, whose reader is
-            // already ordered after what the hint's version holds (see
-            // there).
-            self.second.store(w, Ordering::Release);
+            examined = unsafe { self.link_committed(me, v, cts) };
         }
+        // Relaxed: set by us in `link_committed` or by an earlier
+        // committer before its flip, which our prepend's conflict check
+        // loaded with Acquire.
+        let ordered = !hint::unordered(self.hint.load(Ordering::Relaxed));
+        let summary = if cts != 0 && ordered { cts } else { 0 };
         let summary_late = mutant_on(m::SUMMARY_AFTER_FLIP);
         if !summary_late {
             // Before the flip: a writer can prepend on top only after it
             // has seen our flip, so its clearing store comes after this one
             // (invariant 16). Release, required: pairs with the Acquire
             // summary load in `read_counted` (our `newer`/`stop` links, the
-            // links below them, the hint and the flag; loom
-            // `summary/publish`, mutant `RELAXED_SUMMARY_STORE`).
+            // links below them and the flag; loom `summary/publish`, mutant
+            // `RELAXED_SUMMARY_STORE`).
             self.summary.store(
                 summary,
                 ordering_or_mutant(Ordering::Release, m::RELAXED_SUMMARY_STORE),
@@ -617,36 +601,22 @@ impl KeyEntry {
             // the real store's ordering so only the placement differs.
             self.summary.store(summary, Ordering::Release);
         }
-        if let (Some((_, w)), true) = (link, second_late) {
-            // Release, as above; only in the SECOND_AFTER_FLIP mutant.
-            self.second.store(w, Ordering::Release);
+        if late {
+            // SAFETY: as above.
+            examined = unsafe { self.link_committed(me, v, cts) };
         }
-        match link {
-            Some((examined, _)) => examined,
-            None => {
-                // SAFETY: as above.
-                let (examined, w) = unsafe { self.link_committed(me, v, cts) };
-                // Release, as above; only in the LINK_AFTER_FLIP mutant.
-                self.second.store(w, Ordering::Release);
-                examined
-            }
-        }
+        examined
     }
 
     /// The link step of `commit_version`: links the key's newest committed
-    /// version to `v` (or makes `v` the floor), and returns the versions
-    /// examined and the second hint word to store: that version, the gap
-    /// between the two commit timestamps, and the unordered flag, set if
-    /// `cts` is below that version's timestamp.
+    /// version to `v` (or makes `v` the floor), and sets the key's
+    /// unordered flag if `cts` is below that version's timestamp. Returns
+    /// the versions examined.
     ///
     /// # Safety
     /// As for `commit_version`.
-    unsafe fn link_committed(&self, me: &Version, v: *mut Version, cts: u64) -> (u64, u64) {
+    unsafe fn link_committed(&self, me: &Version, v: *mut Version, cts: u64) -> u64 {
         let mut examined = 0;
-        // Relaxed: the flag is set only by committers, each before its
-        // flip, which happens-before our prepend's Acquire load of the
-        // committed status it wrote on top of; a pruner's clearing keeps it.
-        let mut unordered = hint::unordered(self.second.load(Ordering::Relaxed));
         // Our version is the key's only unfinished one and everything below
         // it is committed or aborted (first updater wins), so the first
         // non-aborted version below is the newest committed one, and no one
@@ -669,15 +639,17 @@ impl KeyEntry {
             // the key unordered, which only sends readers to the head walk;
             // same answers).
             if ucts != 0 && (cts == 0 || cts < ucts) {
-                // Published with the hint, before our flip (invariant 13).
-                unordered = true;
+                // Relaxed: published by our Release status flip (invariant
+                // 13). A read-modify-write: a pruner may be refreshing the
+                // rest of the word (its compare-and-swap keeps the flag).
+                self.hint.fetch_or(hint::empty(true), Ordering::Relaxed);
             }
             // Relaxed: readers act on `stop` only after an Acquire load of
-            // a status at or above ours, or of the summary or hint we store
+            // a status at or above ours, or of the summary or hint stored
             // after it (invariants 13, 17).
             u.stop.store(cts, Ordering::Relaxed);
             // Release, required: pairs with the Acquire `newer` loads in
-            // the climbs and in `cut`. A reader
+            // the climbs, in `cut` and in `refresh_hint`. A reader
             // also gets our version's contents through the status it loaded
             // above, but `collect()`'s prune reaches versions through the
             // floor and `newer` alone.
@@ -686,21 +658,14 @@ impl KeyEntry {
                 v,
                 ordering_or_mutant(Ordering::Release, m::RELAXED_NEWER_STORE),
             );
-            // `u` stays the newest committed version until we flip, so no
-            // pruner cuts it before our hint store (invariant 17).
-            let gap = if ucts != 0 && cts > ucts {
-                cts - ucts
-            } else {
-                0
-            };
-            return (examined, hint::pack(p, gap, unordered));
+            return examined;
         }
         // The key's first committed version: it is the floor. No one prunes
         // a key with no committed version, so no one else writes `floor`
         // now. Release, required: pairs with the Acquire floor load in
         // `cut` (loom `prune_race`) and in readers.
         self.floor.store(v, Ordering::Release);
-        (examined, hint::empty(unordered))
+        examined
     }
 
     /// Unlinks `v` if it is still the head (a rolled-back version nobody
@@ -852,12 +817,6 @@ impl KeyEntry {
             // through the lock (the first commit's store is the one loom
             // `prune_race` needs).
             self.floor.store(spp, Ordering::Release);
-            if !mutant_on(m::PRUNE_KEEPS_SECOND) {
-                // SAFETY: `fl` and `spp` are linked committed versions, `spp`
-                // reached from `fl` by `newer` links; we hold the lock and
-                // `_guard`.
-                unsafe { self.clear_second_below(fl, spp) };
-            }
             // The safe point (invariant 3): `sp` is visible to every current
             // and future reader, so every reader that judges it now stops at
             // `sp` or above. One that judged it while it was still prepared
@@ -873,7 +832,7 @@ impl KeyEntry {
             tail = sp.next.swap(ptr::null_mut(), Ordering::AcqRel);
         }
         // Relaxed: our own key's flag, written before status flips we saw.
-        if !hint::unordered(self.second.load(Ordering::Relaxed)) {
+        if !hint::unordered(self.hint.load(Ordering::Relaxed)) {
             let mut f = if finger.is_null() { spp } else { finger };
             loop {
                 // SAFETY: `f` is the finger or the floor: linked, committed.
@@ -901,6 +860,18 @@ impl KeyEntry {
                 finger = f;
             }
         }
+        let skip = if tail.is_null() {
+            mutant_on(m::HINT_REFRESHED_ONLY_ON_CUT)
+        } else {
+            mutant_on(m::PRUNE_KEEPS_HINT)
+        };
+        if !skip {
+            // Before the tail below `sp` is retired (by our caller): the
+            // hint names `sp` or a version above it (invariant 17).
+            // SAFETY: the finger (if any) is at or above the floor `spp`,
+            // both linked and committed; we hold the lock and `_guard`.
+            unsafe { self.refresh_hint(if finger.is_null() { spp } else { finger }) };
+        }
         // Release, required: pairs with the Acquire CAS above by the next
         // pruner of this key, which must see our finger and floor; and with
         // the Acquire finger load in readers (stronger than needed there:
@@ -921,50 +892,65 @@ impl KeyEntry {
         out
     }
 
-    /// Clears the second hint (keeping the unordered flag) if it names a
-    /// version below `sp`, the cut point: the tail the caller is about to
-    /// retire (invariant 17).
+    /// Points the hint at the version right above `base` (the finger, or
+    /// the floor with no finger), with the gap from the head summary, and
+    /// keeps the unordered flag.
     ///
     /// # Safety
-    /// The caller holds the key's pruning lock and an epoch guard; `fl` is
-    /// the floor and `sp` a committed version reached from it by `newer`
-    /// links, both linked.
-    unsafe fn clear_second_below(&self, fl: *mut Version, sp: *mut Version) {
-        // Relaxed: the climb to `sp` loaded the status of every version it
-        // passed with Acquire, and each hint naming a version below `sp` was
-        // stored by the committer of the version above it before its flip,
-        // so this load sees the last such store or a later one. Later hint
-        // stores come from committers of versions above `sp`, which name
-        // `sp` or a version above it.
-        let mut w = self.second.load(Ordering::Relaxed);
+    /// The caller holds the key's pruning lock and an epoch guard; `base`
+    /// is linked and committed, at or above the floor.
+    unsafe fn refresh_hint(&self, base: *mut Version) {
+        // SAFETY: the caller's contract (invariants 11, 13).
+        let n = unsafe { &*base }.newer_ptr();
+        let gap = if n.is_null() {
+            0
+        } else {
+            // Relaxed: the gap is a hint; an older summary gives a smaller
+            // (safe) gap, and a reader judges what it lands on.
+            let s = self.summary.load(Ordering::Relaxed);
+            // SAFETY: a `newer` target is linked above `base`.
+            match unsafe { &*n }.status.state() {
+                VersionState::Committed(ts) if ts.get() != 0 && s > ts.get() => s - ts.get(),
+                _ => 0,
+            }
+        };
+        // Relaxed: the compare-and-swap below checks it.
+        let mut w = self.hint.load(Ordering::Relaxed);
         loop {
-            let s = hint::second(w);
-            // SAFETY: the caller's contract.
-            if s.is_null() || s == sp || !unsafe { passes(fl, sp, s) } {
+            let new = if n.is_null() {
+                hint::empty(hint::unordered(w))
+            } else {
+                hint::pack(n, gap, hint::unordered(w))
+            };
+            if mutant_on(m::HINT_STORE_LOSES_FLAG) {
+                // Release, as below; only in the mutant, whose plain store
+                // can overwrite a committer's flag.
+                self.hint.store(new, Ordering::Release);
                 return;
             }
-            // Relaxed: the cleared word publishes nothing (a reader that
-            // loads it starts at the finger). A failure means a committer
-            // stored a newer hint: judge it again.
-            match self.second.compare_exchange(
-                w,
-                hint::empty(hint::unordered(w)),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
+            // Release, required: pairs with the Acquire hint load in
+            // `read_from_finger`, whose reader may not otherwise be ordered
+            // after the named version's fields (it can be above the commit
+            // the reader synchronized with). A failure: a committer set the
+            // flag meanwhile (loom `hint/flag`, mutant
+            // `HINT_STORE_LOSES_FLAG`).
+            match self
+                .hint
+                .compare_exchange(w, new, Ordering::Release, Ordering::Relaxed)
+            {
                 Ok(_) => return,
                 Err(now) => w = now,
             }
         }
     }
 
-    /// Is the second hint null or a version linked from the head? For
-    /// tests and the loom models (invariant 17).
+    /// Is the hint null or a version linked from the head? For tests and
+    /// the loom models (invariant 17).
     #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn second_linked(&self, _guard: &Guard) -> bool {
+    pub(crate) fn hint_linked(&self, _guard: &Guard) -> bool {
         // Acquire, stronger than needed: only tests and models call this,
         // after the threads that wrote the hint joined.
-        let s = hint::second(self.second.load(Ordering::Acquire));
+        let s = hint::version(self.hint.load(Ordering::Acquire));
         let mut p = self.head_ptr();
         while !p.is_null() {
             if p == s {
@@ -974,6 +960,14 @@ impl KeyEntry {
             p = unsafe { &*p }.next_ptr();
         }
         s.is_null()
+    }
+
+    /// Is the key unordered? For tests and the loom models.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn is_unordered(&self) -> bool {
+        // Relaxed: only tests and models call this, after the threads that
+        // wrote the flag joined.
+        hint::unordered(self.hint.load(Ordering::Relaxed))
     }
 
     /// Is the finger null or a version linked from the head (at or above
@@ -1005,25 +999,6 @@ impl KeyEntry {
         }
         n
     }
-}
-
-/// Does the climb from `fl` along `newer` links pass `s` before it reaches
-/// `sp`?
-///
-/// # Safety
-/// `sp` is reached from `fl` by `newer` links; the caller holds an epoch
-/// guard.
-unsafe fn passes(fl: *mut Version, sp: *mut Version, s: *mut Version) -> bool {
-    let mut p = fl;
-    while p != sp && !p.is_null() {
-        if p == s {
-            return true;
-        }
-        // SAFETY: a version from the floor up to `sp`, linked (the caller's
-        // contract, invariant 11).
-        p = unsafe { &*p }.newer_ptr();
-    }
-    false
 }
 
 /// Climbs `newer` links from `v` (a version `view` accepts, timestamped,
@@ -1357,7 +1332,7 @@ mod tests {
     }
 
     #[test]
-    fn a_read_between_the_two_newest_commits_takes_the_second_hint() {
+    fn a_read_at_a_stable_past_the_finger_takes_the_hint() {
         let (mgr, collector, e) = (
             TxnManager::new(4).unwrap(),
             Collector::new(),
@@ -1365,23 +1340,28 @@ mod tests {
         );
         let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
         // Stable 15 keeps the finger on the version at 10; nothing is cut.
+        // The hint names the version above it, at 20.
         for (v, ts) in [(1u8, 10u64), (2, 20), (3, 30)] {
             put(&e, &collector, &mut w, &[v], ts);
             prune_at(&e, &collector, &mgr, 5, 15);
         }
-        // The summary (30) rejects the head; the hint names the version at
-        // 20, at or below 25: one version, no climb from the finger.
+        // The summary (30) rejects the head; the hint's gap (10) puts its
+        // version at or below 25: one version, no climb from the finger.
         assert_eq!(read_n(&e, &collector, &mut r, 25), (Some(vec![2]), 1));
         assert_eq!(read_n(&e, &collector, &mut r, 20), (Some(vec![2]), 1));
         // Below the hint's version: the finger answers, after the hint was
         // passed over unread (its gap says it is too new).
         assert_eq!(read_n(&e, &collector, &mut r, 19), (Some(vec![1]), 1));
+        // Two versions past the finger: from the hint, one climb.
+        put(&e, &collector, &mut w, &[4], 40);
+        prune_at(&e, &collector, &mgr, 5, 15);
+        assert_eq!(read_n(&e, &collector, &mut r, 35), (Some(vec![3]), 2));
         let g = collector.pin();
-        assert!(e.second_linked(&g));
+        assert!(e.hint_linked(&g));
     }
 
     #[test]
-    fn a_cut_below_the_second_hint_clears_it() {
+    fn every_cut_leaves_the_hint_at_or_above_the_floor() {
         let (mgr, collector, e) = (
             TxnManager::new(4).unwrap(),
             Collector::new(),
@@ -1392,24 +1372,23 @@ mod tests {
             put(&e, &collector, &mut w, &[v], ts);
         }
         let g = collector.pin();
-        // The safe point is the hint's own version (20): it stays.
+        // The safe point is 20: the finger moves there, the hint above it.
         assert_eq!(prune_at(&e, &collector, &mgr, 25, 25).cut, 1);
-        assert!(!hint::second(e.second.load(Ordering::Relaxed)).is_null());
-        assert!(e.second_linked(&g));
-        // The safe point is the head (30): the hint's version goes, and
-        // the hint with it.
+        assert!(!hint::version(e.hint.load(Ordering::Relaxed)).is_null());
+        assert!(e.hint_linked(&g));
+        // The safe point is the head (30): nothing above the finger.
         assert_eq!(prune_at(&e, &collector, &mgr, 30, 30).cut, 1);
-        assert!(hint::second(e.second.load(Ordering::Relaxed)).is_null());
-        assert!(e.second_linked(&g));
+        assert!(hint::version(e.hint.load(Ordering::Relaxed)).is_null());
+        assert!(e.hint_linked(&g));
         assert_eq!(read(&e, &collector, &mut r, 30), Some(vec![3]));
         // An out-of-order commit sets the flag; a later cut keeps it.
         put(&e, &collector, &mut w, &[4], 40);
         put(&e, &collector, &mut w, &[5], 35);
         put(&e, &collector, &mut w, &[6], 50);
-        assert!(hint::unordered(e.second.load(Ordering::Relaxed)));
+        assert!(e.is_unordered());
         prune_at(&e, &collector, &mgr, 50, 50);
-        assert!(hint::unordered(e.second.load(Ordering::Relaxed)));
-        assert!(e.second_linked(&g));
+        assert!(e.is_unordered());
+        assert!(e.hint_linked(&g));
     }
 
     #[test]

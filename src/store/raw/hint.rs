@@ -1,26 +1,26 @@
-//! The encoding of a key's *second hint* word (`KeyEntry::second`,
-//! DESIGN.md "Version chains and the index"): one 64-bit word that a
-//! committer stores and a reader loads whole, so its parts are always
-//! consistent with each other.
+//! The encoding of a key's *hint* word (`KeyEntry::hint`, DESIGN.md
+//! "Version chains and the index"): one 64-bit word that a pruner stores
+//! and a reader loads whole, so its parts are always consistent with each
+//! other.
 //!
-//! * bits 0..48: the address of the key's second newest committed version
-//!   (the one right below the newest committed version), 0: none. Versions
-//!   are 8-aligned, so the low three bits of an address are 0;
+//! * bits 0..48: the address of the version right above the key's finger
+//!   (or floor), 0: none. Versions are 8-aligned, so the low three bits of
+//!   an address are 0;
 //! * bit 0: the key is *unordered* (a commit landed below the key's newest
 //!   committed timestamp; set for good);
-//! * bits 48..64: the *gap*, a lower bound on the newest committed
-//!   version's commit timestamp minus the second's, in a 16-bit floating
-//!   format (5-bit exponent, 11-bit mantissa, rounded down); 0: no usable
-//!   gap (an untimestamped version, or none).
+//! * bits 48..64: the *gap*, a lower bound on the head summary minus the
+//!   hinted version's commit timestamp, in a 16-bit floating format (5-bit
+//!   exponent, 11-bit mantissa, rounded down); 0: no usable gap (an
+//!   untimestamped or unfinished version, or none).
 //!
-//! A reader whose read timestamp `t` rejects the newest committed version
-//! (its commit timestamp `s > t`) takes the second version when
-//! `s - gap <= t`: since the gap is a lower bound, that version's commit
-//! timestamp is then at or below `t`. The hint only picks where a read
-//! starts; the reader still judges the version it lands on (status,
-//! visibility, `stop`) as on the finger path, so a hint from another
-//! committer than the one whose timestamp the reader compared with costs a
-//! version examined, never a wrong read.
+//! A reader whose read timestamp `t` rejects the head (its summary
+//! `s > t`) takes the hinted version when `s - gap <= t`: since the gap is
+//! a lower bound and the summary only grows between prunes, that version's
+//! commit timestamp is then at or below `t`. The hint only picks where a
+//! read starts; the reader still judges the version it lands on (status,
+//! visibility, `stop`) as on the finger path, so a gap measured from
+//! another summary than the reader's costs a version examined, never a
+//! wrong read.
 
 use super::chain::Version;
 use std::ptr;
@@ -37,25 +37,25 @@ const MANTISSA: u32 = 11;
 /// The largest exponent of the gap (5 bits).
 const MAX_EXP: u32 = 31;
 
-/// The second hint word of no version, with the unordered flag `unordered`.
+/// The hint word of no version, with the unordered flag `unordered`.
 #[inline]
 pub(crate) fn empty(unordered: bool) -> u64 {
     u64::from(unordered)
 }
 
-/// The second hint word for `second` (null: none), a gap of at most
-/// `gap` timestamps (0: none usable), and the unordered flag.
+/// The hint word for `v` (null: none), a gap of at most `gap` timestamps
+/// (0: none usable), and the unordered flag.
 #[inline]
-pub(crate) fn pack(second: *mut Version, gap: u64, unordered: bool) -> u64 {
-    let a = second.expose_provenance() as u64;
+pub(crate) fn pack(v: *mut Version, gap: u64, unordered: bool) -> u64 {
+    let a = v.expose_provenance() as u64;
     debug_assert_eq!(a & !ADDR_MASK, 0, "version addresses fit in 48 bits");
     debug_assert_eq!(a & 7, 0, "versions are 8-aligned");
     a | (u64::from(encode_gap(gap)) << ADDR_BITS) | u64::from(unordered)
 }
 
-/// The second version of a hint word (null: none).
+/// The version a hint word names (null: none).
 #[inline]
-pub(crate) fn second(w: u64) -> *mut Version {
+pub(crate) fn version(w: u64) -> *mut Version {
     let a = w & ADDR_MASK & !UNORDERED;
     if a == 0 {
         return ptr::null_mut();
@@ -131,11 +131,11 @@ mod tests {
         let v = 0x7fff_1234_5678_u64 as *mut Version;
         for unordered in [false, true] {
             let w = pack(v, 1_000_000, unordered);
-            assert_eq!(second(w), v);
+            assert_eq!(version(w), v);
             assert_eq!(super::unordered(w), unordered);
             assert!(gap(w) <= 1_000_000 && gap(w) > 999_000);
             let e = empty(unordered);
-            assert!(second(e).is_null());
+            assert!(version(e).is_null());
             assert_eq!(gap(e), 0);
             assert_eq!(super::unordered(e), unordered);
         }
