@@ -27,18 +27,23 @@
 //!   rejects only because its commit timestamp is above the read timestamp
 //!   sends them to the key's *finger* (the newest committed version at or
 //!   below a recently published stable timestamp) or *floor* (the last safe
-//!   point): from there they climb `newer` links to the newest version they
+//!   point), or first to the key's *hint* (the version right above the
+//!   finger) when the hint's gap puts it at or below the read timestamp:
+//!   from there they climb `newer` links to the newest version they
 //!   accept; `stop` tells them without a load of the next version when it
-//!   is already too new. In read-ts that is two versions (head, finger) whatever
-//!   the read timestamp's age. A point read does no read-modify-write.
+//!   is already too new. In read-ts that is one version (finger or hint)
+//!   for three reads in four whatever the read timestamp's age. A point
+//!   read does no read-modify-write.
 //! * Pruning climbs from the floor along `newer` links to the newest
 //!   version covered by the reclaim horizon (the safe point, invariant 3),
 //!   cuts the chain below it and retires the tail to the epoch collector
 //!   (a reader that skipped the safe point while it was prepared and
 //!   finds the cut judges it again: it is visible to that reader now);
-//!   then it moves the finger up to the published stable timestamp. Each
-//!   version is stepped over once by each pointer, so the work per commit
-//!   is O(1) amortized. Pruning is logical; freeing is the collector's.
+//!   then it moves the finger up to the published stable timestamp and
+//!   points the hint above it (invariant 17). Each version is stepped over
+//!   once by each pointer, so the work per commit is O(1) amortized.
+//!   Pruning is logical; freeing is the collector's. The key's pruning
+//!   lock is the finger word's low bit.
 //!
 //! # Orderings
 //!
@@ -60,6 +65,10 @@
 //!   the safe point while it was still prepared and then finds that link
 //!   null judges the version again and sees the commit the cutter saw
 //!   (`skipped_into_cut`, invariants 3 and 10).
+//! * The hint's refresh (a CAS under the pruning lock, keeping the
+//!   unordered flag that committers set with `fetch_or`) is a Release
+//!   paired with the readers' Acquire hint load: the hinted version can be
+//!   newer than what the reader's head or summary load ordered it after.
 //! * `stop` and the unordered flag are Relaxed: a reader acts on them only
 //!   after an Acquire status load of a committed version at or above the
 //!   version that wrote them, or an Acquire load of the head summary, which
