@@ -232,6 +232,18 @@ impl Chain {
         self.entry.finger_linked(&guard)
     }
 
+    /// Is the key's hint (if set) still linked? (Invariant 18; checked at
+    /// the end of the models.)
+    pub(crate) fn hint_linked(&self) -> bool {
+        let guard = self.collector.pin();
+        self.entry.hint_linked(&guard)
+    }
+
+    /// Is the key unordered?
+    pub(crate) fn is_unordered(&self) -> bool {
+        self.entry.is_unordered()
+    }
+
     /// Versions still linked.
     pub(crate) fn len(&self) -> usize {
         let guard = self.collector.pin();

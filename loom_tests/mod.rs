@@ -23,6 +23,7 @@ mod epoch;
 mod finger;
 mod floor_source;
 mod hash_index;
+mod hint;
 mod lazy_snapshot;
 mod pin_horizon;
 mod prepare_stable;

@@ -84,6 +84,11 @@ macro_rules! int_atomic {
                 self.0.fetch_max(v, o)
             }
             #[inline(always)]
+            pub(crate) fn fetch_or(&self, v: $int, o: Ordering) -> $int {
+                count_rmw();
+                self.0.fetch_or(v, o)
+            }
+            #[inline(always)]
             pub(crate) fn compare_exchange(
                 &self,
                 current: $int,

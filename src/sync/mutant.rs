@@ -179,6 +179,17 @@ pub const SERIALIZABLE_SKIPS_VALIDATION: u32 = 53;
 /// before its commit instead of after, so a second committer can validate
 /// while the first's versions are still in progress (and pass over them).
 pub const SERIALIZABLE_GATE_RELEASED_BEFORE_COMMIT: u32 = 54;
+/// A prune that cuts a tail leaves the key's hint as it was, so the hint
+/// can name a retired version (invariant 18).
+pub const PRUNE_KEEPS_HINT: u32 = 55;
+/// A pruner refreshes the key's hint with a plain store instead of a
+/// compare-and-swap, so it can overwrite the unordered flag a committer
+/// set meanwhile (invariants 13 and 18).
+pub const HINT_STORE_LOSES_FLAG: u32 = 56;
+/// A prune that cuts nothing leaves the key's hint as it was, so a new
+/// commit's summary leaves the hint's gap stale and readers at stable
+/// climb from the finger again (invariant 18).
+pub const HINT_REFRESHED_ONLY_ON_CUT: u32 = 57;
 
 #[cfg(loom)]
 static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

@@ -27,18 +27,23 @@
 //!   rejects only because its commit timestamp is above the read timestamp
 //!   sends them to the key's *finger* (the newest committed version at or
 //!   below a recently published stable timestamp) or *floor* (the last safe
-//!   point): from there they climb `newer` links to the newest version they
+//!   point), or first to the key's *hint* (the version right above the
+//!   finger) when the hint's gap puts it at or below the read timestamp:
+//!   from there they climb `newer` links to the newest version they
 //!   accept; `stop` tells them without a load of the next version when it
-//!   is already too new. In read-ts that is two versions (head, finger) whatever
-//!   the read timestamp's age. A point read does no read-modify-write.
+//!   is already too new. In read-ts that is one version (finger or hint)
+//!   for three reads in four whatever the read timestamp's age. A point
+//!   read does no read-modify-write.
 //! * Pruning climbs from the floor along `newer` links to the newest
 //!   version covered by the reclaim horizon (the safe point, invariant 3),
 //!   cuts the chain below it and retires the tail to the epoch collector
 //!   (a reader that skipped the safe point while it was prepared and
 //!   finds the cut judges it again: it is visible to that reader now);
-//!   then it moves the finger up to the published stable timestamp. Each
-//!   version is stepped over once by each pointer, so the work per commit
-//!   is O(1) amortized. Pruning is logical; freeing is the collector's.
+//!   then it moves the finger up to the published stable timestamp and
+//!   points the hint above it (invariant 18). Each version is stepped over
+//!   once by each pointer, so the work per commit is O(1) amortized.
+//!   Pruning is logical; freeing is the collector's. The key's pruning
+//!   lock is the finger word's low bit.
 //!
 //! # Orderings
 //!
@@ -60,6 +65,10 @@
 //!   the safe point while it was still prepared and then finds that link
 //!   null judges the version again and sees the commit the cutter saw
 //!   (`skipped_into_cut`, invariants 3 and 10).
+//! * The hint's refresh (a CAS under the pruning lock, keeping the
+//!   unordered flag that committers set with `fetch_or`) is a Release
+//!   paired with the readers' Acquire hint load: the hinted version can be
+//!   newer than what the reader's head or summary load ordered it after.
 //! * `stop` and the unordered flag are Relaxed: a reader acts on them only
 //!   after an Acquire status load of a committed version at or above the
 //!   version that wrote them, or an Acquire load of the head summary, which
@@ -69,12 +78,10 @@
 //!   before the Release head CAS and any later flip of that writer, and
 //!   after its Acquire load of the head's committed status (invariant 16).
 
-use super::SendPtr;
+use super::{hint, SendPtr};
 use crate::machinery::epoch::{Collector, Guard, RetireBatch};
 use crate::machinery::{Horizon, ReadView, VersionState, VersionStatus, Visibility, WriteCheck};
-use crate::sync::{
-    mutant as m, mutant_on, ordering_or_mutant, AtomicBool, AtomicPtr, AtomicU64, Ordering,
-};
+use crate::sync::{mutant as m, mutant_on, ordering_or_mutant, AtomicPtr, AtomicU64, Ordering};
 use crate::ts::Timestamp;
 use std::alloc::{self, Layout};
 use std::ptr::{self, NonNull};
@@ -83,6 +90,21 @@ use std::ptr::{self, NonNull};
 const NO_STOP: u64 = u64::MAX;
 /// `len` of a tombstone.
 const TOMBSTONE: usize = usize::MAX;
+/// The finger word's low bit: a prune of this key is under way (the key's
+/// pruning lock; versions are 8-aligned, so an address never has it).
+const PRUNING: usize = 1;
+
+/// The finger of a finger word (the pruning bit masked off).
+#[inline]
+fn finger_of(p: *mut Version) -> *mut Version {
+    p.map_addr(|a| a & !PRUNING)
+}
+
+/// `p` with the pruning bit set.
+#[inline]
+fn locked(p: *mut Version) -> *mut Version {
+    p.map_addr(|a| a | PRUNING)
+}
 
 /// One version of one key: this header, then `len` value bytes in the same
 /// allocation (made by [`Version::alloc`], freed by [`free_version`]).
@@ -142,6 +164,13 @@ impl Version {
         let Some(nn) = NonNull::new(p) else {
             alloc::handle_alloc_error(layout)
         };
+        // The hint word (`hint.rs`) keeps a version's address in 48
+        // bits; user-space addresses on the targets this builds for fit.
+        assert!(
+            p.addr() >> hint::ADDR_BITS == 0,
+            "a version's address fits in {} bits",
+            hint::ADDR_BITS
+        );
         // SAFETY: `p` is a fresh allocation of `layout`, which starts with a
         // `Version` and has `len` bytes after it.
         unsafe {
@@ -246,18 +275,27 @@ pub(crate) struct KeyEntry {
     /// The newest timestamped committed version at or below the stable
     /// timestamp published when it was last moved (null: none). Always at
     /// or above `floor`, so never retired while it points there
-    /// (invariant 13). Written under `pruning`.
+    /// (invariant 13). Its low bit ([`PRUNING`]) is the key's pruning
+    /// lock: set by a pruner's compare-and-swap, cleared by its last store;
+    /// only a pruner holding it writes the word.
     finger: AtomicPtr<Version>,
     /// The oldest committed version still linked: the last safe point the
     /// chain was cut at, or the key's first committed version (null: none
-    /// committed yet). Written under `pruning`, or once by the first commit.
+    /// committed yet). Written under the pruning lock, or once by the
+    /// first commit.
     floor: AtomicPtr<Version>,
-    pruning: AtomicBool,
-    /// Set for good when a commit's timestamp is below the key's newest
+    /// The hint word (`hint.rs`): the version right above the finger (or
+    /// the floor, with no finger), the one a reader at a stable timestamp
+    /// that has passed the finger reads; a lower bound on the gap between
+    /// the head's commit timestamp and its own; and the *unordered* flag,
+    /// set for good when a commit's timestamp is below the key's newest
     /// committed version's (untimestamped counts as below any timestamp):
     /// the committed versions are then not ordered by timestamp, and
-    /// readers walk from the head only.
-    unordered: AtomicBool,
+    /// readers walk from the head only. Every cut refreshes the version
+    /// and gap under the pruning lock before it retires anything, so the
+    /// hint never names a retired version; committers only set the flag
+    /// (invariant 18).
+    hint: AtomicU64,
 }
 
 impl Default for KeyEntry {
@@ -282,8 +320,7 @@ impl KeyEntry {
             summary: AtomicU64::new(0),
             finger: AtomicPtr::new(ptr::null_mut()),
             floor: AtomicPtr::new(ptr::null_mut()),
-            pruning: AtomicBool::new(false),
-            unordered: AtomicBool::new(false),
+            hint: AtomicU64::new(hint::empty(false)),
         }
     }
 
@@ -327,12 +364,13 @@ impl KeyEntry {
             // it) linked below the head, as the head's Acquire status load
             // would have shown us: the `stop` of the finger among them, which
             // `climb` loads Relaxed (invariant 16; loom `summary/publish`).
-            if self.summary.load(Ordering::Acquire) > t.get() {
+            let s = self.summary.load(Ordering::Acquire);
+            if s > t.get() {
                 // The head is committed above `t`: rejected for its
                 // timestamp, exactly as if we had loaded it (invariant 16).
                 tried_finger = true;
-                // SAFETY: we hold `_guard` (invariants 11, 13).
-                if let Some(f) = unsafe { self.read_from_finger(view, examined) } {
+                // SAFETY: we hold `_guard` (invariants 11, 13, 17).
+                if let Some(f) = unsafe { self.read_from_finger(view, examined, s) } {
                     return f;
                 }
             }
@@ -340,8 +378,8 @@ impl KeyEntry {
         let mut p = self.head_ptr();
         if mutant_on(m::READ_SKIPS_HEAD) && view.own().get() == 0 {
             tried_finger = true;
-            // SAFETY: we hold `_guard` (invariants 11, 13).
-            if let Some(f) = unsafe { self.read_from_finger(view, examined) } {
+            // SAFETY: we hold `_guard` (invariants 11, 13, 17).
+            if let Some(f) = unsafe { self.read_from_finger(view, examined, u64::MAX) } {
                 return f;
             }
         }
@@ -361,10 +399,12 @@ impl KeyEntry {
                     // Rejected for its timestamp (committed above the
                     // reader's bound): every version the reader could accept
                     // is older. Jump (once).
-                    if !tried_finger && rejected_for_timestamp(view, &v.status) {
+                    if let (false, Some(cts)) =
+                        (tried_finger, rejected_for_timestamp(view, &v.status))
+                    {
                         tried_finger = true;
-                        // SAFETY: we hold `_guard` (invariants 11, 13).
-                        if let Some(f) = unsafe { self.read_from_finger(view, examined) } {
+                        // SAFETY: we hold `_guard` (invariants 11, 13, 17).
+                        if let Some(f) = unsafe { self.read_from_finger(view, examined, cts) } {
                             return f;
                         }
                     }
@@ -378,15 +418,21 @@ impl KeyEntry {
         Found::Absent
     }
 
-    /// The read from the finger or the floor, if one of them is a
-    /// timestamped version `view` accepts; `None`: walk on from the head.
+    /// The read from the hint, the finger or the floor, if one of
+    /// them is a timestamped version `view` accepts; `None`: walk on from
+    /// the head.
     ///
     /// Called only after the reader met a committed version `r` that it
-    /// rejects for its timestamp (above the read timestamp `t`). If the key
-    /// is ordered, every committed version it accepts lies below `r`, they
-    /// are exactly the committed versions from the oldest up to some
-    /// version (invariant 13: visibility is downward closed), and the
-    /// climb from an accepted start ends at the newest of them, below `r`.
+    /// rejects for its timestamp (above the read timestamp `t`), or a head
+    /// summary above `t`; `above` is that commit timestamp (`u64::MAX`:
+    /// none to compare the hint's gap with). If the key is ordered, every
+    /// committed version it accepts lies below `r`, they are exactly the
+    /// committed versions from the oldest up to some version (invariant 13:
+    /// visibility is downward closed), and the climb from an accepted start
+    /// ends at the newest of them, below `r`. The hint is tried first when
+    /// its gap says its version is at or below `t` (a read at a stable
+    /// timestamp that has passed one version above the finger then examines
+    /// one version); it is a start like the others, judged before use.
     ///
     /// # Safety
     /// The caller holds an epoch guard for the whole call and afterwards
@@ -396,31 +442,51 @@ impl KeyEntry {
         &'g self,
         view: &ReadView<'_>,
         examined: &mut u64,
+        above: u64,
     ) -> Option<Found<'g>> {
-        // Relaxed: the flag of a version at or below `r` was stored before
-        // that version's status flip, which happens-before our Acquire load
-        // of `r`'s status (invariant 13); later flags are above `r`, where
-        // the climb never goes.
-        if self.unordered.load(Ordering::Relaxed) {
+        // Acquire, required: pairs with the Release hint store in
+        // `refresh_hint`, so we see the fields of the version it names,
+        // which may be above the commit our summary or head load ordered us
+        // after (invariant 18). The unordered flag in it: a flag set by a
+        // committer of a version at or below `r` was set before that
+        // version's status flip (or summary store), which happens-before
+        // our Acquire load of `r`'s status (or of the summary) (invariant
+        // 13); later flags are above `r`, where the climb never goes.
+        let w = self.hint.load(Ordering::Acquire);
+        if hint::unordered(w) {
             return None;
         }
         let t = view.timestamp_bound()?.get();
-        let mut last = ptr::null_mut();
-        for start in [&self.finger, &self.floor] {
-            // Acquire, stronger than needed: pairs with the Release
-            // finger/floor stores in `cut` and `commit_version` (the
-            // target's contents), but a reader comes only after an Acquire
-            // load of the head, above the target, so its contents are
-            // already ordered; `cut`'s floor load, which has no head load
-            // before it, is the one that needs it (loom `prune_race`).
-            let p = start.load(Ordering::Acquire);
-            if p.is_null() || p == last {
+        let gap = hint::gap(w);
+        let hinted = if gap != 0 && above.saturating_sub(gap) <= t {
+            hint::version(w)
+        } else {
+            ptr::null_mut()
+        };
+        let mut tried = [ptr::null_mut(); 2];
+        for i in 0..3 {
+            let p = match i {
+                0 => hinted,
+                // Acquire, stronger than needed: pairs with the Release
+                // finger/floor stores in `cut` and `commit_version` (the
+                // target's contents), but a reader comes only after an
+                // Acquire load of the head or the summary, above the target,
+                // so its contents are already ordered; `cut`'s floor load,
+                // which has no head load before it, is the one that needs it
+                // (loom `prune_race`).
+                1 => finger_of(self.finger.load(Ordering::Acquire)),
+                // Acquire, stronger than needed: as for the finger.
+                _ => self.floor.load(Ordering::Acquire),
+            };
+            if p.is_null() || tried.contains(&p) {
                 continue;
             }
-            last = p;
-            // SAFETY: finger and floor point at linked committed versions;
-            // they move before anything below them is retired, and we hold
-            // the guard (invariants 11, 13).
+            tried[i.min(1)] = p;
+            // SAFETY: the hint, finger and floor point at linked versions
+            // (the hint's may not be committed yet: judged below), or (one
+            // loaded just before a cut moved it) at versions retired after
+            // our guard was pinned; we hold the guard (invariants 11, 13,
+            // 17).
             let v = unsafe { &*p };
             *examined += 1;
             if view.visibility(&v.status) == Visibility::Visible && timestamped(&v.status) {
@@ -537,16 +603,17 @@ impl KeyEntry {
             examined = unsafe { self.link_committed(me, v, cts) };
         }
         // Relaxed: set by us in `link_committed` or by an earlier
-        // committer before its flip, which we loaded with Acquire there.
-        let ordered = !self.unordered.load(Ordering::Relaxed);
+        // committer before its flip, which our prepend's conflict check
+        // loaded with Acquire.
+        let ordered = !hint::unordered(self.hint.load(Ordering::Relaxed));
         let summary = if cts != 0 && ordered { cts } else { 0 };
         let summary_late = mutant_on(m::SUMMARY_AFTER_FLIP);
         if !summary_late {
             // Before the flip: a writer can prepend on top only after it
             // has seen our flip, so its clearing store comes after this one
             // (invariant 16). Release, required: pairs with the Acquire
-            // summary load in `read_counted` (our `newer`/`stop` links, the links below
-            // them and the flags; loom `summary/publish`, mutant
+            // summary load in `read_counted` (our `newer`/`stop` links, the
+            // links below them and the flag; loom `summary/publish`, mutant
             // `RELAXED_SUMMARY_STORE`).
             self.summary.store(
                 summary,
@@ -567,7 +634,10 @@ impl KeyEntry {
         examined
     }
 
-    /// The link step of `commit_version`.
+    /// The link step of `commit_version`: links the key's newest committed
+    /// version to `v` (or makes `v` the floor), and sets the key's
+    /// unordered flag if `cts` is below that version's timestamp. Returns
+    /// the versions examined.
     ///
     /// # Safety
     /// As for `commit_version`.
@@ -596,14 +666,16 @@ impl KeyEntry {
             // same answers).
             if ucts != 0 && (cts == 0 || cts < ucts) {
                 // Relaxed: published by our Release status flip (invariant
-                // 13).
-                self.unordered.store(true, Ordering::Relaxed);
+                // 13). A read-modify-write: a pruner may be refreshing the
+                // rest of the word (its compare-and-swap keeps the flag).
+                self.hint.fetch_or(hint::empty(true), Ordering::Relaxed);
             }
             // Relaxed: readers act on `stop` only after an Acquire load of
-            // a status at or above ours (invariant 13).
+            // a status at or above ours, or of the summary or hint stored
+            // after it (invariants 13, 17).
             u.stop.store(cts, Ordering::Relaxed);
             // Release, required: pairs with the Acquire `newer` loads in
-            // the climbs and in `cut`. A reader
+            // the climbs, in `cut` and in `refresh_hint`. A reader
             // also gets our version's contents through the status it loaded
             // above, but `collect()`'s prune reaches versions through the
             // floor and `newer` alone.
@@ -693,32 +765,41 @@ impl KeyEntry {
         _guard: &Guard,
     ) -> Pruned {
         let mut out = Pruned::default();
-        // Acquire, required: pairs with the Release store of `pruning` at
-        // the end by the previous pruner of this key, so cuts are serialized
-        // per key: without it a pruner need not see the previous one's
-        // finger (loaded Relaxed below) and could climb from one below the
-        // floor, already retired. No model runs two pruners of one key in
-        // different threads, so the argument, not a check, holds it.
-        if self
-            .pruning
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            return out;
+        // Relaxed: the compare-and-swap below checks it.
+        let mut finger = self.finger.load(Ordering::Relaxed);
+        loop {
+            if finger != finger_of(finger) {
+                // Another thread is pruning this key.
+                return out;
+            }
+            // Acquire, required: pairs with the Release store that ends the
+            // previous pruner's hold (and every finger store), so cuts are
+            // serialized per key: without it a pruner need not see the
+            // previous one's finger and floor and could climb from one below
+            // the floor, already retired. No model runs two pruners of one
+            // key in different threads, so the argument, not a check, holds
+            // it.
+            match self.finger.compare_exchange(
+                finger,
+                locked(finger),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => finger = now,
+            }
         }
         // Acquire, required: pairs with the first commit's Release floor
-        // store (later stores are ours, under `pruning`; loom `prune_race`).
+        // store (later stores are ours, under the lock; loom `prune_race`).
         let fl = self.floor.load(Ordering::Acquire);
         if fl.is_null() {
             // Release, stronger than needed: pairs with the Acquire CAS
-            // above, but nothing was written under the flag on this path.
-            self.pruning.store(false, Ordering::Release);
+            // above, but nothing was written under the lock on this path.
+            self.finger.store(finger, Ordering::Release);
             return out;
         }
-        // Relaxed: written only under `pruning`, which we hold.
-        let mut finger = self.finger.load(Ordering::Relaxed);
         // SAFETY: the floor is linked and committed; we hold `_guard` and
-        // `pruning`, so nobody else moves or retires it (invariants 11, 13).
+        // the pruning lock, so nobody else moves or retires it (invariants 11, 13).
         let mut sp = unsafe { &*fl };
         let mut moved_finger = false;
         loop {
@@ -754,12 +835,12 @@ impl KeyEntry {
                 };
                 // Release, stronger than needed: pairs with the Acquire
                 // finger load in readers, who come through the head (the
-                // next pruner, through `pruning`).
-                self.finger.store(finger, Ordering::Release);
+                // next pruner, through the lock's release below).
+                self.finger.store(locked(finger), Ordering::Release);
             }
             // Release, stronger than needed: pairs with the Acquire floor
             // loads, but readers come through the head and the next pruner
-            // through `pruning` (the first commit's store is the one loom
+            // through the lock (the first commit's store is the one loom
             // `prune_race` needs).
             self.floor.store(spp, Ordering::Release);
             // The safe point (invariant 3): `sp` is visible to every current
@@ -777,7 +858,7 @@ impl KeyEntry {
             tail = sp.next.swap(ptr::null_mut(), Ordering::AcqRel);
         }
         // Relaxed: our own key's flag, written before status flips we saw.
-        if !self.unordered.load(Ordering::Relaxed) {
+        if !hint::unordered(self.hint.load(Ordering::Relaxed)) {
             let mut f = if finger.is_null() { spp } else { finger };
             loop {
                 // SAFETY: `f` is the finger or the floor: linked, committed.
@@ -802,14 +883,26 @@ impl KeyEntry {
             // Equivalent mutant (`<`: the finger is not moved onto a version
             // exactly at stable; reads climb one more, same answers).
             if f != finger && fts != 0 && fts <= stable {
-                // Release, stronger than needed: pairs with the Acquire
-                // finger load in readers, who come through the head.
-                self.finger.store(f, Ordering::Release);
+                finger = f;
             }
         }
+        let skip = if tail.is_null() {
+            mutant_on(m::HINT_REFRESHED_ONLY_ON_CUT)
+        } else {
+            mutant_on(m::PRUNE_KEEPS_HINT)
+        };
+        if !skip {
+            // Before the tail below `sp` is retired (by our caller): the
+            // hint names `sp` or a version above it (invariant 18).
+            // SAFETY: the finger (if any) is at or above the floor `spp`,
+            // both linked and committed; we hold the lock and `_guard`.
+            unsafe { self.refresh_hint(if finger.is_null() { spp } else { finger }) };
+        }
         // Release, required: pairs with the Acquire CAS above by the next
-        // pruner of this key, which must see our finger and floor.
-        self.pruning.store(false, Ordering::Release);
+        // pruner of this key, which must see our finger and floor; and with
+        // the Acquire finger load in readers (stronger than needed there:
+        // they come through the head). Ends our hold of the lock.
+        self.finger.store(finger, Ordering::Release);
         let mut p = tail;
         while !p.is_null() {
             out.cut += 1;
@@ -825,13 +918,91 @@ impl KeyEntry {
         out
     }
 
+    /// Points the hint at the version right above `base` (the finger, or
+    /// the floor with no finger), with the gap from the head summary, and
+    /// keeps the unordered flag.
+    ///
+    /// # Safety
+    /// The caller holds the key's pruning lock and an epoch guard; `base`
+    /// is linked and committed, at or above the floor.
+    unsafe fn refresh_hint(&self, base: *mut Version) {
+        // SAFETY: the caller's contract (invariants 11, 13).
+        let n = unsafe { &*base }.newer_ptr();
+        let gap = if n.is_null() {
+            0
+        } else {
+            // Relaxed: the gap is a hint; an older summary gives a smaller
+            // (safe) gap, and a reader judges what it lands on.
+            let s = self.summary.load(Ordering::Relaxed);
+            // SAFETY: a `newer` target is linked above `base`.
+            match unsafe { &*n }.status.state() {
+                VersionState::Committed(ts) if ts.get() != 0 && s > ts.get() => s - ts.get(),
+                _ => 0,
+            }
+        };
+        // Relaxed: the compare-and-swap below checks it.
+        let mut w = self.hint.load(Ordering::Relaxed);
+        loop {
+            let new = if n.is_null() {
+                hint::empty(hint::unordered(w))
+            } else {
+                hint::pack(n, gap, hint::unordered(w))
+            };
+            if mutant_on(m::HINT_STORE_LOSES_FLAG) {
+                // Release, as below; only in the mutant, whose plain store
+                // can overwrite a committer's flag.
+                self.hint.store(new, Ordering::Release);
+                return;
+            }
+            // Release, required: pairs with the Acquire hint load in
+            // `read_from_finger`, whose reader may not otherwise be ordered
+            // after the named version's fields (it can be above the commit
+            // the reader synchronized with). A failure: a committer set the
+            // flag meanwhile (loom `hint/flag`, mutant
+            // `HINT_STORE_LOSES_FLAG`).
+            match self
+                .hint
+                .compare_exchange(w, new, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// Is the hint null or a version linked from the head? For tests and
+    /// the loom models (invariant 18).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn hint_linked(&self, _guard: &Guard) -> bool {
+        // Acquire, stronger than needed: only tests and models call this,
+        // after the threads that wrote the hint joined.
+        let s = hint::version(self.hint.load(Ordering::Acquire));
+        let mut p = self.head_ptr();
+        while !p.is_null() {
+            if p == s {
+                return true;
+            }
+            // SAFETY: loaded under `_guard` (invariant 11).
+            p = unsafe { &*p }.next_ptr();
+        }
+        s.is_null()
+    }
+
+    /// Is the key unordered? For tests and the loom models.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn is_unordered(&self) -> bool {
+        // Relaxed: only tests and models call this, after the threads that
+        // wrote the flag joined.
+        hint::unordered(self.hint.load(Ordering::Relaxed))
+    }
+
     /// Is the finger null or a version linked from the head (at or above
     /// the floor)? For tests and the loom models (invariant 13).
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn finger_linked(&self, _guard: &Guard) -> bool {
         // Acquire, stronger than needed: as in `read_from_finger`; only
         // tests and models call this.
-        let f = self.finger.load(Ordering::Acquire);
+        let f = finger_of(self.finger.load(Ordering::Acquire));
         let mut p = self.head_ptr();
         while !p.is_null() {
             if p == f {
@@ -921,17 +1092,17 @@ fn skipped_into_cut(view: &ReadView<'_>, v: &Version) -> bool {
     view.visibility(&v.status) == Visibility::Visible
 }
 
-/// Is `status` committed above `view`'s timestamp bound (rejected for its
-/// timestamp alone)? One Acquire load.
+/// The commit timestamp of `status` if it is committed above `view`'s
+/// timestamp bound (rejected for its timestamp alone). One Acquire load.
 #[inline]
-fn rejected_for_timestamp(view: &ReadView<'_>, status: &VersionStatus) -> bool {
+fn rejected_for_timestamp(view: &ReadView<'_>, status: &VersionStatus) -> Option<u64> {
     match (view.timestamp_bound(), status.state()) {
         // `>=` survives loom and the tests: it would also try the
         // finger jump below a version at exactly `t` skipped for another
         // reason; the climb stops below that version (visibility is
         // downward closed, invariant 13), so the answer is the same.
-        (Some(t), VersionState::Committed(cts)) => cts > t,
-        _ => false,
+        (Some(t), VersionState::Committed(cts)) if cts > t => Some(cts.get()),
+        _ => None,
     }
 }
 
@@ -1184,6 +1355,66 @@ mod tests {
         // from the head finds nothing.
         assert_eq!(read(&e, &collector, &mut r, 5), None);
         assert!(e.finger_linked(&g));
+    }
+
+    #[test]
+    fn a_read_at_a_stable_past_the_finger_takes_the_hint() {
+        let (mgr, collector, e) = (
+            TxnManager::new(4).unwrap(),
+            Collector::new(),
+            KeyEntry::new(),
+        );
+        let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
+        // Stable 15 keeps the finger on the version at 10; nothing is cut.
+        // The hint names the version above it, at 20.
+        for (v, ts) in [(1u8, 10u64), (2, 20), (3, 30)] {
+            put(&e, &collector, &mut w, &[v], ts);
+            prune_at(&e, &collector, &mgr, 5, 15);
+        }
+        // The summary (30) rejects the head; the hint's gap (10) puts its
+        // version at or below 25: one version, no climb from the finger.
+        assert_eq!(read_n(&e, &collector, &mut r, 25), (Some(vec![2]), 1));
+        assert_eq!(read_n(&e, &collector, &mut r, 20), (Some(vec![2]), 1));
+        // Below the hint's version: the finger answers, after the hint was
+        // passed over unread (its gap says it is too new).
+        assert_eq!(read_n(&e, &collector, &mut r, 19), (Some(vec![1]), 1));
+        // Two versions past the finger: from the hint, one climb.
+        put(&e, &collector, &mut w, &[4], 40);
+        prune_at(&e, &collector, &mgr, 5, 15);
+        assert_eq!(read_n(&e, &collector, &mut r, 35), (Some(vec![3]), 2));
+        let g = collector.pin();
+        assert!(e.hint_linked(&g));
+    }
+
+    #[test]
+    fn every_cut_leaves_the_hint_at_or_above_the_floor() {
+        let (mgr, collector, e) = (
+            TxnManager::new(4).unwrap(),
+            Collector::new(),
+            KeyEntry::new(),
+        );
+        let (mut w, mut r) = (mgr.session().unwrap(), mgr.session().unwrap());
+        for (v, ts) in [(1u8, 10u64), (2, 20), (3, 30)] {
+            put(&e, &collector, &mut w, &[v], ts);
+        }
+        let g = collector.pin();
+        // The safe point is 20: the finger moves there, the hint above it.
+        assert_eq!(prune_at(&e, &collector, &mgr, 25, 25).cut, 1);
+        assert!(!hint::version(e.hint.load(Ordering::Relaxed)).is_null());
+        assert!(e.hint_linked(&g));
+        // The safe point is the head (30): nothing above the finger.
+        assert_eq!(prune_at(&e, &collector, &mgr, 30, 30).cut, 1);
+        assert!(hint::version(e.hint.load(Ordering::Relaxed)).is_null());
+        assert!(e.hint_linked(&g));
+        assert_eq!(read(&e, &collector, &mut r, 30), Some(vec![3]));
+        // An out-of-order commit sets the flag; a later cut keeps it.
+        put(&e, &collector, &mut w, &[4], 40);
+        put(&e, &collector, &mut w, &[5], 35);
+        put(&e, &collector, &mut w, &[6], 50);
+        assert!(e.is_unordered());
+        prune_at(&e, &collector, &mgr, 50, 50);
+        assert!(e.is_unordered());
+        assert!(e.hint_linked(&g));
     }
 
     #[test]

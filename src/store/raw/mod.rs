@@ -19,6 +19,7 @@ pub(crate) mod chain;
 // loom model `hash_index` drives the hash index.
 #[cfg_attr(loom, allow(dead_code))]
 pub(crate) mod hashindex;
+pub(crate) mod hint;
 pub(crate) mod index;
 pub(crate) mod writes;
 

@@ -23,8 +23,10 @@
 //!   invariant 13 asks;
 //! * `summary` is the head's commit timestamp when it is timestamped and the
 //!   key ordered, else 0 (invariant 16);
-//! * `unordered` stays as it was: removing versions keeps an ordered
-//!   sequence ordered.
+//! * the hint names the kept version right above the finger (else the
+//!   floor), with the gap from the summary (invariant 18), and the
+//!   unordered flag in it stays as it was: removing versions keeps an
+//!   ordered sequence ordered.
 //!
 //! The removed versions are linked into one chain of their own by `next`
 //! and retired as one tail through the store's collector (invariant 11);
@@ -168,7 +170,7 @@ impl KeyEntry {
             v.next.store(below, R);
         }
         let head = kept.first().map_or(ptr::null_mut(), |&(p, ..)| p);
-        let ordered = !self.unordered.load(R);
+        let ordered = !hint::unordered(self.hint.load(R));
         self.head.store(head, R);
         self.floor
             .store(kept.last().map_or(ptr::null_mut(), |&(p, ..)| p), R);
@@ -182,6 +184,24 @@ impl KeyEntry {
             _ => 0,
         };
         self.summary.store(summary, R);
+        // The version right above the finger (else the floor): `kept` is
+        // newest first, so it is the entry before that one.
+        let base = kept
+            .iter()
+            .position(|&(p, ..)| p == finger)
+            .or_else(|| kept.len().checked_sub(1));
+        let hint = match base.and_then(|i| i.checked_sub(1)).map(|i| kept[i]) {
+            Some((p, _, ts)) => {
+                let gap = if ts != 0 && summary > ts {
+                    summary - ts
+                } else {
+                    0
+                };
+                hint::pack(p, gap, !ordered)
+            }
+            None => hint::empty(!ordered),
+        };
+        self.hint.store(hint, R);
         if let Some(&(first, _)) = dropped.first() {
             // SAFETY: the dropped versions are now reachable from nothing
             // but each other (no `next`, `newer`, head, floor or finger of
