@@ -3,7 +3,7 @@
 //!
 //! Runs below the engine (`api::Machine`): the engine's `Session` ends
 //! any transaction still open (even one leaked with `mem::forget`, see
-//! `tests/leaked_transaction.rs`) before it releases its slot, which would
+//! `tests/transactions/leaked_transaction.rs`) before it releases its slot, which would
 //! hide a slot table that forgets to clear pins. Here the slot table itself
 //! is checked: a table of one slot and two threads. Thread A claims the slot,
 //! begins (publishing an xmin pin), sets read timestamp 5, and releases the

@@ -7,6 +7,12 @@
 //! the balances are exactly the initial ones plus the transfers present
 //! (nothing half there).
 //!
+//! Its own binary, apart from `tests/durability/`: every child is spawned
+//! from this process and holds a copy of the process's file descriptors from
+//! fork to exec, the directory lock of any engine open then included, so a
+//! test beside it that drops an engine and reopens the directory at once
+//! could find it still locked.
+//!
 //! `SNAPSHOT_KILL_ROUNDS` sets the number of rounds (default 50);
 //! `SNAPSHOT_KILL_SEED` the random seed (printed on failure).
 

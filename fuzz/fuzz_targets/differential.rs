@@ -4,6 +4,6 @@
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     // Decoding lives in the harness so the stable-Rust corpus replay
-    // (`tests/fuzz_corpus_replay.rs`) decodes every file exactly as here.
+    // (`tests/transactions/fuzz_corpus_replay.rs`) decodes every file exactly as here.
     snapshot_engine_fuzz::run_bytes(data);
 });

@@ -1,6 +1,6 @@
 //! The differential harness shared by the fuzz target
 //! (`fuzz_targets/differential.rs`) and the stable-Rust corpus replay
-//! (`tests/fuzz_corpus_replay.rs`): the library of `fuzz/harness/`.
+//! (`tests/transactions/fuzz_corpus_replay.rs`): the library of `fuzz/harness/`.
 //!
 //! An input is a sequence of [`Op`]s over [`SESSIONS`] sessions, each with at
 //! most one transaction. Every op runs against the real engine and against
@@ -358,7 +358,7 @@ pub enum Op {
 /// 256, the [`CURSOR_PICKS`] aside), then the kind's fields are decoded.
 /// Issue 9: with every kind equally likely (the old derived decoding),
 /// transactions rarely committed while another session held an open
-/// snapshot, and neither pruning regression in `tests/fuzz_corpus_replay.rs` was reached by 20,000 random
+/// snapshot, and neither pruning regression in `tests/transactions/fuzz_corpus_replay.rs` was reached by 20,000 random
 /// inputs; begin, put, delete, commit and collect now make up most steps.
 const OP_WEIGHTS: [(u8, u8); 20] = [
     (0, 38),  // Begin

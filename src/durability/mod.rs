@@ -7,7 +7,7 @@
 //! the next open. Readers never touch the log.
 //!
 //! This layer sits below the KV API and imports nothing from it
-//! (`tests/layering.rs`): at open, `Recovery` locks and recovers the
+//! (`tests/api/layering.rs`): at open, `Recovery` locks and recovers the
 //! directory and hands the KV layer what it read (the checkpoint's
 //! contents, the records after it), which `kv/open.rs` applies through
 //! ordinary transactions before the log becomes the engine's; at commit,

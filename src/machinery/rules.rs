@@ -199,7 +199,7 @@ pub(crate) fn read_ts_rule(asked: Timestamp, r: u64, bound: u64, roundup: bool) 
     // A timestamp rule, not an ordering: a read timestamp at exactly the
     // bound stands. Refusing it (`r > bound`) would refuse a read at exactly
     // oldest and, with roundup, make the lock-free retry loops spin forever.
-    // Checked by the `tests/timestamp_rules.rs` rows "at exactly oldest"
+    // Checked by the `tests/timestamps/timestamp_rules.rs` rows "at exactly oldest"
     // and "roundup_read rounds ...", not by loom.
     if r >= bound {
         Ok(r)

@@ -56,7 +56,7 @@ impl<'s, 'm, M: Machinery> Transaction<'s, 'm, M> {
             // untimestamped versions that pruning may cut once oldest is set
             // (no pin can hold the timestamp horizon at 0): read the latest
             // committed snapshot instead (still read-only). Found by the
-            // differential fuzzer (tests/fuzz_corpus_replay.rs).
+            // differential fuzzer (tests/transactions/fuzz_corpus_replay.rs).
             if sv.stable != Timestamp::NONE {
                 t.sess.cur.read_ts = sv.stable;
                 t.sess.cur.stable = Some(sv);

@@ -7,13 +7,17 @@
 //! closed, stable and oldest can advance past everything the row did, and a
 //! fresh transaction writes, commits and reads back.
 
+use crate::support::*;
 use snapshot_engine::with_machinery::{Engine, LockFree, Machinery, Session, Txn};
 use snapshot_engine::*;
-mod support;
-use support::*;
 
 /// Every fixture starts with `j = j0` and `k = v0` committed at 5.
 const SEED: Seed = &[(b"j", b"j0"), (b"k", b"v0")];
+
+/// Runs a table of this file's rows, each from `SEED`.
+fn run<M: Machinery>(rows: Vec<Row<M>>) {
+    run_seeded(SEED, rows)
+}
 
 fn with(p: PrepareConflicts, r: Option<u64>) -> TxnOptions {
     TxnOptions {

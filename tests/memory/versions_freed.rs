@@ -4,10 +4,12 @@
 //! its local bag fills. 2,000 single-key commits here free nothing yet;
 //! 100,000 free most of what they pruned.
 
+use crate::one_at_a_time;
 use snapshot_engine::{CommitOptions, Engine, EngineConfig, TxnOptions};
 
 #[test]
 fn versions_freed_moves_once_pruned_versions_are_freed() {
+    let _serial = one_at_a_time();
     let e = Engine::new(EngineConfig::default()).unwrap();
     let mut s = e.session().unwrap();
     for i in 0..100_000u32 {

@@ -7,13 +7,17 @@
 //! closed, stable and oldest can advance past everything the row did, and a
 //! fresh transaction writes, commits and reads back.
 
+use crate::support::*;
 use snapshot_engine::with_machinery::{Engine, Machinery};
 use snapshot_engine::*;
-mod support;
-use support::*;
 
 /// Every fixture starts with `k = v0` committed at 5.
 const SEED: Seed = &[(b"k", b"v0")];
+
+/// Runs a table of this file's rows, each from `SEED`.
+fn run<M: Machinery>(rows: Vec<Row<M>>) {
+    run_seeded(SEED, rows)
+}
 
 fn roundup_read() -> TxnOptions {
     TxnOptions {
@@ -510,7 +514,7 @@ fn commit_timestamp_rules_on<M: Machinery>() {
             "oldest 1, stable 1",
             |e| {
                 let _ = e;
-                let e = fresh::<M>();
+                let e = fresh::<M>(SEED);
                 e.set_timestamps(set(Some(1), Some(1), None)).unwrap();
                 write_commit(&e, &TxnOptions::default(), CommitOptions::at(10)).unwrap();
                 let mut s = e.session().unwrap();

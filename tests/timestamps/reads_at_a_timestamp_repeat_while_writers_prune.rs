@@ -14,14 +14,10 @@
 //! tests and the fuzz replay's op lists.) Bounded by operation counts,
 //! not time.
 
+use crate::support::*;
 use snapshot_engine::with_machinery::{Engine, LockFree, Machinery, Session};
 use snapshot_engine::*;
-mod support;
 use std::sync::atomic::{AtomicU64, Ordering};
-use support::*;
-
-#[allow(dead_code)]
-const SEED: Seed = &[];
 
 const KEYS: u64 = 16;
 const WRITES_PER_WRITER: u64 = 4_000;

@@ -1,18 +1,16 @@
 //! The table harness shared by the timestamp-rule tables
-//! (tests/timestamp_rules.rs, tests/prepared_transactions.rs).
+//! (`timestamp_rules.rs`, `prepared_transactions.rs`), and the helpers the
+//! other timestamp tests share with them.
 //!
 //! A table is a `Vec<Row>`: each row names the rule, the state it starts
 //! from, the call, and the expected outcome or typed error with the values
 //! it carries. [`run`] builds each row's engine, makes the call, compares,
 //! and then checks that the engine is still usable ([`assert_usable`]).
 //!
-//! The file that declares `mod support;` defines `const SEED: Seed`: the
-//! keys every fixture here commits at timestamp 5. The tables differ only in
-//! those keys, so the fixtures take them from the table's file instead of
-//! being written once per file.
-
-// Each test file compiles this module on its own and uses only part of it.
-#![allow(dead_code)]
+//! Each table has its `Seed`: the keys every fixture here commits at
+//! timestamp 5. The tables differ only in those keys, so [`run`] hands the
+//! table's seed to each row's fixture instead of the fixtures being written
+//! once per table.
 
 use snapshot_engine::with_machinery::{CommitError, Engine, Machinery, Txn};
 use snapshot_engine::*;
@@ -57,8 +55,8 @@ pub fn set(oldest: Option<u64>, stable: Option<u64>, durable: Option<u64>) -> Ti
     }
 }
 
-/// The file's `SEED` committed at 5; no global timestamps set.
-pub fn fresh<M: Machinery>() -> Engine<M> {
+/// `seed` committed at 5; no global timestamps set.
+pub fn fresh<M: Machinery>(seed: Seed) -> Engine<M> {
     let e = Engine::<M>::with_machinery(EngineConfig {
         max_sessions: 8,
         ..EngineConfig::default()
@@ -67,7 +65,7 @@ pub fn fresh<M: Machinery>() -> Engine<M> {
     {
         let mut s = e.session().unwrap();
         let mut t = s.begin(&TxnOptions::default()).unwrap();
-        for (key, value) in super::SEED {
+        for (key, value) in seed {
             t.put(key, value).unwrap();
         }
         t.commit(CommitOptions::at(5)).unwrap();
@@ -75,24 +73,23 @@ pub fn fresh<M: Machinery>() -> Engine<M> {
     e
 }
 
-/// The standard state: the file's `SEED` committed at 5, then oldest 10
-/// and stable 20.
-pub fn standard<M: Machinery>() -> Engine<M> {
-    let e = fresh();
+/// The standard state: `seed` committed at 5, then oldest 10 and stable 20.
+pub fn standard<M: Machinery>(seed: Seed) -> Engine<M> {
+    let e = fresh(seed);
     e.set_timestamps(set(Some(10), Some(20), None)).unwrap();
     e
 }
 
-/// The file's `SEED` committed at 5, oldest 50, no stable timestamp.
-pub fn oldest_50_no_stable<M: Machinery>() -> Engine<M> {
-    let e = fresh();
+/// `seed` committed at 5, oldest 50, no stable timestamp.
+pub fn oldest_50_no_stable<M: Machinery>(seed: Seed) -> Engine<M> {
+    let e = fresh(seed);
     e.set_timestamps(set(Some(50), None, None)).unwrap();
     e
 }
 
 /// The standard state, with stable at `Timestamp::MAX`.
-pub fn stable_at_max<M: Machinery>() -> Engine<M> {
-    let e = standard();
+pub fn stable_at_max<M: Machinery>(seed: Seed) -> Engine<M> {
+    let e = standard(seed);
     e.set_timestamps(TimestampUpdate {
         stable: Some(Timestamp::MAX),
         ..TimestampUpdate::default()
@@ -118,7 +115,8 @@ pub enum Out {
 pub struct Row<M: Machinery> {
     pub rule: &'static str,
     pub state: &'static str,
-    pub setup: fn() -> Engine<M>,
+    /// Builds the row's engine from the table's seed.
+    pub setup: fn(Seed) -> Engine<M>,
     pub call: fn(&Engine<M>) -> Result<Out>,
     pub expect: Result<Out>,
 }
@@ -175,12 +173,13 @@ pub fn assert_usable<M: Machinery>(e: &Engine<M>, rule: &str) {
         .unwrap_or_else(|err| panic!("{rule}: oldest cannot advance: {err}"));
 }
 
-/// Runs every row, then fails listing every row whose outcome differed.
-pub fn run<M: Machinery>(rows: Vec<Row<M>>) {
+/// Runs every row, each from its fixture with the table's `seed` committed,
+/// then fails listing every row whose outcome differed.
+pub fn run_seeded<M: Machinery>(seed: Seed, rows: Vec<Row<M>>) {
     use std::panic::{catch_unwind, AssertUnwindSafe};
     let mut wrong = Vec::new();
     for r in rows {
-        let e = (r.setup)();
+        let e = (r.setup)(seed);
         // A step inside a row that panics is reported against its row.
         match catch_unwind(AssertUnwindSafe(|| (r.call)(&e))) {
             Ok(got) if got == r.expect => {}
@@ -227,17 +226,4 @@ pub fn kept<'s, 'e, M: Machinery>(
         .into_txn()
         .unwrap_or_else(|| panic!("a refused commit ({err}) should hand the transaction back"));
     (err, txn)
-}
-
-/// A commit that rolled the transaction back: its error (no transaction
-/// came back).
-#[track_caller]
-pub fn rolled_back<M: Machinery>(r: std::result::Result<(), CommitError<'_, '_, M>>) -> Error {
-    let e = r.expect_err("the commit should have been refused");
-    let err = e.error().clone();
-    assert!(
-        e.into_txn().is_none(),
-        "{err}: the transaction should have rolled back"
-    );
-    err
 }

@@ -10,9 +10,10 @@
 //! factor of the peak of the middle third (no timing thresholds).
 //!
 //! ```sh
-//! SOAK_SECS=600 cargo test --release --test soak -- --ignored --nocapture
+//! SOAK_SECS=600 cargo test --release --test memory -- --ignored --nocapture soak
 //! ```
 
+use crate::one_at_a_time;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use snapshot_engine::{
@@ -264,8 +265,9 @@ fn peak<T: PartialOrd + Copy>(xs: impl Iterator<Item = T>) -> T {
 }
 
 #[test]
-#[ignore = "soak: minutes long; SOAK_SECS=600 cargo test --release --test soak -- --ignored --nocapture"]
+#[ignore = "soak: minutes long; SOAK_SECS=600 cargo test --release --test memory -- --ignored --nocapture soak"]
 fn w1_with_bank_transfers_stays_bounded() {
+    let _serial = one_at_a_time();
     let secs: u64 = std::env::var("SOAK_SECS")
         .ok()
         .and_then(|v| v.parse().ok())

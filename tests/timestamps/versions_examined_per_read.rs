@@ -4,14 +4,9 @@
 //! (`versions_read / reads`, `commit_versions_examined / commits`): counts of
 //! work, not timings.
 
+use crate::support::*;
 use snapshot_engine::with_machinery::{Engine, Machinery};
 use snapshot_engine::*;
-mod support;
-use support::*;
-
-/// Unused by this file's fixtures; `support` wants one.
-#[allow(dead_code)]
-const SEED: Seed = &[];
 
 const KEYS: u64 = 50;
 const VERSIONS: u64 = 20;

@@ -7,8 +7,9 @@
 //! environment) gives the symmetric fallback, SeqCst fences on both sides
 //! (`SNAPSHOT_ENGINE_FENCES=asymmetric` turns the pair on for every engine,
 //! so the "symmetric" runs here then run it too).
-//! The fence pair itself is tested in `src/sync.rs` (a store-buffering
-//! litmus test on each pair); `tests/reads_at_a_timestamp_repeat_while_writers_prune.rs`
+//! The fence pair itself is tested in `src/sync/fences.rs` (a
+//! store-buffering litmus test on each pair);
+//! `tests/timestamps/reads_at_a_timestamp_repeat_while_writers_prune.rs`
 //! runs its timestamped race on both pairs too. Bounded by operation counts.
 
 #[cfg(feature = "baseline")]

@@ -2,7 +2,10 @@
 //! recovers to its last whole record, any flipped bit is reported as
 //! corruption, a failed write or sync fails its commit and stops the log,
 //! group commit shares syncs without acknowledging early, checkpoints taken
-//! under concurrent writers recover to the writers' state.
+//! under concurrent writers recover to the writers' state. Beside them, by
+//! concern: acknowledgements, checkpoint failures, close, crash images,
+//! damaged files, fault outcomes and `rollback_to_stable`. A process killed
+//! mid-transfer is `tests/durability_kill.rs`, a binary of its own.
 
 use snapshot_engine::durability::{FaultOp, Fs, MemFs};
 use snapshot_engine::{
@@ -12,9 +15,6 @@ use snapshot_engine::{
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-#[path = "durability/crash_images.rs"]
-mod crash_images;
 
 const DIR: &str = "/db";
 
@@ -727,18 +727,14 @@ fn rollback_below_a_checkpoint_is_refused() {
     assert_eq!(get(&e, "a"), Some(b"1".to_vec()));
 }
 
-#[path = "durability/acks.rs"]
 mod acks;
-#[path = "durability/checkpoint_failure.rs"]
 mod checkpoint_failure;
-#[path = "durability/close.rs"]
 mod close;
-#[path = "durability/damage.rs"]
+mod crash_images;
 mod damage;
-#[path = "durability/faulty.rs"]
 mod faulty;
-#[path = "durability/outcomes.rs"]
 mod outcomes;
+mod rollback_to_stable;
 
 #[test]
 fn a_record_holds_the_writes_a_savepoint_kept_and_the_announced_durable_timestamp() {

@@ -22,6 +22,7 @@
 //! `LONG_READER_MS` sets how long the reader is held (default 2000; the
 //! issue's minute is `LONG_READER_MS=60000`).
 
+use crate::one_at_a_time;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use snapshot_engine::{
@@ -52,16 +53,6 @@ fn key(i: u64) -> Vec<u8> {
 
 fn ts(v: u64) -> Timestamp {
     Timestamp::new(v)
-}
-
-/// The tests here run one at a time: each counts on crossbeam-epoch's global
-/// epoch advancing while only its own thread pins, and a pinned thread of
-/// the other test, descheduled under load, holds the epoch (and every free)
-/// back for as long as it sleeps.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn total_versions(e: &Engine) -> usize {

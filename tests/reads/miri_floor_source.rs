@@ -12,7 +12,7 @@
 //!
 //! ```text
 //! MIRIFLAGS="-Zmiri-disable-stacked-borrows -Zmiri-ignore-leaks -Zmiri-many-seeds=0..32" \
-//!     cargo +nightly miri test --test miri_floor_source
+//!     cargo +nightly miri test --test reads miri_floor_source
 //! ```
 //!
 //! (crossbeam-epoch 0.9.21 trips Stacked Borrows in its own list code,

@@ -30,7 +30,7 @@
 //! `IGNORING_READERS_MS` milliseconds.
 //!
 //! ```sh
-//! IGNORING_READERS_MS=60000 cargo test --release --test ignoring_readers_while_prepared_commits_prune
+//! IGNORING_READERS_MS=60000 cargo test --release --test timestamps ignoring_readers
 //! ```
 
 use rand::rngs::SmallRng;
