@@ -62,9 +62,9 @@ use crate::error::{Error, Result};
 use crate::sync::{AtomicU64, Ordering};
 use background::{background, BgShared};
 use parking_lot::{Condvar, Mutex};
-pub(crate) use segment::{
-    create_synced, parse_segment, scan_segment, segment_name, Roll, Segment, SEGMENT_HEADER,
-};
+#[cfg(feature = "replication")]
+pub(crate) use segment::create_synced;
+pub(crate) use segment::{parse_segment, scan_segment, segment_name, Roll, Segment, SEGMENT_HEADER};
 use segment::{new_segment, roll_record};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};

@@ -44,8 +44,10 @@ pub use fs::{Fs, FsFile, FsLock, StdFs};
 pub use handle::CommitHandle;
 #[cfg(feature = "replication")]
 pub(crate) use log::create_synced;
+#[cfg(feature = "replication")]
 pub(crate) use log::io_error;
 pub use memfs::{FaultOp, MemFs, Stop, WriteBack};
+#[cfg(feature = "replication")]
 pub(crate) use options::validate_log;
 pub use options::{Durability, DurabilityOptions};
 pub(crate) use recovery::Recovery;
