@@ -429,12 +429,17 @@ pub fn main(p: &Params) {
             let rate = format!("{m:.0} ({lo:.0}-{hi:.0})");
             let log = if runs.iter().all(|r| r.log.is_some()) {
                 let l = |f: fn(&LogRun) -> f64| med(&|r: &Run| r.log.as_ref().map_or(0.0, f));
-                let (c, clo, chi) = summary(
-                    &mut runs
-                        .iter()
-                        .map(|r| r.log.map_or(0.0, |l| l.commits_per_sync))
-                        .collect::<Vec<_>>(),
-                );
+                // Rounds with no sync (NaN) are left out; none at all: "-".
+                let mut per_sync: Vec<f64> = runs
+                    .iter()
+                    .map(|r| r.log.map_or(0.0, |l| l.commits_per_sync))
+                    .filter(|c| !c.is_nan())
+                    .collect();
+                let (c, clo, chi) = if per_sync.is_empty() {
+                    (f64::NAN, f64::NAN, f64::NAN)
+                } else {
+                    summary(&mut per_sync)
+                };
                 let syncs = if l(|x| x.sync_p50) > 0.0 {
                     format!("{:>10.0} {:>10.0}", l(|x| x.sync_p50), l(|x| x.sync_p99))
                 } else {
