@@ -64,8 +64,10 @@ use background::{background, BgShared};
 use parking_lot::{Condvar, Mutex};
 #[cfg(feature = "replication")]
 pub(crate) use segment::create_synced;
-pub(crate) use segment::{parse_segment, scan_segment, segment_name, Roll, Segment, SEGMENT_HEADER};
 use segment::{new_segment, roll_record};
+pub(crate) use segment::{
+    parse_segment, scan_segment, segment_name, Roll, Segment, SEGMENT_HEADER,
+};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::task::Waker;

@@ -241,7 +241,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
             self.inner.session().advance_horizon();
         }
         let h = engine.mgr.horizon();
-        let stable = engine.mgr.stable_timestamp().get();
+        let stable = engine.mgr.stable_timestamp();
         let n = d.writes.prune_committed(h, stable);
         self.inner.count(Count::VersionsPruned, n.cut);
         self.inner.count(Count::CommitVersionsExamined, n.examined);

@@ -117,7 +117,7 @@ impl<M: Machinery> Engine<M> {
         self.mgr.advance_horizon();
         let h = self.mgr.horizon();
         let stable = self.mgr.stable_timestamp();
-        let n = self.store.collect(h, stable.get());
+        let n = self.store.collect(h, stable);
         self.mgr.count(Count::VersionsPruned, n.cut);
         self.mgr.count(Count::CommitVersionsExamined, n.examined);
     }

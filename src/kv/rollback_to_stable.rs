@@ -111,7 +111,7 @@ impl<M: Machinery> Engine<M> {
         let prepared = self.prepared_durable.above(stable);
         let mgr = &self.mgr;
         let done = self.store.rollback_to_stable(
-            s,
+            stable,
             |st| mgr.version_state(st),
             |st, cts| cts.get() > s || prepared.contains(&st.writer().get()),
         );

@@ -76,7 +76,8 @@ impl Store {
 
     /// Prunes every key's chain to `horizon` and moves its finger up to
     /// `stable`, then hands this thread's retired memory on.
-    pub(crate) fn collect(&self, horizon: Horizon, stable: u64) -> Pruned {
+    pub(crate) fn collect(&self, horizon: Horizon, stable: crate::ts::Timestamp) -> Pruned {
+        let stable = stable.get();
         let guard = self.collector.pin();
         let mut out = Pruned::default();
         self.index.for_each(&guard, |e| {
@@ -96,7 +97,7 @@ impl Store {
     /// `&mut self`: no reader, writer or pruner can be in the store.
     pub(crate) fn rollback_to_stable(
         &mut self,
-        stable: u64,
+        stable: crate::ts::Timestamp,
         state: impl Fn(&crate::machinery::VersionStatus) -> crate::machinery::VersionState,
         remove: impl Fn(&crate::machinery::VersionStatus, crate::ts::Timestamp) -> bool,
     ) -> RolledBack {
@@ -104,7 +105,7 @@ impl Store {
         raw::chain::rollback_to_stable::rebuild(
             &mut self.index,
             &self.collector,
-            stable,
+            stable.get(),
             state,
             remove,
             on_free,

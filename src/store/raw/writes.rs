@@ -300,7 +300,12 @@ impl<'s> WriteSet<'s> {
     /// fingers up to `stable`, hands full batches of cut tails to the
     /// collector, and empties the set for the next transaction. Returns the
     /// work done (nothing if no commit completed).
-    pub(crate) fn prune_committed(&mut self, horizon: Horizon, stable: u64) -> Pruned {
+    pub(crate) fn prune_committed(
+        &mut self,
+        horizon: Horizon,
+        stable: crate::ts::Timestamp,
+    ) -> Pruned {
+        let stable = stable.get();
         let mut out = Pruned::default();
         if !self.released {
             debug_assert!(self.recs.is_empty(), "prune before commit");
