@@ -170,14 +170,15 @@ struct Recovered {
     report: RecoveryReport,
 }
 
-fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Recovered> {
-    let mut report = RecoveryReport::default();
+/// Removes leftover temporary files and loads the newest checkpoint (an
+/// empty state without one), noting it in `report`.
+fn load_checkpoint(fs: &dyn Fs, dir: &Path, report: &mut RecoveryReport) -> Result<State> {
     let names = fs.list(dir).map_err(|e| io_error("list", dir, &e))?;
     for n in names.iter().filter(|n| n.ends_with(".tmp")) {
         let p = dir.join(n);
         fs.remove(&p).map_err(|e| io_error("remove", &p, &e))?;
     }
-    let state = match newest_checkpoint(fs, dir)? {
+    Ok(match newest_checkpoint(fs, dir)? {
         Some((_, path)) => {
             let st = checkpoint::load(fs, &path)?;
             report.checkpoint = Some(path);
@@ -186,8 +187,22 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
             st
         }
         None => State::empty(),
-    };
-    let has_ckpt = report.checkpoint.is_some();
+    })
+}
+
+/// `Corrupt`: segment `seq` of the log in `dir` is not there.
+fn missing_segment(dir: &Path, seq: u64) -> Error {
+    Error::Corrupt {
+        file: dir.join(segment_name(seq)),
+        offset: 0,
+        reason: "missing log segment",
+    }
+}
+
+/// The segments the log runs on after the checkpoint (`state`): removes
+/// those it covers that a crash kept, and checks that the rest start at
+/// its cut (at 1 without a checkpoint) and run on without a gap (D4).
+fn segment_run(fs: &dyn Fs, dir: &Path, state: &State, has_ckpt: bool) -> Result<Vec<u64>> {
     let mut seqs = segments_in(fs, dir)?;
     // Segments a checkpoint covers but a crash kept from being removed.
     for &s in seqs.iter().filter(|&&s| s < state.first_seq) {
@@ -195,11 +210,7 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
         fs.remove(&p).map_err(|e| io_error("remove", &p, &e))?;
     }
     seqs.retain(|&s| s >= state.first_seq);
-    let missing = |seq: u64| Error::Corrupt {
-        file: dir.join(segment_name(seq)),
-        offset: 0,
-        reason: "missing log segment",
-    };
+    let missing = |seq: u64| missing_segment(dir, seq);
     if has_ckpt && seqs.first() != Some(&state.first_seq) {
         return Err(missing(state.first_seq));
     }
@@ -216,6 +227,15 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
             return Err(missing(w[0] + 1));
         }
     }
+    Ok(seqs)
+}
+
+fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Recovered> {
+    let mut report = RecoveryReport::default();
+    let state = load_checkpoint(fs, dir, &mut report)?;
+    let has_ckpt = report.checkpoint.is_some();
+    let seqs = segment_run(fs, dir, &state, has_ckpt)?;
+    let missing = |seq: u64| missing_segment(dir, seq);
     let mut segs = Vec::with_capacity(seqs.len());
     for &seq in &seqs {
         let path = dir.join(segment_name(seq));
