@@ -599,18 +599,19 @@ impl Index {
         self.hash.hint_head(key, self.hash.hash(key), v, guard);
     }
 
-    /// The entry for `key`, inserting an empty one if needed. Entries live
-    /// until the index drops, hence the `'s` borrow.
+    /// The index's own bytes of `key` and its entry, inserting an empty one
+    /// if needed. Keys and entries live until the index drops, hence the
+    /// `'s` borrow.
     pub(crate) fn get_or_insert<'s>(
         &'s self,
         key: &[u8],
         collector: &Collector,
         guard: &Guard,
-    ) -> &'s KeyEntry {
+    ) -> (&'s [u8], &'s KeyEntry) {
         let (n, _) = self.hash.get_or_insert(key, collector, guard, |n| {
             self.add_ordered(n, collector, guard)
         });
-        &n.entry
+        (n.key(), &n.entry)
     }
 
     /// Visits the entries with keys in `range`, in ascending key order if
@@ -699,12 +700,15 @@ impl Index {
         key: &[u8],
         _collector: &Collector,
         _guard: &Guard,
-    ) -> &'s KeyEntry {
+    ) -> (&'s [u8], &'s KeyEntry) {
         let mut m = self.map.lock().unwrap();
-        let b = m
-            .entry(key.into())
-            .or_insert_with(|| Box::new(KeyEntry::new()));
-        Self::extend(b)
+        if !m.contains_key(key) {
+            m.insert(key.into(), Box::new(KeyEntry::new()));
+        }
+        let (k, b) = m.get_key_value(key).expect("inserted above");
+        // SAFETY: as in `extend`: boxed keys are never removed while the
+        // index lives, and `'s` is bounded by a borrow of it.
+        (unsafe { &*(&**k as *const [u8]) }, Self::extend(b))
     }
 
     pub(crate) fn range<'s: 'g, 'g>(

@@ -26,10 +26,9 @@
 //! savepoint drops both at once.
 
 use super::chain::{tails, Conflict, KeyEntry, Pruned, Tails, Version};
-use crate::machinery::epoch::{Guard, RETIRE_BATCH};
+use crate::machinery::epoch::RETIRE_BATCH;
 use crate::machinery::{Completion, Horizon, ReadView, VersionState, VersionStatus};
 use crate::store::Store;
-use std::ops::Bound;
 use std::ptr::NonNull;
 
 struct Rec<'s> {
@@ -114,16 +113,14 @@ impl<'s> WriteSet<'s> {
         debug_assert!(!self.released, "a write after commit began");
         let store = self.store;
         let guard = store.collector.pin();
-        let entry = store.index.get_or_insert(key, &store.collector, &guard);
+        let (stored, entry) = store.index.get_or_insert(key, &store.collector, &guard);
         match entry.prepend(Version::alloc(status, value), view, &guard) {
             Ok((v, retries)) => {
                 store.index.hint_head(key, v, &guard);
                 let version = NonNull::new(v).expect("prepend returns the linked version");
-                let key = if self.keep_keys {
-                    stored_key(store, key, &guard)
-                } else {
-                    &[]
-                };
+                // The index's bytes, which live as long as the store (keys
+                // are never removed): recorded without a copy.
+                let key = if self.keep_keys { stored } else { &[] };
                 self.recs.push(Rec {
                     key,
                     entry,
@@ -347,21 +344,4 @@ impl Drop for WriteSet<'_> {
     fn drop(&mut self) {
         self.flush_tails();
     }
-}
-
-/// The index's own bytes of `key`, which is in the index already: they live
-/// as long as the store (keys are never removed), so a write set records
-/// them without a copy.
-fn stored_key<'s>(store: &'s Store, key: &[u8], guard: &Guard) -> &'s [u8] {
-    let mut found = None;
-    store.index.range(
-        (Bound::Included(key), Bound::Included(key)),
-        true,
-        guard,
-        |k, _| {
-            found = Some(k);
-            false
-        },
-    );
-    found.expect("a key just written is in the index")
 }
