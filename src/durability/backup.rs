@@ -5,8 +5,8 @@
 //! # The copy
 //!
 //! 1. The target must be empty or missing ([`Error::BackupTargetNotEmpty`]).
-//!    It is created, and the [`INCOMPLETE`] marker is created in it and
-//!    synced with the directory before any other file.
+//!    It is created, and the empty [`INCOMPLETE`] marker is created in it
+//!    and synced with the directory before any other file.
 //! 2. The checkpoint lock is taken for the rest of the copy: no checkpoint
 //!    (on call, in the background, or rollback to stable's) replaces the
 //!    checkpoint or removes a segment meanwhile. Readers and writers never
@@ -149,7 +149,9 @@ impl CommitLog {
     /// log's failure, if it has failed or its sync fails (that stops it, as
     /// any failed sync does); [`Error::Corrupt`] for a segment missing from
     /// the source. After a failure past the first check the target holds
-    /// [`INCOMPLETE`]: remove it before backing up there again.
+    /// [`INCOMPLETE`] (or, when the last directory sync failed, the whole
+    /// copy, the marker's removal not known durable): remove it before
+    /// backing up there again.
     pub(crate) fn backup(&self, target: &Path) -> Result<BackupReport> {
         let started = Instant::now();
         let fs = &*self.fs;
@@ -163,7 +165,12 @@ impl CommitLog {
         };
         fs.sync_dir(parent)
             .map_err(|e| io_error("sync", parent, &e))?;
-        put(fs, target, INCOMPLETE, &[])?;
+        // Created under its own name (empty, nothing to tear): a crash
+        // leaves the directory with it or with nothing.
+        let marker = target.join(INCOMPLETE);
+        fs.create(&marker)
+            .and_then(|mut f| f.sync())
+            .map_err(|e| io_error("create", &marker, &e))?;
         fs.sync_dir(target)
             .map_err(|e| io_error("sync", target, &e))?;
 
@@ -217,7 +224,6 @@ impl CommitLog {
         drop(paused);
         fs.sync_dir(target)
             .map_err(|e| io_error("sync", target, &e))?;
-        let marker = target.join(INCOMPLETE);
         fs.remove(&marker)
             .map_err(|e| io_error("remove", &marker, &e))?;
         fs.sync_dir(target)
