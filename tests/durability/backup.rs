@@ -262,10 +262,11 @@ fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static)
         .unwrap_or_else(|_| panic!("{what} did not finish while a backup was copying"))
 }
 
-/// Stopped in the middle of its copy (after the checkpoint, before the log
-/// segments), a backup holds no writer or reader: a `Sync` commit and a
-/// read complete, while a checkpoint waits for the copy to end. The commit
-/// made during the copy is not in it (it came after the backup's sync).
+/// Stopped in the middle of its copy (after its sync, before it reads the
+/// checkpoint and the log), a backup holds no writer or reader: a `Sync`
+/// commit and a read complete, while a checkpoint waits for the copy to
+/// end. The commit made meanwhile, written to the segment the backup then
+/// reads, is not in the copy: it came after the backup's sync.
 #[test]
 fn writers_and_readers_run_while_a_backup_copies_and_a_checkpoint_waits() {
     let mem = MemFs::new();
@@ -273,7 +274,7 @@ fn writers_and_readers_run_while_a_backup_copies_and_a_checkpoint_waits() {
     let (release, release_rx) = mpsc::channel();
     let fs = Arc::new(GateFs {
         inner: mem.clone(),
-        stop_at: "log-",
+        stop_at: "ckpt-",
         reached: std::sync::Mutex::new(Some(reached_tx)),
         release: std::sync::Mutex::new(Some(release_rx)),
     });
@@ -291,7 +292,7 @@ fn writers_and_readers_run_while_a_backup_copies_and_a_checkpoint_waits() {
     };
     reached
         .recv_timeout(Duration::from_secs(60))
-        .expect("the backup never reached its copy of the log");
+        .expect("the backup never reached its copy");
     {
         let e = e.clone();
         within("a commit", move || commit(&e, &[("c", Some("3"))], 0));
