@@ -140,6 +140,9 @@ fn child(dir: &Path, backups: Option<PathBuf>) -> ! {
 
 type Markers = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// Acknowledged transfers by tag: (from, to, amount).
+type Acked = HashMap<u64, (u32, u32, u64)>;
+
 /// Checks an engine against the transfers `acked` and the balances `base`
 /// verified last round: the bank total holds, every acknowledged transfer's
 /// marker is there, and the balances are `base` plus the transfers whose
@@ -148,7 +151,7 @@ type Markers = Vec<(Vec<u8>, Vec<u8>)>;
 /// killed before its setup commit).
 fn check_bank(
     engine: &Engine,
-    acked: &HashMap<u64, (u32, u32, u64)>,
+    acked: &Acked,
     base: &[u64],
     may_be_empty: bool,
     what: &str,
@@ -195,13 +198,7 @@ fn check_bank(
 /// Verifies the directory against everything acknowledged so far and the
 /// balances verified last round; returns the new verified balances, having
 /// deleted the markers it accounted for.
-fn verify(
-    dir: &Path,
-    acked: &mut HashMap<u64, (u32, u32, u64)>,
-    base: &[u64],
-    round: usize,
-    seed: u64,
-) -> Vec<u64> {
+fn verify(dir: &Path, acked: &mut Acked, base: &[u64], round: usize, seed: u64) -> Vec<u64> {
     let what = format!("round {round} (seed {seed})");
     let engine = Engine::open(dir, EngineConfig::default(), DurabilityOptions::default())
         .unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
@@ -233,7 +230,7 @@ struct BackupOutcomes {
 /// `done` says the child reported it complete.
 fn check_backup(
     dir: &Path,
-    acked: &HashMap<u64, (u32, u32, u64)>,
+    acked: &Acked,
     done: bool,
     base: &[u64],
     what: &str,
@@ -378,7 +375,7 @@ fn kill_rounds(name: &str, backups: bool) {
         let mut ready = !early;
         // Per backup begun: the transfers acknowledged before it, and
         // whether it was reported done.
-        let mut begun: Vec<(HashMap<u64, (u32, u32, u64)>, bool)> = Vec::new();
+        let mut begun: Vec<(Acked, bool)> = Vec::new();
         for l in &lines {
             ready |= l.ends_with("ready");
             let mut p = l.split(' ');

@@ -63,7 +63,7 @@ fn writer_state(w: u64, n: u64) -> BTreeMap<Vec<u8>, Vec<u8>> {
             format!("w{w}/k{:02}", i % 20).into_bytes(),
             i.to_string().into_bytes(),
         );
-        if i % 5 == 0 {
+        if i.is_multiple_of(5) {
             m.remove(format!("w{w}/k{:02}", (i + 10) % 20).as_bytes());
         }
     }
@@ -80,7 +80,7 @@ fn writer_commit(s: &mut snapshot_engine::Session<'_>, w: u64, i: u64) {
     let v = i.to_string();
     t.put(format!("w{w}/a"), &v).unwrap();
     t.put(format!("w{w}/k{:02}", i % 20), &v).unwrap();
-    if i % 5 == 0 {
+    if i.is_multiple_of(5) {
         t.delete(format!("w{w}/k{:02}", (i + 10) % 20)).unwrap();
     }
     t.put(format!("w{w}/b"), &v).unwrap();
