@@ -392,6 +392,22 @@ pub enum Error {
     /// The operation needs an engine opened on a directory
     /// (`Engine::open`), not an in-memory one.
     NotDurable,
+    /// `Engine::backup` into a directory that holds files: a backup goes
+    /// only into an empty or missing directory. Nothing was written.
+    BackupTargetNotEmpty {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// One file in it (the first by name).
+        entry: String,
+    },
+    /// `Engine::open` on a backup that never completed: its directory holds
+    /// the `BACKUP-INCOMPLETE` marker (the backup failed, or its process or
+    /// machine died during it). Nothing was changed; remove the directory
+    /// and back up again.
+    IncompleteBackup {
+        /// The directory.
+        path: std::path::PathBuf,
+    },
     /// `Engine::rollback_to_stable` found transactions that never ended
     /// (leaked with `mem::forget` together with their session, or still
     /// prepared): it cannot decide what they will be. Nothing changed.
@@ -582,6 +598,16 @@ impl fmt::Display for Error {
                 bound,
             } => write!(f, "durability option {option} = {value} is out of bounds ({bound})"),
             NotDurable => write!(f, "the engine is in memory (open one on a directory)"),
+            BackupTargetNotEmpty { path, entry } => write!(
+                f,
+                "backup directory {} is not empty (it holds {entry}); a backup needs an empty or missing directory",
+                path.display()
+            ),
+            IncompleteBackup { path } => write!(
+                f,
+                "{} holds a backup that never completed (it has a BACKUP-INCOMPLETE file)",
+                path.display()
+            ),
             RollbackWithOpenTransactions {
                 open,
                 unfinished_writers,

@@ -128,6 +128,19 @@ impl Drop for Turn<'_> {
     }
 }
 
+/// Where the synced log ended at [`Log::sync_point`].
+pub(crate) struct SyncPoint {
+    /// The segment being written then.
+    pub(crate) seq: u64,
+    /// Its synced length, a frame boundary: every record below `next_lsn`
+    /// is below it in this segment, or in an earlier one.
+    pub(crate) len: u64,
+    /// Every record below this lsn is synced.
+    pub(crate) next_lsn: u64,
+    /// How long the writer lock was held (writers waited at most this).
+    pub(crate) held: Duration,
+}
+
 /// Counters of the log's work.
 #[derive(Default)]
 pub(crate) struct Counters {
@@ -485,6 +498,28 @@ impl Log {
             return Err(e.clone());
         }
         self.flush_locked(&mut out, true).map(|_| ())
+    }
+
+    /// For a backup (`backup.rs`): writes and syncs everything pending and
+    /// returns where the synced log ends. Holds the writer lock only for
+    /// that one batch.
+    ///
+    /// # Errors
+    /// As [`Log::flush`].
+    pub(crate) fn sync_point(&self) -> Result<SyncPoint> {
+        let mut out = self.out.lock();
+        let started = Instant::now();
+        if let Some(e) = self.failed.get() {
+            return Err(e.clone());
+        }
+        self.flush_locked(&mut out, true)?;
+        Ok(SyncPoint {
+            seq: out.seq,
+            len: out.synced_len,
+            // Relaxed: stored only under `out`, held here.
+            next_lsn: self.synced.load(Ordering::Relaxed),
+            held: started.elapsed(),
+        })
     }
 
     /// For a checkpoint: syncs everything pending and starts a new segment.

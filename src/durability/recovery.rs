@@ -490,6 +490,7 @@ impl Recovery {
     ///
     /// # Errors
     /// [`Error::DirectoryLocked`] when another open engine holds `dir`;
+    /// [`Error::IncompleteBackup`] for an unfinished backup (nothing changed);
     /// [`Error::Corrupt`] for a damaged checkpoint, a missing segment, a
     /// missing checkpoint or damage in the log that no crash leaves (unless
     /// `truncate_corrupt`); [`Error::UnsupportedFormat`]; [`Error::Io`].
@@ -503,6 +504,7 @@ impl Recovery {
             .lock(&lock_path)
             .map_err(|e| io_error("lock", &lock_path, &e))?
             .ok_or(Error::DirectoryLocked { path: dir.clone() })?;
+        super::backup::refuse_incomplete(&*fs, &dir)?;
         let mut rec = recover_files(&*fs, &dir, options.truncate_corrupt)?;
         let interval = match options.durability {
             Durability::Periodic(d) => Some(d),

@@ -90,6 +90,11 @@ impl<M: Machinery> Engine<M> {
         self.durable.as_ref().ok_or(Error::NotDurable)?.checkpoint()
     }
 
+    /// See [`Engine::backup`](crate::Engine::backup).
+    pub fn backup(&self, dir: &std::path::Path) -> Result<crate::durability::BackupReport> {
+        self.durable.as_ref().ok_or(Error::NotDurable)?.backup(dir)
+    }
+
     /// See [`Engine::recovery_report`](crate::Engine::recovery_report).
     pub fn recovery_report(&self) -> Option<&crate::durability::RecoveryReport> {
         self.durable.as_ref().map(|d| d.report())

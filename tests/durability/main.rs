@@ -3,7 +3,7 @@
 //! corruption, a failed write or sync fails its commit and stops the log,
 //! group commit shares syncs without acknowledging early, checkpoints taken
 //! under concurrent writers recover to the writers' state. Beside them, by
-//! concern: acknowledgements, checkpoint failures, close, crash images,
+//! concern: acknowledgements, online backups, checkpoint failures, close, crash images,
 //! damaged files, fault outcomes and `rollback_to_stable`. A process killed
 //! mid-transfer is `tests/durability_kill.rs`, a binary of its own.
 
@@ -728,6 +728,7 @@ fn rollback_below_a_checkpoint_is_refused() {
 }
 
 mod acks;
+mod backup;
 mod checkpoint_failure;
 mod close;
 mod crash_images;

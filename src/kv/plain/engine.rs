@@ -5,7 +5,7 @@ use super::super::raw;
 use super::Txn;
 use crate::config::{CommitOptions, EngineConfig, TimestampKind, TimestampUpdate, TxnOptions};
 use crate::durability::{
-    CheckpointReport, CheckpointerStatus, DurabilityOptions, LogStats, RecoveryReport,
+    BackupReport, CheckpointReport, CheckpointerStatus, DurabilityOptions, LogStats, RecoveryReport,
 };
 use crate::error::Result;
 use crate::machinery::{SessionPin, TxnManager};
@@ -166,6 +166,58 @@ impl Engine {
     #[inline]
     pub fn checkpoint(&self) -> Result<CheckpointReport> {
         self.0.checkpoint()
+    }
+
+    /// Writes an online backup of this durable engine into `dir` (created
+    /// if missing; it must be empty): a copy of its newest checkpoint and
+    /// the log after it, which [`Engine::open`] opens like the original.
+    /// The copy holds every commit that returned before the call began,
+    /// and every commit at or below the stable timestamp then; a commit
+    /// running during the backup is in it whole or not at all.
+    ///
+    /// Readers and writers run on meanwhile: writers wait only for the one
+    /// sync of the records pending when it began ([`BackupReport::pause`]);
+    /// a checkpoint (on call or in the background) waits until the copy is
+    /// done. The backup goes through this engine's file layer
+    /// ([`DurabilityOptions::fs`]).
+    ///
+    /// Until it completes, `dir` holds a `BACKUP-INCOMPLETE` file, created
+    /// first and removed last, and [`Engine::open`] refuses the directory
+    /// with [`Error::IncompleteBackup`](crate::Error::IncompleteBackup): a
+    /// backup that fails or whose process dies is never mistaken for a
+    /// complete one.
+    ///
+    /// ```
+    /// # use snapshot_engine::{CommitOptions, DurabilityOptions, Engine, EngineConfig, TxnOptions};
+    /// # let base = std::env::temp_dir().join(format!("snapshot-doc-backup-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&base);
+    /// let engine = Engine::open(base.join("db"), EngineConfig::default(), DurabilityOptions::default())?;
+    /// let mut session = engine.session()?;
+    /// let mut txn = session.begin(&TxnOptions::default())?;
+    /// txn.put("k", "v")?;
+    /// txn.commit(CommitOptions::default())?;
+    /// let report = engine.backup(base.join("backup"))?;
+    /// assert_eq!(report.last_lsn, 1);
+    /// let copy = Engine::open(base.join("backup"), EngineConfig::default(), DurabilityOptions::default())?;
+    /// assert_eq!(copy.session()?.begin(&TxnOptions::default())?.get("k")?, Some(b"v".to_vec()));
+    /// # drop((copy, session, engine));
+    /// # std::fs::remove_dir_all(&base).unwrap();
+    /// # Ok::<(), snapshot_engine::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::NotDurable`](crate::Error::NotDurable) for an in-memory
+    /// engine; [`Error::BackupTargetNotEmpty`](crate::Error::BackupTargetNotEmpty)
+    /// (nothing written); [`Error::Io`](crate::Error::Io) for a failed file
+    /// operation on either directory; the log's error if it has failed, or
+    /// if the sync fails (which stops the log, as a failed commit sync
+    /// does); [`Error::Corrupt`](crate::Error::Corrupt) for a log segment
+    /// missing from the engine's directory. The engine stays usable after
+    /// any of them (unless the log stopped); `dir` then holds
+    /// `BACKUP-INCOMPLETE`: remove it before backing up there again.
+    #[inline]
+    pub fn backup(&self, dir: impl AsRef<Path>) -> Result<BackupReport> {
+        self.0.backup(dir.as_ref())
     }
 
     /// What recovery found and did when this engine was opened (`None`: in
