@@ -417,7 +417,10 @@ fn kill_rounds(name: &str, backups: bool) {
         outcomes.complete, outcomes.refused, outcomes.not_begun
     );
     assert!(total_acks > 0, "no transfer was ever acknowledged");
-    if backups {
+    // Coverage, not correctness: with enough rounds (each waits for a
+    // completed backup with probability 7/16, and nearly every kill lands
+    // inside a backup) both kinds were checked.
+    if backups && rounds >= 20 {
         assert!(
             outcomes.complete > 0 && outcomes.refused > 0,
             "no kill landed both after and inside a backup"

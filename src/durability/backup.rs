@@ -5,7 +5,7 @@
 //! # The copy
 //!
 //! 1. The target must be empty or missing ([`Error::BackupTargetNotEmpty`]).
-//!    It is created, and the empty [`INCOMPLETE`] marker is created in it
+//!    It is created, and the empty [`BACKUP_INCOMPLETE`] marker is created in it
 //!    and synced with the directory before any other file.
 //! 2. The checkpoint lock is taken for the rest of the copy: no checkpoint
 //!    (on call, in the background, or rollback to stable's) replaces the
@@ -31,7 +31,7 @@
 //!
 //! # The rule for a partial backup
 //!
-//! A directory holding [`INCOMPLETE`] is a backup that did not finish (it
+//! A directory holding [`BACKUP_INCOMPLETE`] is a backup that did not finish (it
 //! failed, or its process or machine died), and `Engine::open` refuses it
 //! with [`Error::IncompleteBackup`] before changing anything. The marker is
 //! durable before any copied file's name, and removed only once every
@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 
 /// The file a backup in progress keeps in its target directory; removed
 /// last. `Engine::open` refuses a directory holding it.
-pub const INCOMPLETE: &str = "BACKUP-INCOMPLETE";
+pub const BACKUP_INCOMPLETE: &str = "BACKUP-INCOMPLETE";
 
 /// What [`Engine::backup`] copied.
 ///
@@ -93,7 +93,7 @@ pub struct BackupReport {
 /// [`Error::IncompleteBackup`]; [`Error::Io`] when `dir` cannot be listed.
 pub(crate) fn refuse_incomplete(fs: &dyn Fs, dir: &Path) -> Result<()> {
     let names = fs.list(dir).map_err(|e| io_error("list", dir, &e))?;
-    if names.iter().any(|n| n == INCOMPLETE) {
+    if names.iter().any(|n| n == BACKUP_INCOMPLETE) {
         return Err(Error::IncompleteBackup {
             path: dir.to_path_buf(),
         });
@@ -149,7 +149,7 @@ impl CommitLog {
     /// log's failure, if it has failed or its sync fails (that stops it, as
     /// any failed sync does); [`Error::Corrupt`] for a segment missing from
     /// the source. After a failure past the first check the target holds
-    /// [`INCOMPLETE`] (or, when the last directory sync failed, the whole
+    /// [`BACKUP_INCOMPLETE`] (or, when the last directory sync failed, the whole
     /// copy, the marker's removal not known durable): remove it before
     /// backing up there again.
     pub(crate) fn backup(&self, target: &Path) -> Result<BackupReport> {
@@ -167,7 +167,7 @@ impl CommitLog {
             .map_err(|e| io_error("sync", parent, &e))?;
         // Created under its own name (empty, nothing to tear): a crash
         // leaves the directory with it or with nothing.
-        let marker = target.join(INCOMPLETE);
+        let marker = target.join(BACKUP_INCOMPLETE);
         fs.create(&marker)
             .and_then(|mut f| f.sync())
             .map_err(|e| io_error("create", &marker, &e))?;

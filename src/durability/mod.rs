@@ -21,7 +21,7 @@
 //! `log-<seq>.seg` (the commit log's segments, see `record.rs` for the
 //! format) and `ckpt-<seq>.ckpt` (the newest checkpoint, named by the first
 //! segment it does not cover). A backup's directory (`backup.rs`) holds the
-//! same files, and [`INCOMPLETE`] until the backup is complete.
+//! same files, and [`BACKUP_INCOMPLETE`] until the backup is complete.
 //!
 //! A prepared transaction is logged only when it commits: one still
 //! prepared at a crash is gone after recovery, as in WiredTiger, and its
@@ -40,7 +40,7 @@ pub(crate) mod record;
 mod recovery;
 mod report;
 
-pub use backup::{BackupReport, INCOMPLETE};
+pub use backup::{BackupReport, BACKUP_INCOMPLETE};
 pub(crate) use checkpointer::Opened;
 pub(crate) use commit::CommitMode;
 pub use fs::{Fs, FsFile, FsLock, StdFs};

@@ -5,7 +5,7 @@
 //! the copy refused (`IncompleteBackup`) or complete; bad targets and
 //! failed file operations are typed errors that leave the engine usable.
 
-use snapshot_engine::durability::{Fs, FsFile, FsLock, MemFs, Stop, WriteBack, INCOMPLETE};
+use snapshot_engine::durability::{Fs, FsFile, FsLock, MemFs, Stop, WriteBack, BACKUP_INCOMPLETE};
 use snapshot_engine::{
     CommitOptions, Durability, DurabilityOptions, Engine, EngineConfig, Error, TimestampUpdate,
     TxnOptions,
@@ -485,7 +485,7 @@ fn every_instant_of_a_backup_leaves_the_source_whole_and_the_copy_refused_or_com
             }
             match open_at(image, BK) {
                 Err(Error::IncompleteBackup { .. }) => {
-                    assert!(names.iter().any(|n| n == INCOMPLETE));
+                    assert!(names.iter().any(|n| n == BACKUP_INCOMPLETE));
                     refused += 1;
                 }
                 Ok(copy) => {

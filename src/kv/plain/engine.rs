@@ -200,7 +200,8 @@ impl Engine {
     /// assert_eq!(report.last_lsn, 1);
     /// let copy = Engine::open(base.join("backup"), EngineConfig::default(), DurabilityOptions::default())?;
     /// assert_eq!(copy.session()?.begin(&TxnOptions::default())?.get("k")?, Some(b"v".to_vec()));
-    /// # drop((copy, session, engine));
+    /// # drop(session);
+    /// # drop((copy, engine));
     /// # std::fs::remove_dir_all(&base).unwrap();
     /// # Ok::<(), snapshot_engine::Error>(())
     /// ```
