@@ -32,7 +32,8 @@ pub struct ReplicaConfig {
     pub max_batch_commits: usize,
     /// The most bytes of encoded commits ([`CommitRecord::encoded_len`](super::CommitRecord::encoded_len)) the
     /// leader puts in one log entry, 1,024 to [`MAX_BATCH_BYTES`]. A
-    /// transaction whose own record is larger is refused when submitted
+    /// transaction whose own record could be larger (with its timestamps
+    /// and origin at their widest) is refused when submitted
     /// ([`ReplicaError::CommitTooLarge`](super::ReplicaError::CommitTooLarge)), before it commits anywhere. A
     /// [`TcpNode`](super::TcpNode) lowers it to its frame bound less [`BATCH_FRAME_SLACK`]
     /// where it is above that, so that every entry can be sent.

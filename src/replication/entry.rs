@@ -22,8 +22,10 @@ openraft::declare_raft_types!(
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Write {
     /// The key.
+    #[serde(with = "bytes_serde")]
     pub key: Vec<u8>,
     /// The new value, or `None` for a tombstone.
+    #[serde(with = "opt_bytes_serde")]
     pub value: Option<Vec<u8>>,
 }
 
@@ -71,24 +73,57 @@ pub struct CommitRecord {
 }
 
 impl CommitRecord {
-    /// The record's size in a log entry (bincode's fixed-width encoding:
-    /// two timestamps, the origin, then each write's key and optional value
-    /// with 8-byte lengths).
+    /// The record's size in a log entry (the replication encoding,
+    /// `codec.rs`: the two timestamps and the origin as varints, the count
+    /// of writes, then each write's key, a tag byte and the value, each
+    /// byte string after its varint length).
     pub fn encoded_len(&self) -> usize {
-        Self::encoded_len_of(self.writes.iter().map(|w| (&w.key[..], w.value.as_deref())))
-    }
-
-    /// [`CommitRecord::encoded_len`] of a record holding `writes`.
-    pub(crate) fn encoded_len_of<'a>(
-        writes: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
-    ) -> usize {
-        // commit_ts, durable_ts, origin (node, seq), the writes' length.
-        const FIXED: usize = 8 + 8 + 16 + 8;
-        FIXED
-            + writes
-                .map(|(k, v)| 8 + k.len() + 1 + v.map_or(0, |v| 8 + v.len()))
+        self.fixed_len()
+            + self
+                .writes
+                .iter()
+                .map(|w| write_len(&w.key, w.value.as_deref()))
                 .sum::<usize>()
     }
+
+    /// What the record's timestamps, origin and count of writes take.
+    fn fixed_len(&self) -> usize {
+        [
+            self.commit_ts.get(),
+            self.durable_ts.get(),
+            self.origin.node,
+            self.origin.seq,
+            self.writes.len() as u64,
+        ]
+        .into_iter()
+        .map(varint_len)
+        .sum()
+    }
+
+    /// At least [`CommitRecord::encoded_len`] of a record holding `writes`,
+    /// at most 36 bytes more (its timestamps and origin at their widest).
+    pub(crate) fn encoded_len_bound<'a>(
+        writes: impl ExactSizeIterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+    ) -> usize {
+        // Four u64 varints of at most 10 bytes each, and the count.
+        4 * MAX_VARINT
+            + varint_len(writes.len() as u64)
+            + writes.map(|(k, v)| write_len(k, v)).sum::<usize>()
+    }
+}
+
+/// The most bytes a u64 varint takes.
+const MAX_VARINT: usize = 10;
+
+/// The bytes the varint of `v` takes: 7 bits a byte.
+fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// What one write takes: its key, a tag byte and its value.
+fn write_len(key: &[u8], value: Option<&[u8]>) -> usize {
+    let bytes = |b: &[u8]| varint_len(b.len() as u64) + b.len();
+    bytes(key) + 1 + value.map_or(0, bytes)
 }
 
 /// The application data of a log entry.
@@ -129,6 +164,96 @@ pub struct Applied {
     /// The node's stable timestamp after the entry was applied.
     #[serde(with = "opt_ts_serde")]
     pub stable: Option<Timestamp>,
+}
+
+/// A byte string as serde bytes (one length, then the bytes) rather than
+/// a sequence of `u8`s: the same bytes in a length-prefixed format, written
+/// and read as one copy.
+mod bytes_serde {
+    use serde::de::{Deserializer, SeqAccess, Visitor};
+    use serde::Serializer;
+
+    pub(super) fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(b)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        d.deserialize_byte_buf(ByteBuf)
+    }
+
+    /// Takes serde bytes, or a sequence of `u8`s from a format that gives
+    /// one.
+    pub(super) struct ByteBuf;
+
+    impl<'de> Visitor<'de> for ByteBuf {
+        type Value = Vec<u8>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a byte string")
+        }
+
+        fn visit_bytes<E>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+            Ok(v.to_vec())
+        }
+
+        fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+            Ok(v)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
+            let mut v = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+            while let Some(b) = seq.next_element()? {
+                v.push(b);
+            }
+            Ok(v)
+        }
+    }
+}
+
+/// An optional byte string, its bytes as [`bytes_serde`] writes them.
+mod opt_bytes_serde {
+    use serde::de::{Deserializer, Visitor};
+    use serde::{Serialize, Serializer};
+
+    /// A borrowed byte string that serializes as serde bytes.
+    struct Bytes<'a>(&'a [u8]);
+
+    impl Serialize for Bytes<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_bytes(self.0)
+        }
+    }
+
+    pub(super) fn serialize<S: Serializer>(b: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+        match b {
+            Some(b) => s.serialize_some(&Bytes(b)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Vec<u8>>, D::Error> {
+        d.deserialize_option(OptBytes)
+    }
+
+    struct OptBytes;
+
+    impl<'de> Visitor<'de> for OptBytes {
+        type Value = Option<Vec<u8>>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an optional byte string")
+        }
+
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            super::bytes_serde::deserialize(d).map(Some)
+        }
+    }
 }
 
 /// Timestamps on the wire: the raw value, checked against

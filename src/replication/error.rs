@@ -58,11 +58,12 @@ pub enum ReplicaError {
         /// Which setting and what was wrong with it, with its bound.
         what: String,
     },
-    /// A transaction's log record would be `size` bytes, above the bound
-    /// on one log entry ([`ReplicaConfig::max_batch_bytes`](super::ReplicaConfig::max_batch_bytes)); it was rolled
+    /// A transaction's log record could be `size` bytes (its size with its
+    /// timestamps and origin at their widest), above the bound on one log
+    /// entry ([`ReplicaConfig::max_batch_bytes`](super::ReplicaConfig::max_batch_bytes)); it was rolled
     /// back, nothing of it committed. Split it into smaller transactions.
     CommitTooLarge {
-        /// The record's encoded size.
+        /// The record's encoded size at most.
         size: usize,
         /// The bound.
         bound: usize,

@@ -67,6 +67,7 @@
 
 mod batcher;
 mod cluster;
+mod codec;
 mod config;
 mod disk;
 mod entry;
@@ -101,6 +102,6 @@ pub use state_machine::StateMachine;
 pub use tcp::{
     ClientError, ClientRequest, ClientResponse, NodeConfig, Op, Request, Response, TcpClient,
     TcpConfig, TcpNetwork, TcpNetworkFactory, TcpNode, TransportError, MAX_FRAME_BOUND,
-    MIN_FRAME_BYTES,
+    MIN_FRAME_BYTES, WIRE_VERSION,
 };
 pub use writes::{PendingWrite, WriteOptions, WriteTxn};

@@ -105,6 +105,8 @@ impl Replica {
     /// log segment or the snapshot is damaged anywhere but in a torn final
     /// record (which is cut off and reported); [`Error::Io`](crate::Error)
     /// if a file cannot be read or written;
+    /// [`Error::UnsupportedFormat`](crate::Error) if `dir` was written in
+    /// format version 1 (bincode 1.3; left unchanged);
     /// [`Error::InvalidDurabilityOption`](crate::Error) if
     /// [`ReplicaConfig::log`] is out of bounds. All inside
     /// [`ReplicaError::Engine`].

@@ -128,30 +128,38 @@ fn a_stable_that_follows_the_newest_applied_commit_exposes_a_hole() {
     out_of_order_commit(true);
 }
 
-/// `CommitRecord::encoded_len` is the size bincode gives the record, for
-/// puts, tombstones and empty keys and values alike.
+/// `CommitRecord::encoded_len` is the size the replication encoding gives
+/// the record, for puts, tombstones, empty keys and values, and integers of
+/// every varint width; the bound taken before the timestamps are known is
+/// never below it.
 #[test]
-fn a_records_encoded_len_is_its_bincode_size() {
+fn a_records_encoded_len_is_its_encoded_size() {
     use super::{CommitRecord, Origin, Write};
     let mut writes = Vec::new();
     for i in 0..40usize {
+        let wide = 1u64 << (i * 7 % 63);
         let rec = CommitRecord {
-            commit_ts: Timestamp::new(7 + i as u64),
+            commit_ts: Timestamp::new((7 + i as u64).max(wide.min(Timestamp::MAX.get()))),
             durable_ts: Timestamp::new(7 + i as u64),
             origin: Origin {
-                node: 2,
-                seq: i as u64,
+                node: wide,
+                seq: if i % 2 == 0 { u64::MAX } else { i as u64 },
             },
             writes: writes.clone(),
         };
-        assert_eq!(
-            rec.encoded_len(),
-            bincode::serialize(&rec).unwrap().len(),
-            "{} writes",
-            writes.len()
+        let encoded = super::codec::encode_after(Vec::new(), &rec).unwrap();
+        assert_eq!(rec.encoded_len(), encoded.len(), "{} writes", writes.len());
+        let bound = CommitRecord::encoded_len_bound(
+            rec.writes.iter().map(|w| (&w.key[..], w.value.as_deref())),
         );
+        assert!(
+            (rec.encoded_len()..=rec.encoded_len() + 36).contains(&bound),
+            "bound {bound}, encoded {}",
+            rec.encoded_len()
+        );
+        assert_eq!(super::codec::decode::<CommitRecord>(&encoded).unwrap(), rec);
         writes.push(Write {
-            key: vec![b'k'; i % 7],
+            key: vec![b'k'; i % 7 * 40],
             value: (i % 3 != 0).then(|| vec![b'v'; i * 13 % 200]),
         });
     }
@@ -280,6 +288,57 @@ fn a_tcp_node_bounds_its_batches_by_its_frames() {
     }
     r.write(|t| t.put(b"small", &big[..1000]))
         .expect("a commit under the bound");
+    drop(node);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A node answers a frame of another wire version (here version 1's, an
+/// untagged bincode 1.3 message laid out by hand) with a refusal naming
+/// that version, and goes on answering frames of its own.
+#[test]
+fn a_tcp_node_refuses_a_frame_of_another_wire_version_by_name() {
+    use super::{
+        ClientRequest, ClientResponse, NodeConfig, Response, TcpClient, TcpConfig, TcpNode,
+    };
+    use std::io::{Read, Write};
+    let dir = std::env::temp_dir().join(format!("se-wire-version-{}", std::process::id()));
+    let node = TcpNode::start(NodeConfig {
+        id: 1,
+        addr: "127.0.0.1:0".parse().unwrap(),
+        peers: Default::default(),
+        data_dir: dir.clone(),
+        init: true,
+        replica: config(),
+        tcp: TcpConfig::default(),
+    })
+    .unwrap();
+    let mut s = std::net::TcpStream::connect(node.addr()).unwrap();
+    s.set_read_timeout(Some(LONG)).unwrap();
+    // `Request::Client` (u32 variant 3), `ClientRequest::Status` (0).
+    let v1 = [3u8, 0, 0, 0, 0, 0, 0, 0];
+    s.write_all(&(v1.len() as u32).to_be_bytes()).unwrap();
+    s.write_all(&v1).unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).unwrap();
+    assert_eq!(
+        body[..2],
+        [b'R', super::WIRE_VERSION],
+        "answered in its own"
+    );
+    match super::codec::decode::<Response>(&body[2..]) {
+        Ok(Response::Refused(what)) => {
+            assert!(what.contains("wire version 1"), "{what}")
+        }
+        Ok(_) => panic!("a version-1 frame was answered"),
+        Err(e) => panic!("the answer does not decode: {e}"),
+    }
+    let mut client = TcpClient::new(node.addr(), TcpConfig::default()).unwrap();
+    assert!(matches!(
+        client.call(ClientRequest::Status),
+        Ok(ClientResponse::Status { id: 1, .. })
+    ));
     drop(node);
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -231,7 +231,8 @@ impl Replica {
             txn: &mut txn,
             writes: &mut writes,
         })?;
-        let size = CommitRecord::encoded_len_of(writes.iter().map(|(k, v)| (&k[..], v.as_deref())));
+        let size =
+            CommitRecord::encoded_len_bound(writes.iter().map(|(k, v)| (&k[..], v.as_deref())));
         if size > self.shared.config.max_batch_bytes {
             // Dropping the open transaction rolls it back: nothing of it is
             // committed, here or in any log.
@@ -274,6 +275,7 @@ impl Replica {
         if !opts.delay_before_append.is_zero() {
             std::thread::sleep(opts.delay_before_append);
         }
+        let size = rec.encoded_len();
         let slot = self.commit_and_queue(txn, rec, size)?;
         Ok(PendingWrite {
             value,

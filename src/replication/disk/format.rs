@@ -1,16 +1,24 @@
-//! The log's record format: segment names and magic, the record kinds,
-//! and how a record is framed (the durability layer's frames,
-//! `durability/record.rs`).
+//! The log's record format: segment names and magic (its format version),
+//! the record kinds, and how a record is framed (the durability layer's
+//! frames, `durability/record.rs`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use openraft::Entry;
 
 use crate::durability::record;
+use crate::replication::codec;
 use crate::replication::entry::TypeConfig;
+use crate::Error;
 
-/// A log segment's magic bytes.
-pub(super) const LOG_MAGIC: &[u8; 8] = b"SNAPRFT1";
+/// A log segment's magic bytes: format version 2, records in the
+/// replication encoding (`codec.rs`).
+pub(super) const LOG_MAGIC: &[u8; 8] = b"SNAPRFT2";
+/// The format version of this build's raft log segments and snapshot.
+pub(super) const FORMAT_VERSION: u32 = 2;
+/// The magic bytes of a version-1 segment (records in bincode 1.3),
+/// refused by name.
+pub(super) const LOG_MAGIC_V1: &[u8; 8] = b"SNAPRFT1";
 
 /// An appended entry (taking its index).
 pub(super) const KIND_ENTRY: u8 = 1;
@@ -33,13 +41,25 @@ pub(super) fn parse_segment(name: &str) -> Option<u64> {
     record::parse_numbered(name, "raft-", ".log")
 }
 
-/// A record's payload: its kind byte, then `value` in bincode.
+/// A record's payload: its kind byte, then `value` encoded.
 pub(super) fn payload(kind: u8, value: &impl serde::Serialize) -> Vec<u8> {
-    let mut p = vec![kind];
-    // Writing to a Vec fails only on a value serde cannot represent, which
-    // none of the log's types is.
-    bincode::serialize_into(&mut p, value).expect("raft log records serialize");
-    p
+    // The encoding fails only on a value it cannot represent (a sequence of
+    // unknown length, a self-describing type), which none of the log's
+    // types is.
+    codec::encode_after(vec![kind], value).expect("raft log records encode")
+}
+
+/// [`Error::UnsupportedFormat`] for `path` if `header` (at least its first
+/// 8 bytes) opens with `v1_magic`, a version-1 file.
+pub(super) fn refuse_v1(path: &Path, header: &[u8], v1_magic: &[u8; 8]) -> Result<(), Error> {
+    if header.starts_with(v1_magic) {
+        return Err(Error::UnsupportedFormat {
+            file: path.to_path_buf(),
+            version: 1,
+            supported: FORMAT_VERSION,
+        });
+    }
+    Ok(())
 }
 
 /// Appends `e`'s log record to `out`.

@@ -10,11 +10,18 @@
 //!   released when the process dies).
 //! * `raft-<seq>.log`: the log's segments, in the durability layer's frame
 //!   format (`durability/record.rs`: a 16-byte file header, then frames of
-//!   length, payload checksum and header checksum), magic `SNAPRFT1`.
-//! * `snapshot`: the newest snapshot, magic `SNAPRSS1`, written whole as
+//!   length, payload checksum and header checksum), magic `SNAPRFT2`.
+//! * `snapshot`: the newest snapshot, magic `SNAPRSS2`, written whole as
 //!   `snapshot.tmp`, synced and renamed over it.
 //!
-//! A log payload is a kind byte, then bincode:
+//! The magics name format version 2: records in the replication encoding
+//! (`codec.rs`, postcard). A directory of version 1 (`SNAPRFT1` segments,
+//! a `SNAPRSS1` snapshot: bincode 1.3) is refused with
+//! [`Error::UnsupportedFormat`] (version 1, supported 2) before any file in
+//! it changes; every directory a node has opened holds a segment (the
+//! current one is never removed), so its segments tell its version.
+//!
+//! A log payload is a kind byte, then the encoded value:
 //!
 //! ```text
 //! entry     = 1 | Entry        an appended entry (taking its index)
@@ -124,7 +131,8 @@ impl Disk {
     ///
     /// # Errors
     /// [`Error::Corrupt`] if the file is damaged (it is only ever renamed
-    /// into place whole, so any damage is corruption).
+    /// into place whole, so any damage is corruption);
+    /// [`Error::UnsupportedFormat`] for a version-1 snapshot.
     pub(crate) fn load_snapshot(&self) -> Result<Option<(Meta, Vec<u8>)>, Error> {
         snapshot::load(&*self.fs, &self.dir)
     }

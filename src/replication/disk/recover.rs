@@ -8,11 +8,12 @@ use std::path::Path;
 use openraft::{Entry, LogId, Vote};
 
 use super::format::{
-    parse_segment, segment_name, Segment, KIND_COMMITTED, KIND_ENTRY, KIND_PURGE, KIND_TRUNCATE,
-    KIND_VOTE, LOG_MAGIC,
+    parse_segment, refuse_v1, segment_name, Segment, KIND_COMMITTED, KIND_ENTRY, KIND_PURGE,
+    KIND_TRUNCATE, KIND_VOTE, LOG_MAGIC, LOG_MAGIC_V1,
 };
 use crate::durability::record::{self, corrupt, End, FILE_HEADER};
 use crate::durability::{io_error, Damage, Fs};
+use crate::replication::codec;
 use crate::replication::entry::{NodeId, TypeConfig};
 use crate::Error;
 
@@ -59,10 +60,13 @@ impl Recovered {
 /// Decodes one log payload into `state`: `Err` if it does not decode,
 /// else the index of the entry it held, if it was one.
 fn replay_one(state: &mut Recovered, p: &[u8]) -> Result<Option<u64>, ()> {
+    fn de<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, ()> {
+        codec::decode(b).map_err(|_| ())
+    }
     let (&kind, body) = p.split_first().ok_or(())?;
     match kind {
         KIND_ENTRY => {
-            let e: Entry<TypeConfig> = bincode::deserialize(body).map_err(|_| ())?;
+            let e: Entry<TypeConfig> = de(body)?;
             let index = e.log_id.index;
             // As the log store does in memory: an entry takes its index;
             // what openraft removes, a truncate or purge record removes.
@@ -71,10 +75,10 @@ fn replay_one(state: &mut Recovered, p: &[u8]) -> Result<Option<u64>, ()> {
             }
             return Ok(Some(index));
         }
-        KIND_VOTE => state.vote = Some(bincode::deserialize(body).map_err(|_| ())?),
-        KIND_COMMITTED => state.committed = bincode::deserialize(body).map_err(|_| ())?,
-        KIND_TRUNCATE => state.truncate(bincode::deserialize(body).map_err(|_| ())?),
-        KIND_PURGE => state.purge(bincode::deserialize(body).map_err(|_| ())?),
+        KIND_VOTE => state.vote = Some(de(body)?),
+        KIND_COMMITTED => state.committed = de(body)?,
+        KIND_TRUNCATE => state.truncate(de(body)?),
+        KIND_PURGE => state.purge(de(body)?),
         _ => return Err(()),
     }
     Ok(None)
@@ -82,7 +86,9 @@ fn replay_one(state: &mut Recovered, p: &[u8]) -> Result<Option<u64>, ()> {
 
 /// Reads every segment of `dir` in order: the recovered state, the report,
 /// and the segments found. A torn final record of the last segment is cut
-/// off (and reported); any other damage is [`Error::Corrupt`].
+/// off (and reported); any other damage is [`Error::Corrupt`]; a
+/// version-1 segment is [`Error::UnsupportedFormat`], found before any
+/// file is changed.
 pub(super) fn recover(
     fs: &dyn Fs,
     dir: &Path,
@@ -117,6 +123,9 @@ pub(super) fn recover(
                 .map_err(|e| io_error("remove", &path, &e))?;
             continue;
         }
+        // Before anything here changes a file: a version-1 directory is
+        // left as it was.
+        refuse_v1(&path, &buf, LOG_MAGIC_V1)?;
         if buf[..FILE_HEADER] != record::file_header(LOG_MAGIC, seq) {
             return Err(corrupt(&path, 0, "not a raft log segment (bad header)"));
         }
@@ -212,6 +221,74 @@ mod tests {
             .values()
             .map(|e| (e.log_id.leader_id.term, e.log_id.index))
             .collect()
+    }
+
+    /// A segment of format version 1 as that version wrote it: magic
+    /// `SNAPRFT1`, then records whose values are in bincode 1.3's default
+    /// layout (fixed-width little-endian integers, a u32 variant index),
+    /// laid out by hand: the vote of term 3 for node 2, and the entry at
+    /// index 1 of term 3 holding the watermark 40.
+    fn v1_segment(seq: u64) -> Vec<u8> {
+        let mut vote = vec![KIND_VOTE];
+        vote.extend_from_slice(&3u64.to_le_bytes()); // leader_id.term
+        vote.extend_from_slice(&2u64.to_le_bytes()); // leader_id.node_id
+        vote.push(0); // committed: false
+        let mut entry = vec![KIND_ENTRY];
+        entry.extend_from_slice(&3u64.to_le_bytes()); // log_id.leader_id.term
+        entry.extend_from_slice(&2u64.to_le_bytes()); // log_id.leader_id.node_id
+        entry.extend_from_slice(&1u64.to_le_bytes()); // log_id.index
+        entry.extend_from_slice(&1u32.to_le_bytes()); // EntryPayload::Normal
+        entry.extend_from_slice(&1u32.to_le_bytes()); // Command::Watermark
+        entry.extend_from_slice(&40u64.to_le_bytes()); // ts
+        let mut buf = record::file_header(b"SNAPRFT1", seq).to_vec();
+        record::frame_into(&mut buf, &vote);
+        record::frame_into(&mut buf, &entry);
+        buf
+    }
+
+    /// Every file of `dir` with its bytes.
+    fn contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let bytes = std::fs::read(e.path()).unwrap_or_default();
+                (e.file_name().into_string().unwrap(), bytes)
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_directory_of_format_version_1_is_refused_by_name_and_left_unchanged() {
+        for torn_last in [false, true] {
+            let d = Dir::new(&format!("v1-{torn_last}"));
+            let first = d.0.join(segment_name(1));
+            std::fs::write(&first, v1_segment(1)).unwrap();
+            let mut last = v1_segment(2);
+            if torn_last {
+                // A torn tail in the last segment: this format would cut it.
+                last.truncate(last.len() - 3);
+            }
+            std::fs::write(d.0.join(segment_name(2)), last).unwrap();
+            let before = contents(&d.0);
+            match super::super::open(&d.0, super::super::LogOptions::default()) {
+                Err(Error::UnsupportedFormat {
+                    file,
+                    version,
+                    supported,
+                }) => {
+                    assert_eq!((file, version, supported), (first.clone(), 1, 2));
+                }
+                Err(e) => panic!("expected UnsupportedFormat, got {e}"),
+                Ok(_) => panic!("a version-1 raft log opened"),
+            }
+            let mut after = contents(&d.0);
+            // The directory lock is made by the attempt; nothing else is.
+            after.retain(|(n, _)| n != "LOCK");
+            assert_eq!(after, before, "torn last segment: {torn_last}");
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The node's snapshot file: `snapshot`, magic `SNAPRSS1`, a metadata
+//! The node's snapshot file: `snapshot`, magic `SNAPRSS2`, a metadata
 //! record, the data in records of at most 16 MiB, and an end record with
 //! their count and length; written whole as `snapshot.tmp`, synced and
 //! renamed over it.
@@ -7,14 +7,18 @@ use std::path::Path;
 
 use openraft::{BasicNode, SnapshotMeta};
 
-use super::format::payload;
+use super::format::{payload, refuse_v1};
 use crate::durability::record::{self, corrupt, End, FILE_HEADER};
 use crate::durability::{io_error, Fs};
+use crate::replication::codec;
 use crate::replication::entry::NodeId;
 use crate::Error;
 
-/// The snapshot file's magic bytes.
-const SNAPSHOT_MAGIC: &[u8; 8] = b"SNAPRSS1";
+/// The snapshot file's magic bytes: format version 2, its metadata and end
+/// record in the replication encoding (`codec.rs`).
+const SNAPSHOT_MAGIC: &[u8; 8] = b"SNAPRSS2";
+/// The magic bytes of a version-1 snapshot (bincode 1.3), refused by name.
+const SNAPSHOT_MAGIC_V1: &[u8; 8] = b"SNAPRSS1";
 /// The snapshot file.
 pub(super) const SNAPSHOT: &str = "snapshot";
 /// The snapshot file while it is written.
@@ -62,7 +66,8 @@ pub(super) fn save(fs: &dyn Fs, dir: &Path, meta: &Meta, data: &[u8]) -> Result<
 ///
 /// # Errors
 /// [`Error::Corrupt`] if the file is damaged (it is only ever renamed
-/// into place whole, so any damage is corruption).
+/// into place whole, so any damage is corruption);
+/// [`Error::UnsupportedFormat`] for a version-1 snapshot.
 pub(super) fn load(fs: &dyn Fs, dir: &Path) -> Result<Option<(Meta, Vec<u8>)>, Error> {
     let path = dir.join(SNAPSHOT);
     let buf = match fs.read(&path) {
@@ -70,6 +75,7 @@ pub(super) fn load(fs: &dyn Fs, dir: &Path) -> Result<Option<(Meta, Vec<u8>)>, E
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_error("read", &path, &e)),
     };
+    refuse_v1(&path, &buf, SNAPSHOT_MAGIC_V1)?;
     if buf.len() < FILE_HEADER || buf[..FILE_HEADER] != record::file_header(SNAPSHOT_MAGIC, 0) {
         return Err(corrupt(&path, 0, "not a replica snapshot (bad header)"));
     }
@@ -85,7 +91,7 @@ pub(super) fn load(fs: &dyn Fs, dir: &Path) -> Result<Option<(Meta, Vec<u8>)>, E
     let mut frames = frames.into_iter();
     let (o, r) = frames.next().ok_or_else(|| bad(FILE_HEADER as u64))?;
     let meta = match buf[r.clone()].split_first() {
-        Some((&SNAP_META, b)) => bincode::deserialize(b).map_err(|_| bad(o))?,
+        Some((&SNAP_META, b)) => codec::decode(b).map_err(|_| bad(o))?,
         _ => return Err(bad(o)),
     };
     let mut data = Vec::new();
@@ -97,7 +103,7 @@ pub(super) fn load(fs: &dyn Fs, dir: &Path) -> Result<Option<(Meta, Vec<u8>)>, E
                 chunks += 1;
             }
             Some((&SNAP_END, b)) => {
-                let (n, len): (u64, u64) = bincode::deserialize(b).map_err(|_| bad(o))?;
+                let (n, len): (u64, u64) = codec::decode(b).map_err(|_| bad(o))?;
                 if n != chunks || len != data.len() as u64 {
                     return Err(corrupt(
                         &path,
@@ -115,4 +121,60 @@ pub(super) fn load(fs: &dyn Fs, dir: &Path) -> Result<Option<(Meta, Vec<u8>)>, E
         buf.len() as u64,
         "the snapshot has no end record",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::durability::StdFs;
+
+    /// A snapshot of format version 1 as that version wrote it: magic
+    /// `SNAPRSS1`, its metadata in bincode 1.3's default layout (u64
+    /// lengths, a tag byte for an `Option`), laid out by hand for a one-node
+    /// membership, no data, and the end record.
+    fn v1_snapshot() -> Vec<u8> {
+        let u64s = |p: &mut Vec<u8>, v: &[u64]| v.iter().for_each(|x| p.extend(x.to_le_bytes()));
+        let mut meta = vec![SNAP_META];
+        meta.push(1); // last_log_id: Some
+        u64s(&mut meta, &[3, 1, 9]); // term, node_id, index
+        meta.push(1); // last_membership.log_id: Some
+        u64s(&mut meta, &[1, 1, 1]);
+        u64s(&mut meta, &[1, 1, 1]); // configs: [{1}]
+        u64s(&mut meta, &[1, 1]); // nodes: {1: ..}
+        let addr = b"127.0.0.1:7001";
+        u64s(&mut meta, &[addr.len() as u64]);
+        meta.extend_from_slice(addr);
+        let id = b"3-9-1";
+        u64s(&mut meta, &[id.len() as u64]);
+        meta.extend_from_slice(id);
+        let mut end = vec![SNAP_END];
+        u64s(&mut end, &[0, 0]);
+        let mut buf = record::file_header(b"SNAPRSS1", 0).to_vec();
+        record::frame_into(&mut buf, &meta);
+        record::frame_into(&mut buf, &end);
+        buf
+    }
+
+    #[test]
+    fn a_snapshot_of_format_version_1_is_refused_by_name() {
+        let dir = std::env::temp_dir().join(format!("raft-snap-v1-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(SNAPSHOT);
+        std::fs::write(&path, v1_snapshot()).unwrap();
+        match load(&StdFs, &dir) {
+            Err(Error::UnsupportedFormat {
+                file,
+                version,
+                supported,
+            }) => assert_eq!((file, version, supported), (path.clone(), 1, 2)),
+            Err(e) => panic!("expected UnsupportedFormat, got {e}"),
+            Ok(_) => panic!("a version-1 snapshot loaded"),
+        }
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            v1_snapshot(),
+            "left as it was"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

@@ -1,8 +1,13 @@
 //! The TCP transport: nodes in separate processes.
 //!
 //! Every message is one frame of tokio-util's [`LengthDelimitedCodec`] (a
-//! 4-byte big-endian length, then the body) holding one bincode-encoded
-//! [`Request`] or [`Response`]. A connection carries one request at a time,
+//! 4-byte big-endian length, then the body). The body is the tag byte `R`,
+//! the wire version ([`WIRE_VERSION`], 2), then one [`Request`] or
+//! [`Response`] in the replication encoding (`codec.rs`, postcard). A
+//! frame of another version (version 1: an untagged bincode 1.3 message)
+//! is refused with [`TransportError::UnsupportedVersion`] (a node answers
+//! it with [`Response::Refused`] and that error's text, which a version-1
+//! peer cannot decode either). A connection carries one request at a time,
 //! each answered before the next is sent; a node keeps one connection per
 //! peer and per openraft client, and reconnects after any error. Frames
 //! above [`TcpConfig::max_frame_bytes`] are refused on both ends with the
@@ -34,4 +39,4 @@ pub use config::{NodeConfig, TcpConfig, MAX_FRAME_BOUND, MIN_FRAME_BYTES};
 pub use message::{ClientError, ClientRequest, ClientResponse, Op, Request, Response};
 pub use network::{TcpNetwork, TcpNetworkFactory};
 pub use server::TcpNode;
-pub use transport::TransportError;
+pub use transport::{TransportError, WIRE_VERSION};

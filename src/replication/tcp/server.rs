@@ -132,7 +132,7 @@ async fn connection(mut conn: Conn, replica: Arc<Replica>, max: usize) {
                 return;
             }
             Err(_) => return,
-            Ok(frame) => match decode::<Request>(&frame, max) {
+            Ok(frame) => match decode::<Request>(&frame) {
                 Err(e) => Response::Refused(e.to_string()),
                 Ok(req) => answer(&replica, req).await,
             },

@@ -1,6 +1,7 @@
 //! One request/answer connection over TCP: frames of tokio-util's
-//! [`LengthDelimitedCodec`] holding bincode messages, bounded on both
-//! ends, and [`TransportError`], what goes wrong on one.
+//! [`LengthDelimitedCodec`] holding a version tag and a message in the
+//! replication encoding (`codec.rs`), bounded on both ends, and
+//! [`TransportError`], what goes wrong on one.
 
 use std::fmt;
 use std::time::Duration;
@@ -12,7 +13,16 @@ use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
 use super::config::TcpConfig;
 use super::message::{Request, Response};
+use crate::replication::codec;
 use crate::replication::error::ReplicaError;
+
+/// The wire version this build speaks.
+pub const WIRE_VERSION: u8 = 2;
+
+/// The first byte of every frame's body; the wire version follows it. A
+/// version-1 frame (a bincode 1.3 message, untagged) opens with its
+/// message's variant index, 0 to 4, never this.
+const WIRE_TAG: u8 = b'R';
 
 /// What went wrong on a connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +54,15 @@ pub enum TransportError {
         /// What was wrong.
         what: String,
     },
+    /// A frame of a wire version this build does not speak: the peer runs
+    /// another version of the engine.
+    UnsupportedVersion {
+        /// The frame's version: the byte after its tag, or 1 for a frame
+        /// without the tag (version 1 sent bincode 1.3 messages untagged).
+        version: u8,
+        /// The one version this build speaks ([`WIRE_VERSION`]).
+        supported: u8,
+    },
 }
 
 impl fmt::Display for TransportError {
@@ -62,6 +81,11 @@ impl fmt::Display for TransportError {
                 write!(f, "peer {addr} did not answer within {waited:?}")
             }
             TransportError::BadMessage { what } => write!(f, "bad message: {what}"),
+            TransportError::UnsupportedVersion { version, supported } => write!(
+                f,
+                "a frame of wire version {version} (1: bincode 1.3); this build speaks only \
+                 version {supported}"
+            ),
         }
     }
 }
@@ -131,10 +155,13 @@ fn codec(max: usize) -> LengthDelimitedCodec {
         .new_codec()
 }
 
-/// Encodes `msg` as one frame's body of at most `bound` bytes.
+/// Encodes `msg` as one frame's body of at most `bound` bytes: the tag,
+/// the wire version, then the message.
 pub(super) fn encode<T: Serialize>(msg: &T, bound: usize) -> Result<Vec<u8>, TransportError> {
-    let b = bincode::serialize(msg).map_err(|e| TransportError::BadMessage {
-        what: e.to_string(),
+    let b = codec::encode_after(vec![WIRE_TAG, WIRE_VERSION], msg).map_err(|e| {
+        TransportError::BadMessage {
+            what: e.to_string(),
+        }
     })?;
     if b.len() > bound {
         return Err(TransportError::FrameTooLarge {
@@ -145,20 +172,26 @@ pub(super) fn encode<T: Serialize>(msg: &T, bound: usize) -> Result<Vec<u8>, Tra
     Ok(b)
 }
 
-/// Decodes one frame's body (at most `bound` bytes of input).
-pub(super) fn decode<T: for<'de> Deserialize<'de>>(
-    b: &[u8],
-    bound: usize,
-) -> Result<T, TransportError> {
-    use bincode::Options;
-    bincode::DefaultOptions::new()
-        .with_fixint_encoding()
-        .allow_trailing_bytes()
-        .with_limit(bound as u64)
-        .deserialize(b)
-        .map_err(|e| TransportError::BadMessage {
-            what: e.to_string(),
-        })
+/// Decodes one frame's body (its length already checked against the
+/// bound by the codec).
+///
+/// # Errors
+/// [`TransportError::UnsupportedVersion`] for a frame of another wire
+/// version, [`TransportError::BadMessage`] for one that does not decode.
+pub(super) fn decode<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T, TransportError> {
+    match b {
+        [WIRE_TAG, WIRE_VERSION, msg @ ..] => {
+            codec::decode(msg).map_err(|what| TransportError::BadMessage { what })
+        }
+        [WIRE_TAG, version, ..] => Err(TransportError::UnsupportedVersion {
+            version: *version,
+            supported: WIRE_VERSION,
+        }),
+        _ => Err(TransportError::UnsupportedVersion {
+            version: 1,
+            supported: WIRE_VERSION,
+        }),
+    }
 }
 
 fn io_err(addr: &str, e: impl fmt::Display) -> TransportError {
@@ -222,9 +255,75 @@ impl Link {
             .await
             .map_err(|e| io_err(&self.addr, e))?;
         match conn.next().await {
-            Some(Ok(frame)) => decode(&frame, self.cfg.max_frame_bytes),
+            Some(Ok(frame)) => decode(&frame),
             Some(Err(e)) => Err(io_err(&self.addr, e)),
             None => Err(io_err(&self.addr, "connection closed")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replication::tcp::message::{ClientRequest, Op};
+
+    #[test]
+    fn a_frame_carries_its_wire_version_and_another_version_is_refused_by_it() {
+        let req = Request::Client(ClientRequest::Write {
+            ops: vec![Op::Put {
+                key: b"k".to_vec(),
+                value: vec![9; 300],
+            }],
+        });
+        let body = encode(&req, 1 << 20).unwrap();
+        assert_eq!(body[..2], [b'R', WIRE_VERSION]);
+        match decode::<Request>(&body) {
+            Ok(Request::Client(ClientRequest::Write { ops })) => assert_eq!(
+                ops,
+                [Op::Put {
+                    key: b"k".to_vec(),
+                    value: vec![9; 300]
+                }]
+            ),
+            _ => panic!("the request round-trips"),
+        }
+        // A version-1 frame, laid out by hand as bincode 1.3 wrote it:
+        // `Request::Client` (u32 variant 3), `ClientRequest::Status` (0).
+        let v1 = [3, 0, 0, 0, 0, 0, 0, 0];
+        let refused = TransportError::UnsupportedVersion {
+            version: 1,
+            supported: WIRE_VERSION,
+        };
+        assert_eq!(decode::<Request>(&v1).err(), Some(refused.clone()));
+        assert!(refused.to_string().contains("wire version 1"), "{refused}");
+        assert_eq!(decode::<Request>(&[]).err(), Some(refused));
+        // A later version's frame.
+        let mut v3 = body.clone();
+        v3[1] = 3;
+        assert_eq!(
+            decode::<Request>(&v3).err(),
+            Some(TransportError::UnsupportedVersion {
+                version: 3,
+                supported: WIRE_VERSION
+            })
+        );
+        // Damage inside a frame of this version: a bad message.
+        for bad in [&body[..body.len() - 1], &[&body[..], &[0]].concat()[..]] {
+            assert!(
+                matches!(
+                    decode::<Request>(bad),
+                    Err(TransportError::BadMessage { .. })
+                ),
+                "{} bytes",
+                bad.len()
+            );
+        }
+        assert_eq!(
+            encode(&req, 100).err(),
+            Some(TransportError::FrameTooLarge {
+                size: body.len(),
+                bound: 100
+            })
+        );
     }
 }
