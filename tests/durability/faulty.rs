@@ -36,6 +36,8 @@ pub struct Rule {
 #[derive(Default)]
 struct Rules {
     armed: Vec<Rule>,
+    /// Rules that fire at every match until `disarm`.
+    sticky: Vec<Rule>,
     /// The rules that fired, in order.
     fired: Vec<(Rule, PathBuf)>,
 }
@@ -58,6 +60,19 @@ impl Faulty {
         self.rules.lock().unwrap().armed.push(rule);
     }
 
+        /// Arms `rule` to fire at every match (its `skip` unused) until
+    /// [`Faulty::disarm`].
+    pub fn arm_sticky(&self, rule: Rule) {
+        self.rules.lock().unwrap().sticky.push(rule);
+    }
+
+    /// Removes every armed rule.
+    pub fn disarm(&self) {
+        let mut r = self.rules.lock().unwrap();
+        r.armed.clear();
+        r.sticky.clear();
+    }
+
     /// The rules that fired so far.
     pub fn fired(&self) -> Vec<(Rule, PathBuf)> {
         self.rules.lock().unwrap().fired.clone()
@@ -65,11 +80,19 @@ impl Faulty {
 
     fn check(&self, op: Op, path: &Path) -> io::Result<()> {
         let mut r = self.rules.lock().unwrap();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let matches = |rule: &Rule| rule.op == op && name.contains(rule.name);
+        if let Some(rule) = r.sticky.iter().find(|rule| matches(rule)).cloned() {
+            r.fired.push((rule, path.to_path_buf()));
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                format!("injected {op:?} failure on {}", path.display()),
+            ));
+        }
         let Some(i) = r
             .armed
             .iter()
-            .position(|rule| rule.op == op && name.contains(rule.name))
+                        .position(matches)
         else {
             return Ok(());
         };
