@@ -734,15 +734,10 @@ mod tests {
         );
         let v1_catalog = file(CHECKPOINT_MAGIC_V1, &[meta(2, 9), catalog(1, &[]), end(2)]);
         reason(load_bytes(&v1_catalog));
-        let users = TableDef::new(1, "users".into(), 8, 8).unwrap();
+        let users = [TableDef::new(1, "users".into(), 8, 8).unwrap()];
         let v2 = file(
             CHECKPOINT_MAGIC,
-            &[
-                meta(2, 9),
-                catalog(2, &[users.clone()]),
-                base(1, b"t"),
-                end(3),
-            ],
+            &[meta(2, 9), catalog(2, &users), base(1, b"t"), end(3)],
         );
         assert_eq!(load_bytes(&v2).unwrap().base_entry(1, b"t").unwrap().lsn, 3);
         let no_catalog = file(CHECKPOINT_MAGIC, &[meta(2, 9), base(0, b"t"), end(2)]);
@@ -752,12 +747,7 @@ mod tests {
         );
         let missing = file(
             CHECKPOINT_MAGIC,
-            &[
-                meta(2, 9),
-                catalog(3, &[users.clone()]),
-                base(2, b"t"),
-                end(3),
-            ],
+            &[meta(2, 9), catalog(3, &users), base(2, b"t"), end(3)],
         );
         assert_eq!(
             reason(load_bytes(&missing)),
@@ -778,21 +768,18 @@ mod tests {
         record::encode_commit(&c, &mut carried);
         let carried = file(
             CHECKPOINT_MAGIC,
-            &[meta(2, 9), catalog(3, &[users.clone()]), carried, end(3)],
+            &[meta(2, 9), catalog(3, &users), carried, end(3)],
         );
         assert_eq!(
             reason(load_bytes(&carried)),
             "carried write in a table not in the catalog"
         );
-        let above = file(
-            CHECKPOINT_MAGIC,
-            &[meta(2, 9), catalog(1, &[users.clone()]), end(2)],
-        );
+        let above = file(CHECKPOINT_MAGIC, &[meta(2, 9), catalog(1, &users), end(2)]);
         assert_eq!(
             reason(load_bytes(&above)),
             "catalog table id at or above the next table id"
         );
-        let mut bad_name = catalog(2, &[users]);
+        let mut bad_name = catalog(2, &users);
         *bad_name.last_mut().unwrap() = 0xC0;
         let bad_name = file(CHECKPOINT_MAGIC, &[meta(2, 9), bad_name, end(2)]);
         assert_eq!(reason(load_bytes(&bad_name)), "table name is not UTF-8");

@@ -440,7 +440,7 @@ fn damaged_table_records_are_typed_errors() {
     };
     let create = create_payload(1, 1, "users");
     assert_eq!(
-        corrupt_at(&[create.clone()], SEGMENT_MAGIC_V2),
+        corrupt_at(std::slice::from_ref(&create), SEGMENT_MAGIC_V2),
         "table record in a file of a format without tables"
     );
     let mut bad_name = create.clone();
