@@ -58,8 +58,8 @@ pub(super) fn newest_checkpoint(fs: &dyn Fs, dir: &Path) -> Result<Option<(u64, 
 /// from `expect` without a gap (invariant D4): a lost or doubled record is
 /// `Corrupt` at its offset, never replayed. Each passes through `catalog`
 /// (the tables as of the record before it, `Catalog::admit`): a write to
-/// a dropped table leaves its commit, and a record its rules call
-/// corruption is `Corrupt` at its offset.
+/// a dropped table is taken out of its commit, and a record its rules
+/// call corruption is `Corrupt` at its offset.
 fn push_in_order(
     recs: Vec<(u64, Record)>,
     expect: &mut u64,
@@ -434,9 +434,10 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
 }
 
 /// Rollback to stable at open: folds the covered commits (and every
-/// `create` and `drop`) into the state, drops the rest, and writes the result as a checkpoint whose first
-/// segment is the log's, `rec.next_seq` (which the caller has created and
-/// synced, with its directory entry), then removes the older
+/// `create` and `drop`) into the state, drops the rest, and writes the
+/// result as a checkpoint whose first segment is the log's, `rec.next_seq`
+/// (which the caller has created and synced, with its directory entry),
+/// then removes the older
 /// segments and checkpoints, so that no later recovery brings a dropped
 /// commit back. With nothing to drop it writes and removes nothing.
 /// Returns how many it dropped.
