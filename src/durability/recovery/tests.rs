@@ -276,6 +276,48 @@ fn a_crash_between_a_drop_and_the_next_checkpoint() {
     drop(opened);
 }
 
+/// A commit logged after its table's drop (it raced the drop) loses its
+/// writes to that table at recovery and at the checkpoint that folds it;
+/// its other writes stay.
+#[test]
+fn a_write_logged_after_its_tables_drop_is_skipped() {
+    let fs = MemFs::new();
+    let opened = start(&fs);
+    let mut m = default_model();
+    let mut names = HashMap::from([(0, String::new())]);
+    for op in [Op::Create(1, "users"), Op::Put(1, "u", "a"), Op::Drop(1)] {
+        run(&opened, &mut m, &mut names, op, false);
+    }
+    let w = [
+        (1, &b"u"[..], Some(&b"raced"[..])),
+        (0, &b"d"[..], Some(&b"1"[..])),
+    ];
+    let sync = Some(CommitMode::Durability(Durability::Sync));
+    let none = Timestamp::NONE;
+    opened
+        .log_commit(w.into_iter(), none, none, false, sync)
+        .unwrap();
+    m.get_mut("").unwrap().insert(b"d".to_vec(), b"1".to_vec());
+    let img = fs.crash();
+    let rec = recover(&img).unwrap();
+    match &rec.records[..] {
+        [.., Record::DropTable { id: 1, .. }, Record::Commit(c)] => {
+            assert_eq!(c.writes.len(), 1);
+            assert_eq!(c.writes[0].table, 0);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(replayed(&rec), m);
+    let reopened = rec.start(4).unwrap();
+    let r = reopened.checkpoint().unwrap();
+    assert_eq!(r.keys, 1);
+    let rec = recover(&img.crash()).unwrap();
+    assert!(rec.records.is_empty());
+    assert_eq!(replayed(&rec), m);
+    drop(reopened);
+    drop(opened);
+}
+
 /// Rollback to stable at open keeps every create and drop (they carry no
 /// timestamp) and drops the writes above stable, in every table.
 #[test]
