@@ -94,8 +94,11 @@ impl CommitLog {
     /// engine's, which cannot move: the caller holds the engine
     /// exclusively) that drops every record not covered at `stable`
     /// instead of carrying it, and covers every segment written so far, so
-    /// that no later recovery replays a dropped record. Returns the
-    /// checkpoint and the number of records dropped.
+    /// that no later recovery replays a dropped record. Every `create` and
+    /// `drop` stays (they carry no timestamp): a table created above
+    /// stable stays, empty of what was written above it; a dropped one
+    /// stays dropped. Returns the checkpoint and the number of records
+    /// dropped.
     pub(crate) fn rollback_to_stable(&self, stable: Timestamp) -> Result<(CheckpointReport, u64)> {
         self.fold_checkpoint(stable, true)
     }
@@ -127,6 +130,7 @@ impl CommitLog {
         let seqs = segments_in(&*self.fs, &self.dir)?;
         let mut records = Vec::new();
         let mut expect = st.next_lsn;
+        let mut catalog = st.catalog.clone();
         for &seq in seqs.iter().filter(|&&s| s >= st.first_seq && s < cut_seq) {
             let path = self.dir.join(segment_name(seq));
             let buf = self
@@ -134,7 +138,7 @@ impl CommitLog {
                 .read(&path)
                 .map_err(|e| io_error("read", &path, &e))?;
             let seg = scan_segment(&buf, &path, seq)?;
-            fold_whole_segment(seg, seq, &mut expect, &path, &mut records)?;
+            fold_whole_segment(seg, seq, &mut expect, &path, &mut records, &mut catalog)?;
         }
         // A `.ckpt.tmp` an earlier failed checkpoint could not remove.
         for name in self.fs.list(&self.dir).unwrap_or_default() {
@@ -147,7 +151,7 @@ impl CommitLog {
         if drop_uncovered {
             let before = st.carried.len() + records.len();
             st.carried.retain(|c| c.covered_by(stable.get()));
-            records.retain(|c| c.covered_by(stable.get()));
+            records.retain(|r| r.covered_by(stable.get()));
             dropped = (before - st.carried.len() - records.len()) as u64;
         }
         st.fold(records, stable, cut_seq, cut_lsn);
@@ -177,7 +181,7 @@ impl CommitLog {
         let report = CheckpointReport {
             stable: st.stable.to_option(),
             path,
-            keys: st.base.values().filter(|e| e.value.is_some()).count() as u64,
+            keys: st.base_keys(),
             carried: st.carried.len() as u64,
             bytes,
             records_folded: folded,

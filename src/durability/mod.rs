@@ -11,8 +11,9 @@
 //! directory and hands the KV layer what it read (the checkpoint's
 //! contents, the records after it), which `kv/open.rs` applies through
 //! ordinary transactions before the log becomes the engine's; at commit,
-//! `CommitLog::log_commit` frames the `(key, value)` pairs of the KV
-//! layer's write set.
+//! `CommitLog::log_commit` frames the `(table, key, value)` triples of the
+//! KV layer's write set, and `log_create_table` and `log_drop_table` log
+//! the catalog's changes (`catalog.rs`), which carry no timestamp.
 //!
 //! [`Engine::new`]: crate::Engine::new
 //! [`Engine::open`]: crate::Engine::open
@@ -28,6 +29,7 @@
 //! coordinator re-drives two-phase commit.
 
 mod backup;
+mod catalog;
 mod checkpoint;
 mod checkpointer;
 mod commit;
@@ -41,6 +43,8 @@ mod recovery;
 mod report;
 
 pub use backup::{BackupReport, BACKUP_INCOMPLETE};
+#[expect(unused_imports, reason = "for the KV layer's named tables")]
+pub(crate) use catalog::TableDef;
 pub(crate) use checkpointer::Opened;
 pub(crate) use commit::CommitMode;
 pub use fs::{Fs, FsFile, FsLock, StdFs};
@@ -53,5 +57,6 @@ pub use memfs::{FaultOp, MemFs, Stop, WriteBack};
 #[cfg(feature = "replication")]
 pub(crate) use options::validate_log;
 pub use options::{Durability, DurabilityOptions};
+pub(crate) use record::Record;
 pub(crate) use recovery::Recovery;
 pub use report::{CheckpointReport, CheckpointerStatus, Damage, LogStats, RecoveryReport};

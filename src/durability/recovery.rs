@@ -3,6 +3,7 @@
 //! [`Recovery`] hands what it read to the KV layer, which applies it, and
 //! then becomes the engine's [`CommitLog`].
 
+use super::catalog::Catalog;
 use super::checkpoint::{self, State};
 use super::checkpointer::Opened;
 use super::commit::CommitLog;
@@ -11,7 +12,7 @@ use super::log::{
     self, io_error, parse_segment, scan_segment, segment_name, Log, Segment, SEGMENT_HEADER,
 };
 use super::options::{Durability, DurabilityOptions};
-use super::record::{self, Commit, End, FILE_HEADER, FRAME_HEADER, MAX_PAYLOAD};
+use super::record::{self, End, Record, FILE_HEADER, FRAME_HEADER, MAX_PAYLOAD};
 use super::report::{CheckpointerStatus, Damage, RecoveryReport};
 use crate::error::{Error, Result};
 use crate::sync::AtomicU64;
@@ -55,23 +56,29 @@ pub(super) fn newest_checkpoint(fs: &dyn Fs, dir: &Path) -> Result<Option<(u64, 
 
 /// Appends a segment's records to `out`, checking that their lsns run on
 /// from `expect` without a gap (invariant D4): a lost or doubled record is
-/// `Corrupt` at its offset, never replayed.
+/// `Corrupt` at its offset, never replayed. Each passes through `catalog`
+/// (the tables as of the record before it, `Catalog::admit`): a write to
+/// a dropped table is taken out of its commit, and a record its rules
+/// call corruption is `Corrupt` at its offset.
 fn push_in_order(
-    recs: Vec<(u64, Commit)>,
+    recs: Vec<(u64, Record)>,
     expect: &mut u64,
     path: &Path,
-    out: &mut Vec<Commit>,
+    out: &mut Vec<Record>,
+    catalog: &mut Catalog,
 ) -> Result<()> {
-    for (offset, c) in recs {
-        if c.lsn != *expect {
-            return Err(Error::Corrupt {
-                file: path.to_path_buf(),
-                offset,
-                reason: "log sequence gap",
-            });
+    for (offset, mut r) in recs {
+        let corrupt = |reason| Error::Corrupt {
+            file: path.to_path_buf(),
+            offset,
+            reason,
+        };
+        if r.lsn() != *expect {
+            return Err(corrupt("log sequence gap"));
         }
+        catalog.admit(&mut r).map_err(corrupt)?;
         *expect += 1;
-        out.push(c);
+        out.push(r);
     }
     Ok(())
 }
@@ -128,13 +135,15 @@ fn unwritten(buf: &[u8], offset: u64) -> bool {
 /// a later segment follows, to `out`: its header must start at `expect`,
 /// its records run on from there (moving `expect` past them), and it must
 /// end with a whole `roll` record naming segment `seq + 1` at `expect`.
-/// Anything else is `Corrupt` where it is wrong.
+/// Anything else is `Corrupt` where it is wrong. Its records pass through
+/// `catalog` ([`push_in_order`]).
 pub(super) fn fold_whole_segment(
     seg: Segment,
     seq: u64,
     expect: &mut u64,
     path: &Path,
-    out: &mut Vec<Commit>,
+    out: &mut Vec<Record>,
+    catalog: &mut Catalog,
 ) -> Result<()> {
     let bad = |offset: u64, reason: &'static str| Error::Corrupt {
         file: path.to_path_buf(),
@@ -150,7 +159,7 @@ pub(super) fn fold_whole_segment(
             "segment does not start where the log before it ends",
         ));
     }
-    push_in_order(seg.records, expect, path, out)?;
+    push_in_order(seg.records, expect, path, out, catalog)?;
     match seg.roll {
         Some(r) if r.next_seq == seq + 1 && r.next_lsn == *expect => Ok(()),
         Some(r) => Err(bad(
@@ -164,7 +173,9 @@ pub(super) fn fold_whole_segment(
 /// What recovery read: the checkpoint and the log records after it.
 struct Recovered {
     state: State,
-    tail: Vec<Commit>,
+    tail: Vec<Record>,
+    /// The catalog after the tail.
+    catalog: Catalog,
     next_seq: u64,
     next_lsn: u64,
     report: RecoveryReport,
@@ -183,7 +194,7 @@ fn load_checkpoint(fs: &dyn Fs, dir: &Path, report: &mut RecoveryReport) -> Resu
             let st = checkpoint::load(fs, &path)?;
             report.checkpoint = Some(path);
             report.checkpoint_stable = st.stable.to_option();
-            report.checkpoint_keys = st.base.values().filter(|e| e.value.is_some()).count() as u64;
+            report.checkpoint_keys = st.base_keys();
             st
         }
         None => State::empty(),
@@ -254,7 +265,7 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
         let prev_end = prev
             .records
             .last()
-            .map(|(_, c)| c.lsn + 1)
+            .map(|(_, c)| c.lsn() + 1)
             .or(prev.first_lsn);
         let leftover = prev.roll.is_none()
             && last.records.is_empty()
@@ -270,6 +281,7 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
         }
     }
     let mut tail = Vec::new();
+    let mut catalog = state.catalog.clone();
     let mut expect = state.next_lsn;
     // The previous segment's path and roll-over record, if it has one.
     let mut prev_roll: Option<(PathBuf, log::Roll)> = None;
@@ -318,7 +330,7 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
         } else {
             Vec::new()
         };
-        push_in_order(records, &mut expect, &path, &mut tail)?;
+        push_in_order(records, &mut expect, &path, &mut tail, &mut catalog)?;
         if end == scanned_end {
             match seg.roll {
                 Some(r) if r.next_seq != seq + 1 || r.next_lsn != expect => {
@@ -414,16 +426,18 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
     Ok(Recovered {
         state,
         tail,
+        catalog,
         next_seq,
         next_lsn: expect,
         report,
     })
 }
 
-/// Rollback to stable at open: folds the covered commits into the state,
-/// drops the rest, and writes the result as a checkpoint whose first
-/// segment is the log's, `rec.next_seq` (which the caller has created and
-/// synced, with its directory entry), then removes the older
+/// Rollback to stable at open: folds the covered commits (and every
+/// `create` and `drop`) into the state, drops the rest, and writes the
+/// result as a checkpoint whose first segment is the log's, `rec.next_seq`
+/// (which the caller has created and synced, with its directory entry),
+/// then removes the older
 /// segments and checkpoints, so that no later recovery brings a dropped
 /// commit back. With nothing to drop it writes and removes nothing.
 /// Returns how many it dropped.
@@ -434,19 +448,17 @@ fn recover_files(fs: &dyn Fs, dir: &Path, truncate_corrupt: bool) -> Result<Reco
 fn rollback_to_stable_files(fs: &dyn Fs, dir: &Path, rec: &mut Recovered) -> Result<u64> {
     let st = &mut rec.state;
     let stable = st.stable;
-    let dropped = st
-        .carried
-        .iter()
-        .chain(&rec.tail)
-        .filter(|c| !c.covered_by(stable.get()))
-        .count() as u64;
+    let carried_dropped = st.carried.iter().filter(|c| !c.covered_by(stable.get()));
+    let tail_dropped = rec.tail.iter().filter(|r| !r.covered_by(stable.get()));
+    let dropped = (carried_dropped.count() + tail_dropped.count()) as u64;
     if dropped == 0 {
         return Ok(0);
     }
     let seq = rec.next_seq;
-    let mut keep = std::mem::take(&mut st.carried);
+    let carried = std::mem::take(&mut st.carried);
+    let mut keep: Vec<Record> = carried.into_iter().map(Record::Commit).collect();
     keep.append(&mut rec.tail);
-    keep.retain(|c| c.covered_by(stable.get()));
+    keep.retain(|r| r.covered_by(stable.get()));
     st.fold(keep, stable, seq, rec.next_lsn);
     checkpoint::write(fs, dir, st)?;
     for name in fs.list(dir).map_err(|e| io_error("list", dir, &e))? {
@@ -467,12 +479,25 @@ fn rollback_to_stable_files(fs: &dyn Fs, dir: &Path, rec: &mut Recovered) -> Res
 /// after the last record. The KV layer applies what it read
 /// ([`Recovery::checkpoint`], [`Recovery::records`]) to a new engine that
 /// is not logging yet, then [`Recovery::start`] makes the log the engine's.
+///
+/// The KV layer replays, in this order: the checkpoint's catalog (its
+/// tables, created empty), its base (per table, each key's newest covered
+/// version; a key whose entry is a deletion has none), then its carried
+/// commits and the records after it in lsn order, creating and dropping
+/// tables as the records say. Every write in them is to the default table
+/// or to a table live at that point of the order (writes that raced a drop
+/// are gone, `catalog.rs`), and is skipped when the base holds its key
+/// with a higher lsn ([`State::base_entry`]).
 pub(crate) struct Recovery {
-    /// The checkpoint's contents: its stable timestamp, its base (each
-    /// key's newest version it covers) and the records it carries whole.
+    /// The checkpoint's contents: its stable timestamp, its catalog, its
+    /// base (each key's newest version it covers) and the commits it
+    /// carries whole.
     pub(crate) checkpoint: State,
     /// The log records after the checkpoint, in lsn order.
-    pub(crate) records: Vec<Commit>,
+    pub(crate) records: Vec<Record>,
+    /// One above the highest table id ever created, after every record:
+    /// the KV layer gives new tables ids from here on.
+    next_table_id: u64,
     report: RecoveryReport,
     log: Arc<Log>,
     fs: Arc<dyn Fs>,
@@ -526,6 +551,7 @@ impl Recovery {
         Ok(Recovery {
             checkpoint: rec.state,
             records: rec.tail,
+            next_table_id: rec.catalog.next_id(),
             report: rec.report,
             log,
             fs,
@@ -540,6 +566,16 @@ impl Recovery {
     /// the engine's stable and oldest start.
     pub(crate) fn stable(&self) -> Timestamp {
         self.checkpoint.stable
+    }
+
+    /// One above the highest table id ever created (1 with none), after
+    /// every record: ids below it are never given to a new table.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "for the KV layer's named tables")
+    )]
+    pub(crate) fn next_table_id(&self) -> u64 {
+        self.next_table_id
     }
 
     /// The engine's durability, once the KV layer has replayed
@@ -568,3 +604,6 @@ impl Recovery {
         Opened::start(durable, self.checkpoint_interval)
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;

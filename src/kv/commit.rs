@@ -179,7 +179,8 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
                 if !writes.is_empty() {
                     let durable = prepared.map_or(cts, |a| durable_ts(cts, a, opts));
                     let prep = prepared.is_some();
-                    match log.log_commit(writes.writes(), cts, durable, prep, mode) {
+                    let w = writes.writes().map(|(k, v)| (0, k, v));
+                    match log.log_commit(w, cts, durable, prep, mode) {
                         Ok(lsn) => logged = Ok(Some(lsn)),
                         Err(e) => {
                             logged = Err((e, writes.abandon()));

@@ -5,16 +5,25 @@
 
 use super::engine::Engine;
 use crate::config::{CommitOptions, EngineConfig, TimestampUpdate, TxnOptions};
-use crate::durability::{DurabilityOptions, Recovery};
-use crate::error::Result;
+use crate::durability::{DurabilityOptions, Record, Recovery};
+use crate::error::{Error, Result};
 use crate::machinery::with_machinery::LockFree;
 use crate::ts::Timestamp;
 use std::path::Path;
 
 /// Rebuilds the store from a checkpoint's base and the records after it,
 /// through ordinary transactions on an engine that is not logging yet.
-fn replay(engine: &Engine, rec: &Recovery) -> Result<u64> {
+/// Named tables are not replayed: a directory holding one is refused.
+fn replay(engine: &Engine, dir: &Path, rec: &Recovery) -> Result<u64> {
     let (st, tail) = (&rec.checkpoint, &rec.records);
+    let ddl = |r: &&Record| !matches!(r, Record::Commit(_));
+    if st.catalog.tables().len() > 0 || tail.iter().any(|r| ddl(&r)) {
+        return Err(Error::UnsupportedFormat {
+            file: dir.to_path_buf(),
+            version: 3,
+            supported: 2,
+        });
+    }
     let mut s = engine.session()?;
     let at = |ts: Timestamp| CommitOptions {
         commit_ts: ts.to_option(),
@@ -22,7 +31,9 @@ fn replay(engine: &Engine, rec: &Recovery) -> Result<u64> {
     };
     let mut base: Vec<_> = st
         .base
-        .iter()
+        .get(&0)
+        .into_iter()
+        .flatten()
         .filter_map(|(k, e)| Some((e.commit_ts, k, e.value.as_deref()?)))
         .collect();
     base.sort_unstable_by_key(|&(ts, ..)| ts);
@@ -39,7 +50,11 @@ fn replay(engine: &Engine, rec: &Recovery) -> Result<u64> {
     // as one transaction (up to 1,024): nothing can read between them, and
     // lsn order, which each key's chain order follows (D3), is kept. A
     // prepared record stays alone: its id is noted for rollback to stable.
-    let records: Vec<_> = st.carried.iter().chain(tail).collect();
+    let commits = tail.iter().filter_map(|r| match r {
+        Record::Commit(c) => Some(c),
+        _ => None,
+    });
+    let records: Vec<_> = st.carried.iter().chain(commits).collect();
     let mut i = 0;
     while i < records.len() {
         let first = records[i];
@@ -56,7 +71,10 @@ fn replay(engine: &Engine, rec: &Recovery) -> Result<u64> {
         let mut t = s.begin(&TxnOptions::default())?;
         for r in &records[i..end] {
             for w in &r.writes {
-                if st.base.get(&w.key).is_some_and(|e| e.lsn > r.lsn) {
+                if st
+                    .base_entry(w.table, &w.key)
+                    .is_some_and(|e| e.lsn > r.lsn)
+                {
                     continue;
                 }
                 match &w.value {
@@ -98,7 +116,7 @@ impl Engine<LockFree> {
         options.validate()?;
         let rec = Recovery::open(dir.as_ref(), &options)?;
         let mut engine = Engine::with_machinery(config)?;
-        let replayed = replay(&engine, &rec)?;
+        let replayed = replay(&engine, dir.as_ref(), &rec)?;
         engine
             .serial
             .recovered(engine.mgr.query_timestamp(crate::TimestampKind::AllDurable));

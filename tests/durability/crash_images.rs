@@ -326,7 +326,7 @@ fn a_lost_page_of_the_last_segment_is_a_reported_torn_tail() {
             .unwrap()
             .replace("0001.seg", "0002.seg"),
     );
-    let mut header = b"SNAPLOG2".to_vec();
+    let mut header = b"SNAPLOG3".to_vec();
     header.extend_from_slice(&2u64.to_le_bytes());
     img.put_file(&next, &header);
     match open(&img) {

@@ -19,13 +19,13 @@
 use super::io_error;
 use crate::durability::fs::{Fs, FsFile};
 use crate::durability::record::{
-    self, Commit, End, ANCHOR_PAYLOAD, FILE_HEADER, FRAME_HEADER, KIND_ROLL, KIND_SEGMENT,
-    KIND_SYNCED, SEGMENT_MAGIC, SEGMENT_MAGIC_V1, SEGMENT_VERSION,
+    self, End, Record, ANCHOR_PAYLOAD, FILE_HEADER, FRAME_HEADER, KIND_ROLL, KIND_SEGMENT,
+    KIND_SYNCED, SEGMENT_MAGIC, SEGMENT_MAGIC_STEM, SEGMENT_MAGIC_V2, SEGMENT_VERSION,
 };
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
-/// Bytes before a segment's first commit record: the file header and the
+/// Bytes before a segment's first record: the file header and the
 /// framed `segment` record.
 pub(crate) const SEGMENT_HEADER: usize = FILE_HEADER + FRAME_HEADER + ANCHOR_PAYLOAD;
 
@@ -73,8 +73,9 @@ pub(crate) struct Segment {
     /// is whole), as a crash while the segment was being created leaves
     /// it. No record can follow a torn header.
     pub(crate) first_lsn: Option<u64>,
-    /// Its commit records with their offsets, up to the first damage.
-    pub(crate) records: Vec<(u64, Commit)>,
+    /// Its records (commits, creates, drops) with their offsets, up to
+    /// the first damage.
+    pub(crate) records: Vec<(u64, Record)>,
     /// Its `roll` record, if it ends with a whole one.
     pub(crate) roll: Option<Roll>,
     /// The largest offset a whole `synced` record names ([`SEGMENT_HEADER`]
@@ -86,13 +87,15 @@ pub(crate) struct Segment {
     pub(crate) len: u64,
 }
 
-/// Reads segment `seq` from `buf` (the file `path`): its header, its
-/// records, its `roll` record. A damaged header is `End::Corrupt` at its
-/// offset; a record after the `roll` record, or one that is neither a
-/// commit nor a `roll`, is `End::Corrupt` there.
+/// Reads segment `seq` from `buf` (the file `path`), of format version 3
+/// or 2 (`record.rs`): its header, its records, its `roll` record. A
+/// damaged header is `End::Corrupt` at its offset; a record after the
+/// `roll` record, or one that does not decode (a table record in a
+/// version-2 segment among them), is `End::Corrupt` there.
 ///
 /// # Errors
-/// [`Error::UnsupportedFormat`] for a segment of format version 1.
+/// [`Error::UnsupportedFormat`] for a segment of format version 1 or one
+/// above this build's.
 pub(crate) fn scan_segment(buf: &[u8], path: &Path, seq: u64) -> Result<Segment> {
     let mut seg = Segment {
         first_lsn: None,
@@ -106,15 +109,23 @@ pub(crate) fn scan_segment(buf: &[u8], path: &Path, seq: u64) -> Result<Segment>
         return Ok(seg);
     }
     let head = &buf[..FILE_HEADER.min(buf.len())];
-    if buf.len() >= FILE_HEADER && buf[..8] == SEGMENT_MAGIC_V1[..] {
-        return Err(Error::UnsupportedFormat {
-            file: path.to_path_buf(),
-            version: 1,
-            supported: SEGMENT_VERSION,
-        });
+    if buf.len() >= FILE_HEADER {
+        match record::magic_version(&buf[..8], SEGMENT_MAGIC_STEM) {
+            Some(v) if v == 1 || v > SEGMENT_VERSION => {
+                return Err(Error::UnsupportedFormat {
+                    file: path.to_path_buf(),
+                    version: v,
+                    supported: SEGMENT_VERSION,
+                });
+            }
+            _ => {}
+        }
     }
     let want = record::file_header(SEGMENT_MAGIC, seq);
-    if head != &want[..head.len()] {
+    let want_v2 = record::file_header(SEGMENT_MAGIC_V2, seq);
+    // Version 3 has tables; a header torn inside its magic counts as one.
+    let tables = head == &want[..head.len()];
+    if !tables && head != &want_v2[..head.len()] {
         seg.end = End::Corrupt {
             offset: 0,
             reason: "not a log segment of this number (bad file header)",
@@ -179,13 +190,10 @@ pub(crate) fn scan_segment(buf: &[u8], path: &Path, seq: u64) -> Result<Segment>
             });
             continue;
         }
-        match record::decode_commit(payload) {
-            Some(c) => seg.records.push((offset, c)),
-            None => {
-                seg.end = End::Corrupt {
-                    offset,
-                    reason: "malformed log record",
-                };
+        match record::decode_record(payload, tables) {
+            Ok(r) => seg.records.push((offset, r)),
+            Err(reason) => {
+                seg.end = End::Corrupt { offset, reason };
                 break;
             }
         }
@@ -238,7 +246,7 @@ mod tests {
     fn commit_payload(lsn: u64) -> Vec<u8> {
         let mut p = Vec::new();
         record::begin_commit(&mut p, 0, 0, false, 1);
-        record::push_write(&mut p, b"k", Some(b"v"));
+        record::push_write(&mut p, 0, b"k", Some(b"v"));
         p[record::LSN_AT..record::LSN_AT + 8].copy_from_slice(&lsn.to_le_bytes());
         p
     }
@@ -259,7 +267,7 @@ mod tests {
         let seg = scan(&b).unwrap();
         assert_eq!(seg.first_lsn, Some(10));
         assert_eq!(seg.end, End::Clean);
-        let lsns: Vec<u64> = seg.records.iter().map(|(_, c)| c.lsn).collect();
+        let lsns: Vec<u64> = seg.records.iter().map(|(_, c)| c.lsn()).collect();
         assert_eq!(lsns, [10, 11]);
         assert_eq!(seg.synced_through, through);
         let want = Roll {
@@ -299,16 +307,18 @@ mod tests {
             scan(&b).unwrap().end,
             End::Corrupt { offset, .. } if offset == SEGMENT_HEADER as u64
         ));
-        let mut v1 = SEGMENT_MAGIC_V1.to_vec();
-        v1.extend_from_slice(&3u64.to_le_bytes());
-        assert!(matches!(
-            scan(&v1),
-            Err(Error::UnsupportedFormat {
-                version: 1,
-                supported: 2,
-                ..
-            })
-        ));
+        for v in [1, 4, 9] {
+            let mut old = format!("SNAPLOG{v}").into_bytes();
+            old.extend_from_slice(&3u64.to_le_bytes());
+            assert!(matches!(
+                scan(&old),
+                Err(Error::UnsupportedFormat {
+                    version,
+                    supported: 3,
+                    ..
+                }) if version == v
+            ));
+        }
         assert_eq!(scan(&[0; 40]).unwrap().first_lsn, None);
     }
 }

@@ -8,7 +8,7 @@ use crate::durability::record::{End, FILE_HEADER, FRAME_HEADER, KIND_SYNCED};
 fn commit_payload(lsn: u64) -> Vec<u8> {
     let mut p = Vec::new();
     record::begin_commit(&mut p, 0, 0, false, 1);
-    record::push_write(&mut p, b"k", Some(b"v"));
+    record::push_write(&mut p, 0, b"k", Some(b"v"));
     p[record::LSN_AT..record::LSN_AT + 8].copy_from_slice(&lsn.to_le_bytes());
     p
 }
