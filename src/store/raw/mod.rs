@@ -21,6 +21,7 @@ pub(crate) mod chain;
 pub(crate) mod hashindex;
 pub(crate) mod hint;
 pub(crate) mod index;
+pub(crate) mod table;
 pub(crate) mod writes;
 
 /// A raw pointer that may cross into a deferred destructor.
