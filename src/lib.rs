@@ -110,9 +110,11 @@ pub use config::{
     TxnOptions,
 };
 pub use durability::{CommitHandle, Durability, DurabilityOptions, RecoveryReport};
-pub use error::{Error, Result, TimestampRole};
-pub use kv::plain::{CommitError, Cursor, Engine, OwnedSession, Session, Txn};
-pub use kv::{KeyRange, RollbackReport, Savepoint};
+pub use error::{Error, Result, TableNameProblem, TimestampRole};
+pub use kv::plain::{CommitError, Cursor, Engine, OwnedSession, Session, TableTxn, Txn};
+pub use kv::{
+    KeyRange, RollbackReport, Savepoint, Table, TableId, TableOptions, MAX_TABLE_NAME_LEN,
+};
 pub use machinery::SessionPin;
 pub use stats::Stats;
 pub use ts::{Generation, Timestamp, TxnId};
@@ -125,7 +127,7 @@ pub use ts::{Generation, Timestamp, TxnId};
 /// [`LockFree`](with_machinery::LockFree), and no user names them here.
 #[doc(hidden)]
 pub mod with_machinery {
-    pub use crate::kv::{CommitError, Cursor, Engine, OwnedSession, Session, Txn};
+    pub use crate::kv::{CommitError, Cursor, Engine, OwnedSession, Session, TableTxn, Txn};
     pub use crate::machinery::with_machinery::*;
 }
 

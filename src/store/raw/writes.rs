@@ -128,6 +128,9 @@ impl<'s> WriteSet<'s> {
             Tb::Default => return Ok(&self.store.index),
             Tb::Named(t) => t,
         };
+        if t.is_dropped() {
+            return Err(t.dropped());
+        }
         let i = match self.held.iter().position(|h| h.state.id == t.id) {
             Some(i) => i,
             None => {
