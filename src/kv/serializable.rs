@@ -54,10 +54,10 @@ use crate::error::{Error, Result};
 use crate::machinery::with_machinery::Machinery;
 use crate::machinery::ReadView;
 use crate::store::{Store, TableState, Tb};
-use std::sync::Arc;
 use crate::sync::{mutant as m, mutant_on, Mutex};
 use crate::ts::{Timestamp, TxnId};
 use std::ops::{Bound, Range};
+use std::sync::Arc;
 
 /// A tracker that grew past this many bytes of keys (or entries) frees its
 /// buffers when its transaction ends instead of keeping them for the next.

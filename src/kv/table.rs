@@ -266,7 +266,10 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         if t.is_dropped() {
             return Err(t.dropped());
         }
-        Ok(TableTxn { txn: self, table: t })
+        Ok(TableTxn {
+            txn: self,
+            table: t,
+        })
     }
 }
 
@@ -318,7 +321,11 @@ impl<'t, 's, 'e, M: Machinery> TableTxn<'t, 's, 'e, M> {
     }
 
     /// See [`TableTxn::scan`](crate::TableTxn::scan).
-    pub fn scan(&mut self, range: impl KeyRange, f: impl FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
+    pub fn scan(
+        &mut self,
+        range: impl KeyRange,
+        f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
         self.txn.scan_in(self.tb(), range, f)
     }
 

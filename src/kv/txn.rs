@@ -199,7 +199,11 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
     }
 
     /// See [`Txn::scan`](crate::Txn::scan).
-    pub fn scan(&mut self, range: impl KeyRange, f: impl FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
+    pub fn scan(
+        &mut self,
+        range: impl KeyRange,
+        f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
         self.scan_in(Tb::Default, range, f)
     }
 

@@ -218,7 +218,9 @@ impl Drop for Registry {
         // left, and the handles users keep must not keep the data alive.
         let all = std::mem::take(&mut self.lock().by_name);
         for state in all.into_values() {
-            state.slot.retire(&crate::machinery::epoch::Collector::new());
+            state
+                .slot
+                .retire(&crate::machinery::epoch::Collector::new());
         }
     }
 }

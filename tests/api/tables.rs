@@ -49,7 +49,10 @@ fn nothing_lost(e: &Engine, keep: &Table) {
     drop(s);
     // Usable: a new table, written and read.
     let t = e
-        .create_table(&format!("after-{}", e.table_names().len()), TableOptions::default())
+        .create_table(
+            &format!("after-{}", e.table_names().len()),
+            TableOptions::default(),
+        )
         .unwrap();
     put(e, &t, "x", "y");
     assert_eq!(get(e, &t, "x").as_deref(), Some(&b"y"[..]));
@@ -73,18 +76,31 @@ fn every_malformed_name_is_a_typed_error_and_the_engine_stays_usable() {
             name: name.to_string(),
             problem,
         };
-        assert_eq!(e.create_table(name, TableOptions::default()).unwrap_err(), want);
+        assert_eq!(
+            e.create_table(name, TableOptions::default()).unwrap_err(),
+            want
+        );
         assert_eq!(e.open_table(name).unwrap_err(), want);
         assert_eq!(e.drop_table(name).unwrap_err(), want);
     }
-    let msg = e.create_table("", TableOptions::default()).unwrap_err().to_string();
+    let msg = e
+        .create_table("", TableOptions::default())
+        .unwrap_err()
+        .to_string();
     assert_eq!(msg, "table name 0x is empty");
-    let msg = e.create_table(&long, TableOptions::default()).unwrap_err().to_string();
-    assert!(msg.ends_with("is 256 bytes long, above the limit 255"), "{msg}");
+    let msg = e
+        .create_table(&long, TableOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.ends_with("is 256 bytes long, above the limit 255"),
+        "{msg}"
+    );
     // The bound itself is accepted, and so is any other UTF-8.
     let max = "m".repeat(MAX_TABLE_NAME_LEN);
     e.create_table(&max, TableOptions::default()).unwrap();
-    e.create_table("données/2024 ✓", TableOptions::default()).unwrap();
+    e.create_table("données/2024 ✓", TableOptions::default())
+        .unwrap();
     assert_eq!(e.table_names().len(), 3);
     nothing_lost(&e, &keep);
 }
@@ -143,7 +159,10 @@ fn ids_are_never_reused_and_a_stale_handle_never_reaches_a_new_table() {
         txn.table(&a).err(),
         Some(Error::TableDropped { name: "t".into() })
     );
-    assert_eq!(txn.table(&b).unwrap().get("k").unwrap().as_deref(), Some(&b"new"[..]));
+    assert_eq!(
+        txn.table(&b).unwrap().get("k").unwrap().as_deref(),
+        Some(&b"new"[..])
+    );
 }
 
 #[test]
@@ -161,21 +180,47 @@ fn use_after_drop_reads_writes_and_commits_are_typed_errors_and_nothing_else_is_
     txn.put("d", "lost").unwrap();
     let mut view = txn.table(&gone).unwrap();
     e.drop_table("gone").unwrap();
-    assert_eq!(view.get("g").unwrap_err(), Error::TableDropped { name: "gone".into() });
-    assert_eq!(view.put("h", "x").unwrap_err(), Error::TableDropped { name: "gone".into() });
-    assert_eq!(view.delete("g").unwrap_err(), Error::TableDropped { name: "gone".into() });
+    assert_eq!(
+        view.get("g").unwrap_err(),
+        Error::TableDropped {
+            name: "gone".into()
+        }
+    );
+    assert_eq!(
+        view.put("h", "x").unwrap_err(),
+        Error::TableDropped {
+            name: "gone".into()
+        }
+    );
+    assert_eq!(
+        view.delete("g").unwrap_err(),
+        Error::TableDropped {
+            name: "gone".into()
+        }
+    );
     assert_eq!(
         view.get_many(&["g"]).unwrap_err(),
-        Error::TableDropped { name: "gone".into() }
+        Error::TableDropped {
+            name: "gone".into()
+        }
     );
-    assert_eq!(view.range(..).unwrap_err(), Error::TableDropped { name: "gone".into() });
+    assert_eq!(
+        view.range(..).unwrap_err(),
+        Error::TableDropped {
+            name: "gone".into()
+        }
+    );
     assert_eq!(
         view.cursor().next().unwrap().unwrap_err(),
-        Error::TableDropped { name: "gone".into() }
+        Error::TableDropped {
+            name: "gone".into()
+        }
     );
     assert_eq!(
         txn.commit(CommitOptions::default()).unwrap_err(),
-        Error::TableDropped { name: "gone".into() }
+        Error::TableDropped {
+            name: "gone".into()
+        }
     );
 
     // The same through try_commit: no transaction comes back (rolled back).
@@ -185,7 +230,12 @@ fn use_after_drop_reads_writes_and_commits_are_typed_errors_and_nothing_else_is_
     txn.table(&keep).unwrap().put("k", "lost").unwrap();
     e.drop_table("gone2").unwrap();
     let err = txn.try_commit(CommitOptions::default()).unwrap_err();
-    assert_eq!(*err.error(), Error::TableDropped { name: "gone2".into() });
+    assert_eq!(
+        *err.error(),
+        Error::TableDropped {
+            name: "gone2".into()
+        }
+    );
     assert!(err.into_txn().is_none());
 
     // And a prepare.
@@ -196,7 +246,9 @@ fn use_after_drop_reads_writes_and_commits_are_typed_errors_and_nothing_else_is_
     e.drop_table("gone3").unwrap();
     assert_eq!(
         txn.prepare(5).unwrap_err(),
-        Error::TableDropped { name: "gone3".into() }
+        Error::TableDropped {
+            name: "gone3".into()
+        }
     );
     drop(txn);
 
@@ -280,9 +332,15 @@ fn each_table_has_its_own_bounds_checked_with_the_usual_errors() {
     t.put("1234", "12345678").unwrap();
     // The same key and value fit the default table and the other table.
     txn.put("12345", "123456789").unwrap();
-    txn.table(&inherit).unwrap().put("12345", "123456789").unwrap();
+    txn.table(&inherit)
+        .unwrap()
+        .put("12345", "123456789")
+        .unwrap();
     assert_eq!(
-        txn.table(&inherit).unwrap().put("k", [0u8; 33]).unwrap_err(),
+        txn.table(&inherit)
+            .unwrap()
+            .put("k", [0u8; 33])
+            .unwrap_err(),
         Error::ValueTooLarge { len: 33, max: 32 }
     );
     txn.commit(CommitOptions::default()).unwrap();
@@ -340,8 +398,14 @@ fn tables_are_separate_keyspaces_listed_by_name() {
     txn.table(&b).unwrap().put("l", "b2").unwrap();
     txn.commit(CommitOptions::default()).unwrap();
     let mut txn = s.begin(&TxnOptions::default()).unwrap();
-    assert_eq!(txn.range(..).unwrap(), [(b"k".to_vec(), b"default".to_vec())]);
-    assert_eq!(txn.table(&a).unwrap().range(..).unwrap(), [(b"k".to_vec(), b"a".to_vec())]);
+    assert_eq!(
+        txn.range(..).unwrap(),
+        [(b"k".to_vec(), b"default".to_vec())]
+    );
+    assert_eq!(
+        txn.table(&a).unwrap().range(..).unwrap(),
+        [(b"k".to_vec(), b"a".to_vec())]
+    );
     let keys: Vec<Vec<u8>> = txn
         .table(&b)
         .unwrap()
@@ -353,7 +417,9 @@ fn tables_are_separate_keyspaces_listed_by_name() {
     let mut got = Vec::new();
     txn.table(&b)
         .unwrap()
-        .get_many_with(&["l", "k", "z"], |i, v| got.push((i, v.map(<[u8]>::to_vec))))
+        .get_many_with(&["l", "k", "z"], |i, v| {
+            got.push((i, v.map(<[u8]>::to_vec)))
+        })
         .unwrap();
     assert_eq!(
         got,
@@ -414,5 +480,8 @@ fn a_table_handle_is_send_sync_and_cheap_to_clone() {
         sc.spawn(|| put(&e, &t2, "k", "v"));
     });
     assert_eq!(get(&e, &t, "k").as_deref(), Some(&b"v"[..]));
-    assert_eq!(format!("{t:?}"), format!("Table {{ id: {}, name: \"t\", dropped: false }}", t.id()));
+    assert_eq!(
+        format!("{t:?}"),
+        format!("Table {{ id: {}, name: \"t\", dropped: false }}", t.id())
+    );
 }

@@ -68,13 +68,19 @@ fn a_dropped_tables_versions_are_freed_only_after_an_epoch_guard_that_could_see_
     // Readers of another table are not held up meanwhile.
     let mut s = e.session().unwrap();
     let mut txn = s.begin(&TxnOptions::default()).unwrap();
-    assert_eq!(txn.table(&other).unwrap().get("k").unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(
+        txn.table(&other).unwrap().get("k").unwrap().as_deref(),
+        Some(&b"v"[..])
+    );
     drop(txn);
     drop(guard);
     assert_eq!(collect_until(&e, base + KEYS, 100_000), base + KEYS);
     // The handle left over reaches nothing, and kept nothing.
     let mut txn = s.begin(&TxnOptions::default()).unwrap();
-    assert_eq!(txn.table(&handle).err(), Some(Error::TableDropped { name: "t".into() }));
+    assert_eq!(
+        txn.table(&handle).err(),
+        Some(Error::TableDropped { name: "t".into() })
+    );
 }
 
 #[test]
@@ -117,7 +123,9 @@ fn creating_and_dropping_many_tables_frees_every_version() {
     let mut s = e.session().unwrap();
     const TABLES: u64 = 200;
     for n in 0..TABLES {
-        let t = e.create_table(&format!("t{n}"), TableOptions::default()).unwrap();
+        let t = e
+            .create_table(&format!("t{n}"), TableOptions::default())
+            .unwrap();
         let mut txn = s.begin(&TxnOptions::default()).unwrap();
         for i in 0..10u64 {
             txn.table(&t).unwrap().put(i.to_be_bytes(), "v").unwrap();
@@ -126,5 +134,8 @@ fn creating_and_dropping_many_tables_frees_every_version() {
         e.drop_table(&format!("t{n}")).unwrap();
     }
     assert!(e.table_names().is_empty());
-    assert_eq!(collect_until(&e, base + TABLES * 10, 100_000), base + TABLES * 10);
+    assert_eq!(
+        collect_until(&e, base + TABLES * 10, 100_000),
+        base + TABLES * 10
+    );
 }

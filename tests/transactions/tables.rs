@@ -85,8 +85,9 @@ fn check(txn: &mut Txn<'_, '_>, b: &Bank) -> usize {
         .into_iter()
         .map(|(k, v)| (k, num(&v)))
         .collect();
-    let mut want: BTreeMap<Vec<u8>, u64> =
-        (0..ACCOUNTS).map(|i| (acct(i).into_bytes(), INITIAL)).collect();
+    let mut want: BTreeMap<Vec<u8>, u64> = (0..ACCOUNTS)
+        .map(|i| (acct(i).into_bytes(), INITIAL))
+        .collect();
     let mut count: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
     let mut entries = 0;
     for r in txn.table(&b.ledger).unwrap().iter(..) {
@@ -108,7 +109,11 @@ fn check(txn: &mut Txn<'_, '_>, b: &Bank) -> usize {
     for i in 0..ACCOUNTS {
         let k = acct(i);
         let n = num(&ix.get(&k).unwrap().unwrap());
-        assert_eq!(n, count.get(k.as_bytes()).copied().unwrap_or(0), "index of {k}");
+        assert_eq!(
+            n,
+            count.get(k.as_bytes()).copied().unwrap_or(0),
+            "index of {k}"
+        );
     }
     entries
 }
@@ -132,7 +137,9 @@ fn a_bank_across_three_tables_keeps_its_invariants_at_every_snapshot_and_read_ti
                     let mut s = e.session().unwrap();
                     let mut x = w * 7 + 1;
                     for n in 0..TRANSFERS {
-                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
                         let from = (x >> 33) % ACCOUNTS;
                         let to = (from + 1 + (x >> 40) % (ACCOUNTS - 1)) % ACCOUNTS;
                         let amount = 1 + (x >> 50) % 50;
@@ -264,11 +271,17 @@ fn a_rollback_undoes_every_table_at_once() {
         txn.table(&b).unwrap().put("k", "2").unwrap_err(),
         Error::WriteConflict { key: b"k".to_vec() }
     );
-    assert_eq!(txn.commit(CommitOptions::default()).unwrap_err(), Error::MustRollBack);
+    assert_eq!(
+        txn.commit(CommitOptions::default()).unwrap_err(),
+        Error::MustRollBack
+    );
     other.commit(CommitOptions::default()).unwrap();
     let mut txn = s.begin(&TxnOptions::default()).unwrap();
     assert_eq!(txn.table(&a).unwrap().get("k").unwrap(), None);
-    assert_eq!(txn.table(&b).unwrap().get("k").unwrap().as_deref(), Some(&b"other"[..]));
+    assert_eq!(
+        txn.table(&b).unwrap().get("k").unwrap().as_deref(),
+        Some(&b"other"[..])
+    );
 }
 
 #[test]
@@ -291,7 +304,10 @@ fn write_conflicts_are_per_table_and_key() {
     t1.commit(CommitOptions::default()).unwrap();
     drop(t2);
     let mut t = s1.begin(&TxnOptions::default()).unwrap();
-    assert_eq!(t.table(&a).unwrap().get("k").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(
+        t.table(&a).unwrap().get("k").unwrap().as_deref(),
+        Some(&b"1"[..])
+    );
     assert_eq!(t.table(&b).unwrap().get("k").unwrap(), None);
 }
 
@@ -323,7 +339,9 @@ fn serializable_write_skew_across_two_tables_is_refused() {
     t1.commit(CommitOptions::default()).unwrap();
     assert_eq!(
         t2.commit(CommitOptions::default()).unwrap_err(),
-        Error::SerializationConflict { key: b"on".to_vec() }
+        Error::SerializationConflict {
+            key: b"on".to_vec()
+        }
     );
     // The same through scans (range tracking) across the two tables: x on,
     // y off; each flips its own if it saw the other's state.

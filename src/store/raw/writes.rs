@@ -185,23 +185,25 @@ impl<'s> WriteSet<'s> {
         let store = self.store;
         let guard = store.collector.pin();
         let (stored, entry) = index.get_or_insert(key, &store.collector, &guard);
-        Ok(match entry.prepend(Version::alloc(status, value), view, &guard) {
-            Ok((v, retries)) => {
-                index.hint_head(key, v, &guard);
-                let version = NonNull::new(v).expect("prepend returns the linked version");
-                // The index's bytes, which live as long as its index (keys
-                // are never removed): recorded without a copy.
-                let key = if self.keep_keys { stored } else { &[] };
-                self.recs.push(Rec {
-                    table: tb.id(),
-                    key,
-                    entry,
-                    version,
-                });
-                Ok(retries)
-            }
-            Err((_, c)) => Err(c),
-        })
+        Ok(
+            match entry.prepend(Version::alloc(status, value), view, &guard) {
+                Ok((v, retries)) => {
+                    index.hint_head(key, v, &guard);
+                    let version = NonNull::new(v).expect("prepend returns the linked version");
+                    // The index's bytes, which live as long as its index (keys
+                    // are never removed): recorded without a copy.
+                    let key = if self.keep_keys { stored } else { &[] };
+                    self.recs.push(Rec {
+                        table: tb.id(),
+                        key,
+                        entry,
+                        version,
+                    });
+                    Ok(retries)
+                }
+                Err((_, c)) => Err(c),
+            },
+        )
     }
 
     /// Finishes every recorded version with `done`, by its outcome:
