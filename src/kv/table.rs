@@ -365,3 +365,34 @@ impl<'t, 's, 'e, M: Machinery> TableTxn<'t, 's, 'e, M> {
         TableId(self.table.id)
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_created_with_an_id_moves_the_next_id_past_it() {
+        let e = crate::with_machinery::Engine::<LockFree>::new(EngineConfig::default()).unwrap();
+        let t = e
+            .create_table_with_id(TableId(7), "seven", TableOptions::default())
+            .unwrap();
+        assert_eq!(t.id(), TableId(7));
+        let next = e.create_table("next", TableOptions::default()).unwrap();
+        assert_eq!(next.id(), TableId(8));
+        assert_eq!(
+            e.create_table_with_id(TableId(9), "seven", TableOptions::default())
+                .err(),
+            Some(Error::TableExists {
+                name: "seven".into()
+            })
+        );
+        assert_eq!(
+            e.create_table_with_id(TableId(9), "", TableOptions::default())
+                .err(),
+            Some(Error::InvalidTableName {
+                name: String::new(),
+                problem: TableNameProblem::Empty
+            })
+        );
+    }
+}
