@@ -397,7 +397,8 @@ pub enum Error {
     /// prepared): it cannot decide what they will be. Nothing changed.
     RollbackWithOpenTransactions {
         /// Sessions holding a snapshot or read timestamp of an open
-        /// transaction.
+        /// transaction, and named tables whose index a leaked transaction
+        /// holds.
         open: usize,
         /// Transactions with a version still in progress or prepared in
         /// the store.

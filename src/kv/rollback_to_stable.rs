@@ -94,6 +94,9 @@ impl<M: Machinery> Engine<M> {
                 unfinished.insert(st.writer());
             }
         });
+        // A transaction leaked with its session may hold a table's index
+        // with no pin (a cursor never read): it is open too.
+        let open = open + self.tables.held(&self.store);
         if open > 0 || !unfinished.is_empty() {
             return Err(Error::RollbackWithOpenTransactions {
                 open,

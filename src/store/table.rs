@@ -205,6 +205,16 @@ impl Registry {
         self.lock().by_name.keys().map(|n| n.to_string()).collect()
     }
 
+    /// How many live tables a transaction holds (one leaked with its
+    /// session, when the caller has the engine by `&mut`).
+    pub(crate) fn held(&self, store: &Store) -> usize {
+        let guard = store.collector.pin();
+        self.live()
+            .iter()
+            .filter(|t| t.slot.is_held(&guard))
+            .count()
+    }
+
     /// The live tables (a copy of the list: the lock is not held while
     /// the caller walks them).
     pub(crate) fn live(&self) -> Vec<Arc<TableState>> {

@@ -132,11 +132,16 @@ fn a_bank_across_three_tables_keeps_its_invariants_at_every_snapshot_and_read_ti
     std::thread::scope(|sc| {
         let writers: Vec<_> = (0..WRITERS)
             .map(|w| {
-                let (e, bank, clock) = (&e, &bank, &clock);
+                let (e, bank, clock, reads) = (&e, &bank, &clock, &reads);
                 sc.spawn(move || {
                     let mut s = e.session().unwrap();
                     let mut x = w * 7 + 1;
                     for n in 0..TRANSFERS {
+                        // The readers read between the transfers, from the
+                        // first on (every 50th waits for two more reads).
+                        while n % 50 == 0 && reads.load(Ordering::SeqCst) < 2 * (n / 50 + 1) {
+                            std::thread::yield_now();
+                        }
                         x = x
                             .wrapping_mul(6364136223846793005)
                             .wrapping_add(1442695040888963407);
@@ -160,7 +165,8 @@ fn a_bank_across_three_tables_keeps_its_invariants_at_every_snapshot_and_read_ti
             sc.spawn(move || {
                 let mut s = e.session().unwrap();
                 let mut last = 0;
-                while !done.load(Ordering::SeqCst) {
+                loop {
+                    let finished = done.load(Ordering::SeqCst);
                     let opts = if r == 0 {
                         TxnOptions::default()
                     } else {
@@ -173,7 +179,10 @@ fn a_bank_across_three_tables_keeps_its_invariants_at_every_snapshot_and_read_ti
                         assert!(n >= last, "ledger went from {last} to {n} entries");
                         last = n;
                     }
-                    reads.fetch_add(1, Ordering::Relaxed);
+                    reads.fetch_add(1, Ordering::SeqCst);
+                    if finished {
+                        break;
+                    }
                 }
             });
         }
@@ -191,7 +200,7 @@ fn a_bank_across_three_tables_keeps_its_invariants_at_every_snapshot_and_read_ti
         let mut txn = s.begin(&TxnOptions::at(ts)).unwrap();
         assert_eq!(check(&mut txn, &bank), ts as usize - 1);
     }
-    assert!(reads.load(Ordering::Relaxed) > 0);
+    assert!(reads.load(Ordering::SeqCst) >= 2 * (TRANSFERS / 50));
 }
 
 #[test]
@@ -421,4 +430,54 @@ fn a_serializable_prepared_read_set_names_its_table() {
         Error::PreparedReadConflict { key: b"k".to_vec() }
     );
     p.commit(CommitOptions::at(25)).unwrap();
+}
+
+#[test]
+fn rollback_to_stable_rolls_back_every_table() {
+    let mut e = Engine::new(EngineConfig::default()).unwrap();
+    let a = e.create_table("a", TableOptions::default()).unwrap();
+    let b = e.create_table("b", TableOptions::default()).unwrap();
+    {
+        let mut s = e.session().unwrap();
+        for (ts, v) in [(10, "stable"), (30, "above")] {
+            let mut txn = s.begin(&TxnOptions::default()).unwrap();
+            txn.table(&a).unwrap().put("k", v).unwrap();
+            txn.table(&b).unwrap().put("k", v).unwrap();
+            txn.put("k", v).unwrap();
+            txn.commit(CommitOptions::at(ts)).unwrap();
+        }
+    }
+    e.set_timestamps(snapshot_engine::TimestampUpdate::stable(20))
+        .unwrap();
+    let report = e.rollback_to_stable().unwrap();
+    assert_eq!(report.versions_removed, 3);
+    let mut s = e.session().unwrap();
+    let mut txn = s.begin(&TxnOptions::default()).unwrap();
+    assert_eq!(txn.get("k").unwrap().as_deref(), Some(&b"stable"[..]));
+    for t in [&a, &b] {
+        assert_eq!(
+            txn.table(t).unwrap().get("k").unwrap().as_deref(),
+            Some(&b"stable"[..])
+        );
+    }
+}
+
+#[test]
+fn rollback_to_stable_refuses_a_leaked_transaction_holding_a_tables_index() {
+    let mut e = Engine::new(EngineConfig::default()).unwrap();
+    let a = e.create_table("a", TableOptions::default()).unwrap();
+    e.set_timestamps(snapshot_engine::TimestampUpdate::stable(5))
+        .unwrap();
+    {
+        let mut s = e.session().unwrap();
+        let mut txn = s.begin(&TxnOptions::default()).unwrap();
+        // A cursor never read: the index is held, no snapshot taken.
+        drop(txn.table(&a).unwrap().cursor());
+        std::mem::forget(txn);
+        std::mem::forget(s);
+    }
+    assert!(matches!(
+        e.rollback_to_stable(),
+        Err(Error::RollbackWithOpenTransactions { .. })
+    ));
 }

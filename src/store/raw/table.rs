@@ -111,6 +111,21 @@ impl IndexSlot {
         }
     }
 
+    /// Does a transaction hold the index (a strong reference besides the
+    /// table's own)? False once the table was dropped.
+    pub(crate) fn is_held(&self, guard: &Guard) -> bool {
+        let _ = guard;
+        // Relaxed: as in `get`.
+        let p = self.ptr.load(Ordering::Relaxed);
+        if p.is_null() {
+            return false;
+        }
+        // SAFETY: as in `hold`, the table's reference is counted while
+        // `guard` is held; `ManuallyDrop` leaves the count as it was.
+        let arc = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(p.cast_const()) });
+        Arc::strong_count(&arc) > 1
+    }
+
     /// Drops the table's index: swaps the pointer to null and defers
     /// releasing the table's reference until no guard pinned now remains.
     /// Returns false if it was retired already.
@@ -137,7 +152,8 @@ impl IndexSlot {
     }
 
     /// The index, exclusively (rollback to stable, which holds the engine
-    /// by `&mut`); `None` once the table was dropped. `_exclusive`, the
+    /// by `&mut`); `None` once the table was dropped, or while a leaked
+    /// transaction still holds it ([`IndexSlot::is_held`]). `_exclusive`, the
     /// engine's registry borrowed mutably, is the proof: the registry lives
     /// in its engine, and every session (so every transaction, cursor and
     /// read) borrows the engine, so none exists.
@@ -155,9 +171,9 @@ impl IndexSlot {
         // of which can run while `&self` is borrowed and no session exists
         // (`_exclusive`); `ManuallyDrop` keeps that reference counted.
         let mut arc = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(p.cast_const()) });
-        // No transaction holds another reference (they live in sessions):
-        // `Arc::get_mut` checks it.
-        let inner = Arc::get_mut(&mut arc).expect("no transaction holds the index");
+        // No transaction holds another reference (they live in sessions;
+        // one leaked with `mem::forget` would): `Arc::get_mut` checks it.
+        let inner = Arc::get_mut(&mut arc)?;
         let index: *mut Index = &mut inner.index;
         // SAFETY: the index lives as long as the table's reference (above);
         // no guard or reference can reach it while `_exclusive` is
