@@ -117,10 +117,6 @@ impl CommitLog {
     /// # Errors
     /// [`Error::Io`]: the record is not in the log, and no recovery
     /// replays it.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "for the KV layer's named tables")
-    )]
     pub(crate) fn log_create_table(&self, def: &TableDef, mode: Option<CommitMode>) -> Result<u64> {
         self.log_payload(mode, |p| record::begin_create(p, def))
     }
@@ -134,10 +130,6 @@ impl CommitLog {
     /// # Errors
     /// [`Error::Io`]: the record is not in the log, and no recovery
     /// replays it.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "for the KV layer's named tables")
-    )]
     pub(crate) fn log_drop_table(&self, id: NonZeroU32, mode: Option<CommitMode>) -> Result<u64> {
         self.log_payload(mode, |p| record::begin_drop(p, id.get()))
     }

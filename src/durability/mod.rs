@@ -43,7 +43,6 @@ mod recovery;
 mod report;
 
 pub use backup::{BackupReport, BACKUP_INCOMPLETE};
-#[expect(unused_imports, reason = "for the KV layer's named tables")]
 pub(crate) use catalog::TableDef;
 pub(crate) use checkpointer::Opened;
 pub(crate) use commit::CommitMode;
@@ -57,6 +56,6 @@ pub use memfs::{FaultOp, MemFs, Stop, WriteBack};
 #[cfg(feature = "replication")]
 pub(crate) use options::validate_log;
 pub use options::{Durability, DurabilityOptions};
-pub(crate) use record::Record;
+pub(crate) use record::{Commit, Record};
 pub(crate) use recovery::Recovery;
 pub use report::{CheckpointReport, CheckpointerStatus, Damage, LogStats, RecoveryReport};

@@ -570,10 +570,6 @@ impl Recovery {
 
     /// One above the highest table id ever created (1 with none), after
     /// every record: ids below it are never given to a new table.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "for the KV layer's named tables")
-    )]
     pub(crate) fn next_table_id(&self) -> u64 {
         self.next_table_id
     }

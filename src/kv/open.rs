@@ -4,25 +4,89 @@
 //! engine's.
 
 use super::engine::Engine;
+use super::table::{Table, TableId, TableOptions};
+use super::txn::Txn;
 use crate::config::{CommitOptions, EngineConfig, TimestampUpdate, TxnOptions};
-use crate::durability::{DurabilityOptions, Record, Recovery};
+use crate::durability::{Commit, DurabilityOptions, Record, Recovery, TableDef};
 use crate::error::{Error, Result};
 use crate::machinery::with_machinery::LockFree;
 use crate::ts::Timestamp;
+use std::collections::HashMap;
 use std::path::Path;
 
-/// Rebuilds the store from a checkpoint's base and the records after it,
-/// through ordinary transactions on an engine that is not logging yet.
-/// Named tables are not replayed: a directory holding one is refused.
+/// The tables being replayed, by id.
+struct Tables<'e> {
+    engine: &'e Engine,
+    dir: &'e Path,
+    by_id: HashMap<u32, Table>,
+}
+
+impl Tables<'_> {
+    /// Creates the table `def` logged or checkpointed, with its id.
+    fn create(&mut self, def: &TableDef) -> Result<()> {
+        let options = TableOptions {
+            max_key_len: Some(def.max_key_len() as usize),
+            max_value_len: Some(def.max_value_len() as usize),
+        };
+        let t = self
+            .engine
+            .create_table_with_id(TableId(def.id()), def.name(), options)?;
+        self.by_id.insert(def.id(), t);
+        Ok(())
+    }
+
+    /// Drops table `id` (a logged drop).
+    fn drop_id(&mut self, id: u32) -> Result<()> {
+        match self.by_id.remove(&id) {
+            Some(t) => self.engine.drop_table(t.name()),
+            // `Catalog::admit` let only drops of live tables through.
+            None => Err(self.unknown()),
+        }
+    }
+
+    /// Writes `value` (`None`: a delete) at `key` of table `table` in `t`.
+    fn write(
+        &self,
+        t: &mut Txn<'_, '_>,
+        table: u32,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<()> {
+        if table == 0 {
+            return match value {
+                Some(v) => t.put(key, v),
+                None => t.delete(key),
+            };
+        }
+        let handle = self.by_id.get(&table).ok_or_else(|| self.unknown())?;
+        let mut tt = t.table(handle)?;
+        match value {
+            Some(v) => tt.put(key, v),
+            None => tt.delete(key),
+        }
+    }
+
+    fn unknown(&self) -> Error {
+        Error::Corrupt {
+            file: self.dir.to_path_buf(),
+            offset: 0,
+            reason: "a record names a table the recovered catalog does not hold",
+        }
+    }
+}
+
+/// Rebuilds the store from a checkpoint's catalog and base and the records
+/// after it, through ordinary transactions and table creates and drops on
+/// an engine that is not logging yet.
 fn replay(engine: &Engine, dir: &Path, rec: &Recovery) -> Result<u64> {
     let (st, tail) = (&rec.checkpoint, &rec.records);
-    let ddl = |r: &&Record| !matches!(r, Record::Commit(_));
-    if st.catalog.tables().len() > 0 || tail.iter().any(|r| ddl(&r)) {
-        return Err(Error::UnsupportedFormat {
-            file: dir.to_path_buf(),
-            version: 3,
-            supported: 2,
-        });
+    let mut tables = Tables {
+        engine,
+        dir,
+        by_id: HashMap::new(),
+    };
+    for def in st.catalog.tables() {
+        tables.create(def)?;
     }
     let mut s = engine.session()?;
     let at = |ts: Timestamp| CommitOptions {
@@ -31,45 +95,65 @@ fn replay(engine: &Engine, dir: &Path, rec: &Recovery) -> Result<u64> {
     };
     let mut base: Vec<_> = st
         .base
-        .get(&0)
-        .into_iter()
-        .flatten()
-        .filter_map(|(k, e)| Some((e.commit_ts, k, e.value.as_deref()?)))
+        .iter()
+        .flat_map(|(&table, keys)| {
+            keys.iter()
+                .filter_map(move |(k, e)| Some((e.commit_ts, table, k, e.value.as_deref()?)))
+        })
         .collect();
     base.sort_unstable_by_key(|&(ts, ..)| ts);
     for group in base.chunk_by(|a, b| a.0 == b.0) {
         for chunk in group.chunks(1024) {
             let mut t = s.begin(&TxnOptions::default())?;
-            for &(_, k, v) in chunk {
-                t.put(k, v)?;
+            for &(_, table, k, v) in chunk {
+                tables.write(&mut t, table, k, Some(v))?;
             }
             t.commit(at(chunk[0].0))?;
         }
     }
-    // Consecutive unprepared records at one commit timestamp are replayed
+    // The carried commits, then the log's records, in lsn order. A run of
+    // consecutive unprepared commits at one commit timestamp is replayed
     // as one transaction (up to 1,024): nothing can read between them, and
     // lsn order, which each key's chain order follows (D3), is kept. A
-    // prepared record stays alone: its id is noted for rollback to stable.
-    let commits = tail.iter().filter_map(|r| match r {
-        Record::Commit(c) => Some(c),
-        _ => None,
-    });
-    let records: Vec<_> = st.carried.iter().chain(commits).collect();
+    // prepared commit stays alone: its id is noted for rollback to stable.
+    // A create or drop ends a run and is applied in its place (D14).
+    let items: Vec<Item<'_>> = st
+        .carried
+        .iter()
+        .map(Item::Commit)
+        .chain(tail.iter().map(|r| match r {
+            Record::Commit(c) => Item::Commit(c),
+            Record::CreateTable { def, .. } => Item::Create(def),
+            Record::DropTable { id, .. } => Item::Drop(*id),
+        }))
+        .collect();
     let mut i = 0;
-    while i < records.len() {
-        let first = records[i];
+    while i < items.len() {
+        let first = match items[i] {
+            Item::Commit(c) => c,
+            Item::Create(def) => {
+                tables.create(def)?;
+                i += 1;
+                continue;
+            }
+            Item::Drop(id) => {
+                tables.drop_id(id)?;
+                i += 1;
+                continue;
+            }
+        };
         let mut end = i + 1;
         if !first.prepared {
-            while end < records.len()
+            while end < items.len()
                 && end - i < 1024
-                && !records[end].prepared
-                && records[end].commit_ts == first.commit_ts
+                && matches!(items[end], Item::Commit(c) if !c.prepared && c.commit_ts == first.commit_ts)
             {
                 end += 1;
             }
         }
         let mut t = s.begin(&TxnOptions::default())?;
-        for r in &records[i..end] {
+        for item in &items[i..end] {
+            let Item::Commit(r) = item else { continue };
             for w in &r.writes {
                 if st
                     .base_entry(w.table, &w.key)
@@ -77,10 +161,7 @@ fn replay(engine: &Engine, dir: &Path, rec: &Recovery) -> Result<u64> {
                 {
                     continue;
                 }
-                match &w.value {
-                    Some(v) => t.put(&w.key, v)?,
-                    None => t.delete(&w.key)?,
-                }
+                tables.write(&mut t, w.table, &w.key, w.value.as_deref())?;
             }
         }
         // Replayed as an ordinary commit: note a prepared one's durable
@@ -97,8 +178,16 @@ fn replay(engine: &Engine, dir: &Path, rec: &Recovery) -> Result<u64> {
         }
         i = end;
     }
-    let n = records.len() as u64;
-    Ok(n)
+    engine.tables.raise_next_id(rec.next_table_id());
+    Ok(items.len() as u64)
+}
+
+/// One thing recovery read, in lsn order.
+#[derive(Clone, Copy)]
+enum Item<'a> {
+    Commit(&'a Commit),
+    Create(&'a TableDef),
+    Drop(u32),
 }
 
 impl Engine<LockFree> {

@@ -86,7 +86,7 @@ impl<M: Machinery> Engine<M> {
             .filter(|p| p.snapshot_xmin.is_some() || p.read_ts.is_some())
             .count();
         let mut unfinished = HashSet::new();
-        self.store.for_each_version(|st| {
+        self.store.for_each_version(&self.tables.live(), |st| {
             if matches!(
                 self.mgr.version_state(st),
                 VersionState::InProgress | VersionState::Prepared(_)
@@ -94,6 +94,9 @@ impl<M: Machinery> Engine<M> {
                 unfinished.insert(st.writer());
             }
         });
+        // A transaction leaked with its session may hold a table's index
+        // with no pin (a cursor never read): it is open too.
+        let open = open + self.tables.held(&self.store);
         if open > 0 || !unfinished.is_empty() {
             return Err(Error::RollbackWithOpenTransactions {
                 open,
@@ -111,6 +114,7 @@ impl<M: Machinery> Engine<M> {
         let prepared = self.prepared_durable.above(stable);
         let mgr = &self.mgr;
         let done = self.store.rollback_to_stable(
+            &mut self.tables,
             stable,
             |st| mgr.version_state(st),
             |st, cts| cts.get() > s || prepared.contains(&st.writer().get()),

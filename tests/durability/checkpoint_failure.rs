@@ -145,7 +145,7 @@ fn every_failed_append_of_a_checkpoint_leaves_no_temporary_file() {
 #[test]
 fn a_failed_background_checkpoint_is_reported_and_the_next_clears_it() {
     use std::time::{Duration, Instant};
-        let fs = Faulty::new(MemFs::new());
+    let fs = Faulty::new(MemFs::new());
     // Every background checkpoint fails until disarmed, so no success can
     // clear the error before the test reads it.
     fs.arm_sticky(Rule {
@@ -178,7 +178,7 @@ fn a_failed_background_checkpoint_is_reported_and_the_next_clears_it() {
                 std::thread::sleep(Duration::from_millis(1));
             }
         };
-        let s = wait_for("a failure", &|s| s.failed >= 1);
+    let s = wait_for("a failure", &|s| s.failed >= 1);
     assert!(!fs.fired().is_empty());
     assert_eq!(s.completed, 0);
     assert!(
@@ -186,7 +186,7 @@ fn a_failed_background_checkpoint_is_reported_and_the_next_clears_it() {
         "{:?}",
         s.last_error
     );
-        fs.disarm();
+    fs.disarm();
     put(&e, "after").unwrap();
     let s = wait_for("a success after the failure", &|s| s.completed >= 1);
     assert!(s.failed >= 1);

@@ -60,7 +60,7 @@ impl Faulty {
         self.rules.lock().unwrap().armed.push(rule);
     }
 
-        /// Arms `rule` to fire at every match (its `skip` unused) until
+    /// Arms `rule` to fire at every match (its `skip` unused) until
     /// [`Faulty::disarm`].
     pub fn arm_sticky(&self, rule: Rule) {
         self.rules.lock().unwrap().sticky.push(rule);
@@ -80,7 +80,7 @@ impl Faulty {
 
     fn check(&self, op: Op, path: &Path) -> io::Result<()> {
         let mut r = self.rules.lock().unwrap();
-                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let matches = |rule: &Rule| rule.op == op && name.contains(rule.name);
         if let Some(rule) = r.sticky.iter().find(|rule| matches(rule)).cloned() {
             r.fired.push((rule, path.to_path_buf()));
@@ -89,11 +89,7 @@ impl Faulty {
                 format!("injected {op:?} failure on {}", path.display()),
             ));
         }
-        let Some(i) = r
-            .armed
-            .iter()
-                        .position(matches)
-        else {
+        let Some(i) = r.armed.iter().position(matches) else {
             return Ok(());
         };
         if r.armed[i].skip > 0 {

@@ -4,7 +4,7 @@
 //! group commit shares syncs without acknowledging early, checkpoints taken
 //! under concurrent writers recover to the writers' state. Beside them, by
 //! concern: acknowledgements, online backups, checkpoint failures, close, crash images,
-//! damaged files, fault outcomes and `rollback_to_stable`. A process killed
+//! damaged files, fault outcomes, named tables and `rollback_to_stable`. A process killed
 //! mid-transfer is `tests/durability_kill.rs`, a binary of its own.
 
 use snapshot_engine::durability::{FaultOp, Fs, MemFs};
@@ -736,6 +736,7 @@ mod damage;
 mod faulty;
 mod outcomes;
 mod rollback_to_stable;
+mod tables;
 
 #[test]
 fn a_record_holds_the_writes_a_savepoint_kept_and_the_announced_durable_timestamp() {
