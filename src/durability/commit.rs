@@ -66,7 +66,8 @@ impl CommitLog {
     /// Logs a commit at `commit_ts` of `writes` (each key with its value,
     /// `None`: a tombstone, in write order), durable at `durable_ts` (the
     /// commit timestamp unless `prepared`), and waits as `mode` (the
-    /// engine's durability when `None`) asks. Returns its lsn.
+    /// engine's durability when `None`) asks; `appended` runs once the
+    /// record is framed (its lsn taken), before that wait. Returns its lsn.
     ///
     /// # Errors
     /// [`Error::Io`]: the record is not in the log, and no recovery replays
@@ -78,6 +79,7 @@ impl CommitLog {
         durable_ts: Timestamp,
         prepared: bool,
         mode: Option<CommitMode>,
+        appended: impl FnOnce(),
     ) -> Result<u64> {
         if let Some(e) = self.log.failed() {
             return Err(e.clone());
@@ -100,6 +102,7 @@ impl CommitLog {
             }
             self.log.append(&mut p, sync)
         });
+        appended();
         self.log.flush(lsn, sync)?;
         Ok(lsn)
     }

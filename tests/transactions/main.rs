@@ -10,5 +10,6 @@ mod fuzz_corpus_replay;
 mod leaked_transaction;
 mod panic_safety;
 mod serializable;
+mod serializable_group_commit;
 mod session_table;
 mod write_conflicts;
