@@ -164,7 +164,8 @@ pub enum Isolation {
     /// with a tracked read ([`Txn::get_for_update`](crate::Txn::get_for_update))
     /// holds the gate through its whole commit, log wait included.
     ///
-    /// **Prepared transactions.** Prepare validates, as commit does, and
+    /// **Prepared transactions.** Prepare validates, as commit does (a
+    /// conflict there dooms the transaction: roll it back), and
     /// registers the read set with the engine until the transaction
     /// commits or rolls back: a serializable transaction that writes a key
     /// it read (or one inside a range it scanned) meanwhile gets

@@ -711,7 +711,8 @@ fn finished<M: Machinery>(txn: &mut Txn<'_, '_, M>) {
 /// A prepare through the gate when `txn` needs it (as [`gated`]): validates
 /// its reads, prepares, and registers its read set until it commits or
 /// rolls back, so a serializable writer of a key or range it read gets
-/// [`Error::PreparedReadConflict`] meanwhile.
+/// [`Error::PreparedReadConflict`] meanwhile. A failed validation dooms
+/// the transaction (open; only rollback ends it) and prepares nothing.
 pub(super) fn gated_prepare<'s, 'e, M: Machinery>(
     txn: &mut Txn<'s, 'e, M>,
     ts: Timestamp,
@@ -723,9 +724,10 @@ pub(super) fn gated_prepare<'s, 'e, M: Machinery>(
     let engine = txn.session.engine;
     let mut state = engine.serial.lock();
     if let Err(e) = validate(txn, &state) {
-        txn.rollback_in_place();
-        drop(state);
-        finished(txn);
+        // Open and doomed, as a refused prepare leaves a transaction open
+        // (the machinery's contract) and a conflict dooms it: the caller
+        // rolls it back (a commit does too, with `MustRollBack`).
+        txn.inner.doom();
         return Err(e);
     }
     let p = prepare(txn, ts)?;
