@@ -266,14 +266,20 @@ fn a_commit_that_read_what_one_in_its_log_wait_wrote_is_refused() {
         // Its version of `a` is still in progress, but it precedes the
         // second in the serial order: the second read a stale `a`.
         go.send(()).unwrap();
-        let second = done
-            .recv_timeout(BOUND)
-            .expect("the second commit passes the gate while the first waits for the log");
+        // Its answer comes while the first's sync is held (the gate is
+        // free); bounded, then the sync goes and the answer is awaited.
+        let early = done.recv_timeout(BOUND).ok();
+        drop(release);
+        let answered_while_held = early.is_some();
+        let second = early.unwrap_or_else(|| done.recv().unwrap());
         assert_eq!(
             second,
             Err(Error::SerializationConflict { key: b"a".to_vec() })
         );
-        drop(release);
+        assert!(
+            answered_while_held,
+            "the second commit waited for the first one's sync"
+        );
         first.join().unwrap().unwrap();
     });
     let mut s = e.session().unwrap();
