@@ -175,7 +175,8 @@ pub struct Cli {
     /// updates, 1 to --rmw-reads (1).
     #[arg(long, value_parser = int_range(1..=MAX_RMW_KEYS as i64))]
     pub rmw_writes: Option<u64>,
-    /// Measured seconds per run, 0.001 to 3600 (read-ts 2, tail 3, ro-mix 2;
+    /// Measured seconds per run, 0.001 to 3600 (read-ts 2, tail 3, ro-mix 2,
+    /// rw-mix 2;
     /// begin: per table cell, 0.2).
     #[arg(long, value_parser = parse_seconds)]
     pub seconds: Option<f64>,
@@ -190,7 +191,7 @@ pub struct Cli {
     /// stable clamped).
     #[arg(long, value_name = "steady|SECONDS", value_parser = parse_warmup)]
     pub warmup: Option<Warmup>,
-    /// Rounds, 1 to 50 (read-ts 5, begin 5, ro-mix 3, tail 3). 5 against 5
+    /// Rounds, 1 to 50 (read-ts 5, begin 5, ro-mix 3, tail 3, rw-mix 5). 5 against 5
     /// is the smallest design whose exact two-sided p can reach 0.008.
     #[arg(long, value_parser = int_range(1..=MAX_ROUNDS as i64))]
     pub rounds: Option<u64>,
