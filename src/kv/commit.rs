@@ -201,7 +201,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
                     };
                     match log.log_commit(writes.writes(), cts, durable, prep, mode, appended) {
                         Ok(lsn) => {
-                            if let Some(t) = turn.as_deref_mut() {
+                            if let Some(t) = turn {
                                 t.wait_turn();
                             }
                             logged = Ok(Some(lsn));
