@@ -157,12 +157,15 @@ pub enum Isolation {
     /// **Cost.** A snapshot-isolation transaction tracks nothing. A
     /// serializable one keeps each read key and range bound in its own
     /// buffer, and its commit validates them under the engine's gate, one
-    /// serializable writer at a time, the whole commit included: on a
-    /// durable engine with [`Durability::Sync`](crate::Durability::Sync)
-    /// that includes the log sync, so serializable writers do not share
-    /// group commits (use [`Txn::commit_async`](crate::Txn::commit_async)).
+    /// serializable writer at a time. On a durable engine the gate covers
+    /// the commit up to its log record's framing, not the wait for its
+    /// write or sync: serializable writers share group commits (their
+    /// commits still complete in gate order). A snapshot-isolation writer
+    /// with a tracked read ([`Txn::get_for_update`](crate::Txn::get_for_update))
+    /// holds the gate through its whole commit, log wait included.
     ///
-    /// **Prepared transactions.** Prepare validates, as commit does, and
+    /// **Prepared transactions.** Prepare validates, as commit does (a
+    /// conflict there dooms the transaction: roll it back), and
     /// registers the read set with the engine until the transaction
     /// commits or rolls back: a serializable transaction that writes a key
     /// it read (or one inside a range it scanned) meanwhile gets

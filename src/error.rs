@@ -6,7 +6,8 @@
 //! [`Error::PrepareConflict`] on a write it must roll back
 //! ([`Error::MustRollBack`] for anything else it tries). A serializable
 //! conflict ([`Error::SerializationConflict`], [`Error::RangeConflict`],
-//! [`Error::PreparedReadConflict`]) has already rolled it back.
+//! [`Error::PreparedReadConflict`]) at commit has already rolled it back;
+//! at prepare it leaves it doomed, to roll back, as a write conflict does.
 
 use crate::ts::Timestamp;
 use std::fmt;
@@ -222,7 +223,8 @@ pub enum Error {
     /// [`Txn::get_for_update`](crate::Txn::get_for_update)) read `key`,
     /// and at its commit or prepare the key has a newer version than the
     /// one it read: committed after its snapshot, or still in progress or
-    /// prepared. The transaction was rolled back; retry it.
+    /// prepared. At commit the transaction was rolled back; at prepare it
+    /// must roll back ([`Error::MustRollBack`] for anything else). Retry it.
     SerializationConflict {
         /// The key.
         key: Vec<u8>,
@@ -230,8 +232,8 @@ pub enum Error {
     /// A serializable transaction scanned the range from `start` to `end`,
     /// and at its commit or prepare `key`, inside it, has a newer version
     /// than the scan saw (an insert, update or delete since its snapshot,
-    /// or one in progress or prepared). The transaction was rolled back;
-    /// retry it.
+    /// or one in progress or prepared). At commit the transaction was
+    /// rolled back; at prepare it must roll back. Retry it.
     RangeConflict {
         /// The scanned range's lower bound.
         start: std::ops::Bound<Vec<u8>>,
@@ -243,8 +245,8 @@ pub enum Error {
     /// A serializable transaction wrote `key`, which a prepared
     /// transaction (serializable, or with a tracked read) read, or which
     /// lies inside a range it scanned, before that transaction resolved.
-    /// The writer was rolled back; retry it once the prepared transaction
-    /// has resolved.
+    /// The writer was rolled back at commit (at its own prepare, it must
+    /// roll back); retry it once the prepared transaction has resolved.
     PreparedReadConflict {
         /// The key.
         key: Vec<u8>,

@@ -50,7 +50,7 @@
 //!   against the reads a prepared serializable transaction registered, its
 //!   keys and then its ranges (keys in order) for a version newer than its
 //!   view that is neither aborted nor in progress; a conflict rolls it back
-//!   (a prepare's leaves the finished transaction held); a prepared one
+//!   (at prepare it dooms it, as a write conflict does); a prepared one
 //!   registers its reads until it resolves and is not validated again;
 //!   after a crash or restart the last serializable timestamp is the
 //!   newest recovered commit's;
@@ -921,9 +921,6 @@ struct MTxn {
     /// Serializable: every key it wrote, in order (savepoints undo none),
     /// checked against the prepared transactions' registered reads.
     ser_writes: Vec<Vec<u8>>,
-    /// Finished by a serializable conflict at prepare: the engine's `Txn`
-    /// (prepare borrows it) is still held, finished.
-    held: bool,
 }
 
 type OwnedRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
@@ -1333,7 +1330,6 @@ impl Model {
             savepoints: Vec::new(),
             reads: Reads::default(),
             ser_writes: Vec::new(),
-            held: false,
         };
         // With no stable timestamp set, the fast path reads the latest
         // committed snapshot instead (see `Txn::begin`).
@@ -1510,15 +1506,14 @@ impl Model {
     }
 
     /// Prepare through the serializable gate: a usable serializable
-    /// transaction validates first (a conflict rolls it back), and its
-    /// reads are registered once it has prepared.
+    /// transaction validates first (a conflict dooms it), and its reads are
+    /// registered once it has prepared.
     fn prepare(&mut self, s: usize, t: &mut MTxn, p: Timestamp) -> Res {
         if t.opts.isolation != Isolation::Serializable || check_usable(t).is_err() {
             return self.prepare_now(s, t, p);
         }
         if let Err(e) = self.validate(s, t) {
-            self.abort(s, t);
-            t.held = true;
+            t.state = TState::Doomed;
             return Err(e);
         }
         let r = self.prepare_now(s, t, p)?;
@@ -2008,12 +2003,8 @@ impl Model {
             return Ok(Out::NoTxn);
         };
         let r = self.txn_op(s, &mut t, step, op);
-        if matches!(op, Op::Commit(..)) {
-            t.held = false;
-        }
-        // A finished transaction is gone: commit and rollback take it
-        // (one a prepare's conflict finished stays until they do).
-        if t.state != TState::Finished || t.held {
+        // A finished transaction is gone: commit and rollback take it.
+        if t.state != TState::Finished {
             self.sessions[s].txn = Some(t);
         }
         r
@@ -2293,11 +2284,6 @@ impl Model {
             Op::SetDurableTs(_, d) => self.set_durable_ts(s, t, d.get()),
             Op::Commit(_, c, d) => self.commit(s, t, c.map(Ts::get), d.map(Ts::get)),
             Op::Rollback(_) => {
-                if t.held {
-                    // The engine's rollback of a finished `Txn` does nothing.
-                    t.held = false;
-                    return Ok(Out::Unit);
-                }
                 if t.state == TState::Finished {
                     return Err(Error::TransactionFinished);
                 }

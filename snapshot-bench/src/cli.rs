@@ -41,6 +41,8 @@ pub const MAX_LAG: u64 = 1 << 48;
 pub const MAX_WORST: u64 = 10_000;
 /// Most points in one `--sweep`.
 pub const MAX_SWEEP_POINTS: usize = 64;
+/// Upper bound of `--rmw-reads` (and so of `--rmw-writes`).
+pub const MAX_RMW_KEYS: u64 = 16;
 
 /// Which side of the reader/writer configuration a `--sweep` varies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +97,13 @@ pub enum Workload {
     /// Writers from --configs (default `0/1,0/4,0/16,0/64`).
     #[value(name = "durable-writes")]
     DurableWrites,
+    /// Snapshot isolation against serializable on one read-write mix:
+    /// writers read --rmw-reads keys and update --rmw-writes of them,
+    /// readers read --batch keys at stable; commits/s, conflicts per
+    /// commit and the serializable/snapshot ratios, isolation order
+    /// alternating by round.
+    #[value(name = "rw-mix")]
+    RwMix,
 }
 
 impl Workload {
@@ -107,6 +116,7 @@ impl Workload {
             Workload::Replicated => "replicated",
             Workload::DurableWrites => "durable-writes",
             Workload::Memory => "memory",
+            Workload::RwMix => "rw-mix",
         }
     }
 }
@@ -138,27 +148,35 @@ pub struct Cli {
     /// issue's second shape is `--key-size 24 --value-size 150`.
     #[arg(long, value_parser = int_range(MIN_KEY_SIZE as i64..=MAX_KEY_SIZE as i64))]
     pub key_size: Option<u64>,
-    /// read-ts and tail: keys each reader transaction reads, 1 to 1,024
-    /// (1): 1 with `get_with`, more with one `get_many_with` of that many
-    /// random keys (lmdb: that many gets in one read transaction; ceiling:
-    /// that many map gets). The table adds keys read per second per reader
-    /// thread.
+    /// read-ts, tail and rw-mix: keys each reader transaction reads, 1 to
+    /// 1,024 (1): 1 with `get_with`, more with one `get_many_with` of that
+    /// many random keys (lmdb: that many gets in one read transaction;
+    /// ceiling: that many map gets). read-ts and tail add keys read per
+    /// second per reader thread.
     #[arg(long, value_parser = int_range(1..=MAX_BATCH as i64))]
     pub batch: Option<u64>,
-    /// Reader threads, 0 to 512 (read-ts: 8, tail: 4).
+    /// Reader threads, 0 to 512 (read-ts: 8, tail: 4, rw-mix: 4).
     #[arg(long, value_parser = int_range(0..=MAX_THREADS as i64))]
     pub readers: Option<u64>,
-    /// Writer threads, 0 to 512 (read-ts: 4, tail: 8).
+    /// Writer threads, 0 to 512 (read-ts: 4, tail: 8, rw-mix: 4).
     #[arg(long, value_parser = int_range(0..=MAX_THREADS as i64))]
     pub writers: Option<u64>,
-    /// Several reader/writer configurations, e.g. `4/4,8/4` (read-ts and
-    /// tail); overrides --readers/--writers.
+    /// Several reader/writer configurations, e.g. `4/4,8/4` (read-ts, tail
+    /// and rw-mix); overrides --readers/--writers.
     #[arg(long, value_delimiter = ',', value_parser = parse_config)]
     pub configs: Vec<(usize, usize)>,
     /// Worker threads for ro-mix (each runs the 90/10 mix), 1 to 512.
     #[arg(long, default_value_t = 4, value_parser = int_range(1..=MAX_THREADS as i64))]
     pub threads: u64,
-    /// Measured seconds per run, 0.001 to 3600 (read-ts 2, tail 3, ro-mix 2;
+    /// rw-mix: keys each writer transaction reads, 1 to 16 (2).
+    #[arg(long, value_parser = int_range(1..=MAX_RMW_KEYS as i64))]
+    pub rmw_reads: Option<u64>,
+    /// rw-mix: how many of the keys it read each writer transaction
+    /// updates, 1 to --rmw-reads (1).
+    #[arg(long, value_parser = int_range(1..=MAX_RMW_KEYS as i64))]
+    pub rmw_writes: Option<u64>,
+    /// Measured seconds per run, 0.001 to 3600 (read-ts 2, tail 3, ro-mix 2,
+    /// rw-mix 2;
     /// begin: per table cell, 0.2).
     #[arg(long, value_parser = parse_seconds)]
     pub seconds: Option<f64>,
@@ -173,7 +191,7 @@ pub struct Cli {
     /// stable clamped).
     #[arg(long, value_name = "steady|SECONDS", value_parser = parse_warmup)]
     pub warmup: Option<Warmup>,
-    /// Rounds, 1 to 50 (read-ts 5, begin 5, ro-mix 3, tail 3). 5 against 5
+    /// Rounds, 1 to 50 (read-ts 5, begin 5, ro-mix 3, tail 3, rw-mix 5). 5 against 5
     /// is the smallest design whose exact two-sided p can reach 0.008.
     #[arg(long, value_parser = int_range(1..=MAX_ROUNDS as i64))]
     pub rounds: Option<u64>,
@@ -210,8 +228,8 @@ pub struct Cli {
     /// pages) and resident-set growth, on fresh instances.
     #[arg(long)]
     pub report_memory: bool,
-    /// read-ts and tail: also run the lock-free engine with its commit log
-    /// on, in each of these modes (`sync`, `periodic` = every 10 ms,
+    /// read-ts, tail and rw-mix: also run the lock-free engine with its
+    /// commit log on, in each of these modes (`sync`, `periodic` = every 10 ms,
     /// `none`), as the engines `lock-free+sync` etc., each opened in a
     /// fresh directory under `SNAPSHOT_BENCH_DIR` (default: the temporary
     /// directory); the order alternates with the other engines'.
@@ -396,8 +414,12 @@ pub struct Plan {
     /// read-ts, tail and memory: bytes per key.
     pub key_size: usize,
     pub value_size: usize,
-    /// read-ts and tail: keys per reader transaction.
+    /// read-ts, tail and rw-mix: keys per reader transaction.
     pub batch: usize,
+    /// rw-mix: keys each writer transaction reads, and how many of them it
+    /// updates.
+    pub rmw_reads: usize,
+    pub rmw_writes: usize,
     /// read-ts and tail: (readers, writers) per configuration.
     pub configs: Vec<(usize, usize)>,
     pub threads: usize,
@@ -460,14 +482,16 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
     let workload = cli.workload;
     let mut engines = cli.engines.clone();
     let logged = |e: &EngineKind| e.durability().is_some();
-    if !matches!(workload, Workload::ReadTs | Workload::Tail)
-        && (!cli.durability.is_empty() || engines.iter().any(logged))
+    if !matches!(
+        workload,
+        Workload::ReadTs | Workload::Tail | Workload::RwMix
+    ) && (!cli.durability.is_empty() || engines.iter().any(logged))
     {
         return Err(invalid(
             "--durability",
             list(&cli.engines),
             format_args!(
-                "runs read-ts and tail only ({} has its own durability modes or none)",
+                "runs read-ts, tail and rw-mix only ({} has its own durability modes or none)",
                 workload.name()
             ),
         ));
@@ -484,14 +508,17 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
             "has no pass for an engine with its log on; drop --durability",
         ));
     }
-    if matches!(workload, Workload::Begin | Workload::RoMix) {
+    if matches!(
+        workload,
+        Workload::Begin | Workload::RoMix | Workload::RwMix
+    ) {
         engines.retain(|&e| e != EngineKind::Lmdb && e != EngineKind::Ceiling);
         if engines.is_empty() {
             return Err(invalid(
                 "--engines",
                 list(&cli.engines),
                 format_args!(
-                    "{} runs on lock-free, rwlock3 and rwlock2 only",
+                    "{} runs on lock-free, rwlock3 and rwlock2 (and the logged lock-free engines) only",
                     workload.name()
                 ),
             ));
@@ -536,15 +563,40 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
     }
     if let (Some(b), false) = (
         cli.batch,
-        matches!(workload, Workload::ReadTs | Workload::Tail),
+        matches!(
+            workload,
+            Workload::ReadTs | Workload::Tail | Workload::RwMix
+        ),
     ) {
         return Err(invalid(
             "--batch",
             b,
             format_args!(
-                "batches read-ts and tail readers only, not {}",
+                "batches read-ts, tail and rw-mix readers only, not {}",
                 workload.name()
             ),
+        ));
+    }
+    let rw_mix = workload == Workload::RwMix;
+    for (flag, v) in [
+        ("--rmw-reads", cli.rmw_reads),
+        ("--rmw-writes", cli.rmw_writes),
+    ] {
+        if let (Some(v), false) = (v, rw_mix) {
+            return Err(invalid(
+                flag,
+                v,
+                format_args!("shapes rw-mix writers only, not {}", workload.name()),
+            ));
+        }
+    }
+    let rmw_reads = cli.rmw_reads.unwrap_or(2);
+    let rmw_writes = cli.rmw_writes.unwrap_or(1);
+    if rmw_writes > rmw_reads {
+        return Err(invalid(
+            "--rmw-writes",
+            rmw_writes,
+            format_args!("a writer updates keys it read: want 1 to --rmw-reads ({rmw_reads})"),
         ));
     }
     let bytes = cli
@@ -560,8 +612,11 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
             ),
         ));
     }
-    let tail = workload == Workload::Tail;
-    let (dr, dw) = if tail { (4, 8) } else { (8, 4) };
+    let (dr, dw) = match workload {
+        Workload::Tail => (4, 8),
+        Workload::RwMix => (4, 4),
+        _ => (8, 4),
+    };
     let configs = if let Some(sw) = &cli.sweep {
         let spec = &sw.spec;
         if !matches!(workload, Workload::ReadTs | Workload::Tail) {
@@ -647,6 +702,7 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
         Workload::Replicated => (2.0, 3),
         Workload::DurableWrites => (2.0, 3),
         Workload::Memory => (0.0, 1),
+        Workload::RwMix => (2.0, 5),
     };
     if workload == Workload::Replicated {
         if !cfg!(feature = "replication") {
@@ -722,6 +778,8 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
         key_size: key_size as usize,
         value_size: cli.value_size as usize,
         batch: cli.batch.map_or(1, |b| b as usize),
+        rmw_reads: rmw_reads as usize,
+        rmw_writes: rmw_writes as usize,
         configs,
         threads: cli.threads as usize,
         seconds: cli.seconds.unwrap_or(def_secs),

@@ -1,5 +1,5 @@
 //! `snapshot-bench`: the project's workload driver. Runs the workloads of
-//! BENCHMARKS.md (read-ts, begin, ro-mix, replicated, durable-writes, tail) on
+//! BENCHMARKS.md (read-ts, begin, ro-mix, rw-mix, replicated, durable-writes, tail) on
 //! any set of engines, in rounds with alternating engine order and a fresh
 //! engine per run, and reports medians, ranges, exact Mann-Whitney p-values
 //! and rounds won. A progress bar goes to stderr, the table to stdout (or,
@@ -24,6 +24,7 @@ mod read_ts;
 mod replicated;
 mod report;
 mod ro_mix;
+mod rw_mix;
 mod sched;
 mod stats;
 mod timekeeper;
@@ -109,6 +110,7 @@ fn main() {
         Workload::ReadTs | Workload::Tail => read_ts(&plan),
         Workload::Begin => begin_table(&plan),
         Workload::RoMix => ro_mix(&plan),
+        Workload::RwMix => rw_mix(&plan),
         Workload::Replicated => replicated_main(&plan),
         Workload::Memory => memory_main(&plan),
         Workload::DurableWrites => durable_writes::main(&durable_writes::Params {
@@ -565,6 +567,216 @@ fn ro_mix(plan: &Plan) {
         );
     }
     println!();
+}
+
+fn run_rw_mix(
+    kind: EngineKind,
+    p: &rw_mix::Params,
+    r: usize,
+    pb: &ProgressBar,
+) -> rw_mix::RoundOut {
+    use rw_mix::run;
+    if let Some(mode) = kind.durability() {
+        return rw_mix::run_logged(mode, p, r, pb);
+    }
+    dispatch!(
+        kind,
+        run(p, r, pb),
+        unreachable!("lmdb and the ceiling are refused in cli::plan")
+    )
+}
+
+/// The `rw-mix` workload: per configuration and engine, snapshot isolation
+/// and serializable in alternating order by round (snapshot first on even
+/// rounds), the engines in alternating order too.
+fn rw_mix(plan: &Plan) {
+    use snapshot_engine::Isolation;
+    let engines = &plan.engines;
+    let (rounds, seconds, warmup) = (plan.rounds, plan.seconds, plan.warmup);
+    let levels = [Isolation::Snapshot, Isolation::Serializable];
+    let total = (plan.configs.len() * rounds * engines.len() * levels.len()) as f64
+        * (warmup.floor_secs() + seconds)
+        * 1000.0;
+    let pg = Progress::new(total as u64, plan.progress);
+    let pb = &pg.bar;
+    let level_name = |l: Isolation| {
+        if l == Isolation::Serializable {
+            "serializable"
+        } else {
+            "snapshot"
+        }
+    };
+    let mut json_configs = Vec::new();
+    for &(readers, writers) in &plan.configs {
+        // res[engine][level]: that variant's rounds.
+        let mut res: Vec<[Vec<rw_mix::RoundOut>; 2]> = vec![Default::default(); engines.len()];
+        for r in 0..rounds {
+            for kind in order(engines, r) {
+                let col = engines.iter().position(|&k| k == kind).expect("listed");
+                let mut ls = [0, 1];
+                if r % 2 == 1 {
+                    ls.reverse();
+                }
+                for li in ls {
+                    pb.set_message(format!(
+                        "{readers}/{writers} round {}/{rounds} {} {}",
+                        r + 1,
+                        kind.name(),
+                        level_name(levels[li])
+                    ));
+                    let p = rw_mix::Params {
+                        keys: plan.keys,
+                        value_size: plan.value_size,
+                        readers,
+                        writers,
+                        batch: plan.batch,
+                        rmw_reads: plan.rmw_reads,
+                        rmw_writes: plan.rmw_writes,
+                        warmup,
+                        seconds,
+                        isolation: levels[li],
+                    };
+                    let out = run_rw_mix(kind, &p, r, pb);
+                    pg.line(format_args!(
+                        "{readers}/{writers} round {}/{rounds} {:<9} {:<12} writers {:>12} commits/s  readers {:>12}/s",
+                        r + 1,
+                        kind.name(),
+                        level_name(levels[li]),
+                        fmt::fmt_int(out.writer_commits_per_s),
+                        fmt::fmt_int(out.reader_txn_per_s),
+                    ));
+                    res[col][li].push(out);
+                }
+            }
+        }
+        let mut ratios = Vec::new();
+        for (kind, lv) in engines.iter().zip(&res) {
+            for (side, f, threads, goal) in [
+                (
+                    "writer commits/s",
+                    (|x: &rw_mix::RoundOut| x.writer_commits_per_s) as fn(&rw_mix::RoundOut) -> f64,
+                    writers,
+                    0.85,
+                ),
+                ("reader txn/s", |x| x.reader_txn_per_s, readers, 0.97),
+            ] {
+                if threads == 0 {
+                    continue;
+                }
+                let si: Vec<f64> = lv[0].iter().map(f).collect();
+                let ser: Vec<f64> = lv[1].iter().map(f).collect();
+                let (ms, mr) = (stats::median(&si), stats::median(&ser));
+                ratios.push(json!({
+                    "engine": kind.name(),
+                    "side": side,
+                    "snapshot_median": ms,
+                    "serializable_median": mr,
+                    "ratio": if ms > 0.0 { Some(mr / ms) } else { None },
+                    "goal": goal,
+                    "p": stats::mann_whitney_p(&ser, &si),
+                    "serializable_higher_rounds": stats::rounds_won(&ser, &si),
+                    "rounds": ser.len(),
+                }));
+            }
+        }
+        json_configs.push(json!({
+            "readers": readers,
+            "writers": writers,
+            "engines": engines.iter().zip(&res).map(|(k, lv)| (k.name().to_string(), json!({
+                "snapshot": lv[0], "serializable": lv[1],
+            }))).collect::<serde_json::Map<_, _>>(),
+            "ratios": ratios,
+        }));
+        if plan.json {
+            continue;
+        }
+        pb.suspend(|| {
+            println!(
+                "rw-mix: {readers} readers / {writers} writers; writers read {} and update {} of them, commit at the next timestamp; readers read {} at stable and commit; {} keys, {}-byte values, {seconds} s after {} s warm-up, {}, isolation and engine order alternating, fresh engine per run",
+                fmt::plural(plan.rmw_reads as u64, "key"),
+                plan.rmw_writes,
+                fmt::plural(plan.batch as u64, "key"),
+                fmt::fmt_int(plan.keys as f64),
+                plan.value_size,
+                warmup.floor_secs(),
+                fmt::plural(rounds as u64, "round"),
+            );
+            println!(
+                "{:<19} {:<12} {:>34} {:>12} {:>12} {:>12} {:>10} {:>34}",
+                "engine",
+                "isolation",
+                "writer commits/s med (min-max)",
+                "ww/commit",
+                "serial/commit",
+                "ts-retry/c",
+                "tracked B",
+                "reader txn/s med (min-max)",
+            );
+            let mr = |v: Vec<f64>| {
+                let (lo, hi) = stats::min_max(&v);
+                format!(
+                    "{} ({}-{})",
+                    fmt::fmt_int(stats::median(&v)),
+                    fmt::fmt_int(lo),
+                    fmt::fmt_int(hi)
+                )
+            };
+            for (kind, lv) in engines.iter().zip(&res) {
+                for (li, r) in lv.iter().enumerate() {
+                    let med = |f: fn(&rw_mix::RoundOut) -> f64| {
+                        stats::median(&r.iter().map(f).collect::<Vec<_>>())
+                    };
+                    println!(
+                        "{:<19} {:<12} {:>34} {:>12.4} {:>12.4} {:>12.4} {:>10.0} {:>34}",
+                        kind.name(),
+                        level_name(levels[li]),
+                        mr(r.iter().map(|x| x.writer_commits_per_s).collect()),
+                        med(|x| x.write_conflicts_per_commit),
+                        med(|x| x.serialization_conflicts_per_commit),
+                        med(|x| x.ts_order_retries_per_commit),
+                        med(|x| x.tracked_bytes_per_commit),
+                        mr(r.iter().map(|x| x.reader_txn_per_s).collect()),
+                    );
+                }
+            }
+            for c in json_configs.last().expect("pushed")["ratios"]
+                .as_array()
+                .expect("an array")
+            {
+                let ratio = c["ratio"]
+                    .as_f64()
+                    .map_or("-".to_string(), |r| format!("x{r:.3}"));
+                println!(
+                    "  {} serializable/snapshot {}: {ratio} ({} vs {}; goal x{:.2}; exact Mann-Whitney p = {:.3}, serializable higher in {}/{} rounds)",
+                    c["engine"].as_str().expect("a name"),
+                    c["side"].as_str().expect("a side"),
+                    fmt::fmt_int(c["serializable_median"].as_f64().expect("a number")),
+                    fmt::fmt_int(c["snapshot_median"].as_f64().expect("a number")),
+                    c["goal"].as_f64().expect("a number"),
+                    c["p"].as_f64().expect("a number"),
+                    c["serializable_higher_rounds"],
+                    c["rounds"],
+                );
+            }
+            println!();
+        });
+    }
+    pb.finish_and_clear();
+    if plan.json {
+        print_json(&json!({
+            "workload": "rw-mix",
+            "allocator": ALLOCATOR,
+            "keys": plan.keys,
+            "value_size": plan.value_size,
+            "batch": plan.batch,
+            "rmw_reads": plan.rmw_reads,
+            "rmw_writes": plan.rmw_writes,
+            "seconds": seconds,
+            "warmup": warmup.floor_secs(),
+            "rounds": rounds,
+            "configs": json_configs,
+        }));
+    }
 }
 
 /// The `memory` workload: the memory pass alone.

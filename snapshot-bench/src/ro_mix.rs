@@ -156,7 +156,7 @@ fn worker<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
 }
 
 /// Stable trails the newest handed-out commit timestamp by one 1 ms tick.
-fn watermark<M: Machinery>(e: &Engine<M>, ctl: &Ctl) {
+pub(crate) fn watermark<M: Machinery>(e: &Engine<M>, ctl: &Ctl) {
     let mut prev = ctl.ts.load(Ordering::Relaxed);
     let mut cur = ctl.stable.load(Ordering::Relaxed);
     while ctl.phase() != STOP {

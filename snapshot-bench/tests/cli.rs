@@ -900,3 +900,107 @@ fn batch_reports_keys_per_thread_against_the_ceiling() {
     }
     assert!(wall.contains("x ceiling)"), "{line}");
 }
+
+#[test]
+fn rw_mix_refuses_bad_flags() {
+    refused(&["rw-mix", "--rmw-reads", "0"], "--rmw-reads", "0");
+    refused(&["rw-mix", "--rmw-reads", "17"], "--rmw-reads", "17");
+    refused(&["rw-mix", "--rmw-writes", "0"], "--rmw-writes", "0");
+    // The default --rmw-reads is 2: a writer updates only keys it read.
+    refused(&["rw-mix", "--rmw-writes", "3"], "--rmw-writes", "3");
+    refused(
+        &["rw-mix", "--rmw-reads", "3", "--rmw-writes", "4"],
+        "--rmw-writes",
+        "4",
+    );
+    refused(&["--rmw-reads", "2"], "--rmw-reads", "2");
+    refused(&["ro-mix", "--rmw-writes", "1"], "--rmw-writes", "1");
+    refused(
+        &["rw-mix", "--readers", "0", "--writers", "0"],
+        "--readers/--writers",
+        "0/0",
+    );
+    refused(&["rw-mix", "--key-size", "24"], "--key-size", "24");
+    refused(&["rw-mix", "--batch", "1025"], "--batch", "1025");
+    refused(
+        &["rw-mix", "--sweep", "writers=1..2"],
+        "--sweep",
+        "writers=1..2",
+    );
+    refused(&["rw-mix", "--engines", "ceiling"], "--engines", "ceiling");
+}
+
+#[test]
+fn rw_mix_prints_both_isolation_levels_and_their_ratios() {
+    let o = run(&[
+        "rw-mix",
+        "--engines",
+        "lock-free",
+        "--rounds",
+        "2",
+        "--seconds",
+        "0.05",
+        "--warmup",
+        "0",
+        "--readers",
+        "1",
+        "--writers",
+        "2",
+        "--rmw-reads",
+        "3",
+        "--rmw-writes",
+        "2",
+        "--keys",
+        "100",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(!o.stdout.contains("NaN"), "{}", o.stdout);
+    assert!(
+        o.stdout
+            .contains("writers read 3 keys and update 2 of them"),
+        "{}",
+        o.stdout
+    );
+    for level in ["snapshot", "serializable"] {
+        let row = format!("lock-free           {level}");
+        assert!(o.stdout.contains(&row), "no {level} row: {}", o.stdout);
+    }
+    for side in ["writer commits/s: x", "reader txn/s: x"] {
+        let line = format!("lock-free serializable/snapshot {side}");
+        assert!(o.stdout.contains(&line), "no {side} ratio: {}", o.stdout);
+    }
+    // One run per round and level, in alternating order: snapshot first
+    // in round 1, serializable first in round 2.
+    let runs: Vec<&str> = o
+        .stderr
+        .lines()
+        .filter(|l| l.contains("commits/s"))
+        .collect();
+    assert_eq!(runs.len(), 4, "{}", o.stderr);
+    assert!(runs[0].contains("snapshot") && runs[1].contains("serializable"));
+    assert!(runs[2].contains("serializable") && runs[3].contains("snapshot"));
+    let o = run(&[
+        "rw-mix",
+        "--engines",
+        "lock-free",
+        "--rounds",
+        "1",
+        "--seconds",
+        "0.02",
+        "--warmup",
+        "0",
+        "--configs",
+        "0/1",
+        "--keys",
+        "10",
+        "--json",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).expect("one JSON object");
+    assert_eq!(v["workload"], "rw-mix");
+    let ratios = v["configs"][0]["ratios"].as_array().expect("ratios");
+    // No readers: only the writers' ratio.
+    assert_eq!(ratios.len(), 1, "{ratios:?}");
+    assert_eq!(ratios[0]["side"], "writer commits/s");
+}

@@ -70,7 +70,8 @@ impl CommitLog {
     /// default one, the key and its value, `None`: a tombstone, in write
     /// order), durable at `durable_ts` (the commit timestamp unless
     /// `prepared`), and waits as `mode` (the engine's durability when
-    /// `None`) asks. Returns its lsn.
+    /// `None`) asks; `appended` runs once the record is framed (its lsn
+    /// taken), before that wait. Returns its lsn.
     ///
     /// Every table written must have been created through this log
     /// ([`CommitLog::log_create_table`] returned for it; a recovered one
@@ -88,8 +89,9 @@ impl CommitLog {
         durable_ts: Timestamp,
         prepared: bool,
         mode: Option<CommitMode>,
+        appended: impl FnOnce(),
     ) -> Result<u64> {
-        self.log_payload(mode, |p| {
+        self.log_payload(mode, appended, |p| {
             record::begin_commit(
                 p,
                 commit_ts.get(),
@@ -118,7 +120,7 @@ impl CommitLog {
     /// [`Error::Io`]: the record is not in the log, and no recovery
     /// replays it.
     pub(crate) fn log_create_table(&self, def: &TableDef, mode: Option<CommitMode>) -> Result<u64> {
-        self.log_payload(mode, |p| record::begin_create(p, def))
+        self.log_payload(mode, || {}, |p| record::begin_create(p, def))
     }
 
     /// Logs the drop of table `id` (one created through this log) and
@@ -131,14 +133,15 @@ impl CommitLog {
     /// [`Error::Io`]: the record is not in the log, and no recovery
     /// replays it.
     pub(crate) fn log_drop_table(&self, id: NonZeroU32, mode: Option<CommitMode>) -> Result<u64> {
-        self.log_payload(mode, |p| record::begin_drop(p, id.get()))
+        self.log_payload(mode, || {}, |p| record::begin_drop(p, id.get()))
     }
 
     /// Frames the payload `fill` writes (its lsn a placeholder), appends
-    /// it and waits as `mode` asks; returns its lsn.
+    /// it, runs `appended`, and waits as `mode` asks; returns its lsn.
     fn log_payload(
         &self,
         mode: Option<CommitMode>,
+        appended: impl FnOnce(),
         fill: impl FnOnce(&mut Vec<u8>),
     ) -> Result<u64> {
         if let Some(e) = self.log.failed() {
@@ -153,6 +156,7 @@ impl CommitLog {
             fill(&mut p);
             self.log.append(&mut p, sync)
         });
+        appended();
         self.log.flush(lsn, sync)?;
         Ok(lsn)
     }

@@ -2,6 +2,7 @@
 //! commit itself (in memory, or logged first on a durable engine) and the
 //! pruning after it; [`CommitError`], a refused commit.
 
+use super::serializable::LogTurn;
 use super::txn::Txn;
 use crate::config::CommitOptions;
 use crate::durability::CommitMode;
@@ -104,11 +105,11 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         self.session.durability = Some(CommitMode::Async);
         // On an error `self` drops here, which rolls it back, as `commit`
         // does.
-        let lsn = super::serializable::gated(&mut self, opts, |t, opts| {
+        let lsn = super::serializable::gated(&mut self, opts, |t, opts, turn| {
             if t.session.engine.durable.is_some() {
-                t.commit_logged(opts)
+                t.commit_logged(opts, turn)
             } else {
-                t.commit_in_place(opts).map(|()| None)
+                t.commit_in_place(opts, turn).map(|()| None)
             }
         })?;
         Ok(match &self.session.engine.durable {
@@ -135,10 +136,16 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         }
     }
 
+    /// The commit itself; `turn`: a gated serializable commit's place in
+    /// the gate's order (`kv/serializable.rs`, [`LogTurn`]).
     #[inline]
-    fn commit_in_place(&mut self, opts: CommitOptions) -> Result<()> {
+    fn commit_in_place(
+        &mut self,
+        opts: CommitOptions,
+        turn: Option<&mut LogTurn<'_>>,
+    ) -> Result<()> {
         if self.session.engine.durable.is_some() {
-            return self.commit_logged(opts).map(|_| ());
+            return self.commit_logged(opts, turn).map(|_| ());
         }
         self.refuse_dropped()?;
         let id = self.inner.id();
@@ -166,9 +173,17 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
     /// (invariant D1). If the log fails, nothing is flipped: the versions,
     /// still unfinished, are unlinked, and the commit returns the error.
     /// Returns the record's lsn (`None`: nothing was logged).
+    ///
+    /// With `turn` (a gated serializable commit), the gate is left once the
+    /// record is framed, and the flips wait, after the log's wait, for
+    /// every commit that left the gate earlier to complete.
     #[cold]
     #[inline(never)]
-    fn commit_logged(&mut self, opts: CommitOptions) -> Result<Option<u64>> {
+    fn commit_logged(
+        &mut self,
+        opts: CommitOptions,
+        mut turn: Option<&mut LogTurn<'_>>,
+    ) -> Result<Option<u64>> {
         let id = self.inner.id();
         let prepared = self.prepared();
         self.refuse_dropped()?;
@@ -188,8 +203,18 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
                 if !writes.is_empty() {
                     let durable = prepared.map_or(cts, |a| durable_ts(cts, a, opts));
                     let prep = prepared.is_some();
-                    match log.log_commit(writes.writes(), cts, durable, prep, mode) {
-                        Ok(lsn) => logged = Ok(Some(lsn)),
+                    let appended = || {
+                        if let Some(t) = turn.as_deref_mut() {
+                            t.appended();
+                        }
+                    };
+                    match log.log_commit(writes.writes(), cts, durable, prep, mode, appended) {
+                        Ok(lsn) => {
+                            if let Some(t) = turn {
+                                t.wait_turn();
+                            }
+                            logged = Ok(Some(lsn));
+                        }
                         Err(e) => {
                             logged = Err((e, writes.abandon()));
                             return;

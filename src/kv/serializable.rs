@@ -17,7 +17,10 @@
 //! engine's [`Gate`] (a mutex no other transaction touches), checks the
 //! serializable timestamp order, validates, and runs the machinery's whole
 //! commit (timestamps claimed, statuses flipped, the completion's
-//! descriptor installed) before it lets the gate go. Validation: every
+//! descriptor installed) before it lets the gate go; on a durable engine a
+//! serializable commit lets it go once its log record is framed, waits
+//! for the log outside it, and completes in gate order ([`LogTurn`]).
+//! Validation: every
 //! tracked key, and every key of every tracked range (in the index's
 //! ordered view), must have as its newest version that is neither aborted
 //! nor still in progress this transaction's own or one its view sees
@@ -25,9 +28,10 @@
 //! otherwise a transaction that committed outside its view, or one that
 //! is prepared, wrote it: a conflict. A version still in progress is
 //! passed over: its writer has not committed, and it validates its own
-//! reads when it does, after this one (the first committer wins). And no
-//! key it wrote may lie in the read set of a prepared transaction still
-//! registered at the gate.
+//! reads when it does, after this one (the first committer wins), unless
+//! it already left the gate (a [`LogTurn`] in its log wait): a key such a
+//! commit wrote is a conflict. And no key it wrote may lie in the read set
+//! of a prepared transaction still registered at the gate.
 //!
 //! # Why it is serializable (among serializable transactions)
 //!
@@ -40,7 +44,8 @@
 //! (first updater wins). A read-only serializable transaction reads a
 //! snapshot: every descriptor is derived from the one before it, and each
 //! gated commit installs its descriptor before the next one enters the
-//! gate, so a snapshot that sees one gated commit sees every earlier one.
+//! gate (logged, before the next one's flips: [`LogTurn`]), so a snapshot
+//! that sees one gated commit sees every earlier one.
 //! A read timestamp filters further by commit timestamp, which is why the
 //! gate also refuses a serializable commit timestamp below the last one
 //! ([`Error::SerializableTimestampOrder`]): the commits a reader at any
@@ -54,7 +59,7 @@ use crate::error::{Error, Result};
 use crate::machinery::with_machinery::Machinery;
 use crate::machinery::ReadView;
 use crate::store::{Store, TableState, Tb};
-use crate::sync::{mutant as m, mutant_on, Mutex};
+use crate::sync::{mutant as m, mutant_on, Condvar, Mutex, MutexGuard};
 use crate::ts::{Timestamp, TxnId};
 use std::ops::{Bound, Range};
 use std::sync::Arc;
@@ -129,6 +134,22 @@ impl ReadSet {
     fn covers(&self, table: u32, key: &[u8]) -> bool {
         self.keys().any(|(t, k)| t == table && k == key)
             || self.ranges().any(|(t, r)| t == table && in_range(r, key))
+    }
+
+    /// The conflict a write of `key` of table `table` by a transaction
+    /// ordered before this one makes, if this read set covers it.
+    fn conflict(&self, table: u32, key: &[u8]) -> Option<Error> {
+        if self.keys().any(|(t, k)| t == table && k == key) {
+            return Some(Error::SerializationConflict { key: key.to_vec() });
+        }
+        let (_, (lo, hi)) = self
+            .ranges()
+            .find(|&(t, r)| t == table && in_range(r, key))?;
+        Some(Error::RangeConflict {
+            start: owned(lo),
+            end: owned(hi),
+            key: key.to_vec(),
+        })
     }
 
     fn is_empty(&self) -> bool {
@@ -378,6 +399,15 @@ struct Registered {
     reads: ReadSet,
 }
 
+/// A logged serializable commit that left the gate before its log wait
+/// and has not completed yet: its writes, in its versions still in
+/// progress, which a validation here must not pass over.
+struct Committing {
+    /// Its place in the gate's order.
+    ticket: u64,
+    writes: ReadSet,
+}
+
 /// What the gate guards.
 #[derive(Default)]
 pub(crate) struct GateState {
@@ -385,6 +415,10 @@ pub(crate) struct GateState {
     /// (`NONE`: none yet).
     last_ts: Timestamp,
     prepared: Vec<Registered>,
+    /// Logged commits that left the gate and have not completed, in ticket
+    /// (gate) order.
+    committing: Vec<Committing>,
+    next_ticket: u64,
 }
 
 /// The engine's serializable commit gate: serializable writers (and
@@ -393,6 +427,9 @@ pub(crate) struct GateState {
 #[derive(Default)]
 pub(crate) struct Gate {
     state: Mutex<GateState>,
+    /// Signalled when a commit that left the gate completes
+    /// ([`LogTurn`]).
+    turn: Condvar,
 }
 
 impl Gate {
@@ -407,7 +444,7 @@ impl Gate {
         }
     }
 
-    fn lock(&self) -> impl std::ops::DerefMut<Target = GateState> + '_ {
+    fn lock(&self) -> MutexGuard<'_, GateState> {
         // A panic while the gate was held (a user's log closure, say)
         // leaves its state consistent: every change to it is one
         // statement after the commit it records.
@@ -433,6 +470,14 @@ fn validate<M: Machinery>(txn: &mut Txn<'_, '_, M>, state: &GateState) -> Result
     if reads.is_empty() {
         // No view needed (one not taken yet is not taken now).
         return Ok(());
+    }
+    // A commit that left the gate earlier precedes this one in the serial
+    // order, but its versions are still in progress, which the check below
+    // passes over: a key it wrote that this one read is a conflict here.
+    for c in &state.committing {
+        if let Some(e) = c.writes.keys().find_map(|(t, k)| reads.conflict(t, k)) {
+            return Err(e);
+        }
     }
     let view = txn.inner.read_view()?;
     for (t, k) in reads.keys() {
@@ -516,15 +561,16 @@ fn commit_ts<M: Machinery>(txn: &Txn<'_, '_, M>, opts: &CommitOptions) -> Timest
 
 /// A commit through the gate when `txn` needs it (serializable, or
 /// tracked reads, and a write or a prepare); else `commit` alone.
-/// `commit` is the commit itself (in memory or logged).
+/// `commit` is the commit itself (in memory or logged), given the commit's
+/// [`LogTurn`] when it may leave the gate before its log wait.
 #[inline]
 pub(super) fn gated<'s, 'e, M: Machinery, R>(
     txn: &mut Txn<'s, 'e, M>,
     opts: CommitOptions,
-    commit: impl FnOnce(&mut Txn<'s, 'e, M>, CommitOptions) -> Result<R>,
+    commit: impl FnOnce(&mut Txn<'s, 'e, M>, CommitOptions, Option<&mut LogTurn<'e>>) -> Result<R>,
 ) -> Result<R> {
     if !txn.session.serial.active() {
-        return commit(txn, opts);
+        return commit(txn, opts, None);
     }
     gated_slow(txn, opts, commit)
 }
@@ -534,14 +580,14 @@ pub(super) fn gated<'s, 'e, M: Machinery, R>(
 fn gated_slow<'s, 'e, M: Machinery, R>(
     txn: &mut Txn<'s, 'e, M>,
     opts: CommitOptions,
-    commit: impl FnOnce(&mut Txn<'s, 'e, M>, CommitOptions) -> Result<R>,
+    commit: impl FnOnce(&mut Txn<'s, 'e, M>, CommitOptions, Option<&mut LogTurn<'e>>) -> Result<R>,
 ) -> Result<R> {
     let prepared = !txn.inner.prepare_timestamp().is_none();
     let doomed = txn.inner.check_usable() == Err(Error::MustRollBack);
     if (txn.inner.id() == TxnId::NONE && !prepared) || doomed {
         // Read-only: its snapshot is a prefix of the gate's order; nothing
         // to validate, nothing to order. Doomed: the commit rolls it back.
-        let r = commit(txn, opts);
+        let r = commit(txn, opts, None);
         if !txn.inner.is_open() {
             finished(txn);
         }
@@ -575,7 +621,28 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
     if mutant_on(m::SERIALIZABLE_GATE_RELEASED_BEFORE_COMMIT) {
         held = None;
     }
-    let r = commit(txn, opts);
+    let r = match held.take() {
+        // A serializable commit on a durable engine leaves the gate once its
+        // record is framed, so commits after it share its log write or sync
+        // (`LogTurn`).
+        Some(state) if serializable && engine.durable.is_some() => {
+            let mut turn = LogTurn {
+                gate: &engine.serial,
+                held: Some(state),
+                ticket: None,
+                writes: std::mem::take(&mut txn.session.serial.writes),
+                ts,
+            };
+            let r = commit(txn, opts, Some(&mut turn));
+            held = turn.held.take();
+            txn.session.serial.writes = turn.finish();
+            r
+        }
+        state => {
+            held = state;
+            commit(txn, opts, None)
+        }
+    };
     let mut state = held.unwrap_or_else(|| engine.serial.lock());
     if r.is_ok() && serializable && ts > state.last_ts {
         state.last_ts = ts;
@@ -593,6 +660,102 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
     r
 }
 
+/// A serializable commit's place in the gate's order on a durable engine,
+/// where it waits for the log with the gate left.
+///
+/// Under the gate the commit checks the timestamp order, validates, claims
+/// its timestamps and frames its log record ([`LogTurn::appended`]: lsns
+/// follow gate order); there it takes a ticket, leaves its writes in the
+/// gate's `committing` list, raises the timestamp bound and lets the gate
+/// go. It then waits for its record to be written (and synced) with the
+/// commits after it, which share that write or sync (group commit). Before
+/// its flips ([`LogTurn::wait_turn`]) it waits until every commit with an
+/// earlier ticket has completed (installed its descriptor), so completions
+/// still follow the gate's order; [`LogTurn::finish`] leaves the list and
+/// wakes the waiters (also on a failed log or a panic, through `Drop`).
+///
+/// Why a commit validating meanwhile is sound (invariant 17): it is after
+/// this one in the serial order. A key it read that this one wrote has a
+/// version here still in progress, which its check passes over, so
+/// `validate` finds the key in the `committing` list instead: a conflict,
+/// as a committed version outside its view would be. A key this one read
+/// that it writes is a forward dependency (this one validated first). It
+/// cannot overwrite a key this one wrote (first updater wins on the
+/// version in progress). And it completes only after this one has: no
+/// snapshot sees it without this one. Until then this commit is not
+/// visible to anyone (its flips follow its log wait, invariant D1).
+pub(crate) struct LogTurn<'e> {
+    gate: &'e Gate,
+    /// The gate, until the record is framed.
+    held: Option<MutexGuard<'e, GateState>>,
+    /// Its ticket, from the gate's release until it left the list.
+    ticket: Option<u64>,
+    /// Its write set (the tracker's), lent to the `committing` list.
+    writes: ReadSet,
+    /// Its commit timestamp (for the gate's bound).
+    ts: Timestamp,
+}
+
+impl LogTurn<'_> {
+    /// The record is framed: take a ticket, list the writes, raise the
+    /// timestamp bound and leave the gate.
+    pub(super) fn appended(&mut self) {
+        let Some(mut state) = self.held.take() else {
+            return;
+        };
+        if self.ts > state.last_ts {
+            state.last_ts = self.ts;
+        }
+        let ticket = state.next_ticket;
+        state.next_ticket += 1;
+        state.committing.push(Committing {
+            ticket,
+            writes: std::mem::take(&mut self.writes),
+        });
+        self.ticket = Some(ticket);
+    }
+
+    /// After the log's wait, before the flips: wait until every commit that
+    /// left the gate before this one has completed.
+    pub(super) fn wait_turn(&mut self) {
+        let Some(ticket) = self.ticket else { return };
+        let mut state = self.gate.lock();
+        while state.committing.first().is_some_and(|c| c.ticket < ticket) {
+            state = self
+                .gate
+                .turn
+                .wait(state)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// The commit completed (or failed): leave the `committing` list, wake
+    /// the commits waiting for their turn, and hand the write set back.
+    /// Never called with the gate held here (`held` is taken first).
+    fn finish(&mut self) -> ReadSet {
+        if let Some(ticket) = self.ticket.take() {
+            let mut state = self.gate.lock();
+            if let Some(i) = state.committing.iter().position(|c| c.ticket == ticket) {
+                self.writes = state.committing.remove(i).writes;
+            }
+            drop(state);
+            self.gate.turn.notify_all();
+        }
+        std::mem::take(&mut self.writes)
+    }
+}
+
+impl Drop for LogTurn<'_> {
+    fn drop(&mut self) {
+        // A commit that unwound after leaving the gate: its successors must
+        // not wait for it.
+        if self.ticket.is_some() {
+            self.held = None;
+            self.finish();
+        }
+    }
+}
+
 /// The transaction ended: clear its tracking.
 fn finished<M: Machinery>(txn: &mut Txn<'_, '_, M>) {
     txn.session.serial.end();
@@ -601,7 +764,8 @@ fn finished<M: Machinery>(txn: &mut Txn<'_, '_, M>) {
 /// A prepare through the gate when `txn` needs it (as [`gated`]): validates
 /// its reads, prepares, and registers its read set until it commits or
 /// rolls back, so a serializable writer of a key or range it read gets
-/// [`Error::PreparedReadConflict`] meanwhile.
+/// [`Error::PreparedReadConflict`] meanwhile. A failed validation dooms
+/// the transaction (open; only rollback ends it) and prepares nothing.
 pub(super) fn gated_prepare<'s, 'e, M: Machinery>(
     txn: &mut Txn<'s, 'e, M>,
     ts: Timestamp,
@@ -613,9 +777,10 @@ pub(super) fn gated_prepare<'s, 'e, M: Machinery>(
     let engine = txn.session.engine;
     let mut state = engine.serial.lock();
     if let Err(e) = validate(txn, &state) {
-        txn.rollback_in_place();
-        drop(state);
-        finished(txn);
+        // Open and doomed, as a refused prepare leaves a transaction open
+        // (the machinery's contract) and a conflict dooms it: the caller
+        // rolls it back (a commit does too, with `MustRollBack`).
+        txn.inner.doom();
         return Err(e);
     }
     let p = prepare(txn, ts)?;

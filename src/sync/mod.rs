@@ -46,9 +46,9 @@ pub(crate) use std::sync::atomic::{fence, Ordering};
 /// A mutex for paths that are neither reads nor writes of data (setting
 /// global timestamps, the loom stand-ins). Loom sees it under `--cfg loom`.
 #[cfg(loom)]
-pub(crate) use loom::sync::Mutex;
+pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]
-pub(crate) use std::sync::Mutex;
+pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// A causality witness for plain (non-atomic) data published through one
 /// atomic pointer, such as a descriptor's fields.

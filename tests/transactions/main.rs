@@ -10,6 +10,7 @@ mod fuzz_corpus_replay;
 mod leaked_transaction;
 mod panic_safety;
 mod serializable;
+mod serializable_group_commit;
 mod session_table;
 mod tables;
 mod write_conflicts;

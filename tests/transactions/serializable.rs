@@ -512,7 +512,7 @@ fn prepare_validates_and_a_rolled_back_prepared_transaction_releases_its_reads()
         p.prepare(10),
         Err(Error::SerializationConflict { key: b"a".to_vec() })
     );
-    assert_eq!(p.put("c", "1"), Err(Error::TransactionFinished));
+    assert_eq!(p.put("c", "1"), Err(Error::MustRollBack));
     drop(p);
     assert_eq!(read(&e, "b"), None);
     // A prepared transaction rolled back (here by drop) releases its reads.
@@ -536,6 +536,52 @@ fn prepare_validates_and_a_rolled_back_prepared_transaction_releases_its_reads()
     let mut w = s2.begin(&ser()).unwrap();
     w.put("a", "4").unwrap();
     w.commit(CommitOptions::at(40)).unwrap();
+}
+
+#[test]
+fn a_prepare_refused_by_validation_leaves_the_transaction_doomed_until_rolled_back() {
+    let e = Engine::default();
+    load(&e, &[("a", "1")]);
+    let (mut s1, mut s2) = (e.session().unwrap(), e.session().unwrap());
+    let mut p = s1.begin(&ser()).unwrap();
+    p.get("a").unwrap();
+    p.put("b", "1").unwrap();
+    let mut w = s2.begin(&ser()).unwrap();
+    w.put("a", "2").unwrap();
+    w.commit(CommitOptions::default()).unwrap();
+    assert_eq!(
+        p.prepare(10),
+        Err(Error::SerializationConflict { key: b"a".to_vec() })
+    );
+    // Open and doomed, as after a write conflict: nothing but rollback.
+    assert_eq!(p.put("c", "1"), Err(Error::MustRollBack));
+    assert_eq!(p.get("a"), Err(Error::MustRollBack));
+    assert_eq!(p.prepare(11), Err(Error::MustRollBack));
+    assert_eq!(p.set_durable_timestamp(12), Err(Error::MustRollBack));
+    // Its write of `b` still holds the key (first updater wins) until it
+    // rolls back, and nothing of it was prepared.
+    let mut w = s2.begin(&si()).unwrap();
+    assert_eq!(
+        w.put("b", "2"),
+        Err(Error::WriteConflict { key: b"b".to_vec() })
+    );
+    drop(w);
+    assert_eq!(read(&e, "b"), None);
+    p.rollback();
+    let mut w = s2.begin(&ser()).unwrap();
+    w.put("b", "2").unwrap();
+    w.commit(CommitOptions::default()).unwrap();
+    // A doomed transaction's commit rolls it back, with the error.
+    let mut p = s1.begin(&ser()).unwrap();
+    p.get("a").unwrap();
+    p.put("c", "1").unwrap();
+    load(&e, &[("a", "3")]);
+    assert!(matches!(
+        p.prepare(20),
+        Err(Error::SerializationConflict { .. })
+    ));
+    assert_eq!(p.commit(CommitOptions::default()), Err(Error::MustRollBack));
+    assert_eq!(read(&e, "c"), None);
 }
 
 #[test]

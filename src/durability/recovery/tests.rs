@@ -124,15 +124,29 @@ fn run(log: &CommitLog, m: &mut Model, names: &mut HashMap<u32, String>, op: Op,
         }
         Op::Put(t, k, v) => {
             let w = [(t, k.as_bytes(), Some(v.as_bytes()))];
-            log.log_commit(w.into_iter(), Timestamp::NONE, Timestamp::NONE, false, mode)
-                .unwrap();
+            log.log_commit(
+                w.into_iter(),
+                Timestamp::NONE,
+                Timestamp::NONE,
+                false,
+                mode,
+                || {},
+            )
+            .unwrap();
             let table = m.get_mut(&names[&t]).unwrap();
             table.insert(k.into(), v.into());
         }
         Op::Del(t, k) => {
             let w = [(t, k.as_bytes(), None)];
-            log.log_commit(w.into_iter(), Timestamp::NONE, Timestamp::NONE, false, mode)
-                .unwrap();
+            log.log_commit(
+                w.into_iter(),
+                Timestamp::NONE,
+                Timestamp::NONE,
+                false,
+                mode,
+                || {},
+            )
+            .unwrap();
             m.get_mut(&names[&t]).unwrap().remove(k.as_bytes());
         }
         Op::Checkpoint => {
@@ -252,7 +266,7 @@ fn a_crash_between_a_drop_and_the_next_checkpoint() {
     let sync = Some(CommitMode::Durability(Durability::Sync));
     let ts = Timestamp::new(50);
     opened
-        .log_commit(w.into_iter(), ts, ts, false, sync)
+        .log_commit(w.into_iter(), ts, ts, false, sync, || {})
         .unwrap();
     opened.note_stable(Timestamp::new(10));
     let r = opened.checkpoint().unwrap();
@@ -295,7 +309,7 @@ fn a_write_logged_after_its_tables_drop_is_skipped() {
     let sync = Some(CommitMode::Durability(Durability::Sync));
     let none = Timestamp::NONE;
     opened
-        .log_commit(w.into_iter(), none, none, false, sync)
+        .log_commit(w.into_iter(), none, none, false, sync, || {})
         .unwrap();
     m.get_mut("").unwrap().insert(b"d".to_vec(), b"1".to_vec());
     let img = fs.crash();
@@ -334,7 +348,7 @@ fn rollback_to_stable_keeps_creates_and_drops() {
         let w = [(t, k, Some(&b"late"[..]))];
         let ts = Timestamp::new(ts);
         opened
-            .log_commit(w.into_iter(), ts, ts, false, None)
+            .log_commit(w.into_iter(), ts, ts, false, None, || {})
             .unwrap();
     };
     at(1, b"u", 20);

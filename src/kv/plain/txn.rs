@@ -357,10 +357,20 @@ impl<'s, 'e> Txn<'s, 'e> {
     /// [`Transaction::prepare`](crate::machinery::Transaction::prepare). Returns
     /// the prepare timestamp in force.
     ///
+    /// A serializable transaction (or one with a tracked read,
+    /// [`Txn::get_for_update`]) first validates its reads as its commit
+    /// would ([`Isolation::Serializable`](crate::Isolation::Serializable)).
+    ///
     /// # Errors
     /// As
     /// [`Transaction::prepare`](crate::machinery::Transaction::prepare); the
-    /// transaction stays usable.
+    /// transaction stays usable. A failed validation
+    /// ([`Error::SerializationConflict`], [`Error::RangeConflict`],
+    /// [`Error::PreparedReadConflict`]) prepares nothing and leaves the
+    /// transaction open but doomed, as a write conflict does (and as
+    /// WiredTiger leaves a transaction whose prepare failed): roll it back
+    /// (or drop it); anything else returns [`Error::MustRollBack`], and a
+    /// commit rolls it back with that error.
     #[inline]
     pub fn prepare(&mut self, ts: impl Into<Timestamp>) -> Result<Timestamp> {
         self.0.prepare(ts)

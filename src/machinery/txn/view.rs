@@ -216,8 +216,18 @@ impl<'s, 'm, M: Machinery> Transaction<'s, 'm, M> {
     /// See [`Transaction::mark_write_conflict`](crate::machinery::Transaction::mark_write_conflict).
     pub fn mark_write_conflict(&mut self) {
         if self.sess.cur.state == State::Active {
-            self.sess.cur.state = State::Doomed;
+            self.doom();
             self.sess.ctr().write_conflicts.bump(1);
+        }
+    }
+
+    /// Dooms an active transaction, as a write conflict does, without
+    /// counting one: it stays open, and everything but rollback (or a
+    /// commit, which rolls it back) returns
+    /// [`Error::MustRollBack`](crate::Error::MustRollBack).
+    pub(crate) fn doom(&mut self) {
+        if self.sess.cur.state == State::Active {
+            self.sess.cur.state = State::Doomed;
         }
     }
 }

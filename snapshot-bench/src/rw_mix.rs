@@ -1,0 +1,264 @@
+//! The `rw-mix` workload: snapshot isolation against serializable on the
+//! same read-write mix. Writers run read-modify-write transactions (read
+//! `--rmw-reads` random keys, update `--rmw-writes` of them with a value
+//! derived from what they read, commit at the next timestamp); readers run
+//! the read-ts reader (begin, read timestamp = stable, `--batch` point
+//! reads, commit). Every transaction of a run has the run's isolation
+//! level, so a serializable writer validates its reads at commit and a
+//! serializable reader tracks its reads and never fails.
+//!
+//! The timekeeper keeps stable one tick (1 ms) behind the newest commit
+//! timestamp handed out, as in `ro-mix`.
+
+use crate::keys::{key, load, Rng};
+use crate::phases::{run_phases, Ctl, MEASURE, STOP};
+use indicatif::ProgressBar;
+use serde::Serialize;
+use snapshot_engine::with_machinery::{Engine, Machinery};
+use snapshot_engine::{
+    CommitOptions, Durability, EngineConfig, Error, Isolation, Timestamp, TxnOptions,
+};
+use std::hint::black_box;
+use std::sync::atomic::Ordering;
+
+#[derive(Clone, Debug)]
+pub struct Params {
+    pub keys: u64,
+    pub value_size: usize,
+    pub readers: usize,
+    pub writers: usize,
+    /// Keys each reader transaction reads.
+    pub batch: usize,
+    /// Keys each writer transaction reads.
+    pub rmw_reads: usize,
+    /// Of those, how many it updates (the first ones read).
+    pub rmw_writes: usize,
+    pub warmup: crate::phases::Warmup,
+    pub seconds: f64,
+    pub isolation: Isolation,
+}
+
+/// One run: one engine, one configuration, one isolation level.
+#[derive(Serialize, Clone, Debug)]
+pub struct RoundOut {
+    pub round: usize,
+    pub seconds: f64,
+    /// Writer transactions committed per second.
+    pub writer_commits_per_s: f64,
+    /// Reader transactions (read-only, committed) per second.
+    pub reader_txn_per_s: f64,
+    /// Writer transactions that hit a write conflict (first updater wins),
+    /// rolled back, per committed writer transaction.
+    pub write_conflicts_per_commit: f64,
+    /// Writer transactions refused at commit by serializable validation
+    /// (`SerializationConflict`, `RangeConflict`, `PreparedReadConflict`),
+    /// per committed writer transaction.
+    pub serialization_conflicts_per_commit: f64,
+    /// Commits refused for the serializable timestamp order
+    /// (`SerializableTimestampOrder`) and retried at a newer timestamp, per
+    /// committed writer transaction.
+    pub ts_order_retries_per_commit: f64,
+    /// Mean bytes of read tracking a writer held at commit
+    /// (`Txn::tracked_bytes`).
+    pub tracked_bytes_per_commit: f64,
+}
+
+#[derive(Default)]
+struct ThreadOut {
+    commits: u64,
+    write_conflicts: u64,
+    serial_conflicts: u64,
+    ts_retries: u64,
+    tracked: u64,
+    reads: u64,
+}
+
+fn opts(p: &Params) -> TxnOptions {
+    TxnOptions {
+        isolation: p.isolation,
+        ..TxnOptions::default()
+    }
+}
+
+fn reader<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> ThreadOut {
+    let mut s = e.session().expect("reader session");
+    let mut rng = Rng::new(0x5000 + id as u64);
+    let opts = opts(p);
+    let mut batch = vec![[0u8; 8]; p.batch];
+    let mut out = ThreadOut::default();
+    loop {
+        let ph = ctl.phase();
+        if ph == STOP {
+            break;
+        }
+        let mut t = s.begin(&opts).expect("begin");
+        loop {
+            let stable = ctl.stable.load(Ordering::Relaxed);
+            match t.set_read_timestamp(Timestamp::new(stable)) {
+                Ok(_) => break,
+                // Preempted long enough for oldest to pass the stable it
+                // loaded: take the newer one (the transaction stays usable).
+                Err(Error::ReadTimestampTooOld { .. }) => continue,
+                Err(e) => panic!("set_read_timestamp: {e}"),
+            }
+        }
+        let mut touched = 0u8;
+        if p.batch > 1 {
+            for b in batch.iter_mut() {
+                *b = key(rng.below(p.keys));
+            }
+            t.get_many_with(&batch, |_, v| touched ^= v.map_or(0, |v| v[0]))
+                .expect("no prepared updates in rw-mix");
+        } else {
+            touched = t
+                .get_with(key(rng.below(p.keys)), |v| v.map_or(0, |v| v[0]))
+                .expect("no prepared updates in rw-mix");
+        }
+        black_box(touched);
+        t.commit(CommitOptions::default())
+            .expect("a read-only transaction never fails at commit");
+        if ph == MEASURE {
+            out.reads += 1;
+        }
+    }
+    out
+}
+
+fn writer<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> ThreadOut {
+    let mut s = e.session().expect("writer session");
+    let mut rng = Rng::new(0x6000 + id as u64);
+    let opts = opts(p);
+    let mut value = vec![0x5au8; p.value_size];
+    let mut ks = vec![0u64; p.rmw_reads];
+    let mut out = ThreadOut::default();
+    loop {
+        let ph = ctl.phase();
+        if ph == STOP {
+            break;
+        }
+        let measuring = ph == MEASURE;
+        for k in ks.iter_mut() {
+            *k = rng.below(p.keys);
+        }
+        let mut t = s.begin(&opts).expect("begin");
+        let mut sum = 0u8;
+        for &k in &ks {
+            sum = sum.wrapping_add(
+                t.get_with(key(k), |v| v.map_or(0, |v| v[0]))
+                    .expect("no prepared updates in rw-mix"),
+            );
+        }
+        value[0] = sum.wrapping_add(1);
+        let mut conflict = false;
+        for &k in &ks[..p.rmw_writes] {
+            match t.put(key(k), &value) {
+                Ok(()) => {}
+                Err(Error::WriteConflict { .. }) => {
+                    conflict = true;
+                    break;
+                }
+                Err(e) => panic!("writer put: {e}"),
+            }
+        }
+        if conflict {
+            t.rollback();
+            if measuring {
+                out.write_conflicts += 1;
+            }
+            continue;
+        }
+        let tracked = t.tracked_bytes() as u64;
+        // Commit at the next timestamp; one the timekeeper overtook, or one
+        // below the last serializable commit's, is retried at a newer one
+        // (the transaction comes back open).
+        let committed = loop {
+            match t.try_commit(CommitOptions::at(ctl.next_ts())) {
+                Ok(()) => break true,
+                Err(err) => match err.error() {
+                    Error::CommitTimestampNotAfterStable { .. }
+                    | Error::CommitTimestampBeforeOldest { .. } => {
+                        t = err
+                            .into_txn()
+                            .expect("a timestamp error keeps the transaction");
+                    }
+                    Error::SerializableTimestampOrder { .. } => {
+                        if measuring {
+                            out.ts_retries += 1;
+                        }
+                        t = err
+                            .into_txn()
+                            .expect("a timestamp error keeps the transaction");
+                    }
+                    Error::SerializationConflict { .. }
+                    | Error::RangeConflict { .. }
+                    | Error::PreparedReadConflict { .. } => break false,
+                    _ => panic!("writer commit: {err}"),
+                },
+            }
+        };
+        if measuring {
+            if committed {
+                out.commits += 1;
+                out.tracked += tracked;
+            } else {
+                out.serial_conflicts += 1;
+            }
+        }
+    }
+    out
+}
+
+fn config(p: &Params) -> EngineConfig {
+    EngineConfig {
+        max_sessions: p.readers + p.writers + 8,
+        ..EngineConfig::default()
+    }
+}
+
+/// One rw-mix run on a fresh engine.
+pub fn run<M: Machinery>(p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
+    let e = Engine::<M>::with_machinery(config(p))
+        .expect("the CLI bounds the threads (MAX_THREADS) well below EngineConfig::MAX_SESSIONS");
+    run_on(&e, p, round, pb)
+}
+
+/// One rw-mix run on a fresh lock-free engine with its commit log on in
+/// `mode`, in a fresh directory (removed afterwards).
+pub fn run_logged(mode: Durability, p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
+    crate::durable_writes::on_logged_engine("rw-mix", config(p), mode, |e| run_on(e, p, round, pb))
+}
+
+fn run_on<M: Machinery>(e: &Engine<M>, p: &Params, round: usize, pb: &ProgressBar) -> RoundOut {
+    load(e, p.keys, crate::keys::MIN_KEY_SIZE, p.value_size, pb);
+    let ctl = Ctl::new(1);
+    let (rs, ws, secs) = std::thread::scope(|sc| {
+        let ctl = &ctl;
+        let tk = sc.spawn(move || crate::ro_mix::watermark(e, ctl));
+        let rh: Vec<_> = (0..p.readers)
+            .map(|i| sc.spawn(move || reader(e, ctl, p, i)))
+            .collect();
+        let wh: Vec<_> = (0..p.writers)
+            .map(|i| sc.spawn(move || writer(e, ctl, p, i)))
+            .collect();
+        let secs = run_phases(ctl, p.warmup, p.seconds, pb);
+        let rs: Vec<ThreadOut> = rh.into_iter().map(|h| h.join().expect("reader")).collect();
+        let ws: Vec<ThreadOut> = wh.into_iter().map(|h| h.join().expect("writer")).collect();
+        tk.join().expect("timekeeper");
+        (rs, ws, secs)
+    });
+    let sum = |f: fn(&ThreadOut) -> u64| ws.iter().map(f).sum::<u64>() as f64;
+    let commits = sum(|o| o.commits);
+    // Per committed writer transaction; 0 where none committed (the
+    // counts are then all that says anything, and they are 0 or tiny).
+    let per = |n: f64| if commits > 0.0 { n / commits } else { 0.0 };
+    RoundOut {
+        round,
+        seconds: secs,
+        writer_commits_per_s: commits / secs,
+        reader_txn_per_s: rs.iter().map(|o| o.reads).sum::<u64>() as f64 / secs,
+        write_conflicts_per_commit: per(sum(|o| o.write_conflicts)),
+        serialization_conflicts_per_commit: per(sum(|o| o.serial_conflicts)),
+        ts_order_retries_per_commit: per(sum(|o| o.ts_retries)),
+        tracked_bytes_per_commit: per(sum(|o| o.tracked)),
+    }
+}
