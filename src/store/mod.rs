@@ -93,7 +93,7 @@ impl Store {
 
     /// Rollback to stable's store half: removes every committed version
     /// `remove` picks (given its status and commit timestamp) from every
-    /// chain and rebuilds the chains it changed (`raw/rollback_to_stable.rs`).
+    /// chain and rebuilds the chains it changed (`raw/chain/rollback_to_stable.rs`).
     /// `&mut self`: no reader, writer or pruner can be in the store.
     pub(crate) fn rollback_to_stable(
         &mut self,
