@@ -229,6 +229,7 @@ impl KeyEntry {
             let s = self.summary.load(Ordering::Relaxed);
             // SAFETY: a `newer` target is linked above `base`.
             match unsafe { &*n }.status.state() {
+                // Equivalent mutant (`>=`: at `s == ts` the gap is 0 either way).
                 VersionState::Committed(ts) if ts.get() != 0 && s > ts.get() => s - ts.get(),
                 _ => 0,
             }
