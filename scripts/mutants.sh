@@ -62,7 +62,8 @@ if [ ${#files[@]} -eq 0 ]; then
     files=(src/machinery/lockfree/*.rs src/machinery/raw/descriptor.rs
         src/machinery/raw/slots.rs src/machinery/raw/reclaim.rs src/machinery/raw/all_durable.rs
         src/machinery/version.rs src/machinery/txn/*.rs src/machinery/rules.rs
-        src/store/raw/chain.rs
+        src/store/raw/chain.rs src/store/raw/chain/read.rs src/store/raw/chain/write.rs
+        src/store/raw/chain/prune.rs src/store/raw/hint.rs
         src/store/raw/hashindex.rs src/store/raw/index.rs src/kv/txn.rs src/kv/commit.rs src/sync/mod.rs src/sync/fences.rs)
 fi
 

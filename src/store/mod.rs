@@ -124,8 +124,8 @@ impl Store {
     /// Rollback to stable's store half: removes every committed version
     /// `remove` picks (given its status and commit timestamp) from every
     /// chain of every live table and rebuilds the chains it changed
-    /// (`raw/rollback_to_stable.rs`). `&mut self` and `&mut` the engine's
-    /// registry: no reader, writer or pruner can be in the store.
+    /// (`raw/chain/rollback_to_stable.rs`). `&mut self` and `&mut` the
+    /// engine's registry: no reader, writer or pruner can be in the store.
     pub(crate) fn rollback_to_stable(
         &mut self,
         registry: &mut Registry,

@@ -79,6 +79,8 @@ pub(crate) fn gap(w: u64) -> u64 {
 /// factor of `1 - 2^-10` of `d` up to about `2^42`.
 #[inline]
 fn encode_gap(d: u64) -> u16 {
+    // Equivalent mutant (`<=`: 2048 as it is, 0x800, is exponent 1 and
+    // mantissa 0, which is also what the general case gives it).
     if d < 1 << MANTISSA {
         return d as u16;
     }

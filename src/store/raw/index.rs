@@ -33,31 +33,25 @@
 //! else; the key nodes they point at are the hash index's, freed only when
 //! the index drops, so neither frees what the other still reads.
 //!
-//! Under `--cfg loom` the skiplist (whose atomics loom cannot see) is
-//! replaced by a mutex-protected `BTreeMap`; the index is not part of the
-//! snapshot protocol the models check.
+//! Under `--cfg loom` the store's `index` module is `index_loom.rs` instead
+//! (the skiplist's atomics are invisible to loom): a mutex-protected
+//! `BTreeMap` with the same API, as the index is not part of the snapshot
+//! protocol the models check.
 
 use super::chain::KeyEntry;
-#[cfg(not(loom))]
 use super::hashindex::{HashIndex, Node};
-#[cfg(not(loom))]
 use super::SendPtr;
 use crate::machinery::epoch::{Collector, Guard};
-#[cfg(not(loom))]
 use crate::sync::{AtomicPtr, Mutex, Ordering};
-#[cfg(not(loom))]
 use crossbeam_skiplist::base::RefEntry;
 use std::ops::Bound;
-#[cfg(not(loom))]
 use std::sync::Arc;
 
 /// An ordered-view key: a pointer to the key's node, ordered by the key
 /// bytes.
-#[cfg(not(loom))]
 #[derive(Clone, Copy)]
 struct NodeKey(*const Node);
 
-#[cfg(not(loom))]
 impl NodeKey {
     #[inline]
     fn bytes(&self) -> &[u8] {
@@ -68,28 +62,23 @@ impl NodeKey {
     }
 }
 
-#[cfg(not(loom))]
 impl std::borrow::Borrow<[u8]> for NodeKey {
     fn borrow(&self) -> &[u8] {
         self.bytes()
     }
 }
 
-#[cfg(not(loom))]
 impl PartialEq for NodeKey {
     fn eq(&self, o: &Self) -> bool {
         self.bytes() == o.bytes()
     }
 }
-#[cfg(not(loom))]
 impl Eq for NodeKey {}
-#[cfg(not(loom))]
 impl PartialOrd for NodeKey {
     fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(o))
     }
 }
-#[cfg(not(loom))]
 impl Ord for NodeKey {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
         self.bytes().cmp(o.bytes())
@@ -98,17 +87,14 @@ impl Ord for NodeKey {
 
 // SAFETY: a NodeKey is a shared pointer to an immutable key plus a KeyEntry
 // made of atomics; the node outlives every use (see `bytes`).
-#[cfg(not(loom))]
 unsafe impl Send for NodeKey {}
 // SAFETY: as above.
-#[cfg(not(loom))]
 unsafe impl Sync for NodeKey {}
 
 /// Does `a` come before `b` in the visiting order (ascending if `forward`,
 /// else descending)? Strict, though `<=` / `>=` would do the same
 /// (equivalent): a key is in one source of a view only, so two keys merged
 /// against each other are never equal.
-#[cfg(not(loom))]
 #[inline]
 fn goes_first(a: &NodeKey, b: &NodeKey, forward: bool) -> bool {
     if forward {
@@ -120,10 +106,8 @@ fn goes_first(a: &NodeKey, b: &NodeKey, forward: bool) -> bool {
 
 /// A skiplist of ordered-view keys, on crossbeam-epoch's default collector
 /// (the store's).
-#[cfg(not(loom))]
 type List = crossbeam_skiplist::base::SkipList<NodeKey, ()>;
 
-#[cfg(not(loom))]
 fn new_list() -> Arc<List> {
     Arc::new(List::new(crossbeam_epoch::default_collector().clone()))
 }
@@ -131,19 +115,16 @@ fn new_list() -> Arc<List> {
 /// The ordered view's merge threshold: `delta` is frozen for a merge into
 /// `base` once it holds this many keys, or `base`'s divided by
 /// [`MERGE_RATIO`], whichever is more.
-#[cfg(not(loom))]
 const MERGE_MIN: usize = 1024;
 
 /// A merge reads every node once, so a key's creation pays about this many
 /// node reads amortized; a scan steps through a skiplist (a dependent miss
 /// more per key) for about one key in this many.
-#[cfg(not(loom))]
 const MERGE_RATIO: usize = 16;
 
 /// Merge steps (keys placed) per key created while a merge is under way:
 /// enough that a merge of `base` and the frozen delta ends before the new
 /// delta is half way to the next threshold, so no creation waits for one.
-#[cfg(not(loom))]
 const MERGE_STEPS: usize = 2 * MERGE_RATIO + 2;
 
 /// The ordered view: every key in exactly one of `base` (sorted,
@@ -152,14 +133,12 @@ const MERGE_STEPS: usize = 2 * MERGE_RATIO + 2;
 /// one pointer store and retired whole to the epoch collector; the parts
 /// are shared between successive views, and each is freed with the last
 /// view (or merge) holding it.
-#[cfg(not(loom))]
 struct Ordered {
     base: Arc<Vec<NodeKey>>,
     frozen: Option<Arc<List>>,
     delta: Arc<List>,
 }
 
-#[cfg(not(loom))]
 impl Ordered {
     /// The part of `base` inside `range`.
     fn base_span(&self, (lo, hi): (Bound<&[u8]>, Bound<&[u8]>)) -> &[NodeKey] {
@@ -181,7 +160,6 @@ impl Ordered {
 /// A merge under way: `base` and the frozen delta, merged a few keys at a
 /// time by the key creators (one at a time: they hold the hash index's
 /// insert mutex) into `next`.
-#[cfg(not(loom))]
 struct Merge {
     /// The frozen delta's next key to place (None: all placed). Declared
     /// before `_frozen`, which it borrows, so it drops first.
@@ -194,7 +172,6 @@ struct Merge {
     next: Vec<NodeKey>,
 }
 
-#[cfg(not(loom))]
 impl Merge {
     fn new(base: Arc<Vec<NodeKey>>, frozen: Arc<List>, guard: &Guard) -> Merge {
         let cursor = frozen.front(guard).and_then(|e| e.pin());
@@ -246,12 +223,10 @@ impl Merge {
 }
 
 /// How many array slots ahead a walk of `base` prefetches nodes.
-#[cfg(not(loom))]
 const AHEAD: usize = 16;
 
 /// Two sequences of keys, each in the visiting order (ascending if
 /// `forward`, else descending), merged into one in that order.
-#[cfg(not(loom))]
 struct Union<A: Iterator<Item = NodeKey>, B: Iterator<Item = NodeKey>> {
     a: std::iter::Peekable<A>,
     b: std::iter::Peekable<B>,
@@ -259,7 +234,6 @@ struct Union<A: Iterator<Item = NodeKey>, B: Iterator<Item = NodeKey>> {
 }
 
 /// The keys of two skiplist walks, each in the visiting order, as one.
-#[cfg(not(loom))]
 fn union<'a, 'g, A, B>(
     a: A,
     b: B,
@@ -278,7 +252,6 @@ where
     }
 }
 
-#[cfg(not(loom))]
 impl<A: Iterator<Item = NodeKey>, B: Iterator<Item = NodeKey>> Iterator for Union<A, B> {
     type Item = NodeKey;
 
@@ -302,7 +275,6 @@ impl<A: Iterator<Item = NodeKey>, B: Iterator<Item = NodeKey>> Iterator for Unio
 /// only while `recent` has keys left, and each node is prefetched `AHEAD`
 /// slots before it is reached, so a stretch of `base` is walked with its
 /// misses overlapped.
-#[cfg(not(loom))]
 fn merge(
     base: &[NodeKey],
     forward: bool,
@@ -343,7 +315,6 @@ fn merge(
 /// the creators, who already hold the insert mutex, and a skiplist whose
 /// last view is freed is drained [`DRAIN_STEP`] nodes a creation rather
 /// than at once.
-#[cfg(not(loom))]
 #[derive(Default)]
 struct Graveyard {
     /// Views parked by their deferred destructors (any thread).
@@ -356,20 +327,16 @@ struct Graveyard {
 /// holds a sixteenth of `base`'s keys when it freezes, and the next freeze
 /// comes a sixteenth of `base`'s keys of creations later, so a drain ends
 /// within a thirty-second of the creations between merges.
-#[cfg(not(loom))]
 const DRAIN_STEP: usize = 32;
 
 /// A skiplist being freed: what its `into_iter` has not yet handed out.
-#[cfg(not(loom))]
 struct Drain(crossbeam_skiplist::base::IntoIter<NodeKey, ()>);
 
 // SAFETY: the iterator owns the nodes it has left alone (the list was
 // consumed whole, with no view and no guard able to reach it), so moving it
 // between threads moves that ownership; its keys are `Send`.
-#[cfg(not(loom))]
 unsafe impl Send for Drain {}
 
-#[cfg(not(loom))]
 impl Graveyard {
     /// Parks a retired view that no guard can reach any more.
     fn park(&self, view: SendPtr<Ordered>) {
@@ -414,7 +381,6 @@ impl Graveyard {
     }
 }
 
-#[cfg(not(loom))]
 impl Drop for Graveyard {
     fn drop(&mut self) {
         let parked = self.parked.get_mut().unwrap_or_else(|e| e.into_inner());
@@ -431,7 +397,6 @@ impl Drop for Graveyard {
 /// for scans, both pointing at the same per-key [`Node`]. Creating a key
 /// takes the hash index's insert mutex (writers creating keys only), under
 /// which the ordered view is updated too.
-#[cfg(not(loom))]
 pub(crate) struct Index {
     /// The current [`Ordered`]; freed by `Drop` (before `hash` frees the
     /// nodes it points to) or, once replaced, through the graveyard.
@@ -444,7 +409,6 @@ pub(crate) struct Index {
     hash: HashIndex,
 }
 
-#[cfg(not(loom))]
 impl Drop for Index {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no guard can still hold the current view
@@ -454,7 +418,6 @@ impl Drop for Index {
     }
 }
 
-#[cfg(not(loom))]
 impl Index {
     pub(crate) fn new() -> Index {
         let empty = Ordered {
@@ -655,102 +618,7 @@ impl Index {
     }
 }
 
-#[cfg(loom)]
-pub(crate) struct Index {
-    map: crate::sync::Mutex<std::collections::BTreeMap<Box<[u8]>, Box<KeyEntry>>>,
-}
-
-#[cfg(loom)]
-impl Index {
-    pub(crate) fn new() -> Index {
-        Index {
-            map: crate::sync::Mutex::new(Default::default()),
-        }
-    }
-
-    fn extend<'g>(e: &KeyEntry) -> &'g KeyEntry {
-        // SAFETY: entries are boxed (stable address) and never removed until
-        // the index drops, which needs `&mut self`; every `'g` borrow is
-        // bounded by a borrow of the index.
-        unsafe { &*(e as *const KeyEntry) }
-    }
-
-    pub(crate) fn get<'s>(&'s self, key: &[u8], _guard: &Guard) -> Option<&'s KeyEntry> {
-        self.map.lock().unwrap().get(key).map(|b| Self::extend(b))
-    }
-
-    pub(crate) fn hint_head(&self, _key: &[u8], _v: *mut super::chain::Version, _guard: &Guard) {}
-
-    pub(crate) fn get_batch<'s, K: AsRef<[u8]>>(
-        &'s self,
-        keys: &[K],
-        guard: &Guard,
-        mut f: impl FnMut(usize, Option<&'s KeyEntry>) -> bool,
-    ) -> bool {
-        for (i, k) in keys.iter().enumerate() {
-            if !f(i, self.get(k.as_ref(), guard)) {
-                return false;
-            }
-        }
-        true
-    }
-
-    pub(crate) fn get_or_insert<'s>(
-        &'s self,
-        key: &[u8],
-        _collector: &Collector,
-        _guard: &Guard,
-    ) -> (&'s [u8], &'s KeyEntry) {
-        let mut m = self.map.lock().unwrap();
-        if !m.contains_key(key) {
-            m.insert(key.into(), Box::new(KeyEntry::new()));
-        }
-        let (k, b) = m.get_key_value(key).expect("inserted above");
-        // SAFETY: as in `extend`: boxed keys are never removed while the
-        // index lives, and `'s` is bounded by a borrow of it.
-        (unsafe { &*(&**k as *const [u8]) }, Self::extend(b))
-    }
-
-    pub(crate) fn range<'s: 'g, 'g>(
-        &'s self,
-        range: (Bound<&[u8]>, Bound<&[u8]>),
-        forward: bool,
-        _guard: &'g Guard,
-        mut f: impl FnMut(&'s [u8], &'g KeyEntry) -> bool,
-    ) {
-        let items: Vec<(*const [u8], *const KeyEntry)> = self
-            .map
-            .lock()
-            .unwrap()
-            .range::<[u8], _>(range)
-            .map(|(k, v)| (&**k as *const [u8], &**v as *const KeyEntry))
-            .collect();
-        // SAFETY: as in `extend`: boxed keys and entries are never removed
-        // while the index lives.
-        let mut visit = |(k, v): (*const [u8], *const KeyEntry)| f(unsafe { &*k }, unsafe { &*v });
-        if forward {
-            items.into_iter().all(&mut visit);
-        } else {
-            items.into_iter().rev().all(&mut visit);
-        }
-    }
-
-    pub(crate) fn for_each<'g>(&'g self, _guard: &'g Guard, mut f: impl FnMut(&'g KeyEntry)) {
-        let items: Vec<*const KeyEntry> = self
-            .map
-            .lock()
-            .unwrap()
-            .values()
-            .map(|v| &**v as *const KeyEntry)
-            .collect();
-        for v in items {
-            // SAFETY: as in `extend`.
-            f(unsafe { &*v });
-        }
-    }
-}
-
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use rand::seq::SliceRandom;

@@ -17,11 +17,16 @@
 //! functions pass their contract on to the models.
 
 pub(crate) mod chain;
-// Under loom the store's index is a mutex map (`index.rs`), and only the
-// loom model `hash_index` drives the hash index.
+// Under loom the store's index is a mutex map (`index_loom.rs`), and only
+// the loom model `hash_index` drives the hash index.
 #[cfg_attr(loom, allow(dead_code))]
 pub(crate) mod hashindex;
 pub(crate) mod hint;
+#[cfg(not(loom))]
+pub(crate) mod index;
+/// The index under loom: the same API over a mutex map.
+#[cfg(loom)]
+#[path = "index_loom.rs"]
 pub(crate) mod index;
 pub(crate) mod table;
 pub(crate) mod writes;

@@ -33,6 +33,7 @@
 //! nothing else points at them once the chain is rebuilt.
 
 use super::*;
+use crate::machinery::epoch::Collector;
 use crate::machinery::VersionState;
 
 /// What one rollback did to the store.

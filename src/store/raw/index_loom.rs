@@ -1,0 +1,105 @@
+//! The store's index under `--cfg loom`: a mutex-protected `BTreeMap` of
+//! boxed entries with the API of the real index (`index.rs`), which
+//! `raw/mod.rs` swaps for it at the module declaration. Loom cannot see
+//! crossbeam-skiplist's atomics, and the index is not part of the snapshot
+//! protocol the models check; the hash index has a model of its own
+//! (`loom_tests/hash_index.rs`).
+
+use super::chain::KeyEntry;
+use crate::machinery::epoch::{Collector, Guard};
+use std::ops::Bound;
+
+/// Keys to boxed entries behind one mutex; entries live until the index
+/// drops, as in the real index.
+pub(crate) struct Index {
+    map: crate::sync::Mutex<std::collections::BTreeMap<Box<[u8]>, Box<KeyEntry>>>,
+}
+
+impl Index {
+    pub(crate) fn new() -> Index {
+        Index {
+            map: crate::sync::Mutex::new(Default::default()),
+        }
+    }
+
+    fn extend<'g>(e: &KeyEntry) -> &'g KeyEntry {
+        // SAFETY: entries are boxed (stable address) and never removed until
+        // the index drops, which needs `&mut self`; every `'g` borrow is
+        // bounded by a borrow of the index.
+        unsafe { &*(e as *const KeyEntry) }
+    }
+
+    pub(crate) fn get<'s>(&'s self, key: &[u8], _guard: &Guard) -> Option<&'s KeyEntry> {
+        self.map.lock().unwrap().get(key).map(|b| Self::extend(b))
+    }
+
+    pub(crate) fn hint_head(&self, _key: &[u8], _v: *mut super::chain::Version, _guard: &Guard) {}
+
+    pub(crate) fn get_batch<'s, K: AsRef<[u8]>>(
+        &'s self,
+        keys: &[K],
+        guard: &Guard,
+        mut f: impl FnMut(usize, Option<&'s KeyEntry>) -> bool,
+    ) -> bool {
+        for (i, k) in keys.iter().enumerate() {
+            if !f(i, self.get(k.as_ref(), guard)) {
+                return false;
+            }
+        }
+        true
+    }
+
+    pub(crate) fn get_or_insert<'s>(
+        &'s self,
+        key: &[u8],
+        _collector: &Collector,
+        _guard: &Guard,
+    ) -> (&'s [u8], &'s KeyEntry) {
+        let mut m = self.map.lock().unwrap();
+        if !m.contains_key(key) {
+            m.insert(key.into(), Box::new(KeyEntry::new()));
+        }
+        let (k, b) = m.get_key_value(key).expect("inserted above");
+        // SAFETY: as in `extend`: boxed keys are never removed while the
+        // index lives, and `'s` is bounded by a borrow of it.
+        (unsafe { &*(&**k as *const [u8]) }, Self::extend(b))
+    }
+
+    pub(crate) fn range<'s: 'g, 'g>(
+        &'s self,
+        range: (Bound<&[u8]>, Bound<&[u8]>),
+        forward: bool,
+        _guard: &'g Guard,
+        mut f: impl FnMut(&'s [u8], &'g KeyEntry) -> bool,
+    ) {
+        let items: Vec<(*const [u8], *const KeyEntry)> = self
+            .map
+            .lock()
+            .unwrap()
+            .range::<[u8], _>(range)
+            .map(|(k, v)| (&**k as *const [u8], &**v as *const KeyEntry))
+            .collect();
+        // SAFETY: as in `extend`: boxed keys and entries are never removed
+        // while the index lives.
+        let mut visit = |(k, v): (*const [u8], *const KeyEntry)| f(unsafe { &*k }, unsafe { &*v });
+        if forward {
+            items.into_iter().all(&mut visit);
+        } else {
+            items.into_iter().rev().all(&mut visit);
+        }
+    }
+
+    pub(crate) fn for_each<'g>(&'g self, _guard: &'g Guard, mut f: impl FnMut(&'g KeyEntry)) {
+        let items: Vec<*const KeyEntry> = self
+            .map
+            .lock()
+            .unwrap()
+            .values()
+            .map(|v| &**v as *const KeyEntry)
+            .collect();
+        for v in items {
+            // SAFETY: as in `extend`.
+            f(unsafe { &*v });
+        }
+    }
+}
