@@ -127,6 +127,20 @@ unsafe impl<A: GlobalAlloc + Usable> GlobalAlloc for Counting<A> {
     }
 }
 
+/// Turns the allocator's byte count on or off (the memory pass and the
+/// `tables` workload turn it on while they measure).
+pub fn count_bytes(on: bool) {
+    // Relaxed: set by the main thread before (and after) the pass it
+    // measures; the threads it measures start after it.
+    ON.store(on, Ordering::Relaxed);
+}
+
+/// Bytes handed out minus bytes given back while counting was on.
+pub fn live_bytes() -> i64 {
+    // Relaxed: a statistic, read after the threads that moved it joined.
+    LIVE.load(Ordering::Relaxed)
+}
+
 /// The process's resident set now, in bytes (`/proc/self/statm`).
 pub fn rss_now() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/statm").ok()?;
@@ -203,7 +217,7 @@ fn second_pass(e: &Engine<LockFree>, keys: u64, key_size: usize, value_size: usi
 
 /// Lets the collector free what the pass before retired (the hash table's
 /// old arrays after growth), so it is not counted against the next pass.
-fn settle(e: &Engine<LockFree>) {
+pub fn settle(e: &Engine<LockFree>) {
     for _ in 0..8 {
         e.collect();
     }
