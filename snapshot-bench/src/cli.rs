@@ -202,7 +202,8 @@ pub struct Cli {
     /// stable clamped).
     #[arg(long, value_name = "steady|SECONDS", value_parser = parse_warmup)]
     pub warmup: Option<Warmup>,
-    /// Rounds, 1 to 50 (read-ts 5, begin 5, ro-mix 3, tail 3, rw-mix 5). 5 against 5
+    /// Rounds, 1 to 50 (read-ts 5, begin 5, ro-mix 3, tail 3, rw-mix 5,
+    /// tables 5). 5 against 5
     /// is the smallest design whose exact two-sided p can reach 0.008.
     #[arg(long, value_parser = int_range(1..=MAX_ROUNDS as i64))]
     pub rounds: Option<u64>,

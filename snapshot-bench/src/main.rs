@@ -157,9 +157,8 @@ fn read_ts(plan: &Plan) {
         .flat_map(|&e| plan.tables.iter().map(move |&t| (e, t)))
         .collect();
     let names: Vec<&'static str> = rows.iter().map(|&(e, t)| tables::row_name(e, t)).collect();
-    let total = (configs.len() * rounds * rows.len()) as f64
-        * (warmup.planned_secs() + seconds)
-        * 1000.0;
+    let total =
+        (configs.len() * rounds * rows.len()) as f64 * (warmup.planned_secs() + seconds) * 1000.0;
     let pg = Progress::new(total as u64, plan.progress);
     let pb = &pg.bar;
     let mut json_configs = Vec::new();
@@ -186,7 +185,10 @@ fn read_ts(plan: &Plan) {
                 let (kind, ntables) = row;
                 let col = rows.iter().position(|&x| x == row).expect("listed");
                 let name = names[col];
-                pb.set_message(format!("{readers}/{writers} round {}/{rounds} {name}", r + 1));
+                pb.set_message(format!(
+                    "{readers}/{writers} round {}/{rounds} {name}",
+                    r + 1
+                ));
                 let p = read_ts::Params {
                     keys: plan.keys,
                     tables: ntables,

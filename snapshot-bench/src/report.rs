@@ -242,7 +242,12 @@ fn med_opt(xs: Vec<Option<f64>>, digits: usize) -> String {
 pub fn print_read_ts(title: &str, engines: &[EngineRounds], cmps: &[Comparison]) {
     println!("{title}");
     // As wide as the longest row name (`lock-free/16t` with --tables).
-    let w = engines.iter().map(|e| e.engine.len()).max().unwrap_or(0).max(10);
+    let w = engines
+        .iter()
+        .map(|e| e.engine.len())
+        .max()
+        .unwrap_or(0)
+        .max(10);
     println!(
         "{:<w$} {:>32} {:>14} {:>32} {:>14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10} {:>8} {:>8} {:>8} {:>8}",
         "engine",

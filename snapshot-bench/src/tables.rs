@@ -247,12 +247,39 @@ pub fn main(plan: &Plan) {
     let ns = |x: f64| fmt_ns(x as u64);
     let bytes = |x: f64| format!("{x:.0} B");
     let pct = |x: f64| format!("{:.1}%", x * 100.0);
-    row("create_table (per table)", res.iter().map(|x| x.create_ns).collect(), &ns);
-    row("drop_table (per table)", res.iter().map(|x| x.drop_ns).collect(), &ns);
-    row("bytes per empty table", res.iter().map(|x| x.bytes_per_table).collect(), &bytes);
-    row("rss per empty table", res.iter().filter_map(|x| x.rss_per_table).collect(), &bytes);
-    row("bytes back after the drops", res.iter().map(|x| x.bytes_back).filter(|x| !x.is_nan()).collect(), &pct);
-    row("rss back after the drops", res.iter().filter_map(|x| x.rss_back).collect(), &pct);
+    row(
+        "create_table (per table)",
+        res.iter().map(|x| x.create_ns).collect(),
+        &ns,
+    );
+    row(
+        "drop_table (per table)",
+        res.iter().map(|x| x.drop_ns).collect(),
+        &ns,
+    );
+    row(
+        "bytes per empty table",
+        res.iter().map(|x| x.bytes_per_table).collect(),
+        &bytes,
+    );
+    row(
+        "rss per empty table",
+        res.iter().filter_map(|x| x.rss_per_table).collect(),
+        &bytes,
+    );
+    row(
+        "bytes back after the drops",
+        res.iter()
+            .map(|x| x.bytes_back)
+            .filter(|x| !x.is_nan())
+            .collect(),
+        &pct,
+    );
+    row(
+        "rss back after the drops",
+        res.iter().filter_map(|x| x.rss_back).collect(),
+        &pct,
+    );
     println!(
         "bytes: the allocator's usable bytes held by the engine (the driver's counting allocator, as the memory workload); back: after every drop and 8 collector passes (Engine::collect), of what the creates took; rss: resident-set change (freed pages mostly stay mapped)\n"
     );

@@ -1065,7 +1065,12 @@ fn read_ts_tables_rows_alternate_and_print_their_ratios() {
             .lines()
             .find(|l| l.trim_start().starts_with(&format!("{}/ lock-free", row)))
             .unwrap_or_else(|| panic!("no ratio line for {row}: {}", o.stdout));
-        for m in ["readers/s x", "readers/CPU-s x", "writers/s x", "writers/CPU-s x"] {
+        for m in [
+            "readers/s x",
+            "readers/CPU-s x",
+            "writers/s x",
+            "writers/CPU-s x",
+        ] {
             assert!(line.contains(m), "no {m} in {line}");
         }
         assert!(line.contains("over 2 rounds"), "{line}");
