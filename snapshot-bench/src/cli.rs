@@ -257,7 +257,8 @@ pub struct Cli {
     /// tables (0: the default table, the default), each read and write in
     /// its key's table; a list, e.g. `0,1,16`, runs one row per value per
     /// engine, in alternating order by round, and prints each named-table
-    /// row's ratio to the default-table row. Each value 0 to 1,000,000 and
+    /// row's ratio to the default-table row. memory and --report-memory:
+    /// one lock-free row per value. Each value 0 to 1,000,000 and
     /// at most --keys, at most 8 values; snapshot-engine's engines only
     /// (not lmdb or the ceiling), one key per reader transaction. `tables`
     /// workload: how many tables to create and drop, 1 to 1,000,000
@@ -838,7 +839,7 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
     })
 }
 
-/// The checked `--tables`: read-ts and tail take a list of distinct values,
+/// The checked `--tables`: read-ts, tail and memory take a list of distinct values,
 /// each at most --keys, non-zero ones on snapshot-engine's engines only and
 /// with one key per reader transaction; `tables` takes one value, at least
 /// 1; other workloads take none.
@@ -861,7 +862,7 @@ fn tables_of(cli: &Cli, workload: Workload, engines: &[EngineKind]) -> Result<Ve
                 format_args!("tables creates and drops one count of tables: want one value, 1 to {MAX_TABLES}"),
             )),
         },
-        Workload::ReadTs | Workload::Tail => {
+        Workload::ReadTs | Workload::Tail | Workload::Memory => {
             if !given {
                 return Ok(vec![0]);
             }
@@ -913,20 +914,16 @@ fn tables_of(cli: &Cli, workload: Workload, engines: &[EngineKind]) -> Result<Ve
                         format_args!("named tables read one key per reader transaction: want --batch 1, not {b}, or --tables 0"),
                     ));
                 }
-                if cli.report_memory {
-                    return Err(invalid(
-                        "--tables",
-                        spec(),
-                        "--report-memory measures the default table only: want --tables 0 or no --report-memory",
-                    ));
-                }
             }
             Ok(cli.tables.iter().map(|&n| n as usize).collect())
         }
         _ if given => Err(invalid(
             "--tables",
             spec(),
-            format_args!("runs read-ts, tail and tables only, not {}", workload.name()),
+            format_args!(
+                "runs read-ts, tail, memory and tables only, not {}",
+                workload.name()
+            ),
         )),
         _ => Ok(vec![0]),
     }

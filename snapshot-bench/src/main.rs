@@ -164,7 +164,15 @@ fn read_ts(plan: &Plan) {
     let mut json_configs = Vec::new();
     let mut all_configs = Vec::new();
     let mem = if plan.report_memory {
-        let m = pb.suspend(|| memory::report(engines, plan.keys, plan.key_size, plan.value_size));
+        let m = pb.suspend(|| {
+            memory::report(
+                engines,
+                plan.keys,
+                plan.key_size,
+                plan.value_size,
+                &plan.tables,
+            )
+        });
         if !plan.json {
             pb.suspend(|| memory::print(&m));
         }
@@ -791,7 +799,13 @@ fn rw_mix(plan: &Plan) {
 
 /// The `memory` workload: the memory pass alone.
 fn memory_main(plan: &Plan) {
-    let m = memory::report(&plan.engines, plan.keys, plan.key_size, plan.value_size);
+    let m = memory::report(
+        &plan.engines,
+        plan.keys,
+        plan.key_size,
+        plan.value_size,
+        &plan.tables,
+    );
     if plan.json {
         print_json(&json!({
             "workload": "memory",

@@ -1026,13 +1026,13 @@ fn bad_tables_flags_are_refused() {
         "--tables",
         "4",
     );
-    refused(
-        &["--engines", "lock-free", "--tables", "4", "--report-memory"],
-        "--tables",
-        "4",
-    );
     refused(&["rw-mix", "--tables", "2"], "--tables", "2");
-    refused(&["memory", "--tables", "2"], "--tables", "2");
+    refused(&["begin", "--tables", "2"], "--tables", "2");
+    refused(
+        &["memory", "--engines", "lock-free,ceiling", "--tables", "2"],
+        "--tables",
+        "2",
+    );
     refused(&["tables", "--tables", "0"], "--tables", "0");
     refused(&["tables", "--tables", "10,20"], "--tables", "10,20");
     refused(&["tables", "--engines", "rwlock3"], "--engines", "rwlock3");
@@ -1170,5 +1170,34 @@ fn tables_reports_time_bytes_and_memory_back() {
         // registry keeps a little: its maps' capacity).
         let back = r["bytes_back"].as_f64().expect("bytes back");
         assert!(back > 0.9 && back <= 1.0, "{r}");
+    }
+}
+
+#[test]
+fn memory_gives_one_lock_free_row_per_tables_value() {
+    let o = run(&[
+        "memory",
+        "--engines",
+        "lock-free",
+        "--tables",
+        "0,4",
+        "--keys",
+        "2000",
+        "--json",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).expect("one JSON object");
+    let rows = v["memory"].as_array().expect("memory rows");
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["engine"].as_str().expect("a name"))
+        .collect();
+    assert_eq!(names, ["lock-free", "lock-free/4t"], "{rows:?}");
+    for r in rows {
+        assert!(r["bytes_per_key"].as_f64().expect("bytes") > 0.0, "{r}");
+        assert!(
+            r["bytes_per_extra_version"].as_f64().expect("bytes") > 0.0,
+            "{r}"
+        );
     }
 }
