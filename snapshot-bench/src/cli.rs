@@ -43,6 +43,12 @@ pub const MAX_WORST: u64 = 10_000;
 pub const MAX_SWEEP_POINTS: usize = 64;
 /// Upper bound of `--rmw-reads` (and so of `--rmw-writes`).
 pub const MAX_RMW_KEYS: u64 = 16;
+/// Upper bound of each `--tables` value.
+pub const MAX_TABLES: u64 = 1_000_000;
+/// Most values in one `--tables` list.
+pub const MAX_TABLE_ROWS: usize = 8;
+/// The `tables` workload's table count without `--tables`.
+pub const DEFAULT_TABLES: usize = 10_000;
 
 /// Which side of the reader/writer configuration a `--sweep` varies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,6 +110,10 @@ pub enum Workload {
     /// alternating by round.
     #[value(name = "rw-mix")]
     RwMix,
+    /// Named tables: create --tables tables (10,000) on a fresh lock-free
+    /// engine, then drop them all; time per create and per drop, the bytes
+    /// one empty table holds, and the memory back after the drops.
+    Tables,
 }
 
 impl Workload {
@@ -117,6 +127,7 @@ impl Workload {
             Workload::DurableWrites => "durable-writes",
             Workload::Memory => "memory",
             Workload::RwMix => "rw-mix",
+            Workload::Tables => "tables",
         }
     }
 }
@@ -191,7 +202,8 @@ pub struct Cli {
     /// stable clamped).
     #[arg(long, value_name = "steady|SECONDS", value_parser = parse_warmup)]
     pub warmup: Option<Warmup>,
-    /// Rounds, 1 to 50 (read-ts 5, begin 5, ro-mix 3, tail 3, rw-mix 5). 5 against 5
+    /// Rounds, 1 to 50 (read-ts 5, begin 5, ro-mix 3, tail 3, rw-mix 5,
+    /// tables 5). 5 against 5
     /// is the smallest design whose exact two-sided p can reach 0.008.
     #[arg(long, value_parser = int_range(1..=MAX_ROUNDS as i64))]
     pub rounds: Option<u64>,
@@ -241,6 +253,18 @@ pub struct Cli {
     /// The in-process mode keeps its logs in memory.
     #[arg(long, value_enum, value_name = "MODE")]
     pub raft_log: Option<DurabilityArg>,
+    /// read-ts and tail: spread the keys round-robin over this many named
+    /// tables (0: the default table, the default), each read and write in
+    /// its key's table; a list, e.g. `0,1,16`, runs one row per value per
+    /// engine, in alternating order by round, and prints each named-table
+    /// row's ratio to the default-table row. memory and --report-memory:
+    /// one lock-free row per value. Each value 0 to 1,000,000 and
+    /// at most --keys, at most 8 values; snapshot-engine's engines only
+    /// (not lmdb or the ceiling), one key per reader transaction. `tables`
+    /// workload: how many tables to create and drop, 1 to 1,000,000
+    /// (10,000).
+    #[arg(long, value_delimiter = ',', value_parser = int_range(0..=MAX_TABLES as i64))]
+    pub tables: Vec<u64>,
 }
 
 /// A `--durability` mode.
@@ -441,6 +465,10 @@ pub struct Plan {
     /// replicated: the durable nodes' raft log mode.
     #[cfg(feature = "replication")]
     pub raft_log: DurabilityArg,
+    /// read-ts and tail: the named-table counts, one row per value per
+    /// engine (`[0]`: the default table only). tables: one value, the
+    /// tables to create and drop.
+    pub tables: Vec<usize>,
 }
 
 fn invalid(flag: &str, value: impl std::fmt::Display, why: impl std::fmt::Display) -> Refusal {
@@ -539,6 +567,17 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
             ));
         }
     }
+    if workload == Workload::Tables {
+        engines.retain(|&e| e == EngineKind::LockFree);
+        if engines.is_empty() {
+            return Err(invalid(
+                "--engines",
+                list(&cli.engines),
+                "tables measures lock-free only",
+            ));
+        }
+    }
+    let tables = tables_of(&cli, workload, &engines)?;
     let key_size = cli.key_size.unwrap_or(MIN_KEY_SIZE as u64);
     let shaped = matches!(
         workload,
@@ -703,6 +742,7 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
         Workload::DurableWrites => (2.0, 3),
         Workload::Memory => (0.0, 1),
         Workload::RwMix => (2.0, 5),
+        Workload::Tables => (0.0, 5),
     };
     if workload == Workload::Replicated {
         if !cfg!(feature = "replication") {
@@ -795,7 +835,98 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
         report_memory: cli.report_memory,
         #[cfg(feature = "replication")]
         raft_log: cli.raft_log.unwrap_or(DurabilityArg::Sync),
+        tables,
     })
+}
+
+/// The checked `--tables`: read-ts, tail and memory take a list of distinct values,
+/// each at most --keys, non-zero ones on snapshot-engine's engines only and
+/// with one key per reader transaction; `tables` takes one value, at least
+/// 1; other workloads take none.
+fn tables_of(cli: &Cli, workload: Workload, engines: &[EngineKind]) -> Result<Vec<usize>, Refusal> {
+    let given = !cli.tables.is_empty();
+    let spec = || {
+        cli.tables
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    match workload {
+        Workload::Tables => match cli.tables[..] {
+            [] => Ok(vec![DEFAULT_TABLES]),
+            [n] if n >= 1 => Ok(vec![n as usize]),
+            _ => Err(invalid(
+                "--tables",
+                spec(),
+                format_args!("tables creates and drops one count of tables: want one value, 1 to {MAX_TABLES}"),
+            )),
+        },
+        Workload::ReadTs | Workload::Tail | Workload::Memory => {
+            if !given {
+                return Ok(vec![0]);
+            }
+            if cli.tables.len() > MAX_TABLE_ROWS {
+                return Err(invalid(
+                    "--tables",
+                    spec(),
+                    format_args!("at most {MAX_TABLE_ROWS} values (one row per value per engine)"),
+                ));
+            }
+            for (i, n) in cli.tables.iter().enumerate() {
+                if cli.tables[..i].contains(n) {
+                    return Err(invalid(
+                        "--tables",
+                        spec(),
+                        format_args!("{n} is listed twice; name each table count at most once"),
+                    ));
+                }
+                if *n > cli.keys {
+                    return Err(invalid(
+                        "--tables",
+                        spec(),
+                        format_args!(
+                            "{n} tables for --keys {}: want at most one table per key (0 to --keys)",
+                            cli.keys
+                        ),
+                    ));
+                }
+            }
+            let named = cli.tables.iter().any(|&n| n > 0);
+            if named {
+                if let Some(e) = engines
+                    .iter()
+                    .find(|e| matches!(e, EngineKind::Lmdb | EngineKind::Ceiling))
+                {
+                    return Err(invalid(
+                        "--tables",
+                        spec(),
+                        format_args!(
+                            "{} has no named tables: want --tables 0 or --engines without lmdb and the ceiling",
+                            e.name()
+                        ),
+                    ));
+                }
+                if let Some(b @ 2..) = cli.batch {
+                    return Err(invalid(
+                        "--tables",
+                        spec(),
+                        format_args!("named tables read one key per reader transaction: want --batch 1, not {b}, or --tables 0"),
+                    ));
+                }
+            }
+            Ok(cli.tables.iter().map(|&n| n as usize).collect())
+        }
+        _ if given => Err(invalid(
+            "--tables",
+            spec(),
+            format_args!(
+                "runs read-ts, tail, memory and tables only, not {}",
+                workload.name()
+            ),
+        )),
+        _ => Ok(vec![0]),
+    }
 }
 
 #[cfg(test)]

@@ -88,9 +88,10 @@ macro_rules! dispatch {
     };
 }
 
-/// The engine order for round `r`: as given on even rounds, reversed on odd
-/// ones, so no engine always runs first (or last) on a warming machine.
-pub fn order(engines: &[EngineKind], round: usize) -> Vec<EngineKind> {
+/// The engine (or row) order for round `r`: as given on even rounds,
+/// reversed on odd ones, so no engine always runs first (or last) on a
+/// warming machine.
+pub fn order<T: Clone>(engines: &[T], round: usize) -> Vec<T> {
     let mut v = engines.to_vec();
     if round % 2 == 1 {
         v.reverse();

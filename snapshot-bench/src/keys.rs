@@ -4,7 +4,7 @@
 use crate::fmt::fmt_int;
 use indicatif::ProgressBar;
 use snapshot_engine::with_machinery::{Engine, Machinery};
-use snapshot_engine::{CommitOptions, Timestamp, TimestampUpdate, TxnOptions};
+use snapshot_engine::{CommitOptions, Table, Timestamp, TimestampUpdate, TxnOptions};
 
 /// splitmix64: a few instructions, no shared state.
 pub struct Rng(u64);
@@ -83,6 +83,30 @@ pub fn load<M: Machinery>(
     value_size: usize,
     pb: &ProgressBar,
 ) {
+    load_into(e, &[], keys, key_size, value_size, pb);
+}
+
+/// The table key `k` lives in: `tables[k % tables.len()]` (round-robin), or
+/// the default table (`None`) when `tables` is empty.
+#[inline]
+pub fn table_of(tables: &[Table], k: u64) -> Option<&Table> {
+    if tables.is_empty() {
+        None
+    } else {
+        Some(&tables[(k % tables.len() as u64) as usize])
+    }
+}
+
+/// [`load`] with the keys spread over `tables` by [`table_of`] (the default
+/// table when `tables` is empty).
+pub fn load_into<M: Machinery>(
+    e: &Engine<M>,
+    tables: &[Table],
+    keys: u64,
+    key_size: usize,
+    value_size: usize,
+    pb: &ProgressBar,
+) {
     let mut s = e.session().expect("a session for the loader");
     let mut kb = KeyBuf::new(key_size);
     let mut value = vec![0x5a; value_size];
@@ -99,7 +123,14 @@ pub fn load<M: Machinery>(
         let mut t = s.begin(&TxnOptions::default()).expect("begin");
         for _ in 0..1000.min(keys - k) {
             value[..8.min(value_size)].copy_from_slice(&k.to_le_bytes()[..8.min(value_size)]);
-            t.put(kb.at(k), &value).expect("load put");
+            match table_of(tables, k) {
+                None => t.put(kb.at(k), &value),
+                Some(tb) => t
+                    .table(tb)
+                    .expect("a live table of this engine")
+                    .put(kb.at(k), &value),
+            }
+            .expect("load put");
             k += 1;
         }
         t.commit(CommitOptions::at(1)).expect("load commit");

@@ -27,6 +27,7 @@ mod ro_mix;
 mod rw_mix;
 mod sched;
 mod stats;
+mod tables;
 mod timekeeper;
 
 use cli::{Plan, Workload};
@@ -113,6 +114,7 @@ fn main() {
         Workload::RwMix => rw_mix(&plan),
         Workload::Replicated => replicated_main(&plan),
         Workload::Memory => memory_main(&plan),
+        Workload::Tables => tables::main(&plan),
         Workload::DurableWrites => durable_writes::main(&durable_writes::Params {
             writers: plan.configs.iter().map(|&(_, w)| w.max(1)).collect(),
             seconds: plan.seconds,
@@ -149,15 +151,28 @@ fn read_ts(plan: &Plan) {
     let engines = &plan.engines;
     let (seconds, warmup, rounds) = (plan.seconds, plan.warmup, plan.rounds);
     let configs = &plan.configs;
-    let total = (configs.len() * rounds * engines.len()) as f64
-        * (warmup.planned_secs() + seconds)
-        * 1000.0;
+    // One row per engine and --tables value, engine-major.
+    let rows: Vec<(EngineKind, usize)> = engines
+        .iter()
+        .flat_map(|&e| plan.tables.iter().map(move |&t| (e, t)))
+        .collect();
+    let names: Vec<&'static str> = rows.iter().map(|&(e, t)| tables::row_name(e, t)).collect();
+    let total =
+        (configs.len() * rounds * rows.len()) as f64 * (warmup.planned_secs() + seconds) * 1000.0;
     let pg = Progress::new(total as u64, plan.progress);
     let pb = &pg.bar;
     let mut json_configs = Vec::new();
     let mut all_configs = Vec::new();
     let mem = if plan.report_memory {
-        let m = pb.suspend(|| memory::report(engines, plan.keys, plan.key_size, plan.value_size));
+        let m = pb.suspend(|| {
+            memory::report(
+                engines,
+                plan.keys,
+                plan.key_size,
+                plan.value_size,
+                &plan.tables,
+            )
+        });
         if !plan.json {
             pb.suspend(|| memory::print(&m));
         }
@@ -166,22 +181,25 @@ fn read_ts(plan: &Plan) {
         Vec::new()
     };
     for &(readers, writers) in configs {
-        let mut per: Vec<EngineRounds> = engines
+        let mut per: Vec<EngineRounds> = names
             .iter()
-            .map(|e| EngineRounds {
-                engine: e.name(),
+            .map(|&name| EngineRounds {
+                engine: name,
                 rounds: Vec::new(),
             })
             .collect();
         for r in 0..rounds {
-            for (pos, kind) in order(engines, r).into_iter().enumerate() {
+            for (pos, row) in order(&rows, r).into_iter().enumerate() {
+                let (kind, ntables) = row;
+                let col = rows.iter().position(|&x| x == row).expect("listed");
+                let name = names[col];
                 pb.set_message(format!(
-                    "{readers}/{writers} round {}/{rounds} {}",
-                    r + 1,
-                    kind.name()
+                    "{readers}/{writers} round {}/{rounds} {name}",
+                    r + 1
                 ));
                 let p = read_ts::Params {
                     keys: plan.keys,
+                    tables: ntables,
                     key_size: plan.key_size,
                     value_size: plan.value_size,
                     batch: plan.batch,
@@ -196,19 +214,16 @@ fn read_ts(plan: &Plan) {
                 };
                 if plan.keys >= SLOW_LOAD_KEYS {
                     pg.line(format_args!(
-                        "{readers}/{writers} loading {} keys for {}",
+                        "{readers}/{writers} loading {} keys for {name}",
                         fmt::fmt_int(plan.keys as f64),
-                        kind.name()
                     ));
                 }
                 let out = run_read_ts(kind, &p, pb);
-                let col = engines.iter().position(|&k| k == kind).expect("listed");
                 let round = Round::from_out(r, pos, out);
                 if round.warmup.capped {
                     pg.warn(format_args!(
-                        "{readers}/{writers} round {}/{rounds} {}: stable was still at its clamp when the warm-up hit its {} s cap (the writers had not committed --stable-lag {} timestamps); this run measures the load with nothing pruned",
+                        "{readers}/{writers} round {}/{rounds} {name}: stable was still at its clamp when the warm-up hit its {} s cap (the writers had not committed --stable-lag {} timestamps); this run measures the load with nothing pruned",
                         r + 1,
-                        kind.name(),
                         phases::STEADY_CAP_S,
                         plan.stable_lag
                     ));
@@ -219,16 +234,15 @@ fn read_ts(plan: &Plan) {
                 ] {
                     if threads > 0 && txns == 0 {
                         pg.warn(format_args!(
-                            "{readers}/{writers} round {}/{rounds} {}: no {side} transaction finished in the {seconds} s measured; left out of the {side} medians and comparisons (a longer --seconds helps)",
+                            "{readers}/{writers} round {}/{rounds} {name}: no {side} transaction finished in the {seconds} s measured; left out of the {side} medians and comparisons (a longer --seconds helps)",
                             r + 1,
-                            kind.name()
                         ));
                     }
                 }
                 pg.line(format_args!(
                     "{readers}/{writers} round {}/{rounds} {:<9} readers {:>12}/s  writers {:>12}/s",
                     r + 1,
-                    kind.name(),
+                    name,
                     fmt::fmt_int(round.reader_txn_per_s),
                     fmt::fmt_int(round.writer_txn_per_s),
                 ));
@@ -267,6 +281,7 @@ fn read_ts(plan: &Plan) {
                 cmps.push(compare("writers", &per[0], other, |x| x.writer_txn_per_s));
             }
         }
+        let table_ratios = tables::ratios(&rows, &per, readers, writers);
         pb.suspend(|| {
             if plan.json {
                 return;
@@ -283,6 +298,7 @@ fn read_ts(plan: &Plan) {
                 ALLOCATOR
             );
             report::print_read_ts(&title, &per, &cmps);
+            tables::print_ratios(&table_ratios);
             if plan.batch > 1 && readers > 0 {
                 println!("{}", batch_line(plan.batch, readers, &per));
             }
@@ -307,6 +323,7 @@ fn read_ts(plan: &Plan) {
             "writers": writers,
             "engines": per.iter().map(|e| (e.engine.to_string(), json!(e.rounds))).collect::<serde_json::Map<_, _>>(),
             "comparisons": cmps,
+            "table_ratios": table_ratios,
             "tail": tails,
         }));
         all_configs.push(((readers, writers), per));
@@ -348,6 +365,7 @@ fn read_ts(plan: &Plan) {
             "key_size": plan.key_size,
             "value_size": plan.value_size,
             "batch": plan.batch,
+            "tables": plan.tables,
             "seconds": seconds,
             "warmup": match warmup {
                 phases::Warmup::Fixed(s) => json!(s),
@@ -781,7 +799,13 @@ fn rw_mix(plan: &Plan) {
 
 /// The `memory` workload: the memory pass alone.
 fn memory_main(plan: &Plan) {
-    let m = memory::report(&plan.engines, plan.keys, plan.key_size, plan.value_size);
+    let m = memory::report(
+        &plan.engines,
+        plan.keys,
+        plan.key_size,
+        plan.value_size,
+        &plan.tables,
+    );
     if plan.json {
         print_json(&json!({
             "workload": "memory",

@@ -11,10 +11,10 @@
 //! each; LMDB (whose data lives in its memory map, not the heap) reports its
 //! used pages instead of allocator bytes, beside the same resident-set growth.
 
-use crate::keys::{load, KeyBuf};
+use crate::keys::{load_into, table_of, KeyBuf};
 use serde::Serialize;
 use snapshot_engine::with_machinery::{Engine, LockFree};
-use snapshot_engine::{CommitOptions, EngineConfig, TxnOptions};
+use snapshot_engine::{CommitOptions, EngineConfig, Table, TableOptions, TxnOptions};
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
@@ -127,6 +127,20 @@ unsafe impl<A: GlobalAlloc + Usable> GlobalAlloc for Counting<A> {
     }
 }
 
+/// Turns the allocator's byte count on or off (the memory pass and the
+/// `tables` workload turn it on while they measure).
+pub fn count_bytes(on: bool) {
+    // Relaxed: set by the main thread before (and after) the pass it
+    // measures; the threads it measures start after it.
+    ON.store(on, Ordering::Relaxed);
+}
+
+/// Bytes handed out minus bytes given back while counting was on.
+pub fn live_bytes() -> i64 {
+    // Relaxed: a statistic, read after the threads that moved it joined.
+    LIVE.load(Ordering::Relaxed)
+}
+
 /// The process's resident set now, in bytes (`/proc/self/statm`).
 pub fn rss_now() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/statm").ok()?;
@@ -185,8 +199,15 @@ fn per(a: &Probe, b: &Probe, n: u64) -> (f64, Option<f64>) {
     )
 }
 
-/// Writes every key once more, 1,000 keys per transaction, committed at 2.
-fn second_pass(e: &Engine<LockFree>, keys: u64, key_size: usize, value_size: usize) {
+/// Writes every key once more (in its table: [`table_of`]), 1,000 keys per
+/// transaction, committed at 2.
+fn second_pass(
+    e: &Engine<LockFree>,
+    tables: &[Table],
+    keys: u64,
+    key_size: usize,
+    value_size: usize,
+) {
     let mut s = e.session().expect("a session for the second pass");
     let value = vec![0x6bu8; value_size];
     let mut kb = KeyBuf::new(key_size);
@@ -194,7 +215,14 @@ fn second_pass(e: &Engine<LockFree>, keys: u64, key_size: usize, value_size: usi
     while k < keys {
         let mut t = s.begin(&TxnOptions::default()).expect("begin");
         for _ in 0..1000.min(keys - k) {
-            t.put(kb.at(k), &value).expect("second-pass put");
+            match table_of(tables, k) {
+                None => t.put(kb.at(k), &value),
+                Some(tb) => t
+                    .table(tb)
+                    .expect("a live table of this engine")
+                    .put(kb.at(k), &value),
+            }
+            .expect("second-pass put");
             k += 1;
         }
         t.commit(CommitOptions::at(2)).expect("second-pass commit");
@@ -203,17 +231,26 @@ fn second_pass(e: &Engine<LockFree>, keys: u64, key_size: usize, value_size: usi
 
 /// Lets the collector free what the pass before retired (the hash table's
 /// old arrays after growth), so it is not counted against the next pass.
-fn settle(e: &Engine<LockFree>) {
+pub fn settle(e: &Engine<LockFree>) {
     for _ in 0..8 {
         e.collect();
     }
 }
 
-fn lock_free(keys: u64, key_size: usize, value_size: usize) -> Mem {
+/// The lock-free engine's figures with the keys spread over `ntables`
+/// named tables (0: the default table); the tables' own bytes count.
+fn lock_free(keys: u64, key_size: usize, value_size: usize, ntables: usize) -> Mem {
     let p0 = probe();
     let e = Engine::new(EngineConfig::default()).expect("the default config is valid");
-    load(
+    let tables: Vec<Table> = (0..ntables)
+        .map(|i| {
+            e.create_table(&format!("t{i}"), TableOptions::default())
+                .expect("a fresh engine takes t0, t1, ...")
+        })
+        .collect();
+    load_into(
         &e,
+        &tables,
         keys,
         key_size,
         value_size,
@@ -224,19 +261,33 @@ fn lock_free(keys: u64, key_size: usize, value_size: usize) -> Mem {
     let mut rs = e.session().expect("the pinning reader's session");
     let mut rt = rs.begin(&TxnOptions::default()).expect("begin");
     rt.take_snapshot().expect("snapshot");
-    second_pass(&e, keys, key_size, value_size);
+    second_pass(&e, &tables, keys, key_size, value_size);
     settle(&e);
     let p2 = probe();
-    assert_eq!(
-        e.chain_len(KeyBuf::new(key_size).at(keys / 2)),
-        2,
-        "the pinning reader keeps both versions"
-    );
+    let mid = KeyBuf::new(key_size).at(keys / 2).to_vec();
+    match table_of(&tables, keys / 2) {
+        None => assert_eq!(
+            e.chain_len(&mid),
+            2,
+            "the pinning reader keeps both versions"
+        ),
+        // The pinning reader still reads the load's value (its first byte
+        // is the key's number's low byte; the second pass wrote 0x6b).
+        Some(tb) => assert_eq!(
+            rt.table(tb)
+                .expect("a live table")
+                .get(&mid)
+                .expect("no prepared updates")
+                .map(|v| v[0]),
+            Some((keys / 2) as u8),
+            "the pinning reader keeps the first version"
+        ),
+    }
     drop(rt);
     let (bk, rk) = per(&p0, &p1, keys);
     let (bv, rv) = per(&p1, &p2, keys);
     Mem {
-        engine: "lock-free",
+        engine: crate::tables::row_name(crate::engines::EngineKind::LockFree, ntables),
         keys,
         key_size,
         value_size,
@@ -272,19 +323,25 @@ fn ceiling(keys: u64, value_size: usize) -> Mem {
 /// The memory pass over `engines` (each on a fresh instance, in order), at
 /// `keys` keys of `key_size` bytes with `value_size`-byte values. The
 /// ceiling's map is keyed by the u64 itself (the CLI refuses it with any
-/// other key size).
+/// other key size). The lock-free engine gives one row per `tables` value
+/// (the keys spread over that many named tables; 0: the default table).
 pub fn report(
     engines: &[crate::engines::EngineKind],
     keys: u64,
     key_size: usize,
     value_size: usize,
+    tables: &[usize],
 ) -> Vec<Mem> {
     use crate::engines::EngineKind;
     ON.store(true, Ordering::Relaxed);
     let mut out = Vec::new();
     for &e in engines {
         match e {
-            EngineKind::LockFree => out.push(lock_free(keys, key_size, value_size)),
+            EngineKind::LockFree => {
+                for &n in tables {
+                    out.push(lock_free(keys, key_size, value_size, n));
+                }
+            }
             EngineKind::Ceiling => out.push(ceiling(keys, value_size)),
             #[cfg(feature = "peers")]
             EngineKind::Lmdb => out.push(crate::lmdb::memory(keys, key_size, value_size)),
@@ -306,7 +363,7 @@ pub fn print(ms: &[Mem]) {
         m0.key_size + m0.value_size
     );
     println!(
-        "{:<10} {:>12} {:>8} {:>16} {:>14} {:>12} {:>16}",
+        "{:<14} {:>12} {:>8} {:>16} {:>14} {:>12} {:>16}",
         "engine",
         "bytes/key",
         "x raw",
@@ -319,7 +376,7 @@ pub fn print(ms: &[Mem]) {
     for m in ms {
         let extra = (!m.bytes_per_extra_version.is_nan()).then_some(m.bytes_per_extra_version);
         println!(
-            "{:<10} {:>12.1} {:>8.2} {:>16} {:>14} {:>12} {:>16}",
+            "{:<14} {:>12.1} {:>8.2} {:>16} {:>14} {:>12} {:>16}",
             m.engine,
             m.bytes_per_key,
             m.times_raw,

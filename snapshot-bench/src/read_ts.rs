@@ -2,7 +2,7 @@
 //! their read timestamp after begin while writers commit, with the timekeeper
 //! moving stable and oldest every millisecond.
 
-use crate::keys::{load, KeyBuf, Rng};
+use crate::keys::{load_into, table_of, KeyBuf, Rng};
 use crate::measure::{new_hist, Meter, Worst, WorstList};
 use crate::phases::{run_phases_sampled, Ctl, WarmedUp, Warmup};
 use crate::sched::Sched;
@@ -11,13 +11,19 @@ use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use snapshot_engine::bench_api::thread_rmw_count;
 use snapshot_engine::with_machinery::{Engine, Machinery};
-use snapshot_engine::{Durability, EngineConfig, Error, Stats, Timestamp, TxnOptions};
+use snapshot_engine::{
+    Durability, EngineConfig, Error, Stats, Table, TableOptions, Timestamp, TxnOptions,
+};
 use std::hint::black_box;
 
 /// The shape of one read-ts run.
 #[derive(Clone, Debug)]
 pub struct Params {
     pub keys: u64,
+    /// Named tables the keys are spread over, round-robin by key number
+    /// ([`table_of`]); 0 for the default table. The CLI keeps it at 0
+    /// with `batch` > 1 and for the engines that are not snapshot-engine's.
+    pub tables: usize,
     /// Bytes per key ([`KeyBuf`]).
     pub key_size: usize,
     pub value_size: usize,
@@ -124,7 +130,13 @@ pub fn add_stats(acc: &mut Stats, d: &Stats) {
     acc.commit_versions_examined += d.commit_versions_examined;
 }
 
-fn reader<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> ThreadOut {
+fn reader<M: Machinery>(
+    e: &Engine<M>,
+    tables: &[Table],
+    ctl: &Ctl,
+    p: &Params,
+    id: usize,
+) -> ThreadOut {
     let mut s = e.session().expect("reader session");
     let mut rng = Rng::new(0x1000 + id as u64);
     let mut m = Meter::new(p.worst, id, p.round);
@@ -141,13 +153,16 @@ fn reader<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
         }
         // Reader loop (BENCHMARKS.md, read-ts): begin; read ts = current
         // stable; one zero-copy point read of a random key (`--batch N`:
-        // one `get_many_with` of N random keys); roll back.
+        // one `get_many_with` of N random keys); roll back. With
+        // `--tables`, the read goes to the key's table.
+        let mut k = 0;
         if p.batch > 1 {
             for b in batch.iter_mut() {
                 b.at(rng.below(p.keys));
             }
         } else {
-            kb.at(rng.below(p.keys));
+            k = rng.below(p.keys);
+            kb.at(k);
         }
         let mut t = s.begin(&opts).expect("begin");
         loop {
@@ -173,9 +188,15 @@ fn reader<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
             .expect("no prepared updates in read-ts");
             black_box(touched);
         } else {
-            let v = t
-                .get_with(kb.as_ref(), |v| v.map(|v| v[v.len() / 2]))
-                .expect("no prepared updates in read-ts");
+            let mid = |v: Option<&[u8]>| v.map(|v| v[v.len() / 2]);
+            let v = match table_of(tables, k) {
+                None => t.get_with(kb.as_ref(), mid),
+                Some(tb) => t
+                    .table(tb)
+                    .expect("read-ts drops no table")
+                    .get_with(kb.as_ref(), mid),
+            }
+            .expect("no prepared updates in read-ts");
             black_box(v);
         }
         t.rollback();
@@ -186,7 +207,13 @@ fn reader<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
     finish(m, txns, retries, base_rmw, delta(&base_stats, &s.stats()))
 }
 
-fn writer<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> ThreadOut {
+fn writer<M: Machinery>(
+    e: &Engine<M>,
+    tables: &[Table],
+    ctl: &Ctl,
+    p: &Params,
+    id: usize,
+) -> ThreadOut {
     let mut s = e.session().expect("writer session");
     let mut rng = Rng::new(0x2000 + id as u64);
     let mut m = Meter::new(p.worst, id, p.round);
@@ -207,9 +234,17 @@ fn writer<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
         n += 1;
         let w = value.len().min(8);
         value[..w].copy_from_slice(&n.to_le_bytes()[..w]);
-        let k = kb.at(rng.below(p.keys));
+        let k = rng.below(p.keys);
+        let key = kb.at(k);
         let mut t = s.begin(&opts).expect("begin");
-        let ok = match t.put(k, &value) {
+        let put = match table_of(tables, k) {
+            None => t.put(key, &value),
+            Some(tb) => t
+                .table(tb)
+                .expect("read-ts drops no table")
+                .put(key, &value),
+        };
+        let ok = match put {
             Ok(()) => {
                 ctl.commit_at_next_ts(t);
                 true
@@ -269,16 +304,24 @@ pub fn run_logged(mode: Durability, p: &Params, pb: &ProgressBar) -> Out {
 }
 
 fn run_on<M: Machinery>(e: &Engine<M>, p: &Params, pb: &ProgressBar) -> Out {
-    load(e, p.keys, p.key_size, p.value_size, pb);
+    // The handles are made once, before any thread starts.
+    let tables: Vec<Table> = (0..p.tables)
+        .map(|i| {
+            e.create_table(&format!("t{i}"), TableOptions::default())
+                .expect("a fresh engine takes t0, t1, ...")
+        })
+        .collect();
+    let tables = &tables[..];
+    load_into(e, tables, p.keys, p.key_size, p.value_size, pb);
     let ctl = Ctl::new(1);
     let (rs, ws, secs, tk) = std::thread::scope(|sc| {
         let ctl = &ctl;
         let tk = sc.spawn(move || timekeeper(e, ctl, p.stable_lag, p.oldest_lag));
         let rh: Vec<_> = (0..p.readers)
-            .map(|i| sc.spawn(move || reader(e, ctl, p, i)))
+            .map(|i| sc.spawn(move || reader(e, tables, ctl, p, i)))
             .collect();
         let wh: Vec<_> = (0..p.writers)
-            .map(|i| sc.spawn(move || writer(e, ctl, p, p.readers + i)))
+            .map(|i| sc.spawn(move || writer(e, tables, ctl, p, p.readers + i)))
             .collect();
         // The timekeeper moves stable once the writers pass the lag.
         let secs = run_phases_sampled(ctl, p.warmup, p.writers > 0, p.seconds, pb);

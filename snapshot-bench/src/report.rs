@@ -241,8 +241,15 @@ fn med_opt(xs: Vec<Option<f64>>, digits: usize) -> String {
 /// engine against each other one.
 pub fn print_read_ts(title: &str, engines: &[EngineRounds], cmps: &[Comparison]) {
     println!("{title}");
+    // As wide as the longest row name (`lock-free/16t` with --tables).
+    let w = engines
+        .iter()
+        .map(|e| e.engine.len())
+        .max()
+        .unwrap_or(0)
+        .max(10);
     println!(
-        "{:<10} {:>32} {:>14} {:>32} {:>14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10} {:>8} {:>8} {:>8} {:>8}",
+        "{:<w$} {:>32} {:>14} {:>32} {:>14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10} {:>8} {:>8} {:>8} {:>8}",
         "engine",
         "reader txn/s median (min-max)",
         "rtxn/cpu-s",
@@ -271,7 +278,7 @@ pub fn print_read_ts(title: &str, engines: &[EngineRounds], cmps: &[Comparison])
         };
         let maxv = r.iter().map(|x| x.read_latency_ns.max).max().unwrap_or(0);
         println!(
-            "{:<10} {:>32} {:>14} {:>32} {:>14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10} {:>8} {:>8} {:>8} {:>8}",
+            "{:<w$} {:>32} {:>14} {:>32} {:>14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10} {:>8} {:>8} {:>8} {:>8}",
             e.engine,
             med_range(&counted(
                 &r.iter().map(|x| x.reader_txn_per_s).collect::<Vec<_>>()

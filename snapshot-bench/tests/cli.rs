@@ -1004,3 +1004,200 @@ fn rw_mix_prints_both_isolation_levels_and_their_ratios() {
     assert_eq!(ratios.len(), 1, "{ratios:?}");
     assert_eq!(ratios[0]["side"], "writer commits/s");
 }
+
+#[test]
+fn bad_tables_flags_are_refused() {
+    refused(&["--tables", "-1"], "--tables", "-1");
+    refused(&["--tables", "1000001"], "--tables", "1000001");
+    refused(&["--tables", "0,4,4"], "--tables", "0,4,4");
+    refused(
+        &["--tables", "0,1,2,3,4,5,6,7,8", "--keys", "100"],
+        "--tables",
+        "0,1,2,3,4,5,6,7,8",
+    );
+    refused(&["--tables", "5", "--keys", "4"], "--tables", "5");
+    refused(
+        &["--engines", "lock-free,ceiling", "--tables", "0,4"],
+        "--tables",
+        "0,4",
+    );
+    refused(
+        &["--engines", "lock-free", "--tables", "4", "--batch", "2"],
+        "--tables",
+        "4",
+    );
+    refused(&["rw-mix", "--tables", "2"], "--tables", "2");
+    refused(&["begin", "--tables", "2"], "--tables", "2");
+    refused(
+        &["memory", "--engines", "lock-free,ceiling", "--tables", "2"],
+        "--tables",
+        "2",
+    );
+    refused(&["tables", "--tables", "0"], "--tables", "0");
+    refused(&["tables", "--tables", "10,20"], "--tables", "10,20");
+    refused(&["tables", "--engines", "rwlock3"], "--engines", "rwlock3");
+}
+
+#[test]
+fn read_ts_tables_rows_alternate_and_print_their_ratios() {
+    let o = run(&[
+        "--engines",
+        "lock-free",
+        "--tables",
+        "0,1,4",
+        "--rounds",
+        "2",
+        "--seconds",
+        "0.05",
+        "--warmup",
+        "0",
+        "--configs",
+        "1/1",
+        "--keys",
+        "100",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(!o.stdout.contains("NaN"), "{}", o.stdout);
+    for row in ["lock-free/1t ", "lock-free/4t "] {
+        assert!(o.stdout.contains(row), "no {row} row: {}", o.stdout);
+        let line = o
+            .stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{}/ lock-free", row)))
+            .unwrap_or_else(|| panic!("no ratio line for {row}: {}", o.stdout));
+        for m in [
+            "readers/s x",
+            "readers/CPU-s x",
+            "writers/s x",
+            "writers/CPU-s x",
+        ] {
+            assert!(line.contains(m), "no {m} in {line}");
+        }
+        assert!(line.contains("over 2 rounds"), "{line}");
+    }
+    // One run per row per round, the order reversed in round 2.
+    let runs: Vec<&str> = o
+        .stderr
+        .lines()
+        .filter(|l| l.contains("readers ") && l.contains("round "))
+        .collect();
+    assert_eq!(runs.len(), 6, "{}", o.stderr);
+    // "... R/W round I/N ROW readers ...": the row follows the round.
+    let row_of = |l: &str| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        let at = w.iter().position(|&x| x == "round")?;
+        w.get(at + 2).map(|x| x.to_string())
+    };
+    let order: Vec<_> = runs.iter().filter_map(|l| row_of(l)).collect();
+    assert_eq!(
+        order,
+        [
+            "lock-free",
+            "lock-free/1t",
+            "lock-free/4t",
+            "lock-free/4t",
+            "lock-free/1t",
+            "lock-free"
+        ],
+        "{}",
+        o.stderr
+    );
+    let o = run(&[
+        "read-ts",
+        "--engines",
+        "lock-free",
+        "--tables",
+        "0,3",
+        "--rounds",
+        "1",
+        "--seconds",
+        "0.02",
+        "--warmup",
+        "0",
+        "--configs",
+        "2/0",
+        "--keys",
+        "10",
+        "--json",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).expect("one JSON object");
+    assert_eq!(v["tables"], serde_json::json!([0, 3]));
+    let ratios = v["configs"][0]["table_ratios"]
+        .as_array()
+        .expect("table_ratios");
+    // No writers: the readers' two measures only.
+    let measures: Vec<&str> = ratios
+        .iter()
+        .map(|r| r["measure"].as_str().expect("a measure"))
+        .collect();
+    assert_eq!(measures, ["readers/s", "readers/CPU-s"], "{ratios:?}");
+    assert_eq!(ratios[0]["row"], "lock-free/3t");
+    assert_eq!(ratios[0]["default_row"], "lock-free");
+    // Every read found its key in its table: one version per read.
+    let rounds = v["configs"][0]["engines"]["lock-free/3t"]
+        .as_array()
+        .expect("the named-table row's rounds");
+    assert_eq!(rounds[0]["versions_per_read"], 1.0, "{rounds:?}");
+}
+
+#[test]
+fn tables_reports_time_bytes_and_memory_back() {
+    let o = run(&["tables", "--tables", "50", "--rounds", "2"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    for row in [
+        "create_table (per table)",
+        "drop_table (per table)",
+        "bytes per empty table",
+        "rss per empty table",
+        "bytes back after the drops",
+    ] {
+        assert!(o.stdout.contains(row), "no {row}: {}", o.stdout);
+    }
+    assert!(o.stdout.contains("create 50 tables"), "{}", o.stdout);
+    let o = run(&["tables", "--tables", "50", "--rounds", "2", "--json"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).expect("one JSON object");
+    assert_eq!(v["workload"], "tables");
+    assert_eq!(v["tables"], 50);
+    let rounds = v["rounds"].as_array().expect("rounds");
+    assert_eq!(rounds.len(), 2);
+    for r in rounds {
+        let bytes = r["bytes_per_table"].as_f64().expect("bytes per table");
+        assert!(bytes > 0.0, "an empty table holds something: {r}");
+        // A dropped table's memory comes back once the collector ran (the
+        // registry keeps a little: its maps' capacity).
+        let back = r["bytes_back"].as_f64().expect("bytes back");
+        assert!(back > 0.9 && back <= 1.0, "{r}");
+    }
+}
+
+#[test]
+fn memory_gives_one_lock_free_row_per_tables_value() {
+    let o = run(&[
+        "memory",
+        "--engines",
+        "lock-free",
+        "--tables",
+        "0,4",
+        "--keys",
+        "2000",
+        "--json",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).expect("one JSON object");
+    let rows = v["memory"].as_array().expect("memory rows");
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["engine"].as_str().expect("a name"))
+        .collect();
+    assert_eq!(names, ["lock-free", "lock-free/4t"], "{rows:?}");
+    for r in rows {
+        assert!(r["bytes_per_key"].as_f64().expect("bytes") > 0.0, "{r}");
+        assert!(
+            r["bytes_per_extra_version"].as_f64().expect("bytes") > 0.0,
+            "{r}"
+        );
+    }
+}
