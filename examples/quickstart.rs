@@ -1,16 +1,19 @@
 use snapshot_engine::{
-    CommitOptions, Engine, EngineConfig, OwnedSession, TimestampUpdate, TxnOptions,
+    CommitOptions, Engine, EngineConfig, OwnedSession, TableOptions, TimestampUpdate, TxnOptions,
 };
 use std::sync::Arc;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Arc::new(Engine::new(EngineConfig::default())?);
+    let prices = engine.create_table("prices", TableOptions::default())?;
 
-    // A transaction: writes, then `?` on commit (its error owns nothing).
+    // A transaction: writes to the default table and to `prices`, then `?`
+    // on commit (its error owns nothing); all of them commit, or none.
     let mut session = engine.session()?;
     let mut txn = session.begin(&TxnOptions::default())?;
     txn.put("apple", "red")?;
     txn.put("pear", "green")?;
+    txn.table(&prices)?.put("apple", "3")?;
     txn.commit(CommitOptions::at(10))?; // the session is free again
     engine.set_timestamps(TimestampUpdate::stable(10).and_oldest(5))?;
 
@@ -34,5 +37,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     assert_eq!(txn.get("plum")?, None);
+    assert_eq!(
+        txn.table(&prices)?.get("apple")?.as_deref(),
+        Some(&b"3"[..])
+    );
     Ok(())
 }

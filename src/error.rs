@@ -432,6 +432,91 @@ pub enum Error {
         /// The last checkpoint's stable timestamp.
         checkpoint: Timestamp,
     },
+    /// A table name the engine refuses (`Engine::create_table`,
+    /// `Engine::open_table`, `Engine::drop_table`): see [`TableNameProblem`].
+    InvalidTableName {
+        /// The name given.
+        name: String,
+        /// What is wrong with it.
+        problem: TableNameProblem,
+    },
+    /// `Engine::create_table` with the name of a live table.
+    TableExists {
+        /// The name.
+        name: String,
+    },
+    /// No live table has this name (never created, or dropped).
+    TableNotFound {
+        /// The name.
+        name: String,
+    },
+    /// The table was dropped: a handle to it reads and writes nothing, and
+    /// a transaction holding writes to it cannot commit.
+    TableDropped {
+        /// The dropped table's name.
+        name: String,
+    },
+    /// A table handle from another engine (every engine has its own
+    /// tables, even under the same name).
+    ForeignTable {
+        /// The table's name (in the engine it belongs to).
+        name: String,
+    },
+    /// A [`TableOptions`](crate::TableOptions) field outside its bounds;
+    /// the table is not created.
+    TableOptionOutOfRange {
+        /// The field, by its name in `TableOptions`.
+        field: &'static str,
+        /// The rejected value.
+        value: usize,
+        /// The largest value accepted.
+        max: usize,
+    },
+    /// Every table id was used: an engine hands out `u32::MAX` ids over its
+    /// life, and never reuses one.
+    TableIdsExhausted,
+    /// The operation is not available on this kind of engine.
+    Unsupported {
+        /// The operation.
+        operation: &'static str,
+        /// Why, and what is available instead.
+        reason: &'static str,
+    },
+}
+
+/// What is wrong with a table name ([`Error::InvalidTableName`]). A name
+/// is non-empty UTF-8 of at most
+/// [`MAX_TABLE_NAME_LEN`](crate::MAX_TABLE_NAME_LEN) bytes, with no NUL
+/// byte.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TableNameProblem {
+    /// The name is empty.
+    Empty,
+    /// The name is longer than the limit.
+    TooLong {
+        /// The name's length in bytes.
+        len: usize,
+        /// The limit in bytes.
+        max: usize,
+    },
+    /// The name holds a NUL byte.
+    Nul {
+        /// Its byte offset.
+        at: usize,
+    },
+}
+
+impl fmt::Display for TableNameProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TableNameProblem::Empty => f.write_str("is empty"),
+            TableNameProblem::TooLong { len, max } => {
+                write!(f, "is {len} bytes long, above the limit {max}")
+            }
+            TableNameProblem::Nul { at } => write!(f, "holds a NUL byte at offset {at}"),
+        }
+    }
 }
 
 impl fmt::Display for Error {
@@ -624,6 +709,27 @@ impl fmt::Display for Error {
                 stable.get(),
                 checkpoint.get()
             ),
+            InvalidTableName { name, problem } => {
+                write!(f, "table name {} {problem}", KeyText(name.as_bytes()))
+            }
+            TableExists { name } => write!(f, "table {name:?} already exists"),
+            TableNotFound { name } => write!(f, "no table named {name:?}"),
+            TableDropped { name } => write!(f, "table {name:?} was dropped"),
+            ForeignTable { name } => {
+                write!(f, "table {name:?} belongs to another engine")
+            }
+            TableOptionOutOfRange { field, value, max } => write!(
+                f,
+                "TableOptions::{field} {value} is out of range (0..={max})"
+            ),
+            TableIdsExhausted => write!(
+                f,
+                "every table id of this engine was used ({} creates)",
+                u32::MAX
+            ),
+            Unsupported { operation, reason } => {
+                write!(f, "{operation} is not supported: {reason}")
+            }
         }
     }
 }

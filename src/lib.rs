@@ -9,21 +9,32 @@
 //! The repository's DESIGN.md explains the protocol and its invariants.
 //!
 //! ```
-//! use snapshot_engine::{CommitOptions, Engine, EngineConfig, TxnOptions};
+//! use snapshot_engine::{CommitOptions, Engine, EngineConfig, TableOptions, TxnOptions};
 //!
 //! fn main() -> Result<(), Box<dyn std::error::Error>> {
 //!     let engine = Engine::new(EngineConfig::default())?;
+//!     let colors = engine.create_table("colors", TableOptions::default())?;
 //!     let mut session = engine.session()?;
 //!
 //!     let mut txn = session.begin(&TxnOptions::default())?;
-//!     txn.put("apple", "red")?;
-//!     txn.commit(CommitOptions::at(10))?;
+//!     txn.put("apple", "fruit")?; // the default table
+//!     txn.table(&colors)?.put("apple", "red")?; // a named table
+//!     txn.commit(CommitOptions::at(10))?; // both writes, at once
 //!
 //!     let mut txn = session.begin(&TxnOptions::at(15))?; // read at timestamp 15
-//!     assert_eq!(txn.get("apple")?.as_deref(), Some(&b"red"[..]));
+//!     assert_eq!(txn.get("apple")?.as_deref(), Some(&b"fruit"[..]));
+//!     assert_eq!(txn.table(&colors)?.get("apple")?.as_deref(), Some(&b"red"[..]));
 //!     Ok(())
 //! }
 //! ```
+//!
+//! [`Engine::create_table`] makes a named [`Table`]: its own keyspace, with
+//! its own key and value bounds ([`TableOptions`]); [`Txn::table`] is a
+//! transaction's view of it ([`TableTxn`]). The table rules are in
+//! [`Engine::drop_table`] and DESIGN.md: names are non-empty UTF-8 of at
+//! most [`MAX_TABLE_NAME_LEN`] bytes with no NUL; ids are never reused;
+//! create and drop take effect at once (not transactionally); a dropped
+//! table's memory is freed once no reader or transaction can reach it.
 //!
 //! # Consistency
 //!
@@ -52,6 +63,10 @@
 //!   or a move of oldest) and never past a transaction still running; a
 //!   fast-path transaction can miss an untimestamped commit that already
 //!   returned. Timestamped commits at or below stable are always seen.
+//! * **Tables.** Every table a transaction touches is read at its one
+//!   snapshot and read timestamp, and its commit, prepare and rollback
+//!   cover every table it wrote, at once. Conflicts and serializable
+//!   tracking are per (table, key).
 //! * **Writes.** First updater wins: writing a key whose newest version is
 //!   uncommitted, prepared, or committed outside this transaction's view is
 //!   [`Error::WriteConflict`], after which the transaction must roll back.
@@ -110,9 +125,11 @@ pub use config::{
     TxnOptions,
 };
 pub use durability::{CommitHandle, Durability, DurabilityOptions, RecoveryReport};
-pub use error::{Error, Result, TimestampRole};
-pub use kv::plain::{CommitError, Cursor, Engine, OwnedSession, Session, Txn};
-pub use kv::{KeyRange, RollbackReport, Savepoint};
+pub use error::{Error, Result, TableNameProblem, TimestampRole};
+pub use kv::plain::{CommitError, Cursor, Engine, OwnedSession, Session, TableTxn, Txn};
+pub use kv::{
+    KeyRange, RollbackReport, Savepoint, Table, TableId, TableOptions, MAX_TABLE_NAME_LEN,
+};
 pub use machinery::SessionPin;
 pub use stats::Stats;
 pub use ts::{Generation, Timestamp, TxnId};
@@ -125,7 +142,7 @@ pub use ts::{Generation, Timestamp, TxnId};
 /// [`LockFree`](with_machinery::LockFree), and no user names them here.
 #[doc(hidden)]
 pub mod with_machinery {
-    pub use crate::kv::{CommitError, Cursor, Engine, OwnedSession, Session, Txn};
+    pub use crate::kv::{CommitError, Cursor, Engine, OwnedSession, Session, TableTxn, Txn};
     pub use crate::machinery::with_machinery::*;
 }
 

@@ -80,6 +80,12 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
 
     /// See [`Txn::prepare`](crate::Txn::prepare).
     pub fn prepare(&mut self, ts: impl Into<Timestamp>) -> Result<Timestamp> {
+        if self.inner.is_open() && !self.inner.is_prepared() {
+            if let Some(e) = self.session.writes.dropped_table() {
+                self.rollback_in_place();
+                return Err(e);
+            }
+        }
         super::serializable::gated_prepare(self, ts.into(), |t, ts| {
             let writes = &mut t.session.writes;
             t.inner.prepare(ts, |done| {
@@ -134,6 +140,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         if self.session.engine.durable.is_some() {
             return self.commit_logged(opts).map(|_| ());
         }
+        self.refuse_dropped()?;
         let id = self.inner.id();
         let prepared = self.prepared();
         let d = &mut *self.session;
@@ -148,6 +155,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
             done_with = Some(writes.complete(done));
         });
         self.after_completion(done_with, r.is_ok());
+        self.end_if_finished();
         r
     }
 
@@ -163,6 +171,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
     fn commit_logged(&mut self, opts: CommitOptions) -> Result<Option<u64>> {
         let id = self.inner.id();
         let prepared = self.prepared();
+        self.refuse_dropped()?;
         let d = &mut *self.session;
         let engine = d.engine;
         let log = engine.durable.as_deref().expect("a durable engine");
@@ -179,7 +188,8 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
                 if !writes.is_empty() {
                     let durable = prepared.map_or(cts, |a| durable_ts(cts, a, opts));
                     let prep = prepared.is_some();
-                    match log.log_commit(writes.writes(), cts, durable, prep, mode) {
+                    let pairs = writes.writes().map(|(_, k, v)| (k, v));
+                    match log.log_commit(pairs, cts, durable, prep, mode) {
                         Ok(lsn) => logged = Ok(Some(lsn)),
                         Err(e) => {
                             logged = Err((e, writes.abandon()));
@@ -202,7 +212,39 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
             }
         };
         self.after_completion(done_with, r.is_ok());
+        self.end_if_finished();
         r.map(|()| lsn)
+    }
+
+    /// Refuses the commit of an unprepared transaction that wrote to a
+    /// table dropped since, rolling it back. A prepared one commits (its
+    /// prepare checked the same), and its writes to a table dropped since
+    /// go with the table; so does a commit whose check passed before the
+    /// drop.
+    ///
+    /// # Errors
+    /// [`Error::TableDropped`].
+    #[inline]
+    fn refuse_dropped(&mut self) -> Result<()> {
+        if self.inner.is_prepared() {
+            return Ok(());
+        }
+        match self.session.writes.dropped_table() {
+            None => Ok(()),
+            Some(e) => {
+                self.rollback_in_place();
+                Err(e)
+            }
+        }
+    }
+
+    /// After a commit: if the transaction ended, the write set lets the
+    /// named tables' indexes it held go.
+    #[inline]
+    fn end_if_finished(&mut self) {
+        if !self.inner.is_open() {
+            self.session.writes.clear();
+        }
     }
 
     /// The durable timestamp announced with `set_durable_timestamp`

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::machinery::with_machinery::{LockFree, Machinery};
 use crate::machinery::Count;
 use crate::store::raw::chain::Found;
+use crate::store::{Index, Tb};
 use std::ops::Bound;
 
 /// Visible pairs a cursor copies per batch (under one epoch guard).
@@ -206,6 +207,13 @@ impl Batch<'_> {
 /// ```
 pub struct Cursor<'t, 's, 'e, M: Machinery = LockFree> {
     txn: &'t mut Txn<'s, 'e, M>,
+    /// The table it reads.
+    tb: Tb<'t>,
+    /// The table's index: the store's own for the default table, or a
+    /// named table's, which the transaction's write set holds until the
+    /// transaction ends (so its keys may be lent for `'t`); `None`: the
+    /// table was dropped.
+    index: Option<&'t Index>,
     /// The caller's bounds and the sought keys, which positions name.
     keys: Owned,
     /// The caller's lower bound.
@@ -228,7 +236,11 @@ pub struct Cursor<'t, 's, 'e, M: Machinery = LockFree> {
 }
 
 impl<'t, 's, 'e, M: Machinery> Cursor<'t, 's, 'e, M> {
-    pub(super) fn new(txn: &'t mut Txn<'s, 'e, M>, bounds: (Bound<&[u8]>, Bound<&[u8]>)) -> Self {
+    pub(super) fn new(
+        txn: &'t mut Txn<'s, 'e, M>,
+        tb: Tb<'t>,
+        bounds: (Bound<&[u8]>, Bound<&[u8]>),
+    ) -> Self {
         let copy = |b: Bound<&[u8]>| match b {
             Bound::Included(k) | Bound::Excluded(k) => Box::<[u8]>::from(k),
             Bound::Unbounded => Box::default(),
@@ -239,8 +251,14 @@ impl<'t, 's, 'e, M: Machinery> Cursor<'t, 's, 'e, M> {
             Bound::Unbounded => At::Unbounded,
         };
         let (lo, hi) = (at(bounds.0, Key::Lo), at(bounds.1, Key::Hi));
+        let (index, failed) = match txn.session.writes.hold(tb, false) {
+            Ok(i) => (Some(i), None),
+            Err(e) => (None, Some(e)),
+        };
         Cursor {
             txn,
+            tb,
+            index,
             keys: Owned {
                 lo: copy(bounds.0),
                 hi: copy(bounds.1),
@@ -254,7 +272,7 @@ impl<'t, 's, 'e, M: Machinery> Cursor<'t, 's, 'e, M> {
             back_scan: hi,
             front: Batch::default(),
             back: Batch::default(),
-            failed: None,
+            failed,
             finished: false,
         }
     }
@@ -437,8 +455,18 @@ impl<'t, 's, 'e, M: Machinery> Cursor<'t, 's, 'e, M> {
             return;
         }
         let bounds = (self.keys.bound(lo), self.keys.bound(hi));
-        // The engine outlives `'t`: index keys borrowed from its store may be
-        // kept for `'t` (keys are never removed while the store lives).
+        // The index outlives `'t` (the field's docs): its keys may be kept
+        // for `'t` (keys are never removed while an index lives).
+        let index = match self.index {
+            Some(i) if !matches!(self.tb, Tb::Named(t) if t.is_dropped()) => i,
+            _ => {
+                self.failed = Some(match self.tb {
+                    Tb::Named(t) => t.dropped(),
+                    Tb::Default => unreachable!("the default table never drops"),
+                });
+                return;
+            }
+        };
         let store = &self.txn.session.engine.store;
         let guard = store.collector.pin();
         // `examined`: index entries looked at (bounds a batch);
@@ -468,14 +496,14 @@ impl<'t, 's, 'e, M: Machinery> Cursor<'t, 's, 'e, M> {
             }
             true
         };
-        store.index.range(bounds, forward, &guard, &mut visit);
+        index.range(bounds, forward, &guard, &mut visit);
         drop(guard);
         self.txn.inner.count(Count::Reads, examined as u64);
         self.txn.inner.count(Count::VersionsRead, versions);
         batch.done = exhausted;
         if self.txn.session.serial.track {
             let track = &mut self.txn.session.serial;
-            track.note_refill(bounds, forward, exhausted, last);
+            track.note_refill(self.tb, bounds, forward, exhausted, last);
         }
         if let Some(key) = conflict {
             self.txn.inner.count(Count::PrepareConflicts, 1);

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::machinery::with_machinery::{LockFree, Machinery, TxnManager, TxnSession};
 use crate::machinery::{Count, SessionPin};
 use crate::stats::Stats;
-use crate::store::{Store, WriteSet};
+use crate::store::{Registry, Store, WriteSet};
 use crate::sync::Ordering;
 use crate::ts::Timestamp;
 use std::sync::Arc;
@@ -26,6 +26,11 @@ pub struct Engine<M: Machinery = LockFree> {
     pub(crate) prepared_durable: super::PreparedDurable,
     /// The serializable commit gate (`kv/serializable.rs`).
     pub(crate) serial: super::serializable::Gate,
+    /// The live named tables (`store/table.rs`).
+    pub(crate) tables: Registry,
+    /// This engine's process-wide unique id, carried by its tables'
+    /// handles (so another engine's are refused).
+    pub(crate) instance: u64,
 }
 
 impl Engine<LockFree> {
@@ -55,6 +60,8 @@ impl<M: Machinery> Engine<M> {
             durable: None,
             prepared_durable: Default::default(),
             serial: Default::default(),
+            tables: Registry::default(),
+            instance: crate::sync::unique_id(),
         })
     }
 
@@ -122,7 +129,7 @@ impl<M: Machinery> Engine<M> {
         self.mgr.advance_horizon();
         let h = self.mgr.horizon();
         let stable = self.mgr.stable_timestamp();
-        let n = self.store.collect(h, stable);
+        let n = self.store.collect(&self.tables.live(), h, stable);
         self.mgr.count(Count::VersionsPruned, n.cut);
         self.mgr.count(Count::CommitVersionsExamined, n.examined);
     }

@@ -13,6 +13,7 @@ mod range;
 mod raw;
 mod rollback_to_stable;
 mod serializable;
+mod table;
 mod txn;
 
 pub use commit::CommitError;
@@ -21,4 +22,5 @@ pub use engine::{Engine, OwnedSession, Session};
 pub use range::KeyRange;
 pub(crate) use rollback_to_stable::PreparedDurable;
 pub use rollback_to_stable::RollbackReport;
+pub use table::{Table, TableId, TableOptions, TableTxn, MAX_TABLE_NAME_LEN};
 pub use txn::{Savepoint, Txn};

@@ -86,7 +86,7 @@ impl<M: Machinery> Engine<M> {
             .filter(|p| p.snapshot_xmin.is_some() || p.read_ts.is_some())
             .count();
         let mut unfinished = HashSet::new();
-        self.store.for_each_version(|st| {
+        self.store.for_each_version(&self.tables.live(), |st| {
             if matches!(
                 self.mgr.version_state(st),
                 VersionState::InProgress | VersionState::Prepared(_)
@@ -111,6 +111,7 @@ impl<M: Machinery> Engine<M> {
         let prepared = self.prepared_durable.above(stable);
         let mgr = &self.mgr;
         let done = self.store.rollback_to_stable(
+            &mut self.tables,
             stable,
             |st| mgr.version_state(st),
             |st, cts| cts.get() > s || prepared.contains(&st.writer().get()),

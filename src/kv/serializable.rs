@@ -7,7 +7,8 @@
 //! A serializable transaction records, in its session's [`Tracker`] (its
 //! own memory, cleared at its end), the keys its point reads asked for and
 //! the key ranges its scans and cursors covered (each end up to where it
-//! read). A snapshot-isolation transaction records nothing unless it asks
+//! read), each with its table: a key or range is always a (table, key)
+//! pair, so the same key in two tables is two keys. A snapshot-isolation transaction records nothing unless it asks
 //! for a tracked read ([`Txn::get_for_update`]).
 //!
 //! Its writes are installed as versions before commit, as every
@@ -52,10 +53,11 @@ use crate::config::{CommitOptions, Isolation, PrepareConflicts, TxnOptions};
 use crate::error::{Error, Result};
 use crate::machinery::with_machinery::Machinery;
 use crate::machinery::ReadView;
-use crate::store::Store;
+use crate::store::{Store, TableState, Tb};
 use crate::sync::{mutant as m, mutant_on, Mutex};
 use crate::ts::{Timestamp, TxnId};
 use std::ops::{Bound, Range};
+use std::sync::Arc;
 
 /// A tracker that grew past this many bytes of keys (or entries) frees its
 /// buffers when its transaction ends instead of keeping them for the next.
@@ -69,12 +71,13 @@ enum Edge {
     Excluded(Range<usize>),
 }
 
-/// What a transaction read: keys and ranges, their bytes in one buffer.
+/// What a transaction read: keys and ranges, each with its table's id,
+/// their bytes in one buffer.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ReadSet {
     bytes: Vec<u8>,
-    keys: Vec<Range<usize>>,
-    ranges: Vec<(Edge, Edge)>,
+    keys: Vec<(u32, Range<usize>)>,
+    ranges: Vec<(u32, Edge, Edge)>,
 }
 
 impl ReadSet {
@@ -92,14 +95,14 @@ impl ReadSet {
         }
     }
 
-    fn add_key(&mut self, key: &[u8]) {
+    fn add_key(&mut self, table: u32, key: &[u8]) {
         let r = self.push(key);
-        self.keys.push(r);
+        self.keys.push((table, r));
     }
 
-    fn add_range(&mut self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) {
+    fn add_range(&mut self, table: u32, lo: Bound<&[u8]>, hi: Bound<&[u8]>) {
         let (lo, hi) = (self.edge(lo), self.edge(hi));
-        self.ranges.push((lo, hi));
+        self.ranges.push((table, lo, hi));
     }
 
     fn bound(&self, e: &Edge) -> Bound<&[u8]> {
@@ -110,20 +113,22 @@ impl ReadSet {
         }
     }
 
-    fn keys(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        self.keys.iter().map(|r| &self.bytes[r.clone()])
+    fn keys(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
+        self.keys.iter().map(|(t, r)| (*t, &self.bytes[r.clone()]))
     }
 
-    fn ranges(&self) -> impl Iterator<Item = (Bound<&[u8]>, Bound<&[u8]>)> + '_ {
+    #[allow(clippy::type_complexity)]
+    fn ranges(&self) -> impl Iterator<Item = (u32, (Bound<&[u8]>, Bound<&[u8]>))> + '_ {
         self.ranges
             .iter()
-            .map(|(lo, hi)| (self.bound(lo), self.bound(hi)))
+            .map(|(t, lo, hi)| (*t, (self.bound(lo), self.bound(hi))))
     }
 
-    /// Does this read set cover `key` (a tracked key, or a key inside a
-    /// tracked range)?
-    fn covers(&self, key: &[u8]) -> bool {
-        self.keys().any(|k| k == key) || self.ranges().any(|r| in_range(r, key))
+    /// Does this read set cover `key` of table `table` (a tracked key, or
+    /// a key inside a tracked range, of that table)?
+    fn covers(&self, table: u32, key: &[u8]) -> bool {
+        self.keys().any(|(t, k)| t == table && k == key)
+            || self.ranges().any(|(t, r)| t == table && in_range(r, key))
     }
 
     fn is_empty(&self) -> bool {
@@ -133,15 +138,15 @@ impl ReadSet {
     /// The bytes this read set holds: keys, range bounds and their entries.
     fn tracked_bytes(&self) -> usize {
         self.bytes.len()
-            + self.keys.len() * std::mem::size_of::<Range<usize>>()
-            + self.ranges.len() * std::mem::size_of::<(Edge, Edge)>()
+            + self.keys.len() * std::mem::size_of::<(u32, Range<usize>)>()
+            + self.ranges.len() * std::mem::size_of::<(u32, Edge, Edge)>()
     }
 
     /// Empties it; frees its buffers if they grew past [`KEEP_BYTES`].
     fn clear(&mut self) {
         if self.bytes.capacity() > KEEP_BYTES
-            || self.keys.capacity() * std::mem::size_of::<Range<usize>>() > KEEP_BYTES
-            || self.ranges.capacity() * std::mem::size_of::<(Edge, Edge)>() > KEEP_BYTES
+            || self.keys.capacity() * std::mem::size_of::<(u32, Range<usize>)>() > KEEP_BYTES
+            || self.ranges.capacity() * std::mem::size_of::<(u32, Edge, Edge)>() > KEEP_BYTES
         {
             *self = ReadSet::default();
         } else {
@@ -188,6 +193,9 @@ pub(crate) struct Tracker<'e> {
     /// Keys a serializable transaction wrote (checked against prepared
     /// transactions' registered read sets).
     writes: ReadSet,
+    /// The named tables the read and write sets name (by id), to validate
+    /// against; cleared with them.
+    tables: Vec<Arc<TableState>>,
     /// This session's id at the gate (its registered read set's owner).
     owner: u64,
     /// A prepared transaction's read set is registered at the gate.
@@ -202,6 +210,7 @@ impl<'e> Tracker<'e> {
             serializable: false,
             reads: ReadSet::default(),
             writes: ReadSet::default(),
+            tables: Vec::new(),
             owner: crate::sync::unique_id(),
             registered: false,
             gate,
@@ -253,6 +262,7 @@ impl<'e> Tracker<'e> {
         self.serializable = false;
         self.reads.clear();
         self.writes.clear();
+        self.tables.clear();
     }
 
     /// Does the open transaction need the gated commit?
@@ -261,17 +271,37 @@ impl<'e> Tracker<'e> {
         self.serializable || self.registered || !self.reads.is_empty()
     }
 
-    /// Records a point read of `key` (while `track` is set).
-    #[inline(never)]
-    pub(crate) fn note_key(&mut self, key: &[u8]) {
-        self.reads.add_key(key);
+    /// Notes table `tb` among those the sets name; returns its id.
+    fn note_table(&mut self, tb: Tb<'_>) -> u32 {
+        if let Tb::Named(t) = tb {
+            if !self.tables.iter().any(|h| h.id == t.id) {
+                self.tables.push(t.clone());
+            }
+        }
+        tb.id()
     }
 
-    /// Records a batch of point reads (while `track` is set).
+    /// Table `id` of the sets (the default table, or one noted).
+    fn table(&self, id: u32) -> Tb<'_> {
+        match self.tables.iter().find(|t| t.id == id) {
+            Some(t) => Tb::Named(t),
+            None => Tb::Default,
+        }
+    }
+
+    /// Records a point read of `key` in `tb` (while `track` is set).
     #[inline(never)]
-    pub(crate) fn note_keys<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
+    pub(crate) fn note_key(&mut self, tb: Tb<'_>, key: &[u8]) {
+        let t = self.note_table(tb);
+        self.reads.add_key(t, key);
+    }
+
+    /// Records a batch of point reads in `tb` (while `track` is set).
+    #[inline(never)]
+    pub(crate) fn note_keys<K: AsRef<[u8]>>(&mut self, tb: Tb<'_>, keys: &[K]) {
+        let t = self.note_table(tb);
         for k in keys {
-            self.reads.add_key(k.as_ref());
+            self.reads.add_key(t, k.as_ref());
         }
     }
 
@@ -280,12 +310,14 @@ impl<'e> Tracker<'e> {
     #[inline(never)]
     pub(crate) fn note_scan(
         &mut self,
+        tb: Tb<'_>,
         bounds: (Bound<&[u8]>, Bound<&[u8]>),
         stopped: Option<&[u8]>,
     ) {
+        let t = self.note_table(tb);
         match stopped {
-            None => self.reads.add_range(bounds.0, bounds.1),
-            Some(k) => self.reads.add_range(bounds.0, Bound::Included(k)),
+            None => self.reads.add_range(t, bounds.0, bounds.1),
+            Some(k) => self.reads.add_range(t, bounds.0, Bound::Included(k)),
         }
     }
 
@@ -294,24 +326,32 @@ impl<'e> Tracker<'e> {
     #[inline(never)]
     pub(crate) fn note_refill(
         &mut self,
+        tb: Tb<'_>,
         bounds: (Bound<&[u8]>, Bound<&[u8]>),
         forward: bool,
         exhausted: bool,
         last: Option<&[u8]>,
     ) {
+        let t = self.note_table(tb);
         match (exhausted, last) {
-            (false, Some(k)) if forward => self.reads.add_range(bounds.0, Bound::Included(k)),
-            (false, Some(k)) => self.reads.add_range(Bound::Included(k), bounds.1),
-            _ => self.reads.add_range(bounds.0, bounds.1),
+            (false, Some(k)) if forward => self.reads.add_range(t, bounds.0, Bound::Included(k)),
+            (false, Some(k)) => self.reads.add_range(t, Bound::Included(k), bounds.1),
+            _ => self.reads.add_range(t, bounds.0, bounds.1),
         }
     }
 
-    /// Records a write of `key` (serializable transactions only).
+    /// Records a write of `key` in `tb` (serializable transactions only).
     #[inline]
-    pub(crate) fn note_write(&mut self, key: &[u8]) {
+    pub(crate) fn note_write(&mut self, tb: Tb<'_>, key: &[u8]) {
         if self.serializable {
-            self.writes.add_key(key);
+            self.note_write_slow(tb, key);
         }
+    }
+
+    #[inline(never)]
+    fn note_write_slow(&mut self, tb: Tb<'_>, key: &[u8]) {
+        let t = self.note_table(tb);
+        self.writes.add_key(t, key);
     }
 
     /// The bytes the open transaction's tracking holds now (reads and
@@ -384,7 +424,7 @@ fn validate<M: Machinery>(txn: &mut Txn<'_, '_, M>, state: &GateState) -> Result
     let d = &*txn.session;
     let owner = d.serial.owner;
     for p in state.prepared.iter().filter(|p| p.owner != owner) {
-        if let Some(k) = d.serial.writes.keys().find(|k| p.reads.covers(k)) {
+        if let Some((_, k)) = d.serial.writes.keys().find(|&(t, k)| p.reads.covers(t, k)) {
             return Err(Error::PreparedReadConflict { key: k.to_vec() });
         }
     }
@@ -395,11 +435,13 @@ fn validate<M: Machinery>(txn: &mut Txn<'_, '_, M>, state: &GateState) -> Result
         return Ok(());
     }
     let view = txn.inner.read_view()?;
-    if let Some(k) = reads.keys().find(|k| changed(store, k, &view)) {
-        return Err(Error::SerializationConflict { key: k.to_vec() });
+    for (t, k) in reads.keys() {
+        if changed(store, d.serial.table(t), k, &view)? {
+            return Err(Error::SerializationConflict { key: k.to_vec() });
+        }
     }
-    for (lo, hi) in reads.ranges() {
-        if let Some(key) = changed_in(store, (lo, hi), &view) {
+    for (t, (lo, hi)) in reads.ranges() {
+        if let Some(key) = changed_in(store, d.serial.table(t), (lo, hi), &view)? {
             return Err(Error::RangeConflict {
                 start: owned(lo),
                 end: owned(hi),
@@ -410,22 +452,30 @@ fn validate<M: Machinery>(txn: &mut Txn<'_, '_, M>, state: &GateState) -> Result
     Ok(())
 }
 
-/// Would a write of `key` by `view`'s transaction conflict now?
-fn changed(store: &Store, key: &[u8], view: &ReadView<'_>) -> bool {
+/// Would a write of `key` of table `tb` by `view`'s transaction conflict
+/// now?
+///
+/// # Errors
+/// [`Error::TableDropped`]: the table it read was dropped since.
+fn changed(store: &Store, tb: Tb<'_>, key: &[u8], view: &ReadView<'_>) -> Result<bool> {
     let guard = store.collector.pin();
-    store
-        .index
+    Ok(tb
+        .index(store, &guard)?
         .get(key, &guard)
-        .is_some_and(|e| e.changed_since(view, &guard))
+        .is_some_and(|e| e.changed_since(view, &guard)))
 }
 
 /// The first key in `range` a write by `view`'s transaction would conflict
 /// on now.
+///
+/// # Errors
+/// [`Error::TableDropped`]: the table it read was dropped since.
 fn changed_in(
     store: &Store,
+    tb: Tb<'_>,
     range: (Bound<&[u8]>, Bound<&[u8]>),
     view: &ReadView<'_>,
-) -> Option<Vec<u8>> {
+) -> Result<Option<Vec<u8>>> {
     // No key lies in an empty range (and the index's range walk requires
     // `lo <= hi`).
     if let (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) =
@@ -433,19 +483,20 @@ fn changed_in(
     {
         let both = matches!(range, (Bound::Included(_), Bound::Included(_)));
         if a > b || (a == b && !both) {
-            return None;
+            return Ok(None);
         }
     }
     let guard = store.collector.pin();
+    let index = tb.index(store, &guard)?;
     let mut hit = None;
-    store.index.range(range, true, &guard, |k, e| {
+    index.range(range, true, &guard, |k, e| {
         if e.changed_since(view, &guard) {
             hit = Some(k.to_vec());
             return false;
         }
         true
     });
-    hit
+    Ok(hit)
 }
 
 /// The commit timestamp a commit with `opts` will use (as the machinery
@@ -590,14 +641,24 @@ pub(super) fn rolled_back(d: &mut SessionData<'_, impl Machinery>) {
 impl<M: Machinery> Txn<'_, '_, M> {
     /// See [`Txn::get_untracked`](crate::Txn::get_untracked).
     pub fn get_untracked(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.get_untracked_in(Tb::Default, key.as_ref())
+    }
+
+    /// An untracked point read of `key` in table `tb`.
+    pub(super) fn get_untracked_in(&mut self, tb: Tb<'_>, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let track = std::mem::replace(&mut self.session.serial.track, false);
-        let r = self.get(key);
+        let r = self.get_with_in(tb, key, |v| v.map(<[u8]>::to_vec));
         self.session.serial.track = track;
         r
     }
 
     /// See [`Txn::get_for_update`](crate::Txn::get_for_update).
     pub fn get_for_update(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.get_for_update_in(Tb::Default, key.as_ref())
+    }
+
+    /// A tracked point read of `key` in table `tb`.
+    pub(super) fn get_for_update_in(&mut self, tb: Tb<'_>, key: &[u8]) -> Result<Option<Vec<u8>>> {
         if self.inner.options().isolation == Isolation::ReadCommitted {
             return Err(Error::IncompatibleOptions {
                 first: "isolation: ReadCommitted",
@@ -605,7 +666,7 @@ impl<M: Machinery> Txn<'_, '_, M> {
             });
         }
         let track = std::mem::replace(&mut self.session.serial.track, true);
-        let r = self.get(key);
+        let r = self.get_with_in(tb, key, |v| v.map(<[u8]>::to_vec));
         self.session.serial.track = track;
         r
     }

@@ -10,7 +10,7 @@ use crate::config::TxnOptions;
 use crate::error::{Error, Result};
 use crate::machinery::with_machinery::{LockFree, Machinery, Transaction, TxnSession};
 use crate::machinery::Count;
-use crate::store::Found;
+use crate::store::{Found, Tb};
 use crate::ts::{Timestamp, TxnId};
 
 /// The generic form of [`Txn`](crate::Txn), on snapshot protocol `M`
@@ -83,8 +83,18 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         key: impl AsRef<[u8]>,
         f: impl FnOnce(Option<&[u8]>) -> R,
     ) -> Result<R> {
-        let key = key.as_ref();
-        let max = self.session.engine.config.max_key_len;
+        self.get_with_in(Tb::Default, key.as_ref(), f)
+    }
+
+    /// A point read of `key` in table `tb` (every table's `get_with`).
+    #[inline]
+    pub(super) fn get_with_in<R>(
+        &mut self,
+        tb: Tb<'_>,
+        key: &[u8],
+        f: impl FnOnce(Option<&[u8]>) -> R,
+    ) -> Result<R> {
+        let max = tb.max_key_len(self.session.engine.config.max_key_len);
         if key.len() > max {
             // The transaction's state first, as for a write.
             self.inner.check_usable()?;
@@ -94,17 +104,17 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
             });
         }
         if self.session.serial.track {
-            self.session.serial.note_key(key);
+            self.session.serial.note_key(tb, key);
         }
         let view = self.inner.read_view()?;
-        let (r, examined) = self.session.engine.store.read(key, &view, |found, n| {
+        let (r, examined) = self.session.engine.store.read(tb, key, &view, |found, n| {
             let r = match found {
                 Found::Value(v) => Some(f(Some(v))),
                 Found::Deleted | Found::Absent => Some(f(None)),
                 Found::PrepareConflict => None,
             };
             (r, n)
-        });
+        })?;
         self.inner.count(Count::Reads, 1);
         self.inner.count(Count::VersionsRead, examined);
         match r {
@@ -125,9 +135,20 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
     pub fn get_many_with<K: AsRef<[u8]>>(
         &mut self,
         keys: &[K],
+        f: impl FnMut(usize, Option<&[u8]>),
+    ) -> Result<()> {
+        self.get_many_with_in(Tb::Default, keys, f)
+    }
+
+    /// A batched point read of `keys` in table `tb` (every table's
+    /// `get_many_with`).
+    pub(super) fn get_many_with_in<K: AsRef<[u8]>>(
+        &mut self,
+        tb: Tb<'_>,
+        keys: &[K],
         mut f: impl FnMut(usize, Option<&[u8]>),
     ) -> Result<()> {
-        let max = self.session.engine.config.max_key_len;
+        let max = tb.max_key_len(self.session.engine.config.max_key_len);
         if let Some(k) = keys.iter().find(|k| k.as_ref().len() > max) {
             self.inner.check_usable()?;
             return Err(Error::KeyTooLarge {
@@ -136,7 +157,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
             });
         }
         if self.session.serial.track {
-            self.session.serial.note_keys(keys);
+            self.session.serial.note_keys(tb, keys);
         }
         let view = self.inner.read_view()?;
         let (mut reads, mut examined) = (0, 0);
@@ -144,7 +165,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         self.session
             .engine
             .store
-            .read_many(keys, &view, |i, found, n| {
+            .read_many(tb, keys, &view, |i, found, n| {
                 reads += 1;
                 examined += n;
                 match found {
@@ -156,7 +177,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
                     }
                 }
                 true
-            });
+            })?;
         self.inner.count(Count::Reads, reads);
         self.inner.count(Count::VersionsRead, examined);
         match conflict {
@@ -181,17 +202,28 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
     pub fn scan(
         &mut self,
         range: impl KeyRange,
+        f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        self.scan_in(Tb::Default, range, f)
+    }
+
+    /// A scan of `range` in table `tb` (every table's `scan`).
+    pub(super) fn scan_in(
+        &mut self,
+        tb: Tb<'_>,
+        range: impl KeyRange,
         mut f: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
         let view = self.inner.read_view()?;
         let bounds = range.bounds();
         let store = &self.session.engine.store;
         let guard = store.collector.pin();
+        let index = tb.index(store, &guard)?;
         let mut conflict: Option<Vec<u8>> = None;
         let (mut reads, mut examined) = (0, 0);
         let track = self.session.serial.track;
         let mut stopped: Option<Vec<u8>> = None;
-        store.index.range(bounds, true, &guard, |k, e| {
+        index.range(bounds, true, &guard, |k, e| {
             reads += 1;
             match e.read_counted(&view, &guard, &mut examined) {
                 Found::Value(v) => {
@@ -211,7 +243,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         drop(guard);
         if track {
             let at = conflict.as_deref().or(stopped.as_deref());
-            self.session.serial.note_scan(bounds, at);
+            self.session.serial.note_scan(tb, bounds, at);
         }
         self.inner.count(Count::Reads, reads);
         self.inner.count(Count::VersionsRead, examined);
@@ -236,7 +268,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
 
     /// See [`Txn::iter`](crate::Txn::iter).
     pub fn iter(&mut self, range: impl KeyRange) -> Cursor<'_, 's, 'e, M> {
-        Cursor::new(self, range.bounds())
+        Cursor::new(self, Tb::Default, range.bounds())
     }
 
     /// See [`Txn::cursor`](crate::Txn::cursor).
@@ -246,20 +278,24 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
 
     /// See [`Txn::put`](crate::Txn::put).
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
-        let (key, value) = (key.as_ref(), value.as_ref());
-        let max = self.session.engine.config.max_value_len;
+        self.put_in(Tb::Default, key.as_ref(), value.as_ref())
+    }
+
+    /// A put of `key` in table `tb` (every table's `put`).
+    pub(super) fn put_in(&mut self, tb: Tb<'_>, key: &[u8], value: &[u8]) -> Result<()> {
+        let max = tb.max_value_len(self.session.engine.config.max_value_len);
         if value.len() > max {
             return Err(Error::ValueTooLarge {
                 len: value.len(),
                 max,
             });
         }
-        self.write(key, Some(value))
+        self.write(tb, key, Some(value))
     }
 
     /// See [`Txn::delete`](crate::Txn::delete).
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
-        self.write(key.as_ref(), None)
+        self.write(Tb::Default, key.as_ref(), None)
     }
 
     /// See [`Txn::savepoint`](crate::Txn::savepoint).
@@ -297,9 +333,10 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         Ok(())
     }
 
-    fn write(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+    /// A write of `key` in table `tb` (`None`: a delete).
+    pub(super) fn write(&mut self, tb: Tb<'_>, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         self.inner.check_writable()?;
-        let max = self.session.engine.config.max_key_len;
+        let max = tb.max_key_len(self.session.engine.config.max_key_len);
         if key.len() > max {
             return Err(Error::KeyTooLarge {
                 len: key.len(),
@@ -307,10 +344,10 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
             });
         }
         let (status, view) = self.inner.new_version()?;
-        match self.session.writes.write(key, status, value, &view) {
+        match self.session.writes.write(tb, key, status, value, &view)? {
             Ok(retries) => {
                 self.inner.count(Count::ChainCasRetries, retries);
-                self.session.serial.note_write(key);
+                self.session.serial.note_write(tb, key);
                 Ok(())
             }
             Err(_) => {

@@ -9,6 +9,7 @@
 //! `raw/writes.rs` give (see `raw/mod.rs` for the boundary).
 
 pub(crate) mod raw;
+pub(crate) mod table;
 
 use crate::machinery::epoch::Collector;
 use crate::machinery::{Horizon, ReadView};
@@ -16,9 +17,13 @@ pub(crate) use raw::chain::rollback_to_stable::RolledBack;
 pub(crate) use raw::chain::{Found, Pruned};
 pub(crate) use raw::index::Index;
 pub(crate) use raw::writes::{Completed, WriteSet};
+pub(crate) use table::{Registry, TableState, Tb};
 
-/// The key-value store: index, collector, and freed-version count.
+/// The key-value store: the default table's index, and the collector and
+/// freed-version count every table shares (a named table's index is
+/// reached through its [`TableState`]).
 pub(crate) struct Store {
+    /// The default table's index.
     pub(crate) index: Index,
     pub(crate) collector: Collector,
     pub(crate) freed: std::sync::Arc<crate::sync::AtomicU64>,
@@ -33,38 +38,48 @@ impl Store {
         }
     }
 
-    /// Reads `key` with `view`: `f` gets what the read found (borrowed
-    /// under an epoch guard held while it runs) and the versions the read
-    /// examined. Loads only: no lock, no shared read-modify-write.
+    /// Reads `key` of table `tb` with `view`: `f` gets what the read found
+    /// (borrowed under an epoch guard held while it runs) and the versions
+    /// the read examined. Loads only: no lock, no shared read-modify-write.
+    ///
+    /// # Errors
+    /// [`Error::TableDropped`](crate::Error::TableDropped).
     #[inline]
     pub(crate) fn read<R>(
         &self,
+        tb: Tb<'_>,
         key: &[u8],
         view: &ReadView<'_>,
         f: impl FnOnce(Found<'_>, u64) -> R,
-    ) -> R {
+    ) -> crate::Result<R> {
         let guard = self.collector.pin();
+        let index = tb.index(self, &guard)?;
         let mut examined = 0;
-        let found = match self.index.get(key, &guard) {
+        let found = match index.get(key, &guard) {
             Some(e) => e.read_counted(view, &guard, &mut examined),
             None => Found::Absent,
         };
-        f(found, examined)
+        Ok(f(found, examined))
     }
 
     /// Reads every key of `keys` with `view`, in batches whose cache misses
     /// overlap (slots, then nodes, then head versions requested before the
     /// first read): `f(i, found, examined)` runs for each key in order,
     /// under one epoch guard per call, until it returns false. Loads only.
+    ///
+    /// # Errors
+    /// [`Error::TableDropped`](crate::Error::TableDropped).
     #[inline]
     pub(crate) fn read_many<K: AsRef<[u8]>>(
         &self,
+        tb: Tb<'_>,
         keys: &[K],
         view: &ReadView<'_>,
         mut f: impl FnMut(usize, Found<'_>, u64) -> bool,
-    ) {
+    ) -> crate::Result<()> {
         let guard = self.collector.pin();
-        self.index.get_batch(keys, &guard, |i, e| {
+        let index = tb.index(self, &guard)?;
+        index.get_batch(keys, &guard, |i, e| {
             let mut examined = 0;
             let found = match e {
                 Some(e) => e.read_counted(view, &guard, &mut examined),
@@ -72,50 +87,92 @@ impl Store {
             };
             f(i, found, examined)
         });
+        Ok(())
     }
 
-    /// Prunes every key's chain to `horizon` and moves its finger up to
-    /// `stable`, then hands this thread's retired memory on.
-    pub(crate) fn collect(&self, horizon: Horizon, stable: crate::ts::Timestamp) -> Pruned {
+    /// Prunes every key's chain of the default table and of `tables` (the
+    /// live named ones; a table dropped meanwhile is passed over) to
+    /// `horizon` and moves its finger up to `stable`, then hands this
+    /// thread's retired memory on.
+    pub(crate) fn collect(
+        &self,
+        tables: &[std::sync::Arc<TableState>],
+        horizon: Horizon,
+        stable: crate::ts::Timestamp,
+    ) -> Pruned {
         let stable = stable.get();
-        let guard = self.collector.pin();
         let mut out = Pruned::default();
-        self.index.for_each(&guard, |e| {
-            let n = e.prune(horizon, stable, &self.collector, &guard, || self.on_free());
-            out.cut += n.cut;
-            out.examined += n.examined;
-        });
+        let default = std::iter::once(Tb::Default);
+        for tb in default.chain(tables.iter().map(Tb::Named)) {
+            // A guard per table: one is never held across the whole walk.
+            let guard = self.collector.pin();
+            let Ok(index) = tb.index(self, &guard) else {
+                continue;
+            };
+            index.for_each(&guard, |e| {
+                let n = e.prune(horizon, stable, &self.collector, &guard, || self.on_free());
+                out.cut += n.cut;
+                out.examined += n.examined;
+            });
+        }
         // What was just retired sits in this thread's deferred bag until it
         // fills; hand it on so it is freed without later writes here.
-        self.collector.flush(&guard);
+        self.collector.flush(&self.collector.pin());
         out
     }
 
     /// Rollback to stable's store half: removes every committed version
     /// `remove` picks (given its status and commit timestamp) from every
-    /// chain and rebuilds the chains it changed (`raw/rollback_to_stable.rs`).
-    /// `&mut self`: no reader, writer or pruner can be in the store.
+    /// chain of every live table and rebuilds the chains it changed
+    /// (`raw/rollback_to_stable.rs`). `&mut self` and `&mut` the engine's
+    /// registry: no reader, writer or pruner can be in the store.
     pub(crate) fn rollback_to_stable(
         &mut self,
+        registry: &mut Registry,
         stable: crate::ts::Timestamp,
         state: impl Fn(&crate::machinery::VersionStatus) -> crate::machinery::VersionState,
         remove: impl Fn(&crate::machinery::VersionStatus, crate::ts::Timestamp) -> bool,
     ) -> RolledBack {
         let on_free = self.on_free();
-        raw::chain::rollback_to_stable::rebuild(
+        let mut out = raw::chain::rollback_to_stable::rebuild(
             &mut self.index,
             &self.collector,
             stable.get(),
-            state,
-            remove,
+            &state,
+            &remove,
             on_free,
-        )
+        );
+        for t in registry.live() {
+            if let Some(index) = t.slot.get_mut(registry) {
+                let done = raw::chain::rollback_to_stable::rebuild(
+                    index,
+                    &self.collector,
+                    stable.get(),
+                    &state,
+                    &remove,
+                    self.on_free(),
+                );
+                out.versions += done.versions;
+                out.keys += done.keys;
+            }
+        }
+        out
     }
 
-    /// Calls `f` with every version linked in any chain.
-    pub(crate) fn for_each_version(&self, f: impl FnMut(&crate::machinery::VersionStatus)) {
-        let guard = self.collector.pin();
-        raw::chain::rollback_to_stable::for_each_version(&self.index, &guard, f);
+    /// Calls `f` with every version linked in any chain of the default
+    /// table and of `tables`.
+    pub(crate) fn for_each_version(
+        &self,
+        tables: &[std::sync::Arc<TableState>],
+        mut f: impl FnMut(&crate::machinery::VersionStatus),
+    ) {
+        let default = std::iter::once(Tb::Default);
+        for tb in default.chain(tables.iter().map(Tb::Named)) {
+            let guard = self.collector.pin();
+            if let Ok(index) = tb.index(self, &guard) {
+                raw::chain::rollback_to_stable::for_each_version(index, &guard, &mut f);
+            }
+        }
     }
 
     /// The versions linked in `key`'s chain (0: never written).

@@ -9,3 +9,4 @@ mod layering;
 mod misuse;
 mod question_mark_on_commit;
 mod readme_snippet;
+mod tables;

@@ -1,5 +1,6 @@
 //! Memory held and freed: a long reader pins one version per key, the
-//! collector frees what pruning cut, and the soak run (ignored; minutes)
+//! collector frees what pruning cut, a dropped table's versions are freed
+//! once no reader can reach them, and the soak run (ignored; minutes)
 //! keeps resident memory and versions per key bounded.
 //!
 //! These tests need the process to themselves, so they live in this binary
@@ -12,6 +13,7 @@ use std::sync::{Mutex, MutexGuard};
 
 mod long_reader;
 mod soak;
+mod table_drop;
 mod versions_freed;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());

@@ -11,4 +11,5 @@ mod leaked_transaction;
 mod panic_safety;
 mod serializable;
 mod session_table;
+mod tables;
 mod write_conflicts;

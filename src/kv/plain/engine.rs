@@ -25,7 +25,7 @@ use std::sync::Arc;
 /// `'static`: store it in a struct or a pool, move it into `thread::spawn`
 /// or an async task).
 #[repr(transparent)]
-pub struct Engine(generic::Engine<LockFree>);
+pub struct Engine(pub(super) generic::Engine<LockFree>);
 
 impl Engine {
     /// A lock-free engine.

@@ -1,5 +1,5 @@
 //! The key-value types users name: [`Engine`], [`Session`],
-//! [`OwnedSession`], [`Txn`], [`Cursor`] and [`CommitError`], each a
+//! [`OwnedSession`], [`Txn`], [`TableTxn`], [`Cursor`] and [`CommitError`], each a
 //! newtype over its generic form (`kv/engine.rs`, `kv/txn.rs`,
 //! `kv/cursor.rs`) on the lock-free machinery. The generic forms take the
 //! snapshot protocol as a type parameter so that the workload driver and
@@ -11,8 +11,10 @@
 mod cursor;
 mod engine;
 mod serializable;
+mod table;
 mod txn;
 
 pub use cursor::Cursor;
 pub use engine::{Engine, OwnedSession, Session};
+pub use table::TableTxn;
 pub use txn::{CommitError, Txn};

@@ -9,7 +9,9 @@
 //! store's collector (there is one: crossbeam-epoch's default); and
 //! [`writes::WriteSet`] is the only thing outside the chains that holds
 //! pointers to versions, which it dereferences only while they are its
-//! open transaction's own (its module docs). The unsafe functions left
+//! open transaction's own (its module docs); it also holds the indexes of
+//! the named tables its transaction uses, which [`table::IndexSlot`] (the
+//! pointer a table drop swaps out) hands out. The unsafe functions left
 //! (`KeyEntry::commit_version`, `unlink_head`) are called from
 //! `writes.rs` and from the loom models' hooks (`loom_tests/api.rs`), whose unsafe
 //! functions pass their contract on to the models.
@@ -21,6 +23,7 @@ pub(crate) mod chain;
 pub(crate) mod hashindex;
 pub(crate) mod hint;
 pub(crate) mod index;
+pub(crate) mod table;
 pub(crate) mod writes;
 
 /// A raw pointer that may cross into a deferred destructor.

@@ -17,21 +17,39 @@
 //! before its first flip, so from then on only the key entries are used;
 //! a rollback takes the records out before its first unlink); and
 //! [`WriteSet::rollback_to`] drops the records of what it unlinks. Key
-//! entries and key bytes are plain references into the index: they live
-//! until the store drops, which the `'s` borrow of the store rules out.
+//! entries and key bytes are plain references into an index: the default
+//! table's lives until the store drops, which the `'s` borrow of the store
+//! rules out; a named table's is held (an `Arc`, `raw/table.rs`) by the set
+//! from the transaction's first write to or cursor on the table until the
+//! set is cleared at the transaction's end, after its records go
+//! ([`WriteSet::hold`]).
 //!
 //! A set that keeps keys (a durable engine's, [`WriteSet::new`]) records
 //! each write's key beside its version, so a commit's log record is framed
-//! from its `(key, value)` pairs ([`WriteSet::writes`]) and a rollback to a
-//! savepoint drops both at once.
+//! from its `(table, key, value)` triples ([`WriteSet::writes`]) and a
+//! rollback to a savepoint drops both at once.
 
 use super::chain::{tails, Conflict, KeyEntry, Pruned, Tails, Version};
+use super::index::Index;
+use super::table::TableIndex;
 use crate::machinery::epoch::RETIRE_BATCH;
 use crate::machinery::{Completion, Horizon, ReadView, VersionState, VersionStatus};
-use crate::store::Store;
+use crate::store::{Store, TableState, Tb};
 use std::ptr::NonNull;
+use std::sync::Arc;
+
+/// A named table the open transaction wrote to or opened a cursor on: its
+/// index, held until the set is cleared.
+struct Held {
+    state: Arc<TableState>,
+    index: Arc<TableIndex>,
+    /// The transaction wrote to it (a commit checks it was not dropped).
+    wrote: bool,
+}
 
 struct Rec<'s> {
+    /// The table's id (0: the default table).
+    table: u32,
     /// The key's bytes as the index stores them (no copy) in a set that
     /// keeps keys; empty in one that does not.
     key: &'s [u8],
@@ -54,6 +72,9 @@ pub(crate) struct Completed {
 pub(crate) struct WriteSet<'s> {
     store: &'s Store,
     recs: Vec<Rec<'s>>,
+    /// The named tables the records (and the transaction's cursors) use;
+    /// cleared after `recs`.
+    held: Vec<Held>,
     /// A commit began flipping: the versions are shared now (other writers
     /// may prune them), so only the key entries of `recs` are used.
     released: bool,
@@ -79,6 +100,7 @@ impl<'s> WriteSet<'s> {
         WriteSet {
             store,
             recs: Vec::new(),
+            held: Vec::new(),
             released: false,
             keep_keys,
             tails: tails(),
@@ -95,41 +117,93 @@ impl<'s> WriteSet<'s> {
         self.recs.is_empty()
     }
 
-    /// Prepends a version of `key` holding `value` (`None`: a tombstone)
-    /// with `status` (fresh from the open transaction's `new_version`,
-    /// whose `view` it is checked against: first updater wins) and records
-    /// it. Returns the head CAS retries.
+    /// The index of table `tb`, for as long as the open transaction runs:
+    /// a named table's is held from now until the set is cleared (module
+    /// docs); `wrote` marks it written.
     ///
     /// # Errors
-    /// [`Conflict::Write`]: another transaction's update is in progress,
-    /// prepared, or committed after the view's snapshot; nothing recorded.
+    /// [`Error::TableDropped`](crate::Error::TableDropped).
+    pub(crate) fn hold(&mut self, tb: Tb<'_>, wrote: bool) -> crate::Result<&'s Index> {
+        let t = match tb {
+            Tb::Default => return Ok(&self.store.index),
+            Tb::Named(t) => t,
+        };
+        if t.is_dropped() {
+            return Err(t.dropped());
+        }
+        let i = match self.held.iter().position(|h| h.state.id == t.id) {
+            Some(i) => i,
+            None => {
+                let guard = self.store.collector.pin();
+                let index = t.slot.hold(&guard).ok_or_else(|| t.dropped())?;
+                drop(guard);
+                self.held.push(Held {
+                    state: t.clone(),
+                    index,
+                    wrote: false,
+                });
+                self.held.len() - 1
+            }
+        };
+        let h = &mut self.held[i];
+        h.wrote |= wrote;
+        let index: *const Index = &h.index.index;
+        // SAFETY: the `Arc` in `held` keeps the index alive until `clear`,
+        // which forgets every record first; a transaction's borrows of the
+        // result (its records, its cursors' keys) end with it, before the
+        // set is cleared for the next one.
+        Ok(unsafe { &*index })
+    }
+
+    /// A named table the open transaction wrote to that was dropped since,
+    /// if any: its commit must fail (`kv/commit.rs`).
+    pub(crate) fn dropped_table(&self) -> Option<crate::Error> {
+        let h = self.held.iter().find(|h| h.wrote && h.state.is_dropped())?;
+        Some(h.state.dropped())
+    }
+
+    /// Prepends a version of `key` in table `tb` holding `value` (`None`:
+    /// a tombstone) with `status` (fresh from the open transaction's
+    /// `new_version`, whose `view` it is checked against: first updater
+    /// wins) and records it. Returns the head CAS retries.
+    ///
+    /// # Errors
+    /// The outer error: [`Error::TableDropped`](crate::Error::TableDropped),
+    /// nothing written. [`Conflict::Write`]: another transaction's update
+    /// is in progress, prepared, or committed after the view's snapshot;
+    /// nothing recorded.
     pub(crate) fn write(
         &mut self,
+        tb: Tb<'_>,
         key: &[u8],
         status: VersionStatus,
         value: Option<&[u8]>,
         view: &ReadView<'_>,
-    ) -> Result<u64, Conflict> {
+    ) -> crate::Result<Result<u64, Conflict>> {
         debug_assert!(!self.released, "a write after commit began");
+        let index = self.hold(tb, true)?;
         let store = self.store;
         let guard = store.collector.pin();
-        let (stored, entry) = store.index.get_or_insert(key, &store.collector, &guard);
-        match entry.prepend(Version::alloc(status, value), view, &guard) {
-            Ok((v, retries)) => {
-                store.index.hint_head(key, v, &guard);
-                let version = NonNull::new(v).expect("prepend returns the linked version");
-                // The index's bytes, which live as long as the store (keys
-                // are never removed): recorded without a copy.
-                let key = if self.keep_keys { stored } else { &[] };
-                self.recs.push(Rec {
-                    key,
-                    entry,
-                    version,
-                });
-                Ok(retries)
-            }
-            Err((_, c)) => Err(c),
-        }
+        let (stored, entry) = index.get_or_insert(key, &store.collector, &guard);
+        Ok(
+            match entry.prepend(Version::alloc(status, value), view, &guard) {
+                Ok((v, retries)) => {
+                    index.hint_head(key, v, &guard);
+                    let version = NonNull::new(v).expect("prepend returns the linked version");
+                    // The index's bytes, which live as long as its index (keys
+                    // are never removed): recorded without a copy.
+                    let key = if self.keep_keys { stored } else { &[] };
+                    self.recs.push(Rec {
+                        table: tb.id(),
+                        key,
+                        entry,
+                        version,
+                    });
+                    Ok(retries)
+                }
+                Err((_, c)) => Err(c),
+            },
+        )
     }
 
     /// Finishes every recorded version with `done`, by its outcome:
@@ -225,18 +299,20 @@ impl<'s> WriteSet<'s> {
         out
     }
 
-    /// The recorded writes in write order: each key with its value
-    /// (`None`: a tombstone), for a durable commit's log record, which is
-    /// written before the commit flips (so before `released`). Only a set
-    /// that keeps keys has them.
-    pub(crate) fn writes(&mut self) -> impl ExactSizeIterator<Item = (&[u8], Option<&[u8]>)> + '_ {
+    /// The recorded writes in write order: each write's table id (0: the
+    /// default table), key and value (`None`: a tombstone), for a durable
+    /// commit's log record, which is written before the commit flips (so
+    /// before `released`). Only a set that keeps keys has them.
+    pub(crate) fn writes(
+        &mut self,
+    ) -> impl ExactSizeIterator<Item = (u32, &[u8], Option<&[u8]>)> + '_ {
         debug_assert!(!self.released, "writes read after commit began");
         debug_assert!(self.keep_keys, "writes read from a set that keeps no keys");
         self.recs.iter().map(|w| {
             // SAFETY: ownership invariant (module docs): not released, so
             // every version is ours, linked and unfinished, and freed by
             // nobody while `&mut self` is borrowed.
-            (w.key, unsafe { w.version.as_ref() }.value())
+            (w.table, w.key, unsafe { w.version.as_ref() }.value())
         })
     }
 
@@ -325,11 +401,14 @@ impl<'s> WriteSet<'s> {
         out
     }
 
-    /// Forgets every record (the versions stay where they are): after a
-    /// commit that did not prune, or one whose flips unwound.
+    /// Forgets every record (the versions stay where they are), then lets
+    /// the named tables' indexes go: at the transaction's end (after a
+    /// commit's pruning, a rollback, or a commit whose flips unwound).
     pub(crate) fn clear(&mut self) {
         self.recs.clear();
         self.released = false;
+        // After the records, which borrow these indexes.
+        self.held.clear();
     }
 
     /// Hands the pruned tails still held to the collector.
