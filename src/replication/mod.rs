@@ -92,7 +92,9 @@ mod writes;
 pub use cluster::LocalCluster;
 pub use config::{ReplicaConfig, BATCH_FRAME_SLACK, MAX_BATCH_BYTES};
 pub use disk::{LogOptions, LogRecovery};
-pub use entry::{Applied, Command, CommitRecord, NodeId, Origin, Proposer, TypeConfig, Write};
+pub use entry::{
+    Applied, Command, CommitRecord, NodeId, Origin, Proposer, TableDef, TypeConfig, Write,
+};
 pub use error::ReplicaError;
 pub use log_store::LogStore;
 pub use network::{LocalNetwork, LocalNetworkFactory, Router};
@@ -104,4 +106,4 @@ pub use tcp::{
     TcpConfig, TcpNetwork, TcpNetworkFactory, TcpNode, TransportError, MAX_FRAME_BOUND,
     MIN_FRAME_BYTES, WIRE_VERSION,
 };
-pub use writes::{PendingWrite, WriteOptions, WriteTxn};
+pub use writes::{PendingWrite, WriteOptions, WriteTable, WriteTxn};
