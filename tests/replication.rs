@@ -1086,8 +1086,10 @@ fn a_snapshot_install_carries_every_table_with_its_id() {
     let l = c.node(lid).unwrap();
     let opts = snapshot_engine::TableOptions::default();
     let a = l.create_table("a", opts).unwrap();
-    let gone = l.create_table("gone", opts).unwrap();
     let b = l.create_table("b", opts).unwrap();
+    // The newest id, dropped: the snapshot's catalog lacks it, and no node
+    // may give its id to the next table.
+    let gone = l.create_table("gone", opts).unwrap();
     for i in 0..100u64 {
         l.write(|t| {
             let k = format!("k/{i:04}");
@@ -1116,7 +1118,7 @@ fn a_snapshot_install_carries_every_table_with_its_id() {
     let n4 = c.node(4).unwrap();
     assert!(n4.stats().snapshots_installed >= 1, "{:?}", n4.stats());
     assert_eq!(n4.stats().tables_created, 0, "the tables came in the snapshot");
-    assert_eq!(catalog(n4), vec![("a".to_string(), 1), ("b".to_string(), 3)]);
+    assert_eq!(catalog(n4), vec![("a".to_string(), 1), ("b".to_string(), 2)]);
     for name in [None, Some("a"), Some("b")] {
         assert_eq!(table_at(n4, name, at), table_at(l, name, at), "{name:?}");
     }
