@@ -898,7 +898,10 @@ fn bank_holds_across_tables(node: &Replica) {
     let ledger = reader.table("ledger").unwrap();
     let mut s = reader.engine().session().unwrap();
     let mut txn = reader.begin(&mut s, Timestamp::NONE, LONG).unwrap();
-    let count = txn.get(b"transfers").unwrap().map_or(0, |v| balance(Some(v)));
+    let count = txn
+        .get(b"transfers")
+        .unwrap()
+        .map_or(0, |v| balance(Some(v)));
     let mut sum = 0;
     txn.table(&users)
         .unwrap()
@@ -907,7 +910,12 @@ fn bank_holds_across_tables(node: &Replica) {
             true
         })
         .unwrap();
-    assert_eq!(sum, ACCOUNTS * START_BALANCE, "at {:?}", txn.read_timestamp());
+    assert_eq!(
+        sum,
+        ACCOUNTS * START_BALANCE,
+        "at {:?}",
+        txn.read_timestamp()
+    );
     let logged = txn.table(&ledger).unwrap().range(..).unwrap().len() as u64;
     assert_eq!(logged, count, "at {:?}", txn.read_timestamp());
 }
@@ -1019,9 +1027,7 @@ fn tables_created_written_and_dropped_on_the_leader_agree_on_every_follower() {
         .create_table("scratch", snapshot_engine::TableOptions::default())
         .unwrap();
     assert_eq!(scratch2.id().get(), 4, "ids are never reused");
-    let (_, last) = l
-        .write(|t| t.table(&scratch2)?.put(b"s3", b"new"))
-        .unwrap();
+    let (_, last) = l.write(|t| t.table(&scratch2)?.put(b"s3", b"new")).unwrap();
     tables_agree(
         &c,
         lid,
@@ -1117,8 +1123,15 @@ fn a_snapshot_install_carries_every_table_with_its_id() {
     let l = c.node(lid).unwrap();
     let n4 = c.node(4).unwrap();
     assert!(n4.stats().snapshots_installed >= 1, "{:?}", n4.stats());
-    assert_eq!(n4.stats().tables_created, 0, "the tables came in the snapshot");
-    assert_eq!(catalog(n4), vec![("a".to_string(), 1), ("b".to_string(), 2)]);
+    assert_eq!(
+        n4.stats().tables_created,
+        0,
+        "the tables came in the snapshot"
+    );
+    assert_eq!(
+        catalog(n4),
+        vec![("a".to_string(), 1), ("b".to_string(), 2)]
+    );
     for name in [None, Some("a"), Some("b")] {
         assert_eq!(table_at(n4, name, at), table_at(l, name, at), "{name:?}");
     }
@@ -1137,7 +1150,11 @@ fn a_snapshot_install_carries_every_table_with_its_id() {
     let l = c.node(lid).unwrap();
     assert_eq!(catalog(n4), catalog(l));
     for name in [None, Some("a"), Some("b"), Some("c")] {
-        assert_eq!(table_at(n4, name, last), table_at(l, name, last), "{name:?}");
+        assert_eq!(
+            table_at(n4, name, last),
+            table_at(l, name, last),
+            "{name:?}"
+        );
     }
 }
 

@@ -151,8 +151,7 @@ pub(super) fn decode(b: &[u8]) -> Result<Contents, ReplicaError> {
     let magic = c.take(8)?;
     if magic == MAGIC_V1 {
         return Err(ReplicaError::BadSnapshot {
-            what: "a snapshot of format 1 (no tables); this build reads only format 2"
-                .to_string(),
+            what: "a snapshot of format 1 (no tables); this build reads only format 2".to_string(),
         });
     }
     if magic != MAGIC {

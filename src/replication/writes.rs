@@ -103,7 +103,8 @@ impl<'s, 'e> WriteTxn<'_, 's, 'e> {
     /// As [`Txn::delete`].
     pub fn delete(&mut self, key: &[u8]) -> Result<()> {
         self.txn.delete(key)?;
-        self.writes.insert((TableId::DEFAULT.get(), key.to_vec()), None);
+        self.writes
+            .insert((TableId::DEFAULT.get(), key.to_vec()), None);
         Ok(())
     }
 }
@@ -326,9 +327,7 @@ impl Replica {
             writes: &mut writes,
         })?;
         let size = CommitRecord::encoded_len_bound(
-            writes
-                .iter()
-                .map(|((t, k), v)| (*t, &k[..], v.as_deref())),
+            writes.iter().map(|((t, k), v)| (*t, &k[..], v.as_deref())),
         );
         if size > self.shared.config.max_batch_bytes {
             // Dropping the open transaction rolls it back: nothing of it is
