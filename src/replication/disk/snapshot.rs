@@ -158,7 +158,7 @@ mod tests {
     }
 
     #[test]
-    fn a_snapshot_of_format_version_1_is_refused_by_name() {
+    fn a_snapshot_of_format_version_1_or_2_is_refused_by_name() {
         let dir = std::env::temp_dir().join(format!("raft-snap-v1-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(SNAPSHOT);
