@@ -32,6 +32,18 @@
 //! # Ok::<(), snapshot_engine::replication::ReplicaError>(())
 //! ```
 //!
+//! # Named tables
+//!
+//! The leader creates and drops tables through the log
+//! ([`Replica::create_table`], [`Replica::drop_table`]): each is an entry
+//! that every node, the leader too, applies in log order, creating a table
+//! with the id the leader chose (so ids agree on every node and are never
+//! reused). A leader transaction writes tables through
+//! [`WriteTxn::table`]; its commit is one record, whatever tables it
+//! wrote. Followers read them at the watermark through
+//! [`Reader::table`]. A write to a table dropped before its entry is
+//! skipped on every node, as the leader's drop discarded it.
+//!
 //! # The watermark rule (no holes)
 //!
 //! Commit timestamps are allocated by the leader at commit time and
