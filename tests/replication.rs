@@ -807,3 +807,401 @@ fn a_torn_raft_log_is_cut_and_reported_and_damage_inside_is_a_typed_error() {
         Ok(_) => panic!("a corrupt snapshot opened"),
     }
 }
+
+// Named tables. Creates and drops are log entries applied in log order on
+// every node, with the leader's ids; a commit across tables is one record.
+
+/// `node`'s live named tables: name and id.
+fn catalog(node: &Replica) -> Vec<(String, u32)> {
+    node.table_names()
+        .into_iter()
+        .map(|n| {
+            let id = node.open_table(&n).unwrap().id().get();
+            (n, id)
+        })
+        .collect()
+}
+
+/// The contents of table `name` (`None`: the default table) in `node`'s
+/// engine as of timestamp `ts`.
+fn table_at(node: &Replica, name: Option<&str>, ts: Timestamp) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let engine = node.engine();
+    let table = name.map(|n| engine.open_table(n).unwrap());
+    let mut s = engine.session().unwrap();
+    let mut txn = s
+        .begin(&TxnOptions {
+            read_timestamp: Some(ts),
+            read_only: true,
+            ..TxnOptions::default()
+        })
+        .unwrap();
+    match &table {
+        None => txn.range(..).unwrap(),
+        Some(t) => txn.table(t).unwrap().range(..).unwrap(),
+    }
+}
+
+/// Every node of `c` at `ts` has the catalog `want` and, table by table
+/// (the default one too), the leader's contents.
+fn tables_agree(c: &LocalCluster, lid: NodeId, ts: Timestamp, want: &[(&str, u32)]) {
+    let want: Vec<(String, u32)> = want.iter().map(|&(n, id)| (n.to_string(), id)).collect();
+    let l = c.node(lid).unwrap();
+    for id in c.ids() {
+        c.wait_watermark(id, ts, LONG).unwrap();
+        let node = c.node(id).unwrap();
+        assert_eq!(catalog(node), want, "node {id}'s tables");
+        assert_eq!(table_at(node, None, ts), table_at(l, None, ts), "node {id}");
+        for (name, _) in &want {
+            assert_eq!(
+                table_at(node, Some(name), ts),
+                table_at(l, Some(name), ts),
+                "node {id}, table {name}"
+            );
+        }
+    }
+}
+
+/// Moves `amount` from user `from` to user `to` (table `users`), appends
+/// the transfer to `ledger` under the next sequence number, and counts it
+/// in the default table: one transaction over three tables.
+fn table_transfer(
+    node: &Replica,
+    users: &snapshot_engine::Table,
+    ledger: &snapshot_engine::Table,
+    from: u64,
+    to: u64,
+) -> Result<Timestamp, ReplicaError> {
+    let (_, ts) = node.write(|t| {
+        let n = t.get(b"transfers")?.map_or(0, |v| balance(Some(v)));
+        t.put(b"transfers", &(n + 1).to_le_bytes())?;
+        let mut u = t.table(users)?;
+        let a = balance(u.get(&account(from))?);
+        let b = balance(u.get(&account(to))?);
+        let amount = a.min(7);
+        u.put(&account(from), &(a - amount).to_le_bytes())?;
+        u.put(&account(to), &(b + amount).to_le_bytes())?;
+        t.table(ledger)?.put(
+            format!("t/{n:06}").as_bytes(),
+            format!("{from}->{to}:{amount}").as_bytes(),
+        )?;
+        Ok(())
+    })?;
+    Ok(ts)
+}
+
+/// At `node`'s watermark, through its reader: the users' balances sum to
+/// the start, and the ledger holds exactly as many transfers as the
+/// default table's count.
+fn bank_holds_across_tables(node: &Replica) {
+    let reader = node.reader();
+    let users = reader.table("users").unwrap();
+    let ledger = reader.table("ledger").unwrap();
+    let mut s = reader.engine().session().unwrap();
+    let mut txn = reader.begin(&mut s, Timestamp::NONE, LONG).unwrap();
+    let count = txn
+        .get(b"transfers")
+        .unwrap()
+        .map_or(0, |v| balance(Some(v)));
+    let mut sum = 0;
+    txn.table(&users)
+        .unwrap()
+        .scan(.., |_, v| {
+            sum += u64::from_le_bytes(v.try_into().unwrap());
+            true
+        })
+        .unwrap();
+    assert_eq!(
+        sum,
+        ACCOUNTS * START_BALANCE,
+        "at {:?}",
+        txn.read_timestamp()
+    );
+    let logged = txn.table(&ledger).unwrap().range(..).unwrap().len() as u64;
+    assert_eq!(logged, count, "at {:?}", txn.read_timestamp());
+}
+
+#[test]
+fn tables_created_written_and_dropped_on_the_leader_agree_on_every_follower() {
+    let c = LocalCluster::start(3, config()).unwrap();
+    let lid = c.wait_for_leader(LONG).unwrap();
+    let l = c.node(lid).unwrap();
+    let users = l
+        .create_table("users", snapshot_engine::TableOptions::default())
+        .unwrap();
+    let ledger = l
+        .create_table("ledger", snapshot_engine::TableOptions::default())
+        .unwrap();
+    let scratch = l
+        .create_table(
+            "scratch",
+            snapshot_engine::TableOptions {
+                max_key_len: Some(8),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        (users.id().get(), ledger.id().get(), scratch.id().get()),
+        (1, 2, 3)
+    );
+    assert!(matches!(
+        l.create_table("users", snapshot_engine::TableOptions::default()),
+        Err(ReplicaError::Engine(Error::TableExists { .. }))
+    ));
+    let f = followers(&c)[0];
+    assert!(matches!(
+        c.node(f)
+            .unwrap()
+            .create_table("other", snapshot_engine::TableOptions::default()),
+        Err(ReplicaError::NotLeader { .. })
+    ));
+    let (_, loaded) = l
+        .write(|t| {
+            let mut u = t.table(&users)?;
+            for i in 0..ACCOUNTS {
+                u.put(&account(i), &START_BALANCE.to_le_bytes())?;
+            }
+            t.table(&scratch)?.put(b"s1", b"gone soon")
+        })
+        .unwrap();
+    // The bound is the table's, on the leader and (from the entry) on
+    // every node.
+    assert!(matches!(
+        l.write(|t| t.table(&scratch)?.put(b"nine-byte", b"x")),
+        Err(ReplicaError::Engine(Error::KeyTooLarge { .. }))
+    ));
+
+    // One transaction over three tables is one record: one commit, its
+    // writes installed together, on every follower.
+    for id in followers(&c) {
+        c.wait_watermark(id, loaded, LONG).unwrap();
+    }
+    let before: Vec<_> = followers(&c)
+        .into_iter()
+        .map(|id| c.node(id).unwrap().stats())
+        .collect();
+    let ts = table_transfer(l, &users, &ledger, 0, 1).unwrap();
+    for (id, b) in followers(&c).into_iter().zip(before) {
+        c.wait_watermark(id, ts, LONG).unwrap();
+        let a = c.node(id).unwrap().stats();
+        assert_eq!(a.applied_commits - b.applied_commits, 1, "node {id}");
+        // The count, two balances and a ledger line.
+        assert_eq!(a.applied_writes - b.applied_writes, 4, "node {id}");
+    }
+
+    // Readers at the watermark on every follower, while the leader moves
+    // money: the invariants across tables hold at every read.
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for id in followers(&c) {
+            let (c, stop) = (&c, &stop);
+            s.spawn(move || {
+                let node = c.node(id).unwrap();
+                let mut reads = 0;
+                while !stop.load(Ordering::Relaxed) || reads == 0 {
+                    bank_holds_across_tables(node);
+                    reads += 1;
+                }
+            });
+        }
+        let _stop = StopOnDrop(&stop);
+        let mut rng = SmallRng::seed_from_u64(21);
+        for _ in 0..150 {
+            let (a, b) = (rng.gen_range(0..ACCOUNTS), rng.gen_range(0..ACCOUNTS));
+            table_transfer(l, &users, &ledger, a, b).unwrap();
+        }
+    });
+
+    // A drop: gone on every node, with its contents; the old handle reads
+    // nothing; the name's next table has a new id and is empty.
+    l.drop_table("scratch").unwrap();
+    assert!(matches!(
+        l.write(|t| t.table(&scratch)?.put(b"s2", b"x")),
+        Err(ReplicaError::Engine(Error::TableDropped { .. }))
+    ));
+    assert!(matches!(
+        l.drop_table("scratch"),
+        Err(ReplicaError::Engine(Error::TableNotFound { .. }))
+    ));
+    let scratch2 = l
+        .create_table("scratch", snapshot_engine::TableOptions::default())
+        .unwrap();
+    assert_eq!(scratch2.id().get(), 4, "ids are never reused");
+    let (_, last) = l.write(|t| t.table(&scratch2)?.put(b"s3", b"new")).unwrap();
+    tables_agree(
+        &c,
+        lid,
+        last,
+        &[("ledger", 2), ("scratch", 4), ("users", 1)],
+    );
+    for id in followers(&c) {
+        let node = c.node(id).unwrap();
+        assert_eq!(
+            table_at(node, Some("scratch"), last),
+            vec![(b"s3".to_vec(), b"new".to_vec())],
+            "node {id}"
+        );
+        assert_eq!(node.stats().tables_created, 4, "node {id}");
+        assert_eq!(node.stats().tables_dropped, 1, "node {id}");
+        bank_holds_across_tables(node);
+    }
+}
+
+/// A leader transaction that wrote a table dropped before it commits is
+/// refused with `TableDropped` and rolled back whole (its default-table
+/// write too), on every node; the leader is not fenced and goes on.
+#[test]
+fn a_leader_commit_racing_a_drop_of_its_table_is_refused_and_leaves_nothing() {
+    let c = LocalCluster::start(3, config()).unwrap();
+    let lid = c.wait_for_leader(LONG).unwrap();
+    let l = c.node(lid).unwrap();
+    let t1 = l
+        .create_table("t1", snapshot_engine::TableOptions::default())
+        .unwrap();
+    let r = l.write(|t| {
+        t.put(b"default", b"with t1")?;
+        t.table(&t1)?.put(b"k", b"v")?;
+        // The drop is committed and applied everywhere, this node too,
+        // while the transaction is open.
+        l.drop_table("t1").unwrap();
+        Ok(())
+    });
+    assert!(
+        matches!(r, Err(ReplicaError::Engine(Error::TableDropped { .. }))),
+        "{r:?}"
+    );
+    assert!(!l.is_fenced(), "a refused commit fences nothing");
+    let (_, last) = l.write(|t| t.put(b"after", b"1")).unwrap();
+    tables_agree(&c, lid, last, &[]);
+    for id in c.ids() {
+        assert_eq!(
+            table_at(c.node(id).unwrap(), None, last),
+            vec![(b"after".to_vec(), b"1".to_vec())],
+            "node {id}"
+        );
+    }
+}
+
+#[test]
+fn a_snapshot_install_carries_every_table_with_its_id() {
+    let mut cfg = config();
+    cfg.raft.max_in_snapshot_log_to_keep = 0;
+    cfg.raft.purge_batch_size = 1;
+    let mut c = LocalCluster::start(3, cfg).unwrap();
+    let lid = c.wait_for_leader(LONG).unwrap();
+    let l = c.node(lid).unwrap();
+    let opts = snapshot_engine::TableOptions::default();
+    let a = l.create_table("a", opts).unwrap();
+    let b = l.create_table("b", opts).unwrap();
+    // The newest id, dropped: the snapshot's catalog lacks it, and no node
+    // may give its id to the next table.
+    let gone = l.create_table("gone", opts).unwrap();
+    for i in 0..100u64 {
+        l.write(|t| {
+            let k = format!("k/{i:04}");
+            t.put(k.as_bytes(), b"d")?;
+            t.table(&a)?.put(k.as_bytes(), &i.to_le_bytes())?;
+            t.table(&gone)?.put(k.as_bytes(), b"g")?;
+            if i % 3 == 0 {
+                t.table(&b)?.put(k.as_bytes(), &(i * 2).to_le_bytes())?;
+            }
+            if i % 10 == 9 {
+                t.table(&a)?.delete(format!("k/{:04}", i - 1).as_bytes())?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    l.drop_table("gone").unwrap();
+    let (_, at) = l.write(|t| t.table(&b)?.put(b"last", b"1")).unwrap();
+    c.wait_watermark(lid, at, LONG).unwrap();
+    c.snapshot(lid, LONG).unwrap();
+
+    // A new node: only the snapshot can bring it up (the log is purged).
+    c.add_learner(4, LONG).unwrap();
+    c.wait_watermark(4, at, LONG).unwrap();
+    let l = c.node(lid).unwrap();
+    let n4 = c.node(4).unwrap();
+    assert!(n4.stats().snapshots_installed >= 1, "{:?}", n4.stats());
+    assert_eq!(
+        n4.stats().tables_created,
+        0,
+        "the tables came in the snapshot"
+    );
+    assert_eq!(
+        catalog(n4),
+        vec![("a".to_string(), 1), ("b".to_string(), 2)]
+    );
+    for name in [None, Some("a"), Some("b")] {
+        assert_eq!(table_at(n4, name, at), table_at(l, name, at), "{name:?}");
+    }
+    assert_eq!(table_at(n4, Some("a"), at).len(), 90);
+    // The log after the snapshot goes on from the same ids.
+    let c2 = l.create_table("c", opts).unwrap();
+    assert_eq!(c2.id().get(), 4);
+    let (_, last) = l
+        .write(|t| {
+            t.table(&a)?.put(b"after", b"a")?;
+            t.table(&c2)?.put(b"after", b"c")
+        })
+        .unwrap();
+    c.wait_watermark(4, last, LONG).unwrap();
+    let n4 = c.node(4).unwrap();
+    let l = c.node(lid).unwrap();
+    assert_eq!(catalog(n4), catalog(l));
+    for name in [None, Some("a"), Some("b"), Some("c")] {
+        assert_eq!(
+            table_at(n4, name, last),
+            table_at(l, name, last),
+            "{name:?}"
+        );
+    }
+}
+
+#[test]
+fn a_durable_follower_restarted_from_its_directory_has_every_table() {
+    let d = TestDir::new("tables");
+    let mut c = LocalCluster::open(&d.0, 3, config()).unwrap();
+    let lid = c.wait_for_leader(LONG).unwrap();
+    let f = followers(&c)[0];
+    let opts = snapshot_engine::TableOptions::default();
+    let write_all = |l: &Replica, tables: &[&snapshot_engine::Table], from: u64| {
+        let mut last = Timestamp::NONE;
+        for i in from..from + 40 {
+            (_, last) = l
+                .write(|t| {
+                    for table in tables {
+                        t.table(table)?
+                            .put(format!("k/{i:04}").as_bytes(), &i.to_le_bytes())?;
+                    }
+                    Ok(())
+                })
+                .unwrap();
+        }
+        last
+    };
+    let l = c.node(lid).unwrap();
+    let x = l.create_table("x", opts).unwrap();
+    let y = l.create_table("y", opts).unwrap();
+    let ts = write_all(l, &[&x, &y], 0);
+    // The follower's snapshot file holds x and y; its log after it, the
+    // rest.
+    c.wait_watermark(f, ts, LONG).unwrap();
+    c.snapshot(f, LONG).unwrap();
+    let l = c.node(lid).unwrap();
+    let z = l.create_table("z", opts).unwrap();
+    write_all(l, &[&x, &z], 40);
+    l.drop_table("y").unwrap();
+    let ts = write_all(l, &[&z], 80);
+    c.wait_watermark(f, ts, LONG).unwrap();
+    assert!(c.stop(f));
+    // Written while it is down: it catches up from the leader's log.
+    let l = c.node(lid).unwrap();
+    let w = l.create_table("w", opts).unwrap();
+    let last = write_all(l, &[&x, &w], 120);
+    let r = c.spawn_node(f).unwrap().recovery().unwrap().clone();
+    assert!(r.snapshot_index.is_some(), "{r:?}");
+    tables_agree(&c, lid, last, &[("w", 4), ("x", 1), ("z", 3)]);
+    assert_eq!(c.node(f).unwrap().stats().snapshots_installed, 0);
+    assert_eq!(table_at(c.node(f).unwrap(), Some("x"), last).len(), 120);
+}

@@ -8,7 +8,8 @@
 //!
 //! Where the bytes go names the format's version: a raft log segment's
 //! and a snapshot file's magic (`disk/format.rs`), a TCP frame's first two
-//! bytes (`tcp/transport.rs`).
+//! bytes (`tcp/transport.rs`). A change to what any of them carries bumps
+//! the version there, and the older versions are refused by name.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;

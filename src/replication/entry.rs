@@ -1,6 +1,7 @@
 //! What the replicated log carries: node ids, openraft's type
 //! configuration, and the application data of a log entry ([`Command`]:
-//! commit records, batches, watermarks), with their wire encoding.
+//! commit records, batches, watermarks, table creates and drops), with
+//! their wire encoding.
 
 use std::io::Cursor;
 
@@ -21,6 +22,11 @@ openraft::declare_raft_types!(
 /// One write of a replicated commit.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Write {
+    /// The table's id ([`TableId::get`](crate::TableId::get); 0: the
+    /// default table, one byte on the wire). A node that has no live table
+    /// of this id (it was dropped before the entry) skips the write, as the
+    /// leader's table dropped it.
+    pub table: u32,
     /// The key.
     #[serde(with = "bytes_serde")]
     pub key: Vec<u8>,
@@ -68,21 +74,21 @@ pub struct CommitRecord {
     pub durable_ts: Timestamp,
     /// Where it came from.
     pub origin: Origin,
-    /// The writes, in key order (one per key).
+    /// The writes, in (table, key) order (one per key of a table).
     pub writes: Vec<Write>,
 }
 
 impl CommitRecord {
     /// The record's size in a log entry (the replication encoding,
     /// `codec.rs`: the two timestamps and the origin as varints, the count
-    /// of writes, then each write's key, a tag byte and the value, each
-    /// byte string after its varint length).
+    /// of writes, then each write's table id as a varint, its key, a tag
+    /// byte and the value, each byte string after its varint length).
     pub fn encoded_len(&self) -> usize {
         self.fixed_len()
             + self
                 .writes
                 .iter()
-                .map(|w| write_len(&w.key, w.value.as_deref()))
+                .map(|w| write_len(w.table, &w.key, w.value.as_deref()))
                 .sum::<usize>()
     }
 
@@ -102,13 +108,14 @@ impl CommitRecord {
 
     /// At least [`CommitRecord::encoded_len`] of a record holding `writes`,
     /// at most 36 bytes more (its timestamps and origin at their widest).
+    /// `writes`: (table id, key, value).
     pub(crate) fn encoded_len_bound<'a>(
-        writes: impl ExactSizeIterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+        writes: impl ExactSizeIterator<Item = (u32, &'a [u8], Option<&'a [u8]>)>,
     ) -> usize {
         // Four u64 varints of at most 10 bytes each, and the count.
         4 * MAX_VARINT
             + varint_len(writes.len() as u64)
-            + writes.map(|(k, v)| write_len(k, v)).sum::<usize>()
+            + writes.map(|(t, k, v)| write_len(t, k, v)).sum::<usize>()
     }
 }
 
@@ -120,10 +127,48 @@ fn varint_len(v: u64) -> usize {
     (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
-/// What one write takes: its key, a tag byte and its value.
-fn write_len(key: &[u8], value: Option<&[u8]>) -> usize {
+/// What one write takes: its table id, its key, a tag byte and its value.
+fn write_len(table: u32, key: &[u8], value: Option<&[u8]>) -> usize {
     let bytes = |b: &[u8]| varint_len(b.len() as u64) + b.len();
-    bytes(key) + 1 + value.map_or(0, bytes)
+    varint_len(u64::from(table)) + bytes(key) + 1 + value.map_or(0, bytes)
+}
+
+/// A named table as the log and snapshots carry it: the id every node
+/// gives it (the leader's), its name and its bounds (resolved on the
+/// leader, so every node enforces the same ones).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TableDef {
+    /// The table's id ([`TableId::get`](crate::TableId::get)), never 0.
+    pub id: u32,
+    /// Its name.
+    pub name: String,
+    /// The longest key it accepts, in bytes.
+    pub max_key_len: u64,
+    /// The longest value it accepts, in bytes.
+    pub max_value_len: u64,
+}
+
+impl TableDef {
+    /// The definition of `table`.
+    pub(crate) fn of(table: &crate::Table) -> TableDef {
+        TableDef {
+            id: table.id().get(),
+            name: table.name().to_string(),
+            max_key_len: table.max_key_len() as u64,
+            max_value_len: table.max_value_len() as u64,
+        }
+    }
+
+    /// The options that create it with these bounds (a bound above
+    /// `usize::MAX` saturates, and the engine refuses it by its own
+    /// bound).
+    pub(crate) fn options(&self) -> crate::TableOptions {
+        let len = |v: u64| Some(usize::try_from(v).unwrap_or(usize::MAX));
+        crate::TableOptions {
+            max_key_len: len(self.max_key_len),
+            max_value_len: len(self.max_value_len),
+        }
+    }
 }
 
 /// The application data of a log entry.
@@ -155,6 +200,16 @@ pub enum Command {
         /// The watermark carried after them, if it moved.
         #[serde(with = "opt_ts_serde")]
         watermark: Option<Timestamp>,
+    },
+    /// The leader created a named table: every node creates it, with this
+    /// id, when it applies the entry (a no-op where a live table has the
+    /// id or the name). Writes to it come after this entry in the log.
+    CreateTable(TableDef),
+    /// The leader dropped the named table of id `id`: every node drops it
+    /// when it applies the entry (a no-op where no live table has the id).
+    DropTable {
+        /// The table's id.
+        id: u32,
     },
 }
 

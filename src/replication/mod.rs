@@ -32,6 +32,18 @@
 //! # Ok::<(), snapshot_engine::replication::ReplicaError>(())
 //! ```
 //!
+//! # Named tables
+//!
+//! The leader creates and drops tables through the log
+//! ([`Replica::create_table`], [`Replica::drop_table`]): each is an entry
+//! that every node, the leader too, applies in log order, creating a table
+//! with the id the leader chose (so ids agree on every node and are never
+//! reused). A leader transaction writes tables through
+//! [`WriteTxn::table`]; its commit is one record, whatever tables it
+//! wrote. Followers read them at the watermark through
+//! [`Reader::table`]. A write to a table dropped before its entry is
+//! skipped on every node, as the leader's drop discarded it.
+//!
 //! # The watermark rule (no holes)
 //!
 //! Commit timestamps are allocated by the leader at commit time and
@@ -92,7 +104,9 @@ mod writes;
 pub use cluster::LocalCluster;
 pub use config::{ReplicaConfig, BATCH_FRAME_SLACK, MAX_BATCH_BYTES};
 pub use disk::{LogOptions, LogRecovery};
-pub use entry::{Applied, Command, CommitRecord, NodeId, Origin, Proposer, TypeConfig, Write};
+pub use entry::{
+    Applied, Command, CommitRecord, NodeId, Origin, Proposer, TableDef, TypeConfig, Write,
+};
 pub use error::ReplicaError;
 pub use log_store::LogStore;
 pub use network::{LocalNetwork, LocalNetworkFactory, Router};
@@ -104,4 +118,4 @@ pub use tcp::{
     TcpConfig, TcpNetwork, TcpNetworkFactory, TcpNode, TransportError, MAX_FRAME_BOUND,
     MIN_FRAME_BYTES, WIRE_VERSION,
 };
-pub use writes::{PendingWrite, WriteOptions, WriteTxn};
+pub use writes::{PendingWrite, WriteOptions, WriteTable, WriteTxn};

@@ -7,10 +7,19 @@ use std::time::{Duration, Instant};
 use super::error::ReplicaError;
 use super::shared::Shared;
 use crate::sync::Ordering;
-use crate::{Engine, Session, Timestamp, TimestampKind, Txn, TxnOptions};
+use crate::{Engine, Session, Table, Timestamp, TimestampKind, Txn, TxnOptions};
 
 /// The read path of one node at its replicated watermark. Cheap to make;
 /// one per reading thread.
+///
+/// Named tables: [`Reader::table`] opens one by name on the reader's
+/// engine, and a transaction from [`Reader::begin`] reads it with
+/// [`Txn::table`], at the watermark like every table. A handle belongs to
+/// that engine: after [`ReplicaError::EngineReplaced`] take a new reader
+/// and open the tables again (by name; ids are the same on every node and
+/// across snapshots). A table exists on a node from when it applies the
+/// table's create entry until it applies its drop (creates and drops are
+/// not timestamped); its contents are read at the watermark.
 pub struct Reader {
     shared: Arc<Shared>,
     engine: Arc<Engine>,
@@ -30,6 +39,23 @@ impl Reader {
     /// The engine to open sessions on for [`Reader::begin`].
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// A handle to the live named table `name` on [`Reader::engine`], for
+    /// [`Txn::table`] in this reader's transactions.
+    ///
+    /// # Errors
+    /// [`ReplicaError::Engine`] with
+    /// [`Error::TableNotFound`](crate::Error::TableNotFound) (not created
+    /// on this node yet, or dropped) or
+    /// [`Error::InvalidTableName`](crate::Error::InvalidTableName).
+    pub fn table(&self, name: &str) -> Result<Table, ReplicaError> {
+        Ok(self.engine.open_table(name)?)
+    }
+
+    /// The live named tables on [`Reader::engine`], in byte order.
+    pub fn table_names(&self) -> Vec<String> {
+        self.engine.table_names()
     }
 
     /// The node's watermark now (`Timestamp::NONE`: none yet).

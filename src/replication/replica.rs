@@ -25,8 +25,16 @@ use crate::{Engine, Timestamp, TimestampKind};
 pub struct ReplicaStats {
     /// Commit entries installed into this node's engine by the state machine.
     pub applied_commits: u64,
-    /// Writes those entries carried.
+    /// Writes those entries installed.
     pub applied_writes: u64,
+    /// Writes those entries carried to a table this node no longer had
+    /// (dropped before the entry), skipped.
+    pub skipped_writes: u64,
+    /// Named tables created by applying the log (a snapshot's tables are
+    /// not counted).
+    pub tables_created: u64,
+    /// Named tables dropped by applying the log.
+    pub tables_dropped: u64,
     /// Own commit entries skipped (their transactions committed locally).
     pub skipped_own_commits: u64,
     /// Watermark advances applied.
@@ -223,6 +231,9 @@ impl Replica {
         ReplicaStats {
             applied_commits: c.applied_commits.load(Ordering::Relaxed),
             applied_writes: c.applied_writes.load(Ordering::Relaxed),
+            skipped_writes: c.skipped_writes.load(Ordering::Relaxed),
+            tables_created: c.tables_created.load(Ordering::Relaxed),
+            tables_dropped: c.tables_dropped.load(Ordering::Relaxed),
             skipped_own_commits: c.skipped_own.load(Ordering::Relaxed),
             watermarks_applied: c.watermarks.load(Ordering::Relaxed),
             apply_conflict_retries: c.apply_retries.load(Ordering::Relaxed),

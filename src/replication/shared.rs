@@ -52,6 +52,9 @@ pub(crate) struct Counters {
     pub(crate) batches: AtomicU64,
     pub(crate) batched_commits: AtomicU64,
     pub(crate) largest_batch_bytes: AtomicU64,
+    pub(crate) skipped_writes: AtomicU64,
+    pub(crate) tables_created: AtomicU64,
+    pub(crate) tables_dropped: AtomicU64,
 }
 
 /// What the node's parts (write path, state machine, log store, readers)
@@ -88,6 +91,13 @@ pub(crate) struct Shared {
     pub(crate) wm_cv: Condvar,
     pub(crate) ctr: Counters,
     pub(crate) history: Mutex<Vec<(Timestamp, Instant)>>,
+    /// The id the next replicated table create may take: above every id
+    /// the applied log (or the installed snapshot) created, dropped ones
+    /// included, so no id is reused. Set by the state machine.
+    pub(crate) next_table: Mutex<u32>,
+    /// Held by the leader's table creates and drops, one at a time, from
+    /// proposal to outcome; holds the newest table id this node proposed.
+    pub(crate) ddl: Mutex<u32>,
 }
 
 /// Invariant R5 for one entry a log store is about to append: an own batch
@@ -139,6 +149,8 @@ impl Shared {
             wm_cv: Condvar::new(),
             ctr: Counters::default(),
             history: Mutex::default(),
+            next_table: Mutex::new(1),
+            ddl: Mutex::new(0),
         }
     }
 

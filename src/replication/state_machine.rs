@@ -9,17 +9,25 @@
 //!   `W` still in flight.
 //! * `Batch` entries (what the leader proposes) are their commits one after
 //!   another, then their watermark, if any.
-//! * A snapshot is the engine's contents at its watermark `W` (read at
-//!   timestamp `W`) plus every applied commit entry above `W` (the *tail*,
-//!   at most a few ticks of commits). Installing one builds a new engine:
-//!   the contents committed at `W`, stable set to `W`, then the tail at its
-//!   own timestamps; the node then switches to it.
+//! * `CreateTable` and `DropTable` create and drop a named table, on every
+//!   node and the leader alike, in log order; a created table takes the
+//!   id in the entry (the leader's), so ids agree on every node. A write
+//!   to an id no live table has (dropped before the entry) is skipped, as
+//!   on the leader, whose table dropped it.
+//! * A snapshot is the table catalog (every live named table's id, name
+//!   and bounds, and the next id), every table's contents at its watermark
+//!   `W` (read at timestamp `W`) plus every applied commit entry above `W`
+//!   (the *tail*, at most a few ticks of commits). Installing one builds a
+//!   new engine: the tables with their ids, the contents committed at `W`,
+//!   stable set to `W`, then the tail at its own timestamps; the node then
+//!   switches to it.
 //! * A durable node writes every snapshot it builds or installs to its
 //!   directory before reporting it, and at start rebuilds its engine from
 //!   that file; openraft then re-applies the committed log after it.
 //!
 //! The snapshot's bytes are `snapshot.rs`'s format.
 
+use std::collections::BTreeMap;
 use std::io::Cursor;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,12 +39,18 @@ use openraft::{
 };
 
 use super::disk::Disk;
-use super::entry::{Applied, Command, CommitRecord, NodeId, TypeConfig};
+use super::entry::{Applied, Command, CommitRecord, NodeId, TableDef, TypeConfig};
 use super::error::ReplicaError;
 use super::shared::Shared;
-use super::snapshot::{decode, encode, SnapshotBytes};
+use super::snapshot::{decode, encode, Contents, SnapshotBytes};
 use crate::sync::{mutant as m, mutant_on, Ordering};
-use crate::{CommitOptions, Engine, Error, Timestamp, TimestampKind, TimestampUpdate, TxnOptions};
+use crate::{
+    CommitOptions, Engine, Error, Table, TableId, Timestamp, TimestampKind, TimestampUpdate,
+    TxnOptions,
+};
+
+/// The live named tables the log created on the current engine, by id.
+type Tables = BTreeMap<u32, Table>;
 
 /// A node's state machine: its engine, the last applied log id and
 /// membership, and the tail of applied commits above the watermark.
@@ -46,6 +60,8 @@ pub struct StateMachine {
     membership: StoredMembership<NodeId, BasicNode>,
     /// Applied commit entries above the watermark, in apply order.
     tail: Vec<CommitRecord>,
+    /// The live named tables on the current engine, by id.
+    tables: Tables,
     /// The newest timestamp applied (commit or watermark).
     max_ts: Timestamp,
     current: Option<Snapshot<TypeConfig>>,
@@ -75,12 +91,14 @@ fn stable_of(engine: &Engine) -> u64 {
 }
 
 /// Installs `rec` into `engine` as one transaction committed at its
-/// timestamp. A write conflict can only come from a local leader
-/// transaction that is about to roll back (its node lost leadership and is
-/// fenced); retry for up to `bound`.
+/// timestamp; `tables`: the engine's live named tables, by id (a write to
+/// another id is skipped). A write conflict can only come from a local
+/// leader transaction that is about to roll back (its node lost leadership
+/// and is fenced); retry for up to `bound`.
 fn install(
     shared: &Shared,
     engine: &Engine,
+    tables: &Tables,
     rec: &CommitRecord,
     bound: Duration,
 ) -> Result<(), Error> {
@@ -88,9 +106,23 @@ fn install(
     let start = std::time::Instant::now();
     loop {
         let mut txn = session.begin(&TxnOptions::default())?;
-        let writes = rec.writes.iter().try_for_each(|w| match &w.value {
-            Some(v) => txn.put(&w.key, v),
-            None => txn.delete(&w.key),
+        let mut skipped = 0u64;
+        let writes = rec.writes.iter().try_for_each(|w| {
+            if w.table == TableId::DEFAULT.get() {
+                return match &w.value {
+                    Some(v) => txn.put(&w.key, v),
+                    None => txn.delete(&w.key),
+                };
+            }
+            let Some(table) = tables.get(&w.table) else {
+                skipped += 1;
+                return Ok(());
+            };
+            let mut t = txn.table(table)?;
+            match &w.value {
+                Some(v) => t.put(&w.key, v),
+                None => t.delete(&w.key),
+            }
         });
         // `commit` takes the transaction; after a failed write it drops
         // here instead, which rolls it back before any retry.
@@ -106,7 +138,11 @@ fn install(
                 shared
                     .ctr
                     .applied_writes
-                    .fetch_add(rec.writes.len() as u64, Ordering::Relaxed);
+                    .fetch_add(rec.writes.len() as u64 - skipped, Ordering::Relaxed);
+                shared
+                    .ctr
+                    .skipped_writes
+                    .fetch_add(skipped, Ordering::Relaxed);
                 return Ok(());
             }
             Err(Error::WriteConflict { .. }) if start.elapsed() < bound => {
@@ -143,6 +179,7 @@ impl StateMachine {
             last_applied: None,
             membership: StoredMembership::default(),
             tail: Vec::new(),
+            tables: Tables::new(),
             max_ts: Timestamp::NONE,
             current: None,
             built: 0,
@@ -190,6 +227,8 @@ impl StateMachine {
                     self.apply_watermark(&engine, entry, *ts)?;
                 }
             }
+            EntryPayload::Normal(Command::CreateTable(def)) => self.apply_create(&engine, def),
+            EntryPayload::Normal(Command::DropTable { id }) => self.apply_drop(&engine, *id)?,
         }
         Ok(Applied {
             stable: engine.query_timestamp(TimestampKind::Stable),
@@ -207,6 +246,7 @@ impl StateMachine {
             install(
                 &self.shared,
                 engine,
+                &self.tables,
                 rec,
                 self.shared.config.write_timeout * 2,
             )?;
@@ -219,6 +259,44 @@ impl StateMachine {
         if rec.commit_ts.get() > stable_of(engine) {
             self.tail.push(rec.clone());
         }
+        Ok(())
+    }
+
+    /// Creates the table `def` with its id. A no-op where a live table has
+    /// the id or the name: every node's tables are the same at this point
+    /// of the log, so it is a no-op on every node (the leader reports it
+    /// to its caller). The next id moves past it either way.
+    fn apply_create(&mut self, engine: &Engine, def: &TableDef) {
+        {
+            let mut next = self.shared.next_table.lock();
+            *next = (*next).max(def.id.saturating_add(1));
+        }
+        if def.id == TableId::DEFAULT.get() || self.tables.contains_key(&def.id) {
+            return;
+        }
+        if let Ok(t) = engine.create_table_with_id(TableId(def.id), &def.name, def.options()) {
+            self.shared
+                .ctr
+                .tables_created
+                .fetch_add(1, Ordering::Relaxed);
+            self.tables.insert(def.id, t);
+        }
+    }
+
+    /// Drops the table of id `id`, if it is live.
+    fn apply_drop(&mut self, engine: &Engine, id: u32) -> Result<(), ReplicaError> {
+        let Some(t) = self.tables.remove(&id) else {
+            return Ok(());
+        };
+        match engine.drop_table(t.name()) {
+            // Not found: dropped on this engine directly, outside the log.
+            Ok(()) | Err(Error::TableNotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.shared
+            .ctr
+            .tables_dropped
+            .fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -255,18 +333,36 @@ impl StateMachine {
         let mut base = Vec::new();
         if let Some(w) = w {
             let mut session = engine.session()?;
+            // One read at `w` for every table.
             let mut txn = session.begin(&TxnOptions {
                 read_timestamp: Some(w),
                 read_only: true,
                 ..TxnOptions::default()
             })?;
+            let mut pairs = Vec::new();
             txn.scan(.., |k, v| {
-                base.push((k.to_vec(), v.to_vec()));
+                pairs.push((k.to_vec(), v.to_vec()));
                 true
             })?;
+            base.push((TableId::DEFAULT.get(), pairs));
+            for (&id, table) in &self.tables {
+                let mut pairs = Vec::new();
+                txn.table(table)?.scan(.., |k, v| {
+                    pairs.push((k.to_vec(), v.to_vec()));
+                    true
+                })?;
+                base.push((id, pairs));
+            }
             txn.commit(CommitOptions::default())?;
         }
-        let data = encode(w.unwrap_or(Timestamp::NONE), self.max_ts, &base, &self.tail);
+        let data = encode(&Contents {
+            watermark: w.unwrap_or(Timestamp::NONE),
+            max_ts: self.max_ts,
+            next_table: *self.shared.next_table.lock(),
+            tables: self.tables.values().map(TableDef::of).collect(),
+            base,
+            tail: self.tail.clone(),
+        });
         self.built += 1;
         self.shared
             .ctr
@@ -304,30 +400,51 @@ impl StateMachine {
     ) -> Result<(), ReplicaError> {
         let snap = decode(&data)?;
         let engine = Arc::new(Engine::new(self.shared.config.engine.clone())?);
+        let mut tables = Tables::new();
+        for def in &snap.tables {
+            let t = engine.create_table_with_id(TableId(def.id), &def.name, def.options())?;
+            tables.insert(def.id, t);
+        }
         if !snap.watermark.is_none() {
             let mut session = engine.session()?;
-            for chunk in snap.base.chunks(1024) {
-                let mut txn = session.begin(&TxnOptions::default())?;
-                for (k, v) in chunk {
-                    txn.put(k, v)?;
+            for (id, pairs) in &snap.base {
+                let table = match *id {
+                    0 => None,
+                    id => Some(tables.get(&id).ok_or_else(|| ReplicaError::BadSnapshot {
+                        what: format!("contents of table {id}, which its catalog lacks"),
+                    })?),
+                };
+                for chunk in pairs.chunks(1024) {
+                    let mut txn = session.begin(&TxnOptions::default())?;
+                    for (k, v) in chunk {
+                        match table {
+                            None => txn.put(k, v)?,
+                            Some(t) => txn.table(t)?.put(k, v)?,
+                        }
+                    }
+                    txn.commit(CommitOptions {
+                        commit_ts: Some(snap.watermark),
+                        durable_ts: None,
+                    })?;
                 }
-                txn.commit(CommitOptions {
-                    commit_ts: Some(snap.watermark),
-                    durable_ts: None,
-                })?;
             }
             drop(session);
             advance(&self.shared, &engine, snap.watermark)?;
         }
         let bound = self.shared.config.write_timeout;
         for rec in &snap.tail {
-            install(&self.shared, &engine, rec, bound)?;
+            install(&self.shared, &engine, &tables, rec, bound)?;
         }
         if let (Source::Leader, Some(disk)) = (source, &self.disk) {
             // Stored before the engine switches and openraft learns of it.
             disk.save_snapshot(meta, &data)?;
         }
         self.shared.saw_ts(snap.max_ts);
+        {
+            let mut next = self.shared.next_table.lock();
+            *next = (*next).max(snap.next_table);
+        }
+        self.tables = tables;
         self.shared.replace_engine(engine);
         if source == Source::Leader {
             self.shared

@@ -150,7 +150,9 @@ fn a_records_encoded_len_is_its_encoded_size() {
         let encoded = super::codec::encode_after(Vec::new(), &rec).unwrap();
         assert_eq!(rec.encoded_len(), encoded.len(), "{} writes", writes.len());
         let bound = CommitRecord::encoded_len_bound(
-            rec.writes.iter().map(|w| (&w.key[..], w.value.as_deref())),
+            rec.writes
+                .iter()
+                .map(|w| (w.table, &w.key[..], w.value.as_deref())),
         );
         assert!(
             (rec.encoded_len()..=rec.encoded_len() + 36).contains(&bound),
@@ -159,6 +161,8 @@ fn a_records_encoded_len_is_its_encoded_size() {
         );
         assert_eq!(super::codec::decode::<CommitRecord>(&encoded).unwrap(), rec);
         writes.push(Write {
+            // Table ids of one to five varint bytes.
+            table: [0, 1, 200, 70_000, u32::MAX][i % 5],
             key: vec![b'k'; i % 7 * 40],
             value: (i % 3 != 0).then(|| vec![b'v'; i * 13 % 200]),
         });

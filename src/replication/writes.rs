@@ -1,18 +1,26 @@
 //! The leader's write path: [`Replica::write`] and [`Replica::submit`] run
 //! a [`WriteTxn`], commit it here at a timestamp the node tracks as in
 //! flight, and queue its [`CommitRecord`] for the batcher; [`PendingWrite`]
-//! waits for its entry's outcome.
+//! waits for its entry's outcome. [`Replica::create_table`] and
+//! [`Replica::drop_table`] propose a table's create or drop as an entry of
+//! its own, which every node (this one too) applies in log order.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::batcher::leader_ready;
-use super::entry::{CommitRecord, NodeId, Origin, Write};
+use super::entry::{Command, CommitRecord, NodeId, Origin, TableDef, Write};
 use super::error::ReplicaError;
 use super::queue::{Queued, Slot};
 use super::replica::Replica;
-use crate::{CommitOptions, Result, Timestamp, Txn, TxnOptions};
+use crate::{
+    CommitOptions, Error, Result, Table, TableId, TableOptions, TableTxn, Timestamp, Txn,
+    TxnOptions,
+};
+
+/// A leader transaction's writes for its log record, by (table id, key).
+type Writes = BTreeMap<(u32, Vec<u8>), Option<Vec<u8>>>;
 
 /// Options for [`Replica::write_with`].
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -24,13 +32,31 @@ pub struct WriteOptions {
 }
 
 /// A read-write transaction on the leader: a [`Txn`] whose writes are also
-/// recorded for the log entry.
+/// recorded for the log entry. It writes the default table, and named
+/// tables through [`WriteTxn::table`]; its commit is one log record, so
+/// its writes to every table replicate as one entry.
 pub struct WriteTxn<'a, 's, 'e> {
     txn: &'a mut Txn<'s, 'e>,
-    writes: &'a mut BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    writes: &'a mut Writes,
 }
 
-impl WriteTxn<'_, '_, '_> {
+impl<'s, 'e> WriteTxn<'_, 's, 'e> {
+    /// This transaction's view of the named table `table` (a handle from
+    /// [`Replica::create_table`] or [`Replica::open_table`] on this node),
+    /// for its reads and writes; see [`Txn::table`].
+    ///
+    /// # Errors
+    /// As [`Txn::table`]: [`Error::ForeignTable`] for a handle of another
+    /// engine (another node's, or this node's before it installed a
+    /// snapshot: open it again), [`Error::TableDropped`].
+    pub fn table<'t>(&'t mut self, table: &'t Table) -> Result<WriteTable<'t, 's, 'e>> {
+        Ok(WriteTable {
+            id: table.id().get(),
+            txn: self.txn.table(table)?,
+            writes: self.writes,
+        })
+    }
+
     /// The visible value of `key` (see [`Txn::get`]).
     ///
     /// # Errors
@@ -65,7 +91,9 @@ impl WriteTxn<'_, '_, '_> {
     /// As [`Txn::put`].
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.txn.put(key, value)?;
-        self.writes.insert(key.to_vec(), Some(value.to_vec()));
+        let table = TableId::DEFAULT.get();
+        self.writes
+            .insert((table, key.to_vec()), Some(value.to_vec()));
         Ok(())
     }
 
@@ -75,7 +103,74 @@ impl WriteTxn<'_, '_, '_> {
     /// As [`Txn::delete`].
     pub fn delete(&mut self, key: &[u8]) -> Result<()> {
         self.txn.delete(key)?;
-        self.writes.insert(key.to_vec(), None);
+        self.writes
+            .insert((TableId::DEFAULT.get(), key.to_vec()), None);
+        Ok(())
+    }
+}
+
+/// A leader transaction's view of one named table ([`WriteTxn::table`]):
+/// a [`TableTxn`] whose writes are also recorded for the log entry.
+pub struct WriteTable<'t, 's, 'e> {
+    id: u32,
+    txn: TableTxn<'t, 's, 'e>,
+    writes: &'t mut Writes,
+}
+
+impl WriteTable<'_, '_, '_> {
+    /// The table's id.
+    pub fn table(&self) -> TableId {
+        self.txn.table()
+    }
+
+    /// The visible value of `key` in this table (see [`TableTxn::get`]).
+    ///
+    /// # Errors
+    /// As [`TableTxn::get`].
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.txn.get(key)
+    }
+
+    /// Calls `f` with the visible value of `key` in this table (see
+    /// [`TableTxn::get_with`]).
+    ///
+    /// # Errors
+    /// As [`TableTxn::get_with`].
+    pub fn get_with<R>(&mut self, key: &[u8], f: impl FnOnce(Option<&[u8]>) -> R) -> Result<R> {
+        self.txn.get_with(key, f)
+    }
+
+    /// Visits the visible pairs of this table in `range` (see
+    /// [`TableTxn::scan`]).
+    ///
+    /// # Errors
+    /// As [`TableTxn::scan`].
+    pub fn scan(
+        &mut self,
+        range: impl crate::KeyRange,
+        f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        self.txn.scan(range, f)
+    }
+
+    /// Writes `value` under `key` in this table.
+    ///
+    /// # Errors
+    /// As [`TableTxn::put`].
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.txn.put(key, value)?;
+        self.writes
+            .insert((self.id, key.to_vec()), Some(value.to_vec()));
+        Ok(())
+    }
+
+    /// Deletes `key` in this table.
+    ///
+    /// # Errors
+    /// As [`TableTxn::delete`].
+    pub fn delete(&mut self, key: &[u8]) -> Result<()> {
+        self.txn.delete(key)?;
+        self.writes.insert((self.id, key.to_vec()), None);
         Ok(())
     }
 }
@@ -231,8 +326,9 @@ impl Replica {
             txn: &mut txn,
             writes: &mut writes,
         })?;
-        let size =
-            CommitRecord::encoded_len_bound(writes.iter().map(|(k, v)| (&k[..], v.as_deref())));
+        let size = CommitRecord::encoded_len_bound(
+            writes.iter().map(|((t, k), v)| (*t, &k[..], v.as_deref())),
+        );
         if size > self.shared.config.max_batch_bytes {
             // Dropping the open transaction rolls it back: nothing of it is
             // committed, here or in any log.
@@ -269,7 +365,7 @@ impl Replica {
             origin: Origin { node: id, seq },
             writes: writes
                 .into_iter()
-                .map(|(key, value)| Write { key, value })
+                .map(|((table, key), value)| Write { table, key, value })
                 .collect(),
         };
         if !opts.delay_before_append.is_zero() {
@@ -328,15 +424,153 @@ impl Replica {
             }
         };
         if let Err(e) = committed {
-            // Cannot happen while this node's stable stays below `ts`; if
-            // it does, fence: the write is in no log.
-            self.fence_and_leave();
+            // A table the transaction wrote was dropped first: the commit
+            // rolled back whole, so this engine holds nothing of it and no
+            // log will. Any other failure cannot happen while this node's
+            // stable stays below `ts`; if one does, fence: the write is in
+            // no log.
+            if !matches!(e, ReplicaError::Engine(Error::TableDropped { .. })) {
+                self.fence_and_leave();
+            }
             self.shared.pending.lock().remove(&seq);
             self.shared.release(ts);
             return Err(e);
         }
         self.shared.queue_notify.notify_one();
         Ok(slot)
+    }
+
+    /// Creates the named table `name` on every node: proposes its create
+    /// (with the next table id, which every node gives it) as a log entry,
+    /// and returns a handle to it on this node's engine once that entry is
+    /// committed on a majority and applied here. Leader transactions write
+    /// it through [`WriteTxn::table`]; their entries follow the create in
+    /// the log. Not transactional, like
+    /// [`Engine::create_table`](crate::Engine::create_table). Call from
+    /// outside the runtime.
+    ///
+    /// # Errors
+    /// [`ReplicaError::NotLeader`] on a follower; [`ReplicaError::Fenced`];
+    /// [`ReplicaError::Engine`] with the engine's error for a bad name or
+    /// options, [`Error::TableExists`] when a live table has the name,
+    /// [`Error::TableIdsExhausted`]; [`ReplicaError::Timeout`] when the
+    /// entry did not commit within the write timeout and
+    /// [`ReplicaError::Raft`] when openraft failed it (either way the
+    /// outcome is unknown: the table may yet be created, which
+    /// [`Replica::open_table`] tells).
+    pub fn create_table(
+        &self,
+        name: &str,
+        options: TableOptions,
+    ) -> std::result::Result<Table, ReplicaError> {
+        self.check_leader()?;
+        let bounds = options.bounds(&self.shared.config.engine)?;
+        let mut ddl = self.shared.ddl.lock();
+        match self.shared.engine().open_table(name) {
+            Ok(_) => {
+                return Err(Error::TableExists {
+                    name: name.to_string(),
+                }
+                .into())
+            }
+            Err(Error::TableNotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        // Above every id the log created and every id this node proposed
+        // (one whose outcome was unknown may still commit).
+        let id = (*self.shared.next_table.lock()).max(ddl.saturating_add(1));
+        if id == u32::MAX {
+            return Err(Error::TableIdsExhausted.into());
+        }
+        *ddl = id;
+        self.propose_ddl(Command::CreateTable(TableDef {
+            id,
+            name: name.to_string(),
+            max_key_len: bounds.max_key_len as u64,
+            max_value_len: bounds.max_value_len as u64,
+        }))?;
+        match self.shared.engine().open_table(name) {
+            Ok(t) if t.id().get() == id => Ok(t),
+            // The entry was a no-op: another create of the name came first.
+            _ => Err(Error::TableExists {
+                name: name.to_string(),
+            }
+            .into()),
+        }
+    }
+
+    /// Drops the named table `name` on every node: proposes its drop as a
+    /// log entry and returns once that entry is committed on a majority
+    /// and applied here (this node's handles to it then read and write
+    /// nothing). A leader transaction that wrote it and commits after the
+    /// drop fails with [`Error::TableDropped`]; one that committed before
+    /// has its writes dropped with the table, on every node. Call from
+    /// outside the runtime.
+    ///
+    /// # Errors
+    /// [`ReplicaError::NotLeader`]; [`ReplicaError::Fenced`];
+    /// [`ReplicaError::Engine`] with [`Error::TableNotFound`] or
+    /// [`Error::InvalidTableName`]; [`ReplicaError::Timeout`] and
+    /// [`ReplicaError::Raft`] as for [`Replica::create_table`] (the table
+    /// may yet be dropped).
+    pub fn drop_table(&self, name: &str) -> std::result::Result<(), ReplicaError> {
+        self.check_leader()?;
+        let _ddl = self.shared.ddl.lock();
+        let t = self.shared.engine().open_table(name)?;
+        self.propose_ddl(Command::DropTable { id: t.id().get() })
+    }
+
+    /// A handle to the live table `name` on this node's current engine,
+    /// for [`WriteTxn::table`] on the leader. A handle names a table of
+    /// one engine: after this node installs a snapshot (a new engine),
+    /// open it again. Followers read tables through [`Reader::table`](super::Reader::table).
+    ///
+    /// # Errors
+    /// [`Error::TableNotFound`], [`Error::InvalidTableName`], inside
+    /// [`ReplicaError::Engine`].
+    pub fn open_table(&self, name: &str) -> std::result::Result<Table, ReplicaError> {
+        Ok(self.shared.engine().open_table(name)?)
+    }
+
+    /// The live named tables on this node, in byte order: those whose
+    /// create entries it applied and whose drops it has not.
+    pub fn table_names(&self) -> Vec<String> {
+        self.shared.engine().table_names()
+    }
+
+    /// `Ok` if this node is unfenced and the ready leader.
+    fn check_leader(&self) -> std::result::Result<(), ReplicaError> {
+        let node = self.shared.id;
+        if self.is_fenced() {
+            return Err(ReplicaError::Fenced { node });
+        }
+        leader_ready(&self.raft, node).map_err(|leader| ReplicaError::NotLeader { node, leader })
+    }
+
+    /// Proposes a table's create or drop and waits (up to the write
+    /// timeout) until it is committed and applied here. Nothing changes
+    /// on this node before that, so a failure fences nothing.
+    fn propose_ddl(&self, cmd: Command) -> std::result::Result<(), ReplicaError> {
+        let node = self.shared.id;
+        let wait = self.shared.config.write_timeout;
+        let raft = self.raft.clone();
+        let res = self
+            .rt
+            .block_on(async move { tokio::time::timeout(wait, raft.client_write(cmd)).await });
+        match res {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(openraft::error::RaftError::APIError(
+                openraft::error::ClientWriteError::ForwardToLeader(f),
+            ))) => Err(ReplicaError::NotLeader {
+                node,
+                leader: f.leader_id,
+            }),
+            Ok(Err(e)) => Err(super::error::raft_err(e)),
+            Err(_) => Err(ReplicaError::Timeout {
+                what: "a table's create or drop entry to commit",
+                waited: wait,
+            }),
+        }
     }
 
     /// Fences this node and stops its raft, so that the others elect a

@@ -78,6 +78,23 @@ impl Engine {
     pub fn drop_table(&self, name: &str) -> Result<()> {
         self.0.drop_table(name)
     }
+
+    /// Creates table `name` with id `id` (a replica applying its leader's
+    /// create; later ids follow it), on any engine.
+    ///
+    /// # Errors
+    /// As [`Engine::create_table`], less
+    /// [`Error::Unsupported`](crate::Error::Unsupported).
+    #[cfg(feature = "replication")]
+    #[inline]
+    pub(crate) fn create_table_with_id(
+        &self,
+        id: TableId,
+        name: &str,
+        options: TableOptions,
+    ) -> Result<Table> {
+        self.0.create_table_with_id(id, name, options)
+    }
 }
 
 /// A transaction's view of one named table ([`Txn::table`]): reads and

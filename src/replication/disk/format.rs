@@ -11,14 +11,14 @@ use crate::replication::codec;
 use crate::replication::entry::TypeConfig;
 use crate::Error;
 
-/// A log segment's magic bytes: format version 2, records in the
-/// replication encoding (`codec.rs`).
-pub(super) const LOG_MAGIC: &[u8; 8] = b"SNAPRFT2";
+/// A log segment's magic bytes: format version 3, records in the
+/// replication encoding (`codec.rs`), each write with its table id.
+pub(super) const LOG_MAGIC: &[u8; 8] = b"SNAPRFT3";
 /// The format version of this build's raft log segments and snapshot.
-pub(super) const FORMAT_VERSION: u32 = 2;
-/// The magic bytes of a version-1 segment (records in bincode 1.3),
-/// refused by name.
-pub(super) const LOG_MAGIC_V1: &[u8; 8] = b"SNAPRFT1";
+pub(super) const FORMAT_VERSION: u32 = 3;
+/// The magic bytes of older segments, with their versions, refused by
+/// name: 1 (records in bincode 1.3), 2 (postcard, writes without a table).
+pub(super) const LOG_MAGICS_OLD: &[(&[u8; 8], u32)] = &[(b"SNAPRFT1", 1), (b"SNAPRFT2", 2)];
 
 /// An appended entry (taking its index).
 pub(super) const KIND_ENTRY: u8 = 1;
@@ -50,16 +50,16 @@ pub(super) fn payload(kind: u8, value: &impl serde::Serialize) -> Vec<u8> {
 }
 
 /// [`Error::UnsupportedFormat`] for `path` if `header` (at least its first
-/// 8 bytes) opens with `v1_magic`, a version-1 file.
-pub(super) fn refuse_v1(path: &Path, header: &[u8], v1_magic: &[u8; 8]) -> Result<(), Error> {
-    if header.starts_with(v1_magic) {
-        return Err(Error::UnsupportedFormat {
+/// 8 bytes) opens with one of the `old` magics, naming its version.
+pub(super) fn refuse_old(path: &Path, header: &[u8], old: &[(&[u8; 8], u32)]) -> Result<(), Error> {
+    match old.iter().find(|(magic, _)| header.starts_with(&magic[..])) {
+        Some(&(_, version)) => Err(Error::UnsupportedFormat {
             file: path.to_path_buf(),
-            version: 1,
+            version,
             supported: FORMAT_VERSION,
-        });
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Appends `e`'s log record to `out`.

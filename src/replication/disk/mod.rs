@@ -10,16 +10,18 @@
 //!   released when the process dies).
 //! * `raft-<seq>.log`: the log's segments, in the durability layer's frame
 //!   format (`durability/record.rs`: a 16-byte file header, then frames of
-//!   length, payload checksum and header checksum), magic `SNAPRFT2`.
-//! * `snapshot`: the newest snapshot, magic `SNAPRSS2`, written whole as
+//!   length, payload checksum and header checksum), magic `SNAPRFT3`.
+//! * `snapshot`: the newest snapshot, magic `SNAPRSS3`, written whole as
 //!   `snapshot.tmp`, synced and renamed over it.
 //!
-//! The magics name format version 2: records in the replication encoding
-//! (`codec.rs`, postcard). A directory of version 1 (`SNAPRFT1` segments,
-//! a `SNAPRSS1` snapshot: bincode 1.3) is refused with
-//! [`Error::UnsupportedFormat`] (version 1, supported 2) before any file in
-//! it changes; every directory a node has opened holds a segment (the
-//! current one is never removed), so its segments tell its version.
+//! The magics name format version 3: records in the replication encoding
+//! (`codec.rs`, postcard), each write with its table id, and snapshots
+//! with their tables. A directory of version 1 (`SNAPRFT1` segments, a
+//! `SNAPRSS1` snapshot: bincode 1.3) or version 2 (`SNAPRFT2`, `SNAPRSS2`:
+//! postcard, no tables) is refused with [`Error::UnsupportedFormat`]
+//! naming its version (supported 3) before any file in it changes; every
+//! directory a node has opened holds a segment (the current one is never
+//! removed), so its segments tell its version.
 //!
 //! A log payload is a kind byte, then the encoded value:
 //!

@@ -8,8 +8,8 @@ use std::path::Path;
 use openraft::{Entry, LogId, Vote};
 
 use super::format::{
-    parse_segment, refuse_v1, segment_name, Segment, KIND_COMMITTED, KIND_ENTRY, KIND_PURGE,
-    KIND_TRUNCATE, KIND_VOTE, LOG_MAGIC, LOG_MAGIC_V1,
+    parse_segment, refuse_old, segment_name, Segment, KIND_COMMITTED, KIND_ENTRY, KIND_PURGE,
+    KIND_TRUNCATE, KIND_VOTE, LOG_MAGIC, LOG_MAGICS_OLD,
 };
 use crate::durability::record::{self, corrupt, End, FILE_HEADER};
 use crate::durability::{io_error, Damage, Fs};
@@ -123,9 +123,9 @@ pub(super) fn recover(
                 .map_err(|e| io_error("remove", &path, &e))?;
             continue;
         }
-        // Before anything here changes a file: a version-1 directory is
-        // left as it was.
-        refuse_v1(&path, &buf, LOG_MAGIC_V1)?;
+        // Before anything here changes a file: a directory of an older
+        // version is left as it was.
+        refuse_old(&path, &buf, LOG_MAGICS_OLD)?;
         if buf[..FILE_HEADER] != record::file_header(LOG_MAGIC, seq) {
             return Err(corrupt(&path, 0, "not a raft log segment (bad header)"));
         }
@@ -261,6 +261,29 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_of_format_version_2_is_refused_by_name_and_left_unchanged() {
+        let d = Dir::new("v2");
+        let first = d.0.join(segment_name(1));
+        // Version 2's header; its records are never read.
+        let mut v2 = record::file_header(b"SNAPRFT2", 1).to_vec();
+        v2.extend_from_slice(&v1_segment(1)[FILE_HEADER..]);
+        std::fs::write(&first, &v2).unwrap();
+        let before = contents(&d.0);
+        match super::super::open(&d.0, super::super::LogOptions::default()) {
+            Err(Error::UnsupportedFormat {
+                file,
+                version,
+                supported,
+            }) => assert_eq!((file, version, supported), (first, 2, 3)),
+            Err(e) => panic!("expected UnsupportedFormat, got {e}"),
+            Ok(_) => panic!("a version-2 raft log opened"),
+        }
+        let mut after = contents(&d.0);
+        after.retain(|(n, _)| n != "LOCK");
+        assert_eq!(after, before);
+    }
+
+    #[test]
     fn a_directory_of_format_version_1_is_refused_by_name_and_left_unchanged() {
         for torn_last in [false, true] {
             let d = Dir::new(&format!("v1-{torn_last}"));
@@ -279,7 +302,10 @@ mod tests {
                     version,
                     supported,
                 }) => {
-                    assert_eq!((file, version, supported), (first.clone(), 1, 2));
+                    assert_eq!(
+                        (file, version, supported),
+                        (first.clone(), 1, super::super::format::FORMAT_VERSION)
+                    );
                 }
                 Err(e) => panic!("expected UnsupportedFormat, got {e}"),
                 Ok(_) => panic!("a version-1 raft log opened"),

@@ -1,4 +1,4 @@
-//! The node's snapshot file: `snapshot`, magic `SNAPRSS2`, a metadata
+//! The node's snapshot file: `snapshot`, magic `SNAPRSS3`, a metadata
 //! record, the data in records of at most 16 MiB, and an end record with
 //! their count and length; written whole as `snapshot.tmp`, synced and
 //! renamed over it.
@@ -7,18 +7,20 @@ use std::path::Path;
 
 use openraft::{BasicNode, SnapshotMeta};
 
-use super::format::{payload, refuse_v1};
+use super::format::{payload, refuse_old};
 use crate::durability::record::{self, corrupt, End, FILE_HEADER};
 use crate::durability::{io_error, Fs};
 use crate::replication::codec;
 use crate::replication::entry::NodeId;
 use crate::Error;
 
-/// The snapshot file's magic bytes: format version 2, its metadata and end
-/// record in the replication encoding (`codec.rs`).
-const SNAPSHOT_MAGIC: &[u8; 8] = b"SNAPRSS2";
-/// The magic bytes of a version-1 snapshot (bincode 1.3), refused by name.
-const SNAPSHOT_MAGIC_V1: &[u8; 8] = b"SNAPRSS1";
+/// The snapshot file's magic bytes: format version 3, its metadata and end
+/// record in the replication encoding (`codec.rs`), its data the state
+/// machine's snapshot with tables (`replication/snapshot.rs`).
+const SNAPSHOT_MAGIC: &[u8; 8] = b"SNAPRSS3";
+/// The magic bytes of older snapshots, with their versions, refused by
+/// name: 1 (bincode 1.3), 2 (postcard, no tables).
+const SNAPSHOT_MAGICS_OLD: &[(&[u8; 8], u32)] = &[(b"SNAPRSS1", 1), (b"SNAPRSS2", 2)];
 /// The snapshot file.
 pub(super) const SNAPSHOT: &str = "snapshot";
 /// The snapshot file while it is written.
@@ -75,7 +77,7 @@ pub(super) fn load(fs: &dyn Fs, dir: &Path) -> Result<Option<(Meta, Vec<u8>)>, E
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_error("read", &path, &e)),
     };
-    refuse_v1(&path, &buf, SNAPSHOT_MAGIC_V1)?;
+    refuse_old(&path, &buf, SNAPSHOT_MAGICS_OLD)?;
     if buf.len() < FILE_HEADER || buf[..FILE_HEADER] != record::file_header(SNAPSHOT_MAGIC, 0) {
         return Err(corrupt(&path, 0, "not a replica snapshot (bad header)"));
     }
@@ -156,7 +158,7 @@ mod tests {
     }
 
     #[test]
-    fn a_snapshot_of_format_version_1_is_refused_by_name() {
+    fn a_snapshot_of_format_version_1_or_2_is_refused_by_name() {
         let dir = std::env::temp_dir().join(format!("raft-snap-v1-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(SNAPSHOT);
@@ -166,7 +168,10 @@ mod tests {
                 file,
                 version,
                 supported,
-            }) => assert_eq!((file, version, supported), (path.clone(), 1, 2)),
+            }) => assert_eq!(
+                (file, version, supported),
+                (path.clone(), 1, super::super::format::FORMAT_VERSION)
+            ),
             Err(e) => panic!("expected UnsupportedFormat, got {e}"),
             Ok(_) => panic!("a version-1 snapshot loaded"),
         }
@@ -175,6 +180,16 @@ mod tests {
             v1_snapshot(),
             "left as it was"
         );
+        // Version 2 (postcard, no tables): its header alone names it.
+        let mut v2 = record::file_header(b"SNAPRSS2", 0).to_vec();
+        v2.extend_from_slice(&v1_snapshot()[FILE_HEADER..]);
+        std::fs::write(&path, &v2).unwrap();
+        match load(&StdFs, &dir) {
+            Err(Error::UnsupportedFormat { version, .. }) => assert_eq!(version, 2),
+            Err(e) => panic!("expected UnsupportedFormat, got {e}"),
+            Ok(_) => panic!("a version-2 snapshot loaded"),
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), v2, "left as it was");
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -2,10 +2,10 @@
 //!
 //! Every message is one frame of tokio-util's [`LengthDelimitedCodec`] (a
 //! 4-byte big-endian length, then the body). The body is the tag byte `R`,
-//! the wire version ([`WIRE_VERSION`], 2), then one [`Request`] or
+//! the wire version ([`WIRE_VERSION`], 3), then one [`Request`] or
 //! [`Response`] in the replication encoding (`codec.rs`, postcard). A
-//! frame of another version (version 1: an untagged bincode 1.3 message)
-//! is refused with [`TransportError::UnsupportedVersion`] (a node answers
+//! frame of another version (version 1: an untagged bincode 1.3 message;
+//! version 2: postcard entries without tables) is refused with [`TransportError::UnsupportedVersion`] (a node answers
 //! it with [`Response::Refused`] and that error's text, which a version-1
 //! peer cannot decode either). A connection carries one request at a time,
 //! each answered before the next is sent; a node keeps one connection per

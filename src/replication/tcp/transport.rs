@@ -16,8 +16,10 @@ use super::message::{Request, Response};
 use crate::replication::codec;
 use crate::replication::error::ReplicaError;
 
-/// The wire version this build speaks.
-pub const WIRE_VERSION: u8 = 2;
+/// The wire version this build speaks: 3, entries whose writes carry
+/// their table id, and table creates and drops. Version 1 sent bincode 1.3
+/// messages; version 2, postcard entries without tables.
+pub const WIRE_VERSION: u8 = 3;
 
 /// The first byte of every frame's body; the wire version follows it. A
 /// version-1 frame (a bincode 1.3 message, untagged) opens with its
@@ -83,8 +85,8 @@ impl fmt::Display for TransportError {
             TransportError::BadMessage { what } => write!(f, "bad message: {what}"),
             TransportError::UnsupportedVersion { version, supported } => write!(
                 f,
-                "a frame of wire version {version} (1: bincode 1.3); this build speaks only \
-                 version {supported}"
+                "a frame of wire version {version} (1: bincode 1.3, 2: entries without \
+                 tables); this build speaks only version {supported}"
             ),
         }
     }
@@ -297,16 +299,18 @@ mod tests {
         assert_eq!(decode::<Request>(&v1).err(), Some(refused.clone()));
         assert!(refused.to_string().contains("wire version 1"), "{refused}");
         assert_eq!(decode::<Request>(&[]).err(), Some(refused));
-        // A later version's frame.
-        let mut v3 = body.clone();
-        v3[1] = 3;
-        assert_eq!(
-            decode::<Request>(&v3).err(),
-            Some(TransportError::UnsupportedVersion {
-                version: 3,
-                supported: WIRE_VERSION
-            })
-        );
+        // An earlier and a later version's frames.
+        for version in [2, 4] {
+            let mut other = body.clone();
+            other[1] = version;
+            assert_eq!(
+                decode::<Request>(&other).err(),
+                Some(TransportError::UnsupportedVersion {
+                    version,
+                    supported: WIRE_VERSION
+                })
+            );
+        }
         // Damage inside a frame of this version: a bad message.
         for bad in [&body[..body.len() - 1], &[&body[..], &[0]].concat()[..]] {
             assert!(
