@@ -170,6 +170,14 @@ const FIRST_CAP: usize = 1024;
 #[cfg(loom)]
 const FIRST_CAP: usize = 8;
 
+/// Slots in a new named table's index (a small table costs about 1 KiB of
+/// slots, not 16; it grows as any does).
+#[cfg(not(loom))]
+const SMALL_CAP: usize = 64;
+/// Under loom, as [`FIRST_CAP`].
+#[cfg(loom)]
+const SMALL_CAP: usize = FIRST_CAP;
+
 /// The most keys a table of `cap` slots holds before it grows: three
 /// quarters (a hit then probes about 2.5 slots on average, at most,
 /// and an empty slot always ends a probe).
@@ -386,11 +394,17 @@ unsafe impl Send for HashIndex {}
 
 impl HashIndex {
     pub(crate) fn new() -> HashIndex {
+        HashIndex::with_first_capacity(FIRST_CAP)
+    }
+
+    /// An index starting with a small table (a named table's).
+    pub(crate) fn new_small() -> HashIndex {
+        HashIndex::with_first_capacity(SMALL_CAP)
+    }
+
+    fn with_first_capacity(cap: usize) -> HashIndex {
         HashIndex {
-            table: AtomicPtr::new(Box::into_raw(Table::with_capacity(
-                FIRST_CAP,
-                ptr::null_mut(),
-            ))),
+            table: AtomicPtr::new(Box::into_raw(Table::with_capacity(cap, ptr::null_mut()))),
             len: std::cell::Cell::new(0),
             moved: std::cell::Cell::new(0),
             arena: UnsafeCell::new(Arena {
@@ -802,6 +816,23 @@ mod tests {
         for i in 5000u32..6000 {
             let k = i.to_be_bytes();
             assert!(ix.get(&k, ix.hash(&k), &g).is_none());
+        }
+    }
+
+    #[test]
+    fn a_small_index_starts_small_and_grows_to_hold_every_key() {
+        let collector = Collector::new();
+        let ix = HashIndex::new_small();
+        // SAFETY: single-threaded test; the current table is alive.
+        let first = unsafe { &*ix.table.load(Ordering::Relaxed) }.slots.len();
+        assert_eq!(first, SMALL_CAP);
+        for i in 0u32..5_000 {
+            insert(&ix, &collector, &i.to_be_bytes());
+        }
+        let g = collector.pin();
+        for i in 0u32..5_000 {
+            let k = i.to_be_bytes();
+            assert!(ix.get(&k, ix.hash(&k), &g).is_some(), "key {i}");
         }
     }
 

@@ -420,6 +420,15 @@ impl Drop for Index {
 
 impl Index {
     pub(crate) fn new() -> Index {
+        Index::with_hash(HashIndex::new())
+    }
+
+    /// An index whose hash table starts small (a named table's).
+    pub(crate) fn new_small() -> Index {
+        Index::with_hash(HashIndex::new_small())
+    }
+
+    fn with_hash(hash: HashIndex) -> Index {
         let empty = Ordered {
             base: Arc::new(Vec::new()),
             frozen: None,
@@ -429,7 +438,7 @@ impl Index {
             ordered: AtomicPtr::new(Box::into_raw(Box::new(empty))),
             merging: Mutex::new(None),
             graveyard: Arc::default(),
-            hash: HashIndex::new(),
+            hash,
         }
     }
 

@@ -22,6 +22,11 @@ impl Index {
         }
     }
 
+    /// As [`Index::new`]: the stand-in has no table to size.
+    pub(crate) fn new_small() -> Index {
+        Index::new()
+    }
+
     fn extend<'g>(e: &KeyEntry) -> &'g KeyEntry {
         // SAFETY: entries are boxed (stable address) and never removed until
         // the index drops, which needs `&mut self`; every `'g` borrow is

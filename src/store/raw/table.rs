@@ -36,7 +36,7 @@ pub(crate) struct TableIndex {
 impl TableIndex {
     pub(crate) fn new(freed: Arc<AtomicU64>) -> TableIndex {
         TableIndex {
-            index: Index::new(),
+            index: Index::new_small(),
             freed,
         }
     }
