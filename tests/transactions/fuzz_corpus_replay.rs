@@ -595,7 +595,7 @@ fn named_tables_match_the_model() {
         Op::Commit(S(1), None, None),
         // s1 writes t0 and reads t1; s2 prepares a write to t1.
         Op::Begin(S(1), PLAIN),
-        Op::Put(S(1), Key(2), 5),
+        Op::Put(S(1), Key(2), 3),
         Op::Begin(S(2), PLAIN),
         Op::UseTable(S(2), t(1)),
         Op::Put(S(2), Key(2), 3),
@@ -631,9 +631,10 @@ fn named_tables_match_the_model() {
         Op::Begin(S(2), PLAIN),
         Op::UseTable(S(2), t(0)),
         Op::Put(S(2), Key(2), 4),
-        Op::Commit(S(2), Some(Ts(8)), None),
         Op::DropTable(N(0)),
         Op::Prepare(S(2), Ts(9)),
+        Op::Put(S(2), Key(2), 4),
+        Op::Commit(S(2), Some(Ts(9)), None),
         Op::Commit(S(1), Some(Ts(9)), None),
         // Durability: a checkpoint, then creates, drops and commits that a
         // power cut may lose (a prefix of them), then a clean restart.
