@@ -54,6 +54,14 @@
 //!   registers its reads until it resolves and is not validated again;
 //!   after a crash or restart the last serializable timestamp is the
 //!   newest recovered commit's;
+//! * named tables: one version map holds every table, each key behind its
+//!   table's id, so conflicts and serializable tracking are per (table,
+//!   key); create and drop act at once (`TableExists`, `TableNotFound`);
+//!   a dropped table's handle reads and writes nothing (`TableDropped`,
+//!   before any other check); an unprepared transaction that wrote to a
+//!   table dropped since is rolled back at commit or prepare
+//!   (`TableDropped`), a prepared one commits; a serializable read of a
+//!   dropped table fails its validation (`TableDropped`);
 //! * the timestamp rules and their typed errors, in the engine's order of
 //!   checks.
 //!
@@ -75,7 +83,11 @@
 //! * after either, open transactions and prepared ones are gone, stable and
 //!   oldest start at the last checkpoint's stable, and transaction ids
 //!   restart (the harness reads the engine's next id from a snapshot's
-//!   xmin: ids are not durable).
+//!   xmin: ids are not durable), and every session is back on the
+//!   default table;
+//! * creates and drops are log records like commits (a power cut keeps a
+//!   prefix of them all); a drop before the checkpoint takes the table's
+//!   writes out of the commits the checkpoint carries.
 
 use arbitrary::{Arbitrary, Unstructured};
 use snapshot_engine::durability::{MemFs, WriteBack};
@@ -419,8 +431,8 @@ const CURSOR_PICKS: [u8; 4] = [18, 151, 169, 194];
 
 /// Selector bytes that decode a table op ([`Op::CreateTable`],
 /// [`Op::DropTable`], [`Op::UseTable`]), chosen as [`CURSOR_PICKS`] were:
-/// the six the corpus least used next, so all but 85 of its inputs decode
-/// as before.
+/// the six the corpus least used next, so all but at most 85 of its 2,006
+/// inputs decode as before.
 const TABLE_PICKS: [u8; 6] = [202, 176, 120, 240, 199, 206];
 
 impl<'a> Arbitrary<'a> for Op {
