@@ -20,12 +20,23 @@
 //! test beside it that drops an engine and reopens the directory at once
 //! could find it still locked.
 //!
+//! With tables, the child keeps the bank in three named tables (balances
+//! in `accounts`, a marker per transfer in `ledger`, an entry per transfer
+//! in `index`, all written by one transaction) while a fourth thread
+//! creates, writes and drops tables from a pool of three names; the parent
+//! checks every table: each acknowledged transfer is in `ledger` and
+//! `index`, the two hold the same transfers and the balances are exactly
+//! theirs (nothing half there), an acknowledged drop is not undone and an
+//! acknowledged create (and its acknowledged row) is there.
+//!
 //! `SNAPSHOT_KILL_ROUNDS` sets the number of rounds (default 50);
 //! `SNAPSHOT_KILL_SEED` the random seed (printed on failure).
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use snapshot_engine::{DurabilityOptions, Engine, EngineConfig, Error, TxnOptions};
+use snapshot_engine::{
+    DurabilityOptions, Engine, EngineConfig, Error, Table, TableOptions, TxnOptions,
+};
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -34,6 +45,7 @@ use std::time::Duration;
 
 const CHILD_ENV: &str = "SNAPSHOT_KILL_CHILD_DIR";
 const BACKUPS_ENV: &str = "SNAPSHOT_KILL_BACKUPS_DIR";
+const TABLES_ENV: &str = "SNAPSHOT_KILL_TABLES";
 const ACCOUNTS: u32 = 16;
 const INITIAL: u64 = 1_000;
 
@@ -272,19 +284,13 @@ fn killed_mid_backup_leaves_the_source_whole_and_the_backup_refused_or_complete(
     );
 }
 
-/// Runs the child (as test `name` of this binary), kills it, verifies;
-/// `SNAPSHOT_KILL_ROUNDS` times. With `backups`, the child backs up too.
-fn kill_rounds(name: &str, backups: bool) {
-    if let Some(dir) = std::env::var_os(CHILD_ENV) {
-        child(
-            Path::new(&dir),
-            std::env::var_os(BACKUPS_ENV).map(PathBuf::from),
-        );
-    }
-    // One test's rounds at a time: a child spawned by one holds a copy of
-    // the other's open directory lock from fork to exec.
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+/// One test's rounds at a time: a child spawned by one holds a copy of the
+/// other's open directory lock from fork to exec.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `SNAPSHOT_KILL_ROUNDS` (default 50) and `SNAPSHOT_KILL_SEED` (default:
+/// the clock).
+fn rounds_and_seed() -> (usize, u64) {
     let rounds: usize = std::env::var("SNAPSHOT_KILL_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -298,6 +304,23 @@ fn kill_rounds(name: &str, backups: bool) {
                 .unwrap()
                 .as_nanos() as u64
         });
+    (rounds, seed)
+}
+
+/// Runs the child (as test `name` of this binary), kills it, verifies;
+/// `SNAPSHOT_KILL_ROUNDS` times. With `backups`, the child backs up too.
+fn kill_rounds(name: &str, backups: bool) {
+    if let Some(dir) = std::env::var_os(CHILD_ENV) {
+        if std::env::var_os(TABLES_ENV).is_some() {
+            tables::child(Path::new(&dir));
+        }
+        child(
+            Path::new(&dir),
+            std::env::var_os(BACKUPS_ENV).map(PathBuf::from),
+        );
+    }
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let (rounds, seed) = rounds_and_seed();
     let mut rng = SmallRng::seed_from_u64(seed);
     let dir = std::env::temp_dir().join(format!(
         "snapshot-kill-{}-{seed}-{}",
@@ -313,65 +336,11 @@ fn kill_rounds(name: &str, backups: bool) {
     let (mut total_acks, mut killed_before_ready) = (0usize, 0usize);
     let mut outcomes = BackupOutcomes::default();
     for round in 0..rounds {
-        let mut cmd = Command::new(&exe);
-        cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, &dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+        let mut envs = vec![(CHILD_ENV, dir.clone())];
         if backups {
-            cmd.env(BACKUPS_ENV, &backup_dir);
+            envs.push((BACKUPS_ENV, backup_dir.clone()));
         }
-        let mut child = cmd.spawn().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        let reader = std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        // Kill at a random moment: now and then before the child is ready
-        // (during its recovery), mostly while it transfers.
-        let early = rng.gen_ratio(1, 8);
-        let mut lines = Vec::new();
-        if !early {
-            loop {
-                match rx.recv_timeout(Duration::from_secs(20)) {
-                    // The harness prints "test NAME ... " before the
-                    // child's first line, on the same line.
-                    Ok(l) if l.ends_with("ready") => break,
-                    Ok(l) => lines.push(l),
-                    Err(_) => panic!("round {round} (seed {seed}): the child never got ready"),
-                }
-            }
-        }
-        // With backups, every other round first lets one complete, so
-        // that both kinds of backup are checked.
-        if backups && !early && rng.gen_ratio(1, 2) {
-            loop {
-                match rx.recv_timeout(Duration::from_secs(20)) {
-                    Ok(l) => {
-                        let done = l.starts_with("backup-done");
-                        lines.push(l);
-                        if done {
-                            break;
-                        }
-                    }
-                    Err(_) => panic!("round {round} (seed {seed}): no backup completed"),
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_micros(rng.gen_range(0..30_000)));
-        child.kill().unwrap();
-        let status = child.wait().unwrap();
-        reader.join().unwrap();
-        lines.extend(rx.try_iter());
-        assert!(
-            !status.success(),
-            "round {round}: the child exited by itself"
-        );
+        let (lines, early) = run_and_kill(&exe, name, &envs, backups, &mut rng, round, seed);
         let mut ready = !early;
         // Per backup begun: the transfers acknowledged before it, and
         // whether it was reported done.
@@ -425,5 +394,412 @@ fn kill_rounds(name: &str, backups: bool) {
             outcomes.complete > 0 && outcomes.refused > 0,
             "no kill landed both after and inside a backup"
         );
+    }
+}
+
+/// Runs this binary's test `name` as a child with `envs` set and SIGKILLs
+/// it at a random moment: now and then before it is ready (during its
+/// recovery), mostly after; with `wait_backup`, every other round once a
+/// backup completed. Returns every line it printed and whether it was
+/// killed without waiting for it to be ready.
+fn run_and_kill(
+    exe: &Path,
+    name: &str,
+    envs: &[(&str, PathBuf)],
+    wait_backup: bool,
+    rng: &mut SmallRng,
+    round: usize,
+    seed: u64,
+) -> (Vec<String>, bool) {
+    let mut cmd = Command::new(exe);
+    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .envs(envs.iter().map(|(k, v)| (k, v)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Kill at a random moment: now and then before the child is ready
+    // (during its recovery), mostly while it transfers.
+    let early = rng.gen_ratio(1, 8);
+    let mut lines = Vec::new();
+    if !early {
+        loop {
+            match rx.recv_timeout(Duration::from_secs(20)) {
+                // The harness prints "test NAME ... " before the
+                // child's first line, on the same line.
+                Ok(l) if l.ends_with("ready") => break,
+                Ok(l) => lines.push(l),
+                Err(_) => panic!("round {round} (seed {seed}): the child never got ready"),
+            }
+        }
+    }
+    // With backups, every other round first lets one complete, so
+    // that both kinds of backup are checked.
+    if wait_backup && !early && rng.gen_ratio(1, 2) {
+        loop {
+            match rx.recv_timeout(Duration::from_secs(20)) {
+                Ok(l) => {
+                    let done = l.starts_with("backup-done");
+                    lines.push(l);
+                    if done {
+                        break;
+                    }
+                }
+                Err(_) => panic!("round {round} (seed {seed}): no backup completed"),
+            }
+        }
+    }
+    std::thread::sleep(Duration::from_micros(rng.gen_range(0..30_000)));
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    lines.extend(rx.try_iter());
+    assert!(
+        !status.success(),
+        "round {round}: the child exited by itself"
+    );
+    (lines, early)
+}
+
+#[test]
+fn killed_mid_cross_table_transfer_keeps_every_table_whole() {
+    tables::kill_rounds("killed_mid_cross_table_transfer_keeps_every_table_whole");
+}
+
+/// The bank across three named tables, with tables created and dropped
+/// beside it.
+mod tables {
+    use super::*;
+
+    /// The names the churn thread creates and drops, in turn.
+    const CHURN: [&str; 3] = ["churn.0", "churn.1", "churn.2"];
+
+    fn table(engine: &Engine, name: &str) -> Table {
+        match engine.open_table(name) {
+            Ok(t) => t,
+            Err(Error::TableNotFound { .. }) => engine
+                .create_table(name, TableOptions::default())
+                .expect("child create"),
+            Err(e) => panic!("child open_table {name}: {e}"),
+        }
+    }
+
+    fn say(out: &std::io::Stdout, line: std::fmt::Arguments<'_>) {
+        let mut o = out.lock();
+        writeln!(o, "{line}").unwrap();
+        o.flush().unwrap();
+    }
+
+    /// The child: cross-table transfers on four threads, checkpoints, and
+    /// one thread that, name by name from [`CHURN`], drops the table if it
+    /// is there, creates it, and commits one row to it (`n` is unique per
+    /// create), reporting each step before and after.
+    pub(super) fn child(dir: &Path) -> ! {
+        let engine = Engine::open(dir, EngineConfig::default(), DurabilityOptions::default())
+            .expect("child open");
+        let accounts = table(&engine, "accounts");
+        let ledger = table(&engine, "ledger");
+        let index = table(&engine, "index");
+        {
+            let mut s = engine.session().unwrap();
+            s.transaction(&TxnOptions::default(), |t| {
+                let mut a = t.table(&accounts)?;
+                if a.get(account(0))?.is_none() {
+                    for i in 0..ACCOUNTS {
+                        a.put(account(i), INITIAL.to_le_bytes())?;
+                    }
+                }
+                Ok(())
+            })
+            .expect("child setup");
+        }
+        let out = std::io::stdout();
+        say(&out, format_args!("ready"));
+        std::thread::scope(|sc| {
+            for th in 0..4u64 {
+                let (engine, out) = (&engine, &out);
+                let (accounts, ledger, index) = (&accounts, &ledger, &index);
+                sc.spawn(move || {
+                    let mut rng = SmallRng::seed_from_u64(std::process::id() as u64 * 31 + th);
+                    let mut s = engine.session().unwrap();
+                    loop {
+                        let tag: u64 = rng.gen();
+                        let from = rng.gen_range(0..ACCOUNTS);
+                        let to = (from + rng.gen_range(1..ACCOUNTS)) % ACCOUNTS;
+                        let want: u64 = rng.gen_range(1..50);
+                        let r = s.transaction(&TxnOptions::default(), |t| {
+                            let mut a = t.table(accounts)?;
+                            let x = balance(a.get(account(from))?);
+                            let y = balance(a.get(account(to))?);
+                            let amount = want.min(x);
+                            a.put(account(from), (x - amount).to_le_bytes())?;
+                            a.put(account(to), (y + amount).to_le_bytes())?;
+                            t.table(ledger)?
+                                .put(format!("t/{tag:016x}"), marker(from, to, amount))?;
+                            t.table(index)?
+                                .put(format!("i/{tag:016x}"), amount.to_le_bytes())?;
+                            Ok(amount)
+                        });
+                        if let Ok(amount) = r {
+                            say(out, format_args!("ack {tag:016x} {from} {to} {amount}"));
+                        }
+                    }
+                });
+            }
+            sc.spawn(|| loop {
+                std::thread::sleep(Duration::from_millis(7));
+                engine.checkpoint().expect("child checkpoint");
+            });
+            let (engine, out) = (&engine, &out);
+            sc.spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(std::process::id() as u64 * 37);
+                let mut s = engine.session().unwrap();
+                for round in 0usize.. {
+                    let name = CHURN[round % CHURN.len()];
+                    if engine.open_table(name).is_ok() {
+                        say(out, format_args!("drop-start {name}"));
+                        engine.drop_table(name).expect("child drop");
+                        say(out, format_args!("dropped {name}"));
+                    }
+                    let n: u64 = rng.gen();
+                    say(out, format_args!("create-start {name} {n:016x}"));
+                    let t = engine
+                        .create_table(name, TableOptions::default())
+                        .expect("child create");
+                    say(out, format_args!("created {name} {n:016x}"));
+                    s.transaction(&TxnOptions::default(), |x| {
+                        x.table(&t)?.put("n", n.to_le_bytes())
+                    })
+                    .expect("child churn write");
+                    say(out, format_args!("wrote {name} {n:016x}"));
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            });
+        });
+        unreachable!("the transfer threads never end")
+    }
+
+    /// What the parent knows of a churn table from acknowledged steps.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Churn {
+        /// A step on it was in flight at the kill: either outcome.
+        Unknown,
+        /// Dropped (acknowledged), not created again.
+        Absent,
+        /// Created as `n` (acknowledged); `wrote`: its row acknowledged.
+        Present { n: u64, wrote: bool },
+    }
+
+    /// Updates `churn` from the child's `lines`.
+    fn read_churn(lines: &[String], churn: &mut [Churn; 3]) {
+        for l in lines {
+            let mut p = l.split(' ');
+            let step = p.next();
+            let Some(i) = p
+                .next()
+                .and_then(|name| CHURN.iter().position(|c| *c == name))
+            else {
+                continue;
+            };
+            let n = p.next().map(|n| u64::from_str_radix(n, 16).unwrap());
+            churn[i] = match step {
+                Some("drop-start" | "create-start") => Churn::Unknown,
+                Some("dropped") => Churn::Absent,
+                Some("created") => Churn::Present {
+                    n: n.unwrap(),
+                    wrote: false,
+                },
+                Some("wrote") => Churn::Present {
+                    n: n.unwrap(),
+                    wrote: true,
+                },
+                _ => continue,
+            };
+        }
+    }
+
+    /// Checks the churn tables against what was acknowledged; returns what
+    /// they are now.
+    fn check_churn(engine: &Engine, churn: &[Churn; 3], what: &str) -> [Churn; 3] {
+        let mut now = [Churn::Unknown; 3];
+        let mut s = engine.session().unwrap();
+        for (i, name) in CHURN.iter().enumerate() {
+            let found = match engine.open_table(name) {
+                Err(Error::TableNotFound { .. }) => Churn::Absent,
+                Err(e) => panic!("{what}: open_table {name}: {e}"),
+                Ok(t) => {
+                    let mut x = s.begin(&TxnOptions::default()).unwrap();
+                    let rows = x.table(&t).unwrap().range(..).unwrap();
+                    match &rows[..] {
+                        [] => Churn::Present { n: 0, wrote: false },
+                        [(k, v)] if k == b"n" => Churn::Present {
+                            n: u64::from_le_bytes(v[..].try_into().unwrap()),
+                            wrote: true,
+                        },
+                        _ => panic!("{what}: {name} holds {rows:?}"),
+                    }
+                }
+            };
+            match (churn[i], found) {
+                (Churn::Unknown, _) => {}
+                (Churn::Absent, f) => assert_eq!(
+                    f,
+                    Churn::Absent,
+                    "{what}: acknowledged drop of {name} undone"
+                ),
+                (Churn::Present { n, wrote: true }, f) => assert_eq!(
+                    f,
+                    Churn::Present { n, wrote: true },
+                    "{what}: {name}'s acknowledged create or row lost"
+                ),
+                (Churn::Present { wrote: false, .. }, f) => assert!(
+                    matches!(f, Churn::Present { .. }),
+                    "{what}: acknowledged create of {name} lost: {f:?}"
+                ),
+            }
+            now[i] = found;
+        }
+        now
+    }
+
+    /// Checks the bank across `accounts`, `ledger` and `index` against
+    /// `acked` and the balances `base` verified last round; deletes the
+    /// ledger and index entries it accounted for and returns the balances.
+    fn check_bank(engine: &Engine, acked: &mut Acked, base: &[u64], what: &str) -> Vec<u64> {
+        let open = |name| match engine.open_table(name) {
+            Ok(t) => Some(t),
+            Err(Error::TableNotFound { .. }) => None,
+            Err(e) => panic!("{what}: open_table {name}: {e}"),
+        };
+        let (Some(accounts), Some(ledger), Some(index)) =
+            (open("accounts"), open("ledger"), open("index"))
+        else {
+            // Killed before the child created all three (its first round).
+            assert!(acked.is_empty(), "{what}: acknowledged transfers, no bank");
+            return base.to_vec();
+        };
+        let mut s = engine.session().unwrap();
+        let mut t = s.begin(&TxnOptions::default()).unwrap();
+        let balances: Vec<u64> = (0..ACCOUNTS)
+            .map(|i| balance(t.table(&accounts).unwrap().get(account(i)).unwrap()))
+            .collect();
+        let markers = t.table(&ledger).unwrap().range(..).unwrap();
+        let entries = t.table(&index).unwrap().range(..).unwrap();
+        drop(t);
+        if balances.iter().all(|&b| b == 0) {
+            // Killed before the setup commit.
+            assert!(
+                markers.is_empty() && entries.is_empty() && acked.is_empty(),
+                "{what}: transfers without accounts"
+            );
+            return base.to_vec();
+        }
+        let total: u64 = balances.iter().sum();
+        assert_eq!(total, INITIAL * u64::from(ACCOUNTS), "{what}: bank total");
+        let mut want: Vec<i128> = if base.iter().all(|&b| b == 0) {
+            vec![i128::from(INITIAL); ACCOUNTS as usize]
+        } else {
+            base.iter().map(|&b| i128::from(b)).collect()
+        };
+        let mut present = HashMap::new();
+        for (k, v) in &markers {
+            let tag = u64::from_str_radix(std::str::from_utf8(&k[2..]).unwrap(), 16).unwrap();
+            let (from, to, amount) = unmarker(v);
+            want[from as usize] -= i128::from(amount);
+            want[to as usize] += i128::from(amount);
+            present.insert(tag, (from, to, amount));
+        }
+        let indexed: HashMap<u64, u64> = entries
+            .iter()
+            .map(|(k, v)| {
+                let tag = u64::from_str_radix(std::str::from_utf8(&k[2..]).unwrap(), 16).unwrap();
+                (tag, u64::from_le_bytes(v[..].try_into().unwrap()))
+            })
+            .collect();
+        let ledgered: HashMap<u64, u64> = present.iter().map(|(&t, m)| (t, m.2)).collect();
+        assert_eq!(
+            indexed, ledgered,
+            "{what}: the index and the ledger hold different transfers"
+        );
+        for (tag, m) in acked.iter() {
+            assert_eq!(
+                present.get(tag),
+                Some(m),
+                "{what}: acknowledged transfer {tag:016x} lost"
+            );
+        }
+        let got: Vec<i128> = balances.iter().map(|&b| i128::from(b)).collect();
+        assert_eq!(got, want, "{what}: balances are not the transfers present");
+        let mut s = engine.session().unwrap();
+        s.transaction(&TxnOptions::default(), |t| {
+            for (k, _) in &markers {
+                t.table(&ledger)?.delete(k)?;
+            }
+            for (k, _) in &entries {
+                t.table(&index)?.delete(k)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        acked.clear();
+        balances
+    }
+
+    pub(super) fn kill_rounds(name: &str) {
+        if let Some(dir) = std::env::var_os(CHILD_ENV) {
+            child(Path::new(&dir));
+        }
+        let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+        let (rounds, seed) = rounds_and_seed();
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let dir = std::env::temp_dir().join(format!(
+            "snapshot-kill-{}-{seed}-tables",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let exe = std::env::current_exe().unwrap();
+        let envs = [(CHILD_ENV, dir.clone()), (TABLES_ENV, PathBuf::from("1"))];
+        let mut acked = Acked::new();
+        let mut base = vec![0u64; ACCOUNTS as usize];
+        let mut churn = [Churn::Absent; 3];
+        let (mut total_acks, mut churn_acks) = (0usize, 0usize);
+        for round in 0..rounds {
+            let (lines, _) = run_and_kill(&exe, name, &envs, false, &mut rng, round, seed);
+            for l in &lines {
+                let mut p = l.split(' ');
+                if p.next() != Some("ack") {
+                    churn_acks += usize::from(l.starts_with("dropped") || l.starts_with("created"));
+                    continue;
+                }
+                let tag = u64::from_str_radix(p.next().unwrap(), 16).unwrap();
+                let from: u32 = p.next().unwrap().parse().unwrap();
+                let to: u32 = p.next().unwrap().parse().unwrap();
+                let amount: u64 = p.next().unwrap().parse().unwrap();
+                acked.insert(tag, (from, to, amount));
+                total_acks += 1;
+            }
+            read_churn(&lines, &mut churn);
+            let what = format!("round {round} (seed {seed})");
+            let engine = Engine::open(&dir, EngineConfig::default(), DurabilityOptions::default())
+                .unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
+            churn = check_churn(&engine, &churn, &what);
+            base = check_bank(&engine, &mut acked, &base, &what);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+        eprintln!(
+            "{rounds} kill-and-recover rounds, {total_acks} acknowledged cross-table \
+             transfers and {churn_acks} creates and drops checked (seed {seed})"
+        );
+        assert!(total_acks > 0, "no transfer was ever acknowledged");
+        assert!(churn_acks > 0, "no create or drop was ever acknowledged");
     }
 }

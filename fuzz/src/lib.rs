@@ -54,6 +54,14 @@
 //!   registers its reads until it resolves and is not validated again;
 //!   after a crash or restart the last serializable timestamp is the
 //!   newest recovered commit's;
+//! * named tables: one version map holds every table, each key behind its
+//!   table's id, so conflicts and serializable tracking are per (table,
+//!   key); create and drop act at once (`TableExists`, `TableNotFound`);
+//!   a dropped table's handle reads and writes nothing (`TableDropped`,
+//!   before any other check); an unprepared transaction that wrote to a
+//!   table dropped since is rolled back at commit or prepare
+//!   (`TableDropped`), a prepared one commits; a serializable read of a
+//!   dropped table fails its validation (`TableDropped`);
 //! * the timestamp rules and their typed errors, in the engine's order of
 //!   checks.
 //!
@@ -75,14 +83,18 @@
 //! * after either, open transactions and prepared ones are gone, stable and
 //!   oldest start at the last checkpoint's stable, and transaction ids
 //!   restart (the harness reads the engine's next id from a snapshot's
-//!   xmin: ids are not durable).
+//!   xmin: ids are not durable), and every session is back on the
+//!   default table;
+//! * creates and drops are log records like commits (a power cut keeps a
+//!   prefix of them all); a drop before the checkpoint takes the table's
+//!   writes out of the commits the checkpoint carries.
 
 use arbitrary::{Arbitrary, Unstructured};
 use snapshot_engine::durability::{MemFs, WriteBack};
 use snapshot_engine::{
     CommitOptions, Durability, DurabilityOptions, Engine, EngineConfig, Error, Isolation,
-    PrepareConflicts, Savepoint, Session, Timestamp, TimestampKind, TimestampRole, TimestampUpdate,
-    Txn, TxnOptions,
+    PrepareConflicts, Savepoint, Session, Table, TableOptions, Timestamp, TimestampKind,
+    TimestampRole, TimestampUpdate, Txn, TxnOptions,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -99,6 +111,26 @@ pub const MAX_VALUE_LEN: usize = 4;
 pub const HORIZON_REFRESH_COMMITS: u32 = 2;
 
 const KEYS: [&[u8]; 5] = [b"a", b"b", b"c", b"d", b"ee"];
+
+/// The named tables' names: [`Op::CreateTable`], [`Op::DropTable`] and
+/// [`Op::UseTable`] pick one.
+pub const TABLE_NAMES: [&str; 3] = ["t0", "t1", "t2"];
+
+/// A name of [`TABLE_NAMES`] (taken modulo its length).
+#[derive(Arbitrary, Clone, Copy)]
+pub struct N(pub u8);
+
+impl N {
+    fn get(self) -> &'static str {
+        TABLE_NAMES[self.0 as usize % TABLE_NAMES.len()]
+    }
+}
+
+impl fmt::Debug for N {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.get())
+    }
+}
 
 /// A session index (taken modulo [`SESSIONS`]).
 #[derive(Arbitrary, Clone, Copy)]
@@ -352,6 +384,14 @@ pub enum Op {
     Crash,
     /// A clean close and reopen.
     Restart,
+    /// `engine.create_table` (not transactional).
+    CreateTable(N),
+    /// `engine.drop_table` (not transactional).
+    DropTable(N),
+    /// The table the session's reads and writes go to from now on: `None`
+    /// the default table, else a handle from `open_table` (kept, and used
+    /// after a drop, until the next `UseTable` or reopen of the engine).
+    UseTable(S, Option<N>),
 }
 
 /// The op mix: one selector byte picks a kind by these weights (out of
@@ -389,6 +429,12 @@ const OP_WEIGHTS: [(u8, u8); 20] = [
 /// they were kept for.
 const CURSOR_PICKS: [u8; 4] = [18, 151, 169, 194];
 
+/// Selector bytes that decode a table op ([`Op::CreateTable`],
+/// [`Op::DropTable`], [`Op::UseTable`]), chosen as [`CURSOR_PICKS`] were:
+/// the six the corpus least used next, so all but at most 85 of its 2,006
+/// inputs decode as before.
+const TABLE_PICKS: [u8; 6] = [202, 176, 120, 240, 199, 206];
+
 impl<'a> Arbitrary<'a> for Op {
     fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Op> {
         let mut pick = u8::arbitrary(u)?;
@@ -399,6 +445,13 @@ impl<'a> Arbitrary<'a> for Op {
                 u.arbitrary()?,
                 u.arbitrary()?,
             ));
+        }
+        if let Some(i) = TABLE_PICKS.iter().position(|&p| p == pick) {
+            return Ok(match i {
+                0 | 1 => Op::CreateTable(u.arbitrary()?),
+                2 => Op::DropTable(u.arbitrary()?),
+                _ => Op::UseTable(u.arbitrary()?, u.arbitrary()?),
+            });
         }
         let mut kind = OP_WEIGHTS[OP_WEIGHTS.len() - 1].0;
         for &(k, w) in &OP_WEIGHTS {
@@ -648,6 +701,8 @@ struct Real<'e> {
     // Boxed: a transaction holds a reference to its session, so the session
     // must not move while the transaction lives.
     sessions: Vec<Option<Box<Session<'e>>>>,
+    /// Each session's table ([`Op::UseTable`]; `None`: the default).
+    tables: Vec<Option<Table>>,
     engine: &'e Engine,
 }
 
@@ -663,6 +718,7 @@ impl<'e> Real<'e> {
                     ))
                 })
                 .collect(),
+            tables: vec![None; SESSIONS],
             engine,
         }
     }
@@ -703,18 +759,47 @@ impl<'e> Real<'e> {
                 }
             };
         }
+        // `$t` as the session's table: the transaction, or its view of
+        // the named table (both have the methods the ops call).
+        macro_rules! on_table {
+            ($s:expr, |$t:ident| $body:expr) => {{
+                let h = self.tables[$s.get()].clone();
+                with_txn!($s, |t| match &h {
+                    None => {
+                        let $t = t;
+                        $body
+                    }
+                    Some(h) => {
+                        let mut tt = t.table(h)?;
+                        let $t = &mut tt;
+                        $body
+                    }
+                })
+            }};
+        }
         match *op {
             Op::Begin(s, o) => self.begin(s.get(), &o.get()),
+            Op::CreateTable(n) => e
+                .create_table(n.get(), TableOptions::default())
+                .map(|_| Out::Unit),
+            Op::DropTable(n) => e.drop_table(n.get()).map(|()| Out::Unit),
+            Op::UseTable(s, n) => {
+                self.tables[s.get()] = match n {
+                    None => None,
+                    Some(n) => Some(e.open_table(n.get())?),
+                };
+                Ok(Out::Unit)
+            }
             Op::SetReadTs(s, ts) => with_txn!(s, |t| t.set_read_timestamp(ts.get()).map(Out::Ts)),
-            Op::Get(s, k) => with_txn!(s, |t| t.get(k.get()).map(Out::Value)),
+            Op::Get(s, k) => on_table!(s, |t| t.get(k.get()).map(Out::Value)),
             Op::Put(s, k, len) => {
-                with_txn!(s, |t| t.put(k.get(), value(step, len)).map(|()| Out::Unit))
+                on_table!(s, |t| t.put(k.get(), value(step, len)).map(|()| Out::Unit))
             }
-            Op::Delete(s, k) => with_txn!(s, |t| t.delete(k.get()).map(|()| Out::Unit)),
+            Op::Delete(s, k) => on_table!(s, |t| t.delete(k.get()).map(|()| Out::Unit)),
             Op::Range(s, lo, hi) => {
-                with_txn!(s, |t| t.range((lo.get(), hi.get())).map(Out::Rows))
+                on_table!(s, |t| t.range((lo.get(), hi.get())).map(Out::Rows))
             }
-            Op::Iter(s, lo, hi, mode, k) => with_txn!(s, |t| {
+            Op::Iter(s, lo, hi, mode, k) => on_table!(s, |t| {
                 let mut c = t.iter((lo.get(), hi.get()));
                 let own =
                     |r: snapshot_engine::Result<(&[u8], Vec<u8>)>| r.map(|(k, v)| (k.to_vec(), v));
@@ -749,7 +834,7 @@ impl<'e> Real<'e> {
                 };
                 rows.map(Out::Rows)
             }),
-            Op::Cursor(s, lo, hi, ref steps) => with_txn!(s, |t| {
+            Op::Cursor(s, lo, hi, ref steps) => on_table!(s, |t| {
                 let mut c = t.iter((lo.get(), hi.get()));
                 let mut out = Vec::new();
                 for &step in &steps.0 {
@@ -921,6 +1006,97 @@ struct MTxn {
     /// Serializable: every key it wrote, in order (savepoints undo none),
     /// checked against the prepared transactions' registered reads.
     ser_writes: Vec<Vec<u8>>,
+    /// The named tables it read or wrote, in the order it first did, and
+    /// whether it wrote each (savepoints undo none).
+    held: Vec<(u32, bool)>,
+}
+
+/// The model's key of `key` in table `tb`: the table id (big-endian)
+/// before it, so one map holds every table, in (table, key) order.
+fn pk(tb: u32, key: &[u8]) -> Vec<u8> {
+    let mut k = tb.to_be_bytes().to_vec();
+    k.extend_from_slice(key);
+    k
+}
+
+/// The table of a model key.
+fn table_of(k: &[u8]) -> u32 {
+    u32::from_be_bytes(k[..4].try_into().expect("a model key"))
+}
+
+/// A range bound of table `tb` as a model bound: unbounded ends become the
+/// table's first and past-its-last keys (`hi`: an upper bound).
+fn pbound(tb: u32, b: Bound<&[u8]>, hi: bool) -> Bound<Vec<u8>> {
+    match b {
+        Bound::Included(k) => Bound::Included(pk(tb, k)),
+        Bound::Excluded(k) => Bound::Excluded(pk(tb, k)),
+        Bound::Unbounded if hi => Bound::Excluded((tb + 1).to_be_bytes().to_vec()),
+        Bound::Unbounded => Bound::Included(tb.to_be_bytes().to_vec()),
+    }
+}
+
+/// A model bound as the user gave it (no key is empty, so a bare table id
+/// is an unbounded end).
+fn unbound(b: Bound<Vec<u8>>) -> Bound<Vec<u8>> {
+    match b {
+        Bound::Included(k) | Bound::Excluded(k) if k.len() == 4 => Bound::Unbounded,
+        b => b.map(|k| k[4..].to_vec()),
+    }
+}
+
+/// A model result with its keys as the user sees them.
+fn unprefix(r: Res) -> Res {
+    let row = |(k, v): (Vec<u8>, Vec<u8>)| (k[4..].to_vec(), v);
+    match r {
+        Ok(Out::Rows(rows)) => Ok(Out::Rows(rows.into_iter().map(row).collect())),
+        Ok(Out::Cursor(ys)) => Ok(Out::Cursor(
+            ys.into_iter()
+                .map(|y| y.map(|r| r.map(row).map_err(unprefix_err)))
+                .collect(),
+        )),
+        Ok(o) => Ok(o),
+        Err(e) => Err(unprefix_err(e)),
+    }
+}
+
+fn r(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    b.as_ref().map(Vec::as_slice)
+}
+
+fn unprefix_err(e: Error) -> Error {
+    let cut = |k: Vec<u8>| k[4..].to_vec();
+    match e {
+        Error::WriteConflict { key } => Error::WriteConflict { key: cut(key) },
+        Error::PrepareConflict { key } => Error::PrepareConflict { key: cut(key) },
+        Error::SerializationConflict { key } => Error::SerializationConflict { key: cut(key) },
+        Error::PreparedReadConflict { key } => Error::PreparedReadConflict { key: cut(key) },
+        Error::RangeConflict { start, end, key } => Error::RangeConflict {
+            start: unbound(start),
+            end: unbound(end),
+            key: cut(key),
+        },
+        e => e,
+    }
+}
+
+/// One record of the log, in log order.
+#[derive(Clone, Debug)]
+enum Rec {
+    /// A commit with writes: its durable timestamp and the tables it wrote.
+    Commit { durable: u64, tables: BTreeSet<u32> },
+    /// A table created.
+    Create(u32),
+    /// A table dropped.
+    Drop(u32),
+}
+
+impl Rec {
+    fn durable(&self) -> Option<u64> {
+        match self {
+            Rec::Commit { durable, .. } => Some(*durable),
+            _ => None,
+        }
+    }
 }
 
 type OwnedRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
@@ -999,10 +1175,9 @@ pub struct Model {
     incarnations: Vec<u64>,
     /// Every savepoint taken: (session, incarnation, id).
     savepoints: Vec<(usize, u64, u64)>,
-    /// Every commit with writes, in commit order (= log order): (id,
-    /// commit timestamp, durable timestamp).
-    log: Vec<(u64, u64, u64)>,
-    /// Commits known synced (`log[..synced]`): a power cut keeps these.
+    /// Every commit with writes and every create and drop, in log order.
+    log: Vec<Rec>,
+    /// Records known synced (`log[..synced]`): a power cut keeps these.
     synced: usize,
     /// The last checkpoint: (commits before it, its stable timestamp).
     ckpt: Option<(usize, u64)>,
@@ -1011,6 +1186,14 @@ pub struct Model {
     /// reads, in registration order (session, reads).
     ser_last_ts: u64,
     registered: Vec<(usize, Reads)>,
+    /// The live named tables by name, their ids (never reused, as in the
+    /// engine: handles from before a drop reach no newer table).
+    tables: BTreeMap<&'static str, u32>,
+    /// Every named table's name, by id.
+    table_names: BTreeMap<u32, &'static str>,
+    next_table: u32,
+    /// Each session's table ([`Op::UseTable`]; 0: the default).
+    cur: Vec<u32>,
 }
 
 fn ts(v: u64) -> Timestamp {
@@ -1076,7 +1259,47 @@ impl Model {
             savepoints: Vec::new(),
             ser_last_ts: 0,
             registered: Vec::new(),
+            tables: BTreeMap::new(),
+            table_names: BTreeMap::new(),
+            next_table: 1,
+            cur: vec![0; SESSIONS],
         }
+    }
+
+    /// Is named table `tb` dropped (the default table, 0, never is)?
+    fn is_dropped(&self, tb: u32) -> bool {
+        tb != 0 && self.tables.get(self.table_names[&tb]) != Some(&tb)
+    }
+
+    fn dropped_err(&self, tb: u32) -> Error {
+        Error::TableDropped {
+            name: self.table_names[&tb].to_string(),
+        }
+    }
+
+    /// Notes that `t` read (or wrote) table `tb`.
+    fn hold(t: &mut MTxn, tb: u32, wrote: bool) {
+        if tb == 0 {
+            return;
+        }
+        match t.held.iter_mut().find(|h| h.0 == tb) {
+            Some(h) => h.1 |= wrote,
+            None => t.held.push((tb, wrote)),
+        }
+    }
+
+    /// An unprepared transaction that wrote to a table dropped since is
+    /// rolled back at commit or prepare.
+    fn refuse_dropped(&mut self, s: usize, t: &mut MTxn) -> Result<(), Error> {
+        if !matches!(t.state, TState::Active | TState::Doomed) {
+            return Ok(());
+        }
+        let Some(&(tb, _)) = t.held.iter().find(|h| h.1 && self.is_dropped(h.0)) else {
+            return Ok(());
+        };
+        let e = self.dropped_err(tb);
+        self.abort(s, t);
+        Err(e)
     }
 
     /// The current descriptor's xmin: the smallest id below `xmax` (latest
@@ -1233,8 +1456,13 @@ impl Model {
                 return Err(Error::PreparedReadConflict { key: k.clone() });
             }
         }
-        if let Some(k) = t.reads.keys.iter().find(|k| self.changed(t, k)) {
-            return Err(Error::SerializationConflict { key: k.clone() });
+        for k in &t.reads.keys {
+            if self.is_dropped(table_of(k)) {
+                return Err(self.dropped_err(table_of(k)));
+            }
+            if self.changed(t, k) {
+                return Err(Error::SerializationConflict { key: k.clone() });
+            }
         }
         for (lo, hi) in &t.reads.ranges {
             let (l, h) = (
@@ -1243,6 +1471,12 @@ impl Model {
             );
             if empty_bounds(l, h) {
                 continue;
+            }
+            let (Bound::Included(b) | Bound::Excluded(b)) = l else {
+                unreachable!("a model range starts in its table")
+            };
+            if self.is_dropped(table_of(b)) {
+                return Err(self.dropped_err(table_of(b)));
             }
             let hit = self
                 .versions
@@ -1330,6 +1564,7 @@ impl Model {
             savepoints: Vec::new(),
             reads: Reads::default(),
             ser_writes: Vec::new(),
+            held: Vec::new(),
         };
         // With no stable timestamp set, the fast path reads the latest
         // committed snapshot instead (see `Txn::begin`).
@@ -1378,9 +1613,9 @@ impl Model {
         {
             return Err(Error::ReadOnlyTransaction);
         }
-        if key.len() > MAX_KEY_LEN {
+        if key.len() - 4 > MAX_KEY_LEN {
             return Err(Error::KeyTooLarge {
-                len: key.len(),
+                len: key.len() - 4,
                 max: MAX_KEY_LEN,
             });
         }
@@ -1389,6 +1624,7 @@ impl Model {
             t.id = self.next_id;
             self.next_id += 1;
         }
+        Self::hold(t, table_of(key), true);
         if self.conflicts(t, key) {
             t.state = TState::Doomed;
             return Err(Error::WriteConflict { key: key.to_vec() });
@@ -1509,6 +1745,7 @@ impl Model {
     /// transaction validates first (a conflict dooms it), and its reads are
     /// registered once it has prepared.
     fn prepare(&mut self, s: usize, t: &mut MTxn, p: Timestamp) -> Res {
+        self.refuse_dropped(s, t)?;
         if t.opts.isolation != Isolation::Serializable || check_usable(t).is_err() {
             return self.prepare_now(s, t, p);
         }
@@ -1647,6 +1884,7 @@ impl Model {
         c: Option<Timestamp>,
         d: Option<Timestamp>,
     ) -> Res {
+        self.refuse_dropped(s, t)?;
         match t.state {
             TState::Doomed => {
                 self.abort(s, t);
@@ -1714,7 +1952,11 @@ impl Model {
                 self.completed.insert(t.id);
             }
             if !t.writes.is_empty() {
-                self.log.push((t.id, commit.get(), durable.get()));
+                let tables = t.writes.iter().map(|(k, _)| table_of(k)).collect();
+                self.log.push(Rec::Commit {
+                    durable: durable.get(),
+                    tables,
+                });
             }
             if !durable.is_none() {
                 self.durable = self.durable.max(durable.get());
@@ -1836,9 +2078,23 @@ impl Model {
     /// one that never was.
     fn power_cut_kept(&self, replayed: u64) -> usize {
         let (cut, stable) = self.ckpt.unwrap_or((0, 0));
+        // A drop before the checkpoint takes the table's writes out of the
+        // commits it carries, and a commit left with none.
+        let dropped: BTreeSet<u32> = self.log[..cut]
+            .iter()
+            .filter_map(|r| match r {
+                Rec::Drop(tb) => Some(*tb),
+                _ => None,
+            })
+            .collect();
         let carried = self.log[..cut]
             .iter()
-            .filter(|&&(_, _, d)| d != 0 && d > stable)
+            .filter(|r| match r {
+                Rec::Commit { durable: d, tables } => {
+                    *d != 0 && *d > stable && tables.iter().any(|tb| !dropped.contains(tb))
+                }
+                _ => false,
+            })
             .count();
         let kept = (replayed as usize)
             .checked_sub(carried)
@@ -1860,14 +2116,14 @@ impl Model {
         self.log.truncate(kept);
         self.synced = kept;
         let log = &self.log;
-        let durable_of = |seq: usize| log[seq].2;
+        let durable_of = |seq: usize| log[seq].durable().expect("a commit's version");
         let (cut, stable) = self.ckpt.unwrap_or((0, 0));
         let covered = |d: u64| d == 0 || d <= stable;
         // The checkpoint keeps a deletion only while an older uncovered
         // commit (which it shadows) is carried.
         let first_uncovered = log[..cut.min(kept)]
             .iter()
-            .position(|&(_, _, d)| !covered(d));
+            .position(|r| r.durable().is_some_and(|d| !covered(d)));
         for vs in self.versions.values_mut() {
             let mut live: Vec<(usize, MVersion)> = std::mem::take(vs)
                 .into_iter()
@@ -1903,7 +2159,27 @@ impl Model {
                 })
                 .collect();
         }
-        self.versions.retain(|_, vs| !vs.is_empty());
+        // The catalog: the kept creates and drops; a table dropped before
+        // the checkpoint is not in it, nor are its writes.
+        self.tables.clear();
+        let mut gone = BTreeSet::new();
+        for (i, r) in log.iter().enumerate() {
+            match r {
+                Rec::Create(tb) => {
+                    self.tables.insert(self.table_names[tb], *tb);
+                }
+                Rec::Drop(tb) => {
+                    self.tables.remove(self.table_names[tb]);
+                    if i < cut {
+                        gone.insert(*tb);
+                    }
+                }
+                Rec::Commit { .. } => {}
+            }
+        }
+        self.versions
+            .retain(|k, vs| !vs.is_empty() && !gone.contains(&table_of(k)));
+        self.cur = vec![0; SESSIONS];
         // Replay commits every surviving version again, at its commit
         // timestamp: the all-durable timestamp is their newest.
         self.durable = self
@@ -1970,7 +2246,10 @@ impl Model {
                 self.synced = self.log.len();
                 let prev = self.ckpt.map_or(0, |(_, s)| s);
                 let stable = if self.stable == 0 {
-                    self.log.iter().map(|&(_, _, d)| d).fold(prev, u64::max)
+                    self.log
+                        .iter()
+                        .filter_map(Rec::durable)
+                        .fold(prev, u64::max)
                 } else {
                     self.stable.max(prev)
                 };
@@ -1978,6 +2257,40 @@ impl Model {
                 return Ok(Out::Unit);
             }
             Op::Crash | Op::Restart => unreachable!("run handles reopens"),
+            Op::CreateTable(n) => {
+                let name = n.get();
+                if self.tables.contains_key(name) {
+                    return Err(Error::TableExists { name: name.into() });
+                }
+                let tb = self.next_table;
+                self.next_table += 1;
+                self.tables.insert(name, tb);
+                self.table_names.insert(tb, name);
+                self.log.push(Rec::Create(tb));
+                return Ok(Out::Unit);
+            }
+            Op::DropTable(n) => {
+                let name = n.get();
+                let Some(tb) = self.tables.remove(name) else {
+                    return Err(Error::TableNotFound { name: name.into() });
+                };
+                self.log.push(Rec::Drop(tb));
+                return Ok(Out::Unit);
+            }
+            Op::UseTable(s, n) => {
+                self.cur[s.get()] = match n {
+                    None => 0,
+                    Some(n) => match self.tables.get(n.get()) {
+                        Some(&tb) => tb,
+                        None => {
+                            return Err(Error::TableNotFound {
+                                name: n.get().into(),
+                            })
+                        }
+                    },
+                };
+                return Ok(Out::Unit);
+            }
             Op::Query(q) => return Ok(self.query(q)),
             Op::OpenExtra => {
                 return Err(Error::SessionTableFull {
@@ -2002,9 +2315,25 @@ impl Model {
         let Some(mut t) = self.sessions[s].txn.take() else {
             return Ok(Out::NoTxn);
         };
-        let r = self.txn_op(s, &mut t, step, op);
-        // A finished transaction is gone: commit and rollback take it.
-        if t.state != TState::Finished {
+        let on_table = matches!(
+            op,
+            Op::Get(..)
+                | Op::Put(..)
+                | Op::Delete(..)
+                | Op::Range(..)
+                | Op::Iter(..)
+                | Op::Cursor(..)
+        );
+        let tb = self.cur[s];
+        let r = if on_table && self.is_dropped(tb) {
+            // `Txn::table` refuses a dropped table's handle first.
+            Err(self.dropped_err(tb))
+        } else {
+            unprefix(self.txn_op(s, &mut t, step, op))
+        };
+        // A finished transaction is gone: commit and rollback take it (a
+        // prepare that rolls it back leaves it, finished).
+        if t.state != TState::Finished || !matches!(op, Op::Commit(..) | Op::Rollback(..)) {
             self.sessions[s].txn = Some(t);
         }
         r
@@ -2058,6 +2387,7 @@ impl Model {
         &mut self,
         s: usize,
         t: &mut MTxn,
+        tb: u32,
         lo: Bound<&[u8]>,
         hi: Bound<&[u8]>,
         steps: &[CStep],
@@ -2071,8 +2401,9 @@ impl Model {
         for &step in steps {
             let forward = match step {
                 CStep::Seek(k) => {
-                    floor = if in_bounds(k.get(), lo, Bound::Unbounded) {
-                        Bound::Included(k.get().to_vec())
+                    let k = pk(tb, k.get());
+                    floor = if in_bounds(&k, lo, Bound::Unbounded) {
+                        Bound::Included(k)
                     } else {
                         owned(lo)
                     };
@@ -2080,8 +2411,9 @@ impl Model {
                     continue;
                 }
                 CStep::SeekBack(k) => {
-                    ceil = if in_bounds(k.get(), Bound::Unbounded, hi) {
-                        Bound::Included(k.get().to_vec())
+                    let k = pk(tb, k.get());
+                    ceil = if in_bounds(&k, Bound::Unbounded, hi) {
+                        Bound::Included(k)
                     } else {
                         owned(hi)
                     };
@@ -2112,6 +2444,7 @@ impl Model {
                     out.push(Some(Err(e)));
                     continue;
                 }
+                Self::hold(t, tb, false);
                 if t.opts.isolation == Isolation::Serializable && !empty_bounds(f, c) {
                     t.reads.ranges.push(own_range(f, c));
                 }
@@ -2155,6 +2488,9 @@ impl Model {
     }
 
     fn txn_op(&mut self, s: usize, t: &mut MTxn, step: usize, op: &Op) -> Res {
+        let tb = self.cur[s];
+        let key = |k: Key| pk(tb, k.get());
+        let bounds = |lo: B, hi: B| (pbound(tb, lo.get(), false), pbound(tb, hi.get(), true));
         match *op {
             Op::SetReadTs(_, v) => self.set_read_ts(s, t, v.get()).map(Out::Ts),
             Op::Get(_, k) => {
@@ -2168,25 +2504,27 @@ impl Model {
                     });
                 }
                 if t.opts.isolation == Isolation::Serializable {
-                    t.reads.keys.push(k.get().to_vec());
+                    t.reads.keys.push(key(k));
                 }
                 self.before_read(s, t)?;
-                match self.read(t, k.get()) {
+                Self::hold(t, tb, false);
+                match self.read(t, &key(k)) {
                     Ok(v) => Ok(Out::Value(v)),
-                    Err(()) => Err(Error::PrepareConflict {
-                        key: k.get().to_vec(),
-                    }),
+                    Err(()) => Err(Error::PrepareConflict { key: key(k) }),
                 }
             }
-            Op::Put(_, k, len) => self.write(s, t, step, k.get(), Some(value(step, len))),
-            Op::Delete(_, k) => self.write(s, t, step, k.get(), None),
+            Op::Put(_, k, len) => self.write(s, t, step, &key(k), Some(value(step, len))),
+            Op::Delete(_, k) => self.write(s, t, step, &key(k), None),
             Op::Range(_, lo, hi) => {
+                let (lo, hi) = bounds(lo, hi);
+                let (lo, hi) = (r(&lo), r(&hi));
                 self.before_read(s, t)?;
+                Self::hold(t, tb, false);
                 let track = t.opts.isolation == Isolation::Serializable;
                 let mut rows = Vec::new();
                 let keys: Vec<Vec<u8>> = self.versions.keys().cloned().collect();
                 for k in keys {
-                    if !in_bounds(&k, lo.get(), hi.get()) {
+                    if !in_bounds(&k, lo, hi) {
                         continue;
                     }
                     match self.read(t, &k) {
@@ -2194,7 +2532,7 @@ impl Model {
                         Ok(None) => {}
                         Err(()) => {
                             if track {
-                                let r = own_range(lo.get(), Bound::Included(&k));
+                                let r = own_range(lo, Bound::Included(&k));
                                 t.reads.ranges.push(r);
                             }
                             return Err(Error::PrepareConflict { key: k });
@@ -2202,17 +2540,20 @@ impl Model {
                     }
                 }
                 if track {
-                    t.reads.ranges.push(own_range(lo.get(), hi.get()));
+                    t.reads.ranges.push(own_range(lo, hi));
                 }
                 Ok(Out::Rows(rows))
             }
             Op::Iter(_, lo, hi, mode, k) => {
-                let (lo, hi) = (lo.get(), hi.get());
+                let (lo, hi) = bounds(lo, hi);
+                let (lo, hi) = (r(&lo), r(&hi));
+                let k = key(k);
+                let k = k.as_slice();
                 // Seek back moves the back to the key unless the range ends
                 // below it.
                 let back = |hi| {
-                    if in_bounds(k.get(), Bound::Unbounded, hi) {
-                        Bound::Included(k.get())
+                    if in_bounds(k, Bound::Unbounded, hi) {
+                        Bound::Included(k)
                     } else {
                         hi
                     }
@@ -2225,8 +2566,8 @@ impl Model {
                     2 => {
                         // Seek moves the front to the key unless the range
                         // starts above it.
-                        let lo = if in_bounds(k.get(), lo, Bound::Unbounded) {
-                            Bound::Included(k.get())
+                        let lo = if in_bounds(k, lo, Bound::Unbounded) {
+                            Bound::Included(k)
                         } else {
                             lo
                         };
@@ -2251,7 +2592,10 @@ impl Model {
                     }
                 }
             }
-            Op::Cursor(_, lo, hi, ref steps) => self.cursor(s, t, lo.get(), hi.get(), &steps.0),
+            Op::Cursor(_, lo, hi, ref steps) => {
+                let (lo, hi) = bounds(lo, hi);
+                self.cursor(s, t, tb, r(&lo), r(&hi), &steps.0)
+            }
             Op::Savepoint(_) => {
                 check_usable(t)?;
                 let ms = &mut self.sessions[s];
