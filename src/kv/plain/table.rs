@@ -69,11 +69,17 @@ impl Engine {
     /// to it has ended; no reader of another table waits.
     ///
     /// A commit that races the drop either fails with `TableDropped` or
-    /// succeeds, and then its writes to this table go with it.
+    /// succeeds, and then its writes to this table go with it. On an
+    /// engine from [`Engine::open`] the drop is logged before the table
+    /// goes (under [`Durability::Sync`](crate::durability::Durability::Sync)
+    /// synced before this returns); a crash before that brings the table
+    /// back as the log left it.
     ///
     /// # Errors
     /// [`Error::InvalidTableName`](crate::Error::InvalidTableName);
-    /// [`Error::TableNotFound`](crate::Error::TableNotFound).
+    /// [`Error::TableNotFound`](crate::Error::TableNotFound);
+    /// [`Error::Io`](crate::Error::Io) if the drop could not be logged
+    /// (the table stays).
     #[inline]
     pub fn drop_table(&self, name: &str) -> Result<()> {
         self.0.drop_table(name)
@@ -83,8 +89,7 @@ impl Engine {
     /// create; later ids follow it), on any engine.
     ///
     /// # Errors
-    /// As [`Engine::create_table`], less
-    /// [`Error::Unsupported`](crate::Error::Unsupported).
+    /// As [`Engine::create_table`].
     #[cfg(feature = "replication")]
     #[inline]
     pub(crate) fn create_table_with_id(
