@@ -247,11 +247,11 @@ impl Drop for Registry {
     fn drop(&mut self) {
         // The engine drops: no session (so no reader or transaction) is
         // left, and the handles users keep must not keep the data alive.
+        // So they are freed now, not when the process's later pins next
+        // advance the global epoch.
         let all = std::mem::take(&mut self.lock().by_name);
         for state in all.into_values() {
-            state
-                .slot
-                .retire(&crate::machinery::epoch::Collector::new());
+            state.slot.release_now(self);
         }
     }
 }

@@ -151,6 +151,23 @@ impl IndexSlot {
         true
     }
 
+    /// Drops the table's index now (its engine is dropping): swaps the
+    /// pointer to null and releases the table's reference at once.
+    /// `_exclusive`, the engine's registry borrowed mutably, is the proof
+    /// that no session, so no guard that could have loaded the pointer,
+    /// exists (as for [`IndexSlot::get_mut`]).
+    pub(crate) fn release_now(&self, _exclusive: &mut crate::store::Registry) {
+        // Relaxed: the caller has exclusive access.
+        let p = self.ptr.swap(std::ptr::null_mut(), Ordering::Relaxed);
+        if !p.is_null() {
+            // SAFETY: the table's own reference, taken out of the slot
+            // above, so released once; no guard can hold the pointer while
+            // `_exclusive` is borrowed (no session exists). A leaked
+            // transaction's own reference, if any, keeps the index alive.
+            drop(unsafe { Arc::from_raw(p.cast_const()) });
+        }
+    }
+
     /// The index, exclusively (rollback to stable, which holds the engine
     /// by `&mut`); `None` once the table was dropped, or while a leaked
     /// transaction still holds it ([`IndexSlot::is_held`]). `_exclusive`, the
