@@ -10,6 +10,7 @@ use crate::config::{CommitOptions, EngineConfig, TimestampUpdate, TxnOptions};
 use crate::durability::{Commit, DurabilityOptions, Record, Recovery, TableDef};
 use crate::error::{Error, Result};
 use crate::machinery::with_machinery::LockFree;
+use crate::store::Tb;
 use crate::ts::Timestamp;
 use std::collections::HashMap;
 use std::path::Path;
@@ -52,17 +53,13 @@ impl Tables<'_> {
         key: &[u8],
         value: Option<&[u8]>,
     ) -> Result<()> {
-        if table == 0 {
-            return match value {
-                Some(v) => t.put(key, v),
-                None => t.delete(key),
-            };
-        }
-        let handle = self.by_id.get(&table).ok_or_else(|| self.unknown())?;
-        let mut tt = t.table(handle)?;
+        let tb = match table {
+            0 => Tb::Default,
+            id => Tb::Named(&self.by_id.get(&id).ok_or_else(|| self.unknown())?.0),
+        };
         match value {
-            Some(v) => tt.put(key, v),
-            None => tt.delete(key),
+            Some(v) => t.put_in(tb, key, v),
+            None => t.write(tb, key, None),
         }
     }
 

@@ -82,12 +82,15 @@ impl Faulty {
         let mut r = self.rules.lock().unwrap();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let matches = |rule: &Rule| rule.op == op && name.contains(rule.name);
-        if let Some(rule) = r.sticky.iter().find(|rule| matches(rule)).cloned() {
-            r.fired.push((rule, path.to_path_buf()));
-            return Err(io::Error::new(
+        let injected = || {
+            io::Error::new(
                 io::ErrorKind::StorageFull,
                 format!("injected {op:?} failure on {}", path.display()),
-            ));
+            )
+        };
+        if let Some(rule) = r.sticky.iter().find(|rule| matches(rule)).cloned() {
+            r.fired.push((rule, path.to_path_buf()));
+            return Err(injected());
         }
         let Some(i) = r.armed.iter().position(matches) else {
             return Ok(());
@@ -98,10 +101,7 @@ impl Faulty {
         }
         let rule = r.armed.remove(i);
         r.fired.push((rule, path.to_path_buf()));
-        Err(io::Error::new(
-            io::ErrorKind::StorageFull,
-            format!("injected {op:?} failure on {}", path.display()),
-        ))
+        Err(injected())
     }
 }
 
