@@ -15,7 +15,8 @@
 //!
 //! When the table is three quarters full the inserter installs one half as
 //! large again (so a table is between half and three quarters full once it
-//! has grown), empty but for the new key and linked to the table it
+//! has grown; a named table's small first tables double until they reach a
+//! default table's first size), empty but for the new key and linked to the table it
 //! replaces (`prev`). The keys move over a few slots at a time: each later
 //! insert moves [`MOVE_STEP`] slots of `prev` (rehashing their keys), and
 //! the one that moves the last slot unlinks `prev` and retires it to the
@@ -171,7 +172,8 @@ const FIRST_CAP: usize = 1024;
 const FIRST_CAP: usize = 8;
 
 /// Slots in a new named table's index (a small table costs about 1 KiB of
-/// slots, not 16; it grows as any does).
+/// slots, not 16; it doubles until it has [`FIRST_CAP`], then grows as any
+/// does).
 #[cfg(not(loom))]
 const SMALL_CAP: usize = 64;
 /// Under loom, as [`FIRST_CAP`].
@@ -187,10 +189,17 @@ fn max_len(cap: usize) -> usize {
 }
 
 /// The size of the table that replaces a full one of `cap` slots: half as
-/// large again (a multiple of 64), so the new table starts half full.
+/// large again (a multiple of 64), so the new table starts half full; below
+/// [`FIRST_CAP`] (a named table's first tables) twice as large, so a small
+/// table's sizes meet a default one's at `FIRST_CAP` and the same number of
+/// keys sits in the same number of slots in either kind of table.
 #[inline]
 fn grown(cap: usize) -> usize {
-    (cap + cap / 2).next_multiple_of(64)
+    if cap < FIRST_CAP {
+        cap * 2
+    } else {
+        (cap + cap / 2).next_multiple_of(64)
+    }
 }
 
 /// `cap` empty slots, from a zeroed allocation: the allocator hands a
@@ -834,6 +843,24 @@ mod tests {
             let k = i.to_be_bytes();
             assert!(ix.get(&k, ix.hash(&k), &g).is_some(), "key {i}");
         }
+    }
+
+    #[test]
+    fn a_small_index_holds_as_many_slots_as_a_default_one_from_its_first_size_on() {
+        let collector = Collector::new();
+        let (small, default) = (HashIndex::new_small(), HashIndex::new());
+        let slots = |ix: &HashIndex| {
+            // SAFETY: single-threaded test; the current table is alive.
+            unsafe { &*ix.table.load(Ordering::Relaxed) }.slots.len()
+        };
+        for i in 0u32..20_000 {
+            insert(&small, &collector, &i.to_be_bytes());
+            insert(&default, &collector, &i.to_be_bytes());
+            if slots(&small) >= FIRST_CAP {
+                assert_eq!(slots(&small), slots(&default), "at {} keys", i + 1);
+            }
+        }
+        assert!(slots(&default) > FIRST_CAP * 8);
     }
 
     #[test]
