@@ -63,7 +63,7 @@ impl Store {
     }
 
     /// Reads every key of `keys` with `view`, in batches whose cache misses
-    /// overlap (slots, then nodes, then head versions requested before the
+    /// overlap (slots, then nodes, then first versions requested before the
     /// first read): `f(i, found, examined)` runs for each key in order,
     /// under one epoch guard per call, until it returns false. Loads only.
     ///
@@ -79,7 +79,8 @@ impl Store {
     ) -> crate::Result<()> {
         let guard = self.collector.pin();
         let index = tb.index(self, &guard)?;
-        index.get_batch(keys, &guard, |i, e| {
+        let bound = view.timestamp_bound().map(crate::ts::Timestamp::get);
+        index.get_batch(keys, bound, &guard, |i, e| {
             let mut examined = 0;
             let found = match e {
                 Some(e) => e.read_counted(view, &guard, &mut examined),

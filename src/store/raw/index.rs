@@ -522,14 +522,17 @@ impl Index {
     }
 
     /// Reads a batch of keys with their cache misses overlapped: every
-    /// key's table slot is requested, then every key's node, then every
-    /// key's head version, before the first read; `f(i, entry)` then runs
+    /// key's table slot is requested, then every key's node, then the
+    /// version a read bounded by `bound` examines first (the head, or the
+    /// hint's or finger's version: `KeyEntry::prefetch_for`), before the
+    /// first read; `f(i, entry)` then runs
     /// for each key in order (`None`: never written) until it returns
     /// false. Loads only, as [`Index::get`].
     #[inline]
     pub(crate) fn get_batch<'s, K: AsRef<[u8]>>(
         &'s self,
         keys: &[K],
+        bound: Option<u64>,
         guard: &Guard,
         mut f: impl FnMut(usize, Option<&'s KeyEntry>) -> bool,
     ) -> bool {
@@ -552,7 +555,7 @@ impl Index {
                     .resolve(k.as_ref(), hs[i], cs[i], guard)
                     .map(|n| &n.entry);
                 if let Some(e) = es[i] {
-                    e.prefetch_head();
+                    e.prefetch_for(bound);
                 }
             }
             for (i, e) in es[..chunk.len()].iter().enumerate() {

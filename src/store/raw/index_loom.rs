@@ -43,6 +43,7 @@ impl Index {
     pub(crate) fn get_batch<'s, K: AsRef<[u8]>>(
         &'s self,
         keys: &[K],
+        _bound: Option<u64>,
         guard: &Guard,
         mut f: impl FnMut(usize, Option<&'s KeyEntry>) -> bool,
     ) -> bool {

@@ -1,7 +1,7 @@
 //! Reads of one key's chain (DESIGN.md, "Version chains and the index"):
 //! [`KeyEntry::read_counted`] checks the head summary, walks from the head,
 //! jumps once to the hint, the finger or the floor and climbs `newer` links
-//! from there; [`Found`] is what it returns, and `prefetch_head` starts a
+//! from there; [`Found`] is what it returns, and `prefetch_for` starts a
 //! batched read's last miss.
 //!
 //! No lock and no read-modify-write. What a reader may skip rests on the
@@ -15,6 +15,17 @@ use crate::machinery::{ReadView, VersionState, VersionStatus, Visibility};
 use crate::store::raw::{hint, prefetch};
 use crate::sync::{mutant as m, mutant_on, Ordering};
 use std::ptr;
+
+/// Starts loading `v`'s header line and the next two (a value of up to 80
+/// bytes whole; a longer value's rest is the hardware prefetcher's).
+#[cfg_attr(loom, allow(dead_code))]
+#[inline]
+fn prefetch_version(v: *mut Version) {
+    let p = v.cast::<u8>();
+    prefetch(p);
+    prefetch(p.wrapping_add(64));
+    prefetch(p.wrapping_add(128));
+}
 
 /// What a read found.
 #[derive(Debug, PartialEq, Eq)]
@@ -30,20 +41,36 @@ pub(crate) enum Found<'g> {
 }
 
 impl KeyEntry {
-    /// Starts loading the head version: the line of its header and the
-    /// next two, which hold a value of up to 80 bytes whole and the start
-    /// of a longer one (a batched read's last miss; a longer value's rest
-    /// is the hardware prefetcher's, as it is read in order). One Acquire
-    /// load, no dereference: reading the head's length to prefetch exactly
-    /// its lines would wait for the header and measured no faster.
+    /// Starts loading the version a read bounded by `bound` (its read
+    /// timestamp; `None`: none) examines first (a batched read's last
+    /// miss): the head, or, when the head summary is above the bound, the hint's
+    /// version if its gap puts it at or below the bound, else the finger
+    /// (the choice `read_from_finger` makes first). A read at a stable
+    /// timestamp in a batch then waits for no miss of its own. A few
+    /// Relaxed loads of this entry's line, no dereference: reading the
+    /// version's length to prefetch exactly its lines would wait for its
+    /// header and measured no faster.
     // Under loom the batched lookup (its only caller) is the mutex map's.
     #[cfg_attr(loom, allow(dead_code))]
     #[inline]
-    pub(crate) fn prefetch_head(&self) {
-        let p = self.head_ptr().cast::<u8>();
-        prefetch(p);
-        prefetch(p.wrapping_add(64));
-        prefetch(p.wrapping_add(128));
+    pub(crate) fn prefetch_for(&self, bound: Option<u64>) {
+        // Relaxed, all of them: these loads only choose what to prefetch,
+        // and a prefetch never dereferences; the read that follows loads
+        // each word again with its own ordering and judges what it finds.
+        let s = self.summary.load(Ordering::Relaxed);
+        let p = match bound {
+            Some(t) if s > t => {
+                let w = self.hint.load(Ordering::Relaxed);
+                let gap = hint::gap(w);
+                if !hint::unordered(w) && gap != 0 && s.saturating_sub(gap) <= t {
+                    hint::version(w)
+                } else {
+                    finger_of(self.finger.load(Ordering::Relaxed))
+                }
+            }
+            _ => self.head.load(Ordering::Relaxed),
+        };
+        prefetch_version(p);
     }
 
     /// The newest version `view` accepts, adding the number of versions it
