@@ -18,15 +18,22 @@
 //!   per version), or, once the writer is below every snapshot's xmin, the
 //!   *frozen* form: committed, with the commit timestamp in the word. A
 //!   committed transaction's record waits in a queue with its write set
-//!   (the nodes it wrote) until the horizon's xmin passes it; then its
-//!   versions' words are frozen and the record freed ([`Store::freeze`]).
-//! * **Side record** (64 bytes, allocated when the key gets its second
+//!   (node and version of each write) until the horizon's xmin passes it;
+//!   then its versions' words are frozen (walking each written key's
+//!   linked versions, as the engine would under the key's pruning lock)
+//!   and the record freed ([`Store::freeze`]).
+//! * **Side record** (40 bytes, allocated when the key gets its second
 //!   version): the inline version's status and link, the head (newest
 //!   version: a record or the inline one), the head summary (its commit
-//!   timestamp), and the reader's pointers: the finger (the newest
-//!   committed version at or below the stable timestamp at the key's last
-//!   prune) with its stop (the commit timestamp of the committed version
-//!   right above it), the hint (that version) and its stop.
+//!   timestamp), and the *finger*: the version visible at the published
+//!   stable timestamp. The stable setter keeps it
+//!   ([`Store::set_timestamps`]): before it publishes a new stable it
+//!   sweeps the commits at or below it, oldest first, pointing each
+//!   written key's finger at its version (O(1) a version; the commit queue
+//!   holds node and version for each write until both this sweep and the
+//!   freeze have passed it). A reader at a timestamp at or below the
+//!   published stable whose bound is below the summary starts at the
+//!   finger: one version.
 //! * **Extra versions** are records from the slab: a 16-byte header (the
 //!   status word, and one link word: the next older version in 48 bits and
 //!   the value length in the top 16, with a long form) and the value.
@@ -338,16 +345,9 @@ struct Side {
     head: u64,
     /// The head's commit timestamp if it is committed, else 0.
     summary: u64,
-    /// The newest committed version at or below the stable timestamp of
-    /// the key's last prune (0: none).
+    /// The version visible at the published stable timestamp (0: none
+    /// swept since the side record was made).
     finger: u64,
-    /// The commit timestamp of the committed version above the finger
-    /// (`u64::MAX`: none).
-    finger_stop: u64,
-    /// That version (0: none).
-    hint: u64,
-    /// The commit timestamp of the committed version above the hint.
-    hint_stop: u64,
 }
 
 const SIDE_BYTES: usize = std::mem::size_of::<Side>();
@@ -567,17 +567,20 @@ impl Ordered {
 
 // ---------------------------------------------------------------- store
 
-/// A write transaction: its record and write set (the nodes it wrote).
+/// A write transaction: its record and write set (each write's node and
+/// version).
 pub struct WriteTxn {
     rec: *mut TxnRecord,
-    nodes: Vec<*mut u8>,
+    writes: Vec<(*mut u8, u64)>,
     view: View,
 }
 
-/// A committed transaction whose versions are not frozen yet.
+/// A committed transaction not yet both frozen and swept.
 struct Pending {
     rec: *mut TxnRecord,
-    nodes: Vec<*mut u8>,
+    cts: u64,
+    writes: Vec<(*mut u8, u64)>,
+    frozen: bool,
 }
 
 /// What the first-updater-wins check found.
@@ -593,12 +596,16 @@ pub struct Store {
     next_id: u64,
     running: BTreeSet<u64>,
     pending: VecDeque<Pending>,
+    /// Entries at the front of `pending` the stable sweep has passed.
+    swept: usize,
+    /// Entries at the front of `pending` all frozen.
+    thawed: usize,
     /// The xmin a long reader holds (none: `u64::MAX`).
     pub held_xmin: u64,
-    /// The published stable timestamp (the finger's target).
-    pub stable: u64,
+    /// The published stable timestamp (the fingers' target; 0: none).
+    stable: u64,
     /// The oldest timestamp (0: none; timestamped history is kept).
-    pub oldest: u64,
+    oldest: u64,
     /// The writers' own walks (freeze, prune).
     pub writer_loads: Loads,
     /// Versions retired by cuts.
@@ -631,6 +638,8 @@ impl Store {
             next_id: 1,
             running: BTreeSet::new(),
             pending: VecDeque::new(),
+            swept: 0,
+            thawed: 0,
             held_xmin: u64::MAX,
             stable: 0,
             oldest: 0,
@@ -673,7 +682,7 @@ impl Store {
         }));
         WriteTxn {
             rec,
-            nodes: Vec::new(),
+            writes: Vec::new(),
             view,
         }
     }
@@ -742,7 +751,7 @@ impl Store {
             }
             self.table.insert(n, h, &self.hasher);
             self.ordered.insert(n);
-            txn.nodes.push(n);
+            txn.writes.push((n, INLINE));
             return Ok(());
         };
         // SAFETY: `n` is a live node; side records and records it names
@@ -781,9 +790,6 @@ impl Store {
                     head: INLINE,
                     summary,
                     finger: 0,
-                    finger_stop: u64::MAX,
-                    hint: 0,
-                    hint_stop: u64::MAX,
                 });
                 set_word(n, s as u64 | ST_SIDE);
                 s
@@ -826,8 +832,8 @@ impl Store {
                 s.head = r as u64;
             }
             s.summary = 0;
+            txn.writes.push((n, s.head));
         }
-        txn.nodes.push(n);
         Ok(())
     }
 
@@ -840,7 +846,7 @@ impl Store {
             (*txn.rec).word = (COMMITTED << SHIFT) | ts;
             (*txn.rec).id
         };
-        for &n in &txn.nodes {
+        for &(n, _) in &txn.writes {
             // SAFETY: live nodes and side records.
             unsafe {
                 let w = word(n);
@@ -850,11 +856,17 @@ impl Store {
             }
         }
         self.running.remove(&id);
-        let nodes = txn.nodes;
+        let nodes: Vec<*mut u8> = txn.writes.iter().map(|w| w.0).collect();
         self.pending.push_back(Pending {
             rec: txn.rec,
-            nodes: nodes.clone(),
+            cts: ts,
+            writes: txn.writes,
+            frozen: false,
         });
+        if self.stable == 0 {
+            // No stable timestamp: no finger to keep.
+            self.swept = self.pending.len();
+        }
         self.freeze();
         if self.oldest != 0 {
             for n in nodes {
@@ -864,13 +876,54 @@ impl Store {
         }
     }
 
+    /// Sets the stable and oldest timestamps: first sweeps the commits at
+    /// or below the new stable (oldest first; commits here come in
+    /// timestamp order), pointing each written key's finger at its version,
+    /// then publishes both.
+    pub fn set_timestamps(&mut self, stable: u64, oldest: u64) {
+        while let Some(p) = self.pending.get(self.swept) {
+            if p.cts > stable {
+                break;
+            }
+            for &(n, v) in &p.writes {
+                // SAFETY: a live node; a version at or below the new stable
+                // is linked (cuts stay at or below oldest, which is at or
+                // below the stable published before this sweep).
+                unsafe {
+                    let w = word(n);
+                    if w & 3 == ST_SIDE {
+                        (*((w & !3) as *mut Side)).finger = v;
+                    }
+                }
+                self.writer_loads.side += 1;
+            }
+            self.swept += 1;
+        }
+        self.stable = stable;
+        self.oldest = oldest;
+        self.drain();
+    }
+
+    /// Drops the queue's front entries that are both swept and frozen.
+    fn drain(&mut self) {
+        while self.swept > 0 && self.pending.front().is_some_and(|p| p.frozen) {
+            self.pending.pop_front();
+            self.swept -= 1;
+            self.thawed -= 1;
+        }
+    }
+
     /// Freezes the versions of every committed transaction below the
     /// horizon's xmin, oldest first, and frees their records.
     pub fn freeze(&mut self) {
         let xmin = self.horizon_xmin();
-        // SAFETY: pending records are live; nodes are live; their side
-        // records and records are live.
-        while let Some(p) = self.pending.front() {
+        // SAFETY: pending records are live until frozen; nodes are live;
+        // their side records and linked records are live.
+        for i in self.thawed..self.pending.len() {
+            let p = &self.pending[i];
+            if p.frozen {
+                continue;
+            }
             let rec = p.rec;
             let (id, w) = unsafe { ((*rec).id, (*rec).word) };
             if id >= xmin {
@@ -878,8 +931,8 @@ impl Store {
             }
             let fw = frozen(w & ((1 << SHIFT) - 1));
             let mine = rec as u64 | ST_TXN;
-            let p = self.pending.pop_front().expect("checked");
-            for n in p.nodes {
+            let nodes: Vec<*mut u8> = p.writes.iter().map(|w| w.0).collect();
+            for n in nodes {
                 unsafe {
                     let nw = word(n);
                     if nw == mine {
@@ -910,7 +963,12 @@ impl Store {
             }
             // SAFETY: no version names it any more.
             drop(unsafe { Box::from_raw(rec) });
+            self.pending[i].frozen = true;
         }
+        while self.pending.get(self.thawed).is_some_and(|p| p.frozen) {
+            self.thawed += 1;
+        }
+        self.drain();
     }
 
     /// The status of version `v` of the key whose side record is `s`.
@@ -954,11 +1012,10 @@ impl Store {
         }
     }
 
-    /// Prunes `n`'s chain: moves the finger to the newest committed version
-    /// at or below `stable` (its stop and the hint above it), cuts below the
-    /// safe point (the newest committed version the horizon covers) and
-    /// frees the tail; a key left with its inline version alone, frozen,
-    /// gives its side record back.
+    /// Prunes `n`'s chain: walks down from the finger (else the head) to
+    /// the safe point (the newest committed version the horizon covers),
+    /// cuts below it and frees the tail; a key left with its inline version
+    /// alone, frozen, gives its side record back.
     ///
     /// # Safety
     /// `n` is a live node.
@@ -972,60 +1029,42 @@ impl Store {
             let sp = (w & !3) as *mut Side;
             let s = &mut *sp;
             let xmin = self.horizon_xmin();
-            let (mut above, mut above2) = (u64::MAX, u64::MAX);
-            let (mut above_v, mut finger_set) = (0, false);
-            let mut v = s.head;
+            // The finger is at or above the safe point (it is at or below
+            // stable, the safe point at or below oldest).
+            let mut v = if s.finger != 0 { s.finger } else { s.head };
             while v != 0 {
                 if v != INLINE {
                     self.writer_loads.record += 1;
                 }
                 let st = Self::status_of(s, v);
                 let (committed, cts, covered) = self.settled(st, xmin);
-                if committed && cts != 0 {
-                    if !finger_set && cts <= self.stable {
-                        s.finger = v;
-                        s.finger_stop = above;
-                        s.hint = above_v;
-                        s.hint_stop = above2;
-                        finger_set = true;
+                if committed && cts != 0 && covered && cts <= self.oldest {
+                    // The safe point: cut below it.
+                    let mut t = Self::next(s, v);
+                    if v == INLINE {
+                        s.inline_link = link(0, s.inline_link >> ADDR_BITS);
+                    } else {
+                        (v as *mut u64)
+                            .add(1)
+                            .write(link(0, rec_link(v) >> ADDR_BITS));
                     }
-                    if covered && cts <= self.oldest {
-                        // The safe point: cut below it.
-                        let mut t = Self::next(s, v);
-                        if v == INLINE {
-                            s.inline_link = link(0, s.inline_link >> ADDR_BITS);
+                    while t != 0 {
+                        let nt = Self::next(s, t);
+                        if t == INLINE {
+                            s.inline_status = ST_FREE;
+                            s.inline_link = 0;
                         } else {
-                            (v as *mut u64)
-                                .add(1)
-                                .write(link(0, rec_link(v) >> ADDR_BITS));
+                            let b = rec_bytes(t);
+                            self.slab.free(t as *mut u8, b);
+                            self.parts.records -= b.next_multiple_of(GRANULE);
+                            self.parts.record_count -= 1;
                         }
-                        while t != 0 {
-                            let nt = Self::next(s, t);
-                            if t == INLINE {
-                                s.inline_status = ST_FREE;
-                                s.inline_link = 0;
-                            } else {
-                                let b = rec_bytes(t);
-                                self.slab.free(t as *mut u8, b);
-                                self.parts.records -= b.next_multiple_of(GRANULE);
-                                self.parts.record_count -= 1;
-                            }
-                            self.retired += 1;
-                            t = nt;
-                        }
-                        break;
+                        self.retired += 1;
+                        t = nt;
                     }
-                    above2 = above;
-                    above = cts;
-                    above_v = v;
+                    break;
                 }
                 v = Self::next(s, v);
-            }
-            if !finger_set {
-                s.finger = 0;
-                s.finger_stop = u64::MAX;
-                s.hint = 0;
-                s.hint_stop = u64::MAX;
             }
             if s.head == INLINE && next_of(s.inline_link) == 0 && s.inline_status & 3 == ST_FROZEN {
                 set_word(n, s.inline_status);
@@ -1055,15 +1094,11 @@ impl Store {
             let s = &*((w & !3) as *const Side);
             let t = view.read_ts;
             let mut v = s.head;
-            if t != 0 && s.summary > t && s.finger != 0 {
-                // The head is committed above `t`: start at the finger or
-                // the hint when their stops say one of them is the version
-                // visible at `t`; else walk from the head.
-                if t < s.finger_stop {
-                    v = s.finger;
-                } else if s.hint != 0 && t < s.hint_stop {
-                    v = s.hint;
-                }
+            if t != 0 && t <= self.stable && s.summary > t && s.finger != 0 {
+                // The head is committed above `t`, and the finger is the
+                // version visible at the published stable, at or above
+                // `t`: nothing the reader accepts lies above it.
+                v = s.finger;
             }
             while v != 0 {
                 if v != INLINE {
@@ -1134,6 +1169,11 @@ impl Store {
         (self.table.len, self.table.slots.len())
     }
 
+    /// Write transactions begun.
+    pub fn txns(&self) -> u64 {
+        self.next_id - 1
+    }
+
     /// Committed transactions not yet frozen.
     pub fn pending(&self) -> usize {
         self.pending.len()
@@ -1159,7 +1199,14 @@ impl Store {
     pub fn pending_bytes(&self) -> usize {
         self.pending
             .iter()
-            .map(|p| std::mem::size_of::<TxnRecord>() + p.nodes.capacity() * 8)
+            .map(|p| {
+                let rec = if p.frozen {
+                    0
+                } else {
+                    std::mem::size_of::<TxnRecord>()
+                };
+                rec + p.writes.capacity() * 16
+            })
             .sum::<usize>()
             + self.pending.capacity() * std::mem::size_of::<Pending>()
     }
@@ -1168,8 +1215,10 @@ impl Store {
 impl Drop for Store {
     fn drop(&mut self) {
         // Nodes, side records and records are the slab's, freed with it.
-        for p in self.pending.drain(..) {
-            // SAFETY: owned records, named by nothing after the drop.
+        for p in self.pending.drain(..).filter(|p| !p.frozen) {
+            // SAFETY: a record not yet frozen is still owned by its entry
+            // (the freeze frees the others), named by nothing after the
+            // drop.
             drop(unsafe { Box::from_raw(p.rec) });
         }
     }
