@@ -38,7 +38,7 @@
 //!
 //! `STORE_LAYOUT_PASSES` (default 3) sets the memory passes (1: one
 //! version a key only), `STORE_LAYOUT_TODAY=0` leaves the real store out
-//! of the memory part.
+//! (the prototype alone).
 
 #[path = "store_layout/proto.rs"]
 mod proto;

@@ -3,6 +3,8 @@
 //! plain loads and stores where the engine would use atomics (the words
 //! have the same sizes), frees at once where the engine would retire to
 //! the epoch collector. It stores and reads back every key and version.
+//! Not modelled: rollback, prepare and savepoints (every transaction
+//! commits), and a key written twice by one transaction (refused).
 //!
 //! * **Key node**, one allocation from a size-class slab with 8-byte
 //!   granules ([`Slab`]): a `word` (below), a 4-byte length word (key length
