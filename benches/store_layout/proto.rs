@@ -45,7 +45,10 @@
 //!   is the head again (in the engine: only after the epoch of the cut).
 //! * **Hash slots** are 8 bytes: the node's address in the low 48 bits and
 //!   the top 16 bits of the key's hash (no head hint); linear probing, the
-//!   load factor and growth set by a [`Policy`].
+//!   load factor and growth set by a [`Policy`]. The policy can add a
+//!   second word to each slot, the key's side record address (a hint a
+//!   reader loads beside the node, so the side record costs no level of
+//!   its own), to price that variant.
 //! * **Ordered view**: an exact-size sorted array of node addresses and a
 //!   sorted delta of the keys created since, merged at a sixteenth.
 //!
@@ -229,6 +232,12 @@ pub struct Loads {
     pub record: u64,
     /// Transaction records (unfrozen statuses).
     pub txn: u64,
+    /// Side records reached through the slot's hint, loaded beside the
+    /// node (counted in `side` too).
+    pub side_hinted: u64,
+    /// Dependent levels: one for the probe, the node, a side record not
+    /// hinted, each record, each transaction record.
+    pub levels: u64,
 }
 
 impl Loads {
@@ -430,6 +439,8 @@ pub struct Policy {
     pub max_den: usize,
     pub grow_num: usize,
     pub grow_den: usize,
+    /// 16-byte slots: the node word and the side record's address.
+    pub side_hint: bool,
 }
 
 impl Policy {
@@ -439,6 +450,7 @@ impl Policy {
         max_den: 4,
         grow_num: 3,
         grow_den: 2,
+        side_hint: false,
     };
     /// Denser: grow at seven eighths by a quarter.
     pub const DENSE: Policy = Policy {
@@ -446,11 +458,19 @@ impl Policy {
         max_den: 8,
         grow_num: 5,
         grow_den: 4,
+        side_hint: false,
+    };
+    /// Denser, with 16-byte slots carrying the side record's address.
+    pub const DENSE_HINT: Policy = Policy {
+        side_hint: true,
+        ..Policy::DENSE
     };
 }
 
 struct Table {
+    /// `stride` words a slot: the node word, then the side hint.
     slots: Box<[u64]>,
+    stride: usize,
     len: usize,
     policy: Policy,
 }
@@ -462,29 +482,37 @@ fn tag(hash: u64) -> u64 {
 
 impl Table {
     fn new(cap: usize, policy: Policy) -> Table {
+        let stride = if policy.side_hint { 2 } else { 1 };
         Table {
-            slots: vec![0; cap].into_boxed_slice(),
+            slots: vec![0; cap * stride].into_boxed_slice(),
+            stride,
             len: 0,
             policy,
         }
     }
 
     #[inline]
-    fn home(&self, hash: u64) -> usize {
-        let mixed = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        ((u128::from(mixed) * self.slots.len() as u128) >> 64) as usize
+    fn cap(&self) -> usize {
+        self.slots.len() / self.stride
     }
 
-    /// The node of `key`, counting the lines probed and the nodes loaded.
-    fn find(&self, key: &[u8], hash: u64, loads: &mut Loads) -> Option<*mut u8> {
+    #[inline]
+    fn home(&self, hash: u64) -> usize {
+        let mixed = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        ((u128::from(mixed) * self.cap() as u128) >> 64) as usize
+    }
+
+    /// The node of `key` and its slot, counting the lines probed and the
+    /// nodes loaded.
+    fn find(&self, key: &[u8], hash: u64, loads: &mut Loads) -> Option<(*mut u8, usize)> {
         let mut i = self.home(hash);
         let mut line = usize::MAX;
         loop {
-            if i / 8 != line {
-                line = i / 8;
+            if i * self.stride / 8 != line {
+                line = i * self.stride / 8;
                 loads.table += 1;
             }
-            let w = self.slots[i];
+            let w = self.slots[i * self.stride];
             if w == 0 {
                 return None;
             }
@@ -493,33 +521,54 @@ impl Table {
                 loads.node += 1;
                 // SAFETY: slots name live nodes (freed only with the store).
                 if unsafe { node_key(n) } == key {
-                    return Some(n);
+                    return Some((n, i));
                 }
             }
-            i = if i + 1 == self.slots.len() { 0 } else { i + 1 };
+            i = if i + 1 == self.cap() { 0 } else { i + 1 };
         }
     }
 
-    fn place(&mut self, n: *mut u8, hash: u64) {
-        let mut i = self.home(hash);
-        while self.slots[i] != 0 {
-            i = if i + 1 == self.slots.len() { 0 } else { i + 1 };
+    /// The side hint of slot `i` (0: none, or no hints).
+    #[inline]
+    fn hint(&self, i: usize) -> u64 {
+        if self.stride == 2 {
+            self.slots[2 * i + 1]
+        } else {
+            0
         }
-        self.slots[i] = n as u64 | tag(hash);
+    }
+
+    fn set_hint(&mut self, i: usize, side: u64) {
+        if self.stride == 2 {
+            self.slots[2 * i + 1] = side;
+        }
+    }
+
+    fn place(&mut self, n: *mut u8, hash: u64, hint: u64) {
+        let mut i = self.home(hash);
+        while self.slots[i * self.stride] != 0 {
+            i = if i + 1 == self.cap() { 0 } else { i + 1 };
+        }
+        self.slots[i * self.stride] = n as u64 | tag(hash);
+        self.set_hint(i, hint);
     }
 
     fn insert(&mut self, n: *mut u8, hash: u64, hasher: &foldhash::fast::RandomState) {
         let p = self.policy;
-        if (self.len + 1) * p.max_den > self.slots.len() * p.max_num {
-            let cap = (self.slots.len() * p.grow_num / p.grow_den).next_multiple_of(64);
-            let old = std::mem::replace(&mut self.slots, vec![0; cap].into_boxed_slice());
-            for &w in old.iter().filter(|&&w| w != 0) {
-                let m = (w & ADDR_MASK) as *mut u8;
+        if (self.len + 1) * p.max_den > self.cap() * p.max_num {
+            let cap = (self.cap() * p.grow_num / p.grow_den).next_multiple_of(64);
+            let old = std::mem::replace(
+                &mut self.slots,
+                vec![0; cap * self.stride].into_boxed_slice(),
+            );
+            for s in old.chunks(self.stride).filter(|s| s[0] != 0) {
+                let m = (s[0] & ADDR_MASK) as *mut u8;
+                let hint = if self.stride == 2 { s[1] } else { 0 };
                 // SAFETY: a live node.
-                self.place(m, hasher.hash_one(unsafe { node_key(m) }));
+                self.place(m, hasher.hash_one(unsafe { node_key(m) }), hint);
             }
         }
-        self.place(n, hash);
+        self.place(n, hash, 0);
         self.len += 1;
     }
 }
@@ -726,7 +775,7 @@ impl Store {
     ) -> Result<(), Conflict> {
         let h = self.hasher.hash_one(key);
         let mut l = Loads::default();
-        let Some(n) = self.table.find(key, h, &mut l) else {
+        let Some((n, slot)) = self.table.find(key, h, &mut l) else {
             let (size, short) = node_size(key.len(), value.map(<[u8]>::len));
             let n = self.slab.alloc(size);
             self.parts.nodes += size;
@@ -794,6 +843,7 @@ impl Store {
                     finger: 0,
                 });
                 set_word(n, s as u64 | ST_SIDE);
+                self.table.set_hint(slot, s as u64);
                 s
             };
             let s = &mut *side;
@@ -1070,6 +1120,11 @@ impl Store {
             }
             if s.head == INLINE && next_of(s.inline_link) == 0 && s.inline_status & 3 == ST_FROZEN {
                 set_word(n, s.inline_status);
+                let key = node_key(n);
+                let found = self
+                    .table
+                    .find(key, self.hasher.hash_one(key), &mut Loads::default());
+                self.table.set_hint(found.expect("a live key").1, 0);
                 self.slab.free(sp.cast(), SIDE_BYTES);
                 self.parts.sides -= SIDE_BYTES;
                 self.parts.side_count -= 1;
@@ -1081,7 +1136,8 @@ impl Store {
     /// the dependent loads to `loads`.
     pub fn get(&self, key: &[u8], view: &View, loads: &mut Loads) -> Option<Option<&[u8]>> {
         let h = self.hasher.hash_one(key);
-        let n = self.table.find(key, h, loads)?;
+        let (n, slot) = self.table.find(key, h, loads)?;
+        loads.levels += 2;
         // SAFETY: a live node; what it names is live (single-threaded).
         unsafe {
             let sh = shape(n);
@@ -1093,6 +1149,11 @@ impl Store {
                 return self.visible(w, view, loads).then(|| inline(sh.cap));
             }
             loads.side += 1;
+            if self.table.hint(slot) == w & !3 {
+                loads.side_hinted += 1;
+            } else {
+                loads.levels += 1;
+            }
             let s = &*((w & !3) as *const Side);
             let t = view.read_ts;
             let mut v = s.head;
@@ -1105,6 +1166,7 @@ impl Store {
             while v != 0 {
                 if v != INLINE {
                     loads.record += 1;
+                    loads.levels += 1;
                 }
                 if self.visible(Self::status_of(s, v), view, loads) {
                     return Some(if v == INLINE {
@@ -1134,6 +1196,7 @@ impl Store {
             ST_FROZEN => view.ts_ok(st >> 2),
             ST_TXN => {
                 loads.txn += 1;
+                loads.levels += 1;
                 // SAFETY: the caller's.
                 let r = unsafe { &*(st as *const TxnRecord) };
                 match r.word >> SHIFT {
@@ -1166,9 +1229,9 @@ impl Store {
         }
     }
 
-    /// Keys, slots and the load factor of the hash table.
+    /// Keys and slots of the hash table.
     pub fn table_stats(&self) -> (usize, usize) {
-        (self.table.len, self.table.slots.len())
+        (self.table.len, self.table.cap())
     }
 
     /// Write transactions begun.
