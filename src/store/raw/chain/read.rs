@@ -57,6 +57,8 @@ impl KeyEntry {
         // Relaxed, all of them: these loads only choose what to prefetch,
         // and a prefetch never dereferences; the read that follows loads
         // each word again with its own ordering and judges what it finds.
+        // Equivalent mutants (`>=`, `<` below): another version prefetched
+        // costs a miss, never a wrong read.
         let s = self.summary.load(Ordering::Relaxed);
         let p = match bound {
             Some(t) if s > t => {
