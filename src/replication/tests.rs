@@ -296,9 +296,10 @@ fn a_tcp_node_bounds_its_batches_by_its_frames() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// A node answers a frame of another wire version (here version 1's, an
-/// untagged bincode 1.3 message laid out by hand) with a refusal naming
-/// that version, and goes on answering frames of its own.
+/// A node answers a frame of another wire version (version 1's, an
+/// untagged bincode 1.3 message laid out by hand, and version 3's, a
+/// postcard status request without tables) with a refusal naming that
+/// version, and goes on answering frames of its own.
 #[test]
 fn a_tcp_node_refuses_a_frame_of_another_wire_version_by_name() {
     use super::{
@@ -318,25 +319,30 @@ fn a_tcp_node_refuses_a_frame_of_another_wire_version_by_name() {
     .unwrap();
     let mut s = std::net::TcpStream::connect(node.addr()).unwrap();
     s.set_read_timeout(Some(LONG)).unwrap();
-    // `Request::Client` (u32 variant 3), `ClientRequest::Status` (0).
-    let v1 = [3u8, 0, 0, 0, 0, 0, 0, 0];
-    s.write_all(&(v1.len() as u32).to_be_bytes()).unwrap();
-    s.write_all(&v1).unwrap();
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).unwrap();
-    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
-    s.read_exact(&mut body).unwrap();
-    assert_eq!(
-        body[..2],
-        [b'R', super::WIRE_VERSION],
-        "answered in its own"
-    );
-    match super::codec::decode::<Response>(&body[2..]) {
-        Ok(Response::Refused(what)) => {
-            assert!(what.contains("wire version 1"), "{what}")
+    // Version 1: `Request::Client` (u32 variant 3), `ClientRequest::Status`
+    // (0). Version 3: the tag, the version, then the same two variants as
+    // postcard varints.
+    let v1 = vec![3u8, 0, 0, 0, 0, 0, 0, 0];
+    let v3 = vec![b'R', 3, 3, 0];
+    for (version, frame) in [(1, v1), (3, v3)] {
+        s.write_all(&(frame.len() as u32).to_be_bytes()).unwrap();
+        s.write_all(&frame).unwrap();
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).unwrap();
+        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+        s.read_exact(&mut body).unwrap();
+        assert_eq!(
+            body[..2],
+            [b'R', super::WIRE_VERSION],
+            "answered in its own"
+        );
+        match super::codec::decode::<Response>(&body[2..]) {
+            Ok(Response::Refused(what)) => {
+                assert!(what.contains(&format!("wire version {version}")), "{what}")
+            }
+            Ok(_) => panic!("a version-{version} frame was answered"),
+            Err(e) => panic!("the answer does not decode: {e}"),
         }
-        Ok(_) => panic!("a version-1 frame was answered"),
-        Err(e) => panic!("the answer does not decode: {e}"),
     }
     let mut client = TcpClient::new(node.addr(), TcpConfig::default()).unwrap();
     assert!(matches!(
