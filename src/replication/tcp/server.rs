@@ -488,3 +488,82 @@ fn scan(
         next,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::transport::{decode, encode};
+    use super::*;
+    use crate::TableNameProblem;
+
+    /// Every engine error about tables and bounds reaches a client as the
+    /// error of the same kind, with its fields, through the encoding too;
+    /// any other engine error as text.
+    #[test]
+    fn the_engines_table_errors_keep_their_kind_on_the_wire() {
+        let name = || "t".to_string();
+        let bad = |problem| {
+            (
+                Error::InvalidTableName {
+                    name: name(),
+                    problem,
+                },
+                ClientError::InvalidTableName {
+                    name: name(),
+                    problem,
+                },
+            )
+        };
+        let cases = [
+            bad(TableNameProblem::Empty),
+            bad(TableNameProblem::Nul { at: 3 }),
+            bad(TableNameProblem::TooLong { len: 300, max: 255 }),
+            (
+                Error::TableExists { name: name() },
+                ClientError::TableExists { name: name() },
+            ),
+            (
+                Error::TableNotFound { name: name() },
+                ClientError::TableNotFound { name: name() },
+            ),
+            (
+                Error::TableDropped { name: name() },
+                ClientError::TableDropped { name: name() },
+            ),
+            (
+                Error::TableOptionOutOfRange {
+                    field: "max_value_len",
+                    value: 9,
+                    max: 8,
+                },
+                ClientError::TableOptionOutOfRange {
+                    field: "max_value_len".into(),
+                    value: 9,
+                    max: 8,
+                },
+            ),
+            (Error::TableIdsExhausted, ClientError::TableIdsExhausted),
+            (
+                Error::KeyTooLarge { len: 9, max: 8 },
+                ClientError::KeyTooLarge { len: 9, max: 8 },
+            ),
+            (
+                Error::ValueTooLarge { len: 17, max: 16 },
+                ClientError::ValueTooLarge { len: 17, max: 16 },
+            ),
+        ];
+        for (e, want) in cases {
+            let got = client_error(ReplicaError::Engine(e));
+            assert_eq!(got, want);
+            let frame = encode(&Response::Client(ClientResponse::Failed(got)), 1 << 20).unwrap();
+            match decode::<Response>(&frame) {
+                Ok(Response::Client(ClientResponse::Failed(back))) => assert_eq!(back, want),
+                _ => panic!("{want:?} does not come back"),
+            }
+        }
+        let other = client_error(ReplicaError::Engine(Error::ReadOnlyTransaction));
+        assert!(
+            matches!(&other, ClientError::Other(s) if s.contains("read-only")),
+            "{other:?}"
+        );
+    }
+}
