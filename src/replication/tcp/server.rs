@@ -402,6 +402,9 @@ fn begin<'s, 'e>(
     )
 }
 
+/// The values read of one group of keys, in its order.
+type Values = Vec<Option<Vec<u8>>>;
+
 /// Reads each group of `reads` in its table, all at one watermark once it
 /// reaches `at_least` (waiting at most `wait_ms`): the read timestamp and
 /// the values, group by group.
@@ -410,7 +413,7 @@ fn read(
     reads: &[TableKeys],
     at_least: u64,
     wait_ms: u64,
-) -> Result<(u64, Vec<Vec<Option<Vec<u8>>>>), ReplicaError> {
+) -> Result<(u64, Vec<Values>), ReplicaError> {
     let reader = replica.reader();
     let tables = reads
         .iter()
