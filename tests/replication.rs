@@ -1690,6 +1690,21 @@ fn a_tcp_client_creates_writes_reads_and_drops_named_tables() {
     }
     let names: Vec<_> = got.iter().map(|(k, _)| k.as_slice()).collect();
     assert_eq!(names, [&b"u1"[..], b"u3", b"u4", b"u5"]);
+    // An empty range (its end before its start): nothing, and no next page.
+    match call(
+        followers[0],
+        ClientRequest::Scan {
+            table: Some("users".into()),
+            start: b"v".to_vec(),
+            end: Some(b"u".to_vec()),
+            limit: 10,
+            at_least: ts,
+            wait_ms: LONG.as_millis() as u64,
+        },
+    ) {
+        ClientResponse::Scanned { pairs, next, .. } => assert_eq!((pairs, next), (vec![], None)),
+        other => panic!("scan: {other:?}"),
+    }
 
     // The drop: on every node, the table is gone, by every request.
     assert_eq!(

@@ -50,14 +50,14 @@ pub enum Op {
 pub enum ClientRequest {
     /// The node's role and watermark.
     Status,
-    /// A read-write transaction on the leader, acknowledged once
-    /// replicated to a majority.
+    /// A read-write transaction on the leader in the default table,
+    /// acknowledged once replicated to a majority.
     Write {
         /// Its operations, in order.
         ops: Vec<Op>,
     },
-    /// A read-only transaction at the node's watermark, after it reaches
-    /// `at_least` (waiting at most `wait_ms`).
+    /// A read-only transaction at the node's watermark in the default
+    /// table, after it reaches `at_least` (waiting at most `wait_ms`).
     Read {
         /// The keys to read.
         keys: Vec<Vec<u8>>,
