@@ -178,7 +178,7 @@ async fn answer(replica: &Arc<Replica>, req: Request, max: usize) -> Response {
 
 /// The wire form of `e`: the engine's table and bound errors keep their
 /// kind and fields.
-pub(super) fn client_error(e: ReplicaError) -> ClientError {
+fn client_error(e: ReplicaError) -> ClientError {
     let size = |v: usize| v as u64;
     match e {
         ReplicaError::NotLeader { leader, .. } => ClientError::NotLeader { leader },
