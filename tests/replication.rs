@@ -2,16 +2,18 @@
 //! 3-node cluster. Every test is bounded (a few seconds).
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use snapshot_engine::replication::{
-    LocalCluster, NodeId, Replica, ReplicaConfig, ReplicaError, WriteOptions,
+    ClientError, ClientRequest, ClientResponse, LocalCluster, NodeConfig, NodeId, Op, Replica,
+    ReplicaConfig, ReplicaError, TableKeys, TableOps, TcpClient, TcpConfig, TcpNode, WriteOptions,
 };
-use snapshot_engine::{Error, Timestamp, TxnOptions};
+use snapshot_engine::{EngineConfig, Error, TableNameProblem, Timestamp, TxnOptions};
 
 const ACCOUNTS: u64 = 16;
 const START_BALANCE: u64 = 100;
@@ -1158,6 +1160,176 @@ fn a_snapshot_install_carries_every_table_with_its_id() {
     }
 }
 
+/// A leader transaction reads many keys at once, ranges and cursors, in a
+/// named table and in the default one, its own writes included; the
+/// writes it makes around them replicate as usual.
+#[test]
+fn a_leader_write_reads_many_keys_ranges_and_cursors_of_each_table() {
+    let c = LocalCluster::start(3, config()).unwrap();
+    let lid = c.wait_for_leader(LONG).unwrap();
+    let l = c.node(lid).unwrap();
+    let users = l
+        .create_table("users", snapshot_engine::TableOptions::default())
+        .unwrap();
+    let v = |s: &str| Some(s.as_bytes().to_vec());
+    let pair = |k: &str, v: &str| (k.as_bytes().to_vec(), v.as_bytes().to_vec());
+    l.write(|t| {
+        for i in 1..=5 {
+            t.put(format!("k{i}").as_bytes(), format!("d{i}").as_bytes())?;
+            t.table(&users)?
+                .put(format!("u{i}").as_bytes(), format!("v{i}").as_bytes())?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let (_, ts) = l
+        .write(|t| {
+            t.table(&users)?.put(b"u6", b"v6")?;
+            t.delete(b"k1")?;
+            // Each table's keys, none of the other's; own writes seen.
+            assert_eq!(
+                t.get_many(&["k1", "k2", "u2", "k9"])?,
+                [None, v("d2"), None, None]
+            );
+            let mut seen = Vec::new();
+            t.get_many_with(&["k3", "u3"], |i, val| {
+                seen.push((i, val.map(<[u8]>::to_vec)))
+            })?;
+            assert_eq!(seen, [(0, v("d3")), (1, None)]);
+            assert_eq!(t.range(&b"k4"[..]..)?, [pair("k4", "d4"), pair("k5", "d5")]);
+            let last = t.cursor().next_back().unwrap()?;
+            assert_eq!((last.0, &last.1[..]), (&b"k5"[..], &b"d5"[..]));
+            let keys: Vec<Vec<u8>> = t
+                .iter(..)
+                .map(|r| r.map(|(k, _)| k.to_vec()))
+                .collect::<Result<_, _>>()?;
+            assert_eq!(keys, [b"k2", b"k3", b"k4", b"k5"]);
+
+            let mut u = t.table(&users)?;
+            assert_eq!(u.get_many(&["u1", "k2", "u6"])?, [v("v1"), None, v("v6")]);
+            let mut seen = Vec::new();
+            u.get_many_with(&["k3", "u3"], |i, val| {
+                seen.push((i, val.map(<[u8]>::to_vec)))
+            })?;
+            assert_eq!(seen, [(0, None), (1, v("v3"))]);
+            assert_eq!(
+                u.range(&b"u2"[..]..&b"u4"[..])?,
+                [pair("u2", "v2"), pair("u3", "v3")]
+            );
+            let mut cur = u.cursor();
+            cur.seek("u5");
+            let got: Vec<_> = cur
+                .map(|r| r.map(|(k, v)| (k.to_vec(), v)))
+                .collect::<Result<_, _>>()?;
+            assert_eq!(got, [pair("u5", "v5"), pair("u6", "v6")]);
+            let back: Vec<Vec<u8>> = u
+                .iter(..&b"u3"[..])
+                .rev()
+                .map(|r| r.map(|(k, _)| k.to_vec()))
+                .collect::<Result<_, _>>()?;
+            assert_eq!(back, [b"u2", b"u1"]);
+            // A write after the cursors is recorded as usual.
+            u.delete(b"u1")
+        })
+        .unwrap();
+    tables_agree(&c, lid, ts, &[("users", 1)]);
+    let f = followers(&c)[0];
+    let users_at = table_at(c.node(f).unwrap(), Some("users"), ts);
+    let names: Vec<_> = users_at.iter().map(|(k, _)| k.as_slice()).collect();
+    assert_eq!(names, [&b"u2"[..], b"u3", b"u4", b"u5", b"u6"]);
+    assert_eq!(table_at(c.node(f).unwrap(), None, ts).len(), 4);
+}
+
+/// A node that got every table from a snapshot (none from create entries)
+/// becomes the leader, then creates tables: their ids go on past the
+/// newest id the installed catalog's cluster gave out (a dropped one
+/// included), never reusing one, and every node agrees on the tables and
+/// their contents.
+#[test]
+fn a_leader_whose_tables_came_in_a_snapshot_creates_tables_with_new_ids() {
+    let mut cfg = config();
+    cfg.raft.max_in_snapshot_log_to_keep = 0;
+    cfg.raft.purge_batch_size = 1;
+    let mut c = LocalCluster::start(3, cfg).unwrap();
+    let lid = c.wait_for_leader(LONG).unwrap();
+    let l = c.node(lid).unwrap();
+    let opts = snapshot_engine::TableOptions::default();
+    let a = l.create_table("a", opts).unwrap();
+    let b = l.create_table("b", opts).unwrap();
+    let gone = l.create_table("gone", opts).unwrap();
+    let mut at = Timestamp::NONE;
+    for i in 0..50u64 {
+        (_, at) = l
+            .write(|t| {
+                let k = format!("k/{i:04}");
+                t.put(k.as_bytes(), b"d")?;
+                t.table(&a)?.put(k.as_bytes(), &i.to_le_bytes())?;
+                t.table(&b)?.put(k.as_bytes(), b"b")?;
+                t.table(&gone)?.put(k.as_bytes(), b"g")
+            })
+            .unwrap();
+    }
+    l.drop_table("gone").unwrap();
+    let (_, at2) = l.write(|t| t.table(&b)?.put(b"last", b"1")).unwrap();
+    at = at.max(at2);
+    c.wait_watermark(lid, at, LONG).unwrap();
+    c.snapshot(lid, LONG).unwrap();
+
+    // Node 4 starts empty: the purged log leaves only the snapshot.
+    c.add_learner(4, LONG).unwrap();
+    c.wait_watermark(4, at, LONG).unwrap();
+    let n4 = c.node(4).unwrap();
+    assert!(n4.stats().snapshots_installed >= 1, "{:?}", n4.stats());
+    assert_eq!(
+        n4.stats().tables_created,
+        0,
+        "its tables came in the snapshot"
+    );
+    assert_eq!(catalog(n4), [("a".to_string(), 1), ("b".to_string(), 2)]);
+
+    // Node 4 the only voter: the old leader steps down and node 4, the
+    // only node that can, elects itself. Then the old voters join it
+    // again, node 4 leading.
+    c.change_voters(&[4], LONG).unwrap();
+    let t = Instant::now();
+    while c.leader() != Some(4) {
+        assert!(t.elapsed() < LONG, "node 4 leads within {LONG:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    c.change_voters(&[1, 2, 3, 4], LONG).unwrap();
+    assert_eq!(c.wait_for_leader(LONG).unwrap(), 4);
+
+    let n4 = c.node(4).unwrap();
+    let c4 = n4.create_table("c", opts).unwrap();
+    assert_eq!(c4.id().get(), 4, "past the dropped id 3");
+    let gone2 = n4.create_table("gone", opts).unwrap();
+    assert_eq!(gone2.id().get(), 5);
+    let (_, mid) = n4
+        .write(|t| {
+            let a = t.open_table("a")?;
+            t.table(&a)?.put(b"after", b"a")?;
+            t.table(&c4)?.put(b"after", b"c")?;
+            t.table(&gone2)?.put(b"after", b"g")?;
+            t.put(b"after", b"d")
+        })
+        .unwrap();
+    tables_agree(&c, 4, mid, &[("a", 1), ("b", 2), ("c", 4), ("gone", 5)]);
+    n4.drop_table("b").unwrap();
+    let d4 = n4.create_table("d", opts).unwrap();
+    assert_eq!(d4.id().get(), 6);
+    let (_, last) = n4.write(|t| t.table(&d4)?.put(b"d", b"6")).unwrap();
+    tables_agree(&c, 4, last, &[("a", 1), ("c", 4), ("d", 6), ("gone", 5)]);
+    for id in c.ids() {
+        let node = c.node(id).unwrap();
+        assert_eq!(table_at(node, Some("a"), last).len(), 51, "node {id}");
+        assert_eq!(
+            table_at(node, Some("gone"), last),
+            [(b"after".to_vec(), b"g".to_vec())],
+            "node {id}: the new table of the name holds none of the old one's keys"
+        );
+    }
+}
+
 #[test]
 fn a_durable_follower_restarted_from_its_directory_has_every_table() {
     let d = TestDir::new("tables");
@@ -1204,4 +1376,394 @@ fn a_durable_follower_restarted_from_its_directory_has_every_table() {
     tables_agree(&c, lid, last, &[("w", 4), ("x", 1), ("z", 3)]);
     assert_eq!(c.node(f).unwrap().stats().snapshots_installed, 0);
     assert_eq!(table_at(c.node(f).unwrap(), Some("x"), last).len(), 120);
+}
+
+// The TCP client's named tables. Three `TcpNode`s in this process on
+// 127.0.0.1; every request goes through a `TcpClient`.
+
+/// A free port of 127.0.0.1 below Linux's ephemeral range (32768 and up by
+/// default), which every `connect` draws its local port from: a test
+/// running beside this one cannot take it between this probe and the
+/// node's bind. Each call in this process gets a port no earlier call got.
+fn free_addr() -> SocketAddr {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let start = u64::from(std::process::id()) * 7_919 + 3_001;
+    for _ in 0..12_000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 20_000 + ((start + n * 4_999) % 12_000) as u16;
+        if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            return l.local_addr().unwrap();
+        }
+    }
+    panic!("no free port of 127.0.0.1 in 20000..32000");
+}
+
+/// Three `TcpNode`s on their directories under `dir`, node 1 initializing
+/// the cluster.
+fn tcp_cluster(dir: &TestDir) -> Vec<TcpNode> {
+    let addrs: BTreeMap<NodeId, SocketAddr> = (1..=3).map(|id| (id, free_addr())).collect();
+    addrs
+        .keys()
+        .map(|&id| {
+            TcpNode::start(NodeConfig {
+                id,
+                addr: addrs[&id],
+                peers: addrs
+                    .iter()
+                    .filter(|&(&p, _)| p != id)
+                    .map(|(&p, &a)| (p, a))
+                    .collect(),
+                data_dir: dir.0.join(format!("n{id}")),
+                init: id == 1,
+                replica: config(),
+                tcp: TcpConfig::default(),
+            })
+            .unwrap()
+        })
+        .collect()
+}
+
+/// The node whose status says it is the ready leader (bounded wait).
+fn tcp_leader(nodes: &[TcpNode]) -> &TcpNode {
+    let t = Instant::now();
+    loop {
+        for n in nodes {
+            if let Ok(ClientResponse::Status {
+                leader_ready: true, ..
+            }) = tcp_client(n).call(ClientRequest::Status)
+            {
+                return n;
+            }
+        }
+        assert!(t.elapsed() < LONG, "no leader within {LONG:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn tcp_client(n: &TcpNode) -> TcpClient {
+    TcpClient::new(n.addr(), TcpConfig::default()).unwrap()
+}
+
+/// `req`'s answer, which must not be a transport error.
+fn call(n: &TcpNode, req: ClientRequest) -> ClientResponse {
+    tcp_client(n)
+        .call(req.clone())
+        .unwrap_or_else(|e| panic!("{req:?}: {e}"))
+}
+
+/// The error `req` gets from `n`.
+fn failed(n: &TcpNode, req: ClientRequest) -> ClientError {
+    match call(n, req.clone()) {
+        ClientResponse::Failed(e) => e,
+        other => panic!("{req:?} succeeded: {other:?}"),
+    }
+}
+
+fn ops(table: Option<&str>, ops: Vec<Op>) -> TableOps {
+    TableOps {
+        table: table.map(str::to_string),
+        ops,
+    }
+}
+
+fn put(key: &str, value: &str) -> Op {
+    Op::Put {
+        key: key.into(),
+        value: value.into(),
+    }
+}
+
+/// `keys` of `table`, one group of a read.
+fn keys(table: Option<&str>, keys: &[&str]) -> TableKeys {
+    TableKeys {
+        table: table.map(str::to_string),
+        keys: keys.iter().map(|k| k.as_bytes().to_vec()).collect(),
+    }
+}
+
+/// Reads `reads` at `n`'s watermark once it reaches `at_least`.
+fn read_tables(n: &TcpNode, reads: Vec<TableKeys>, at_least: u64) -> Vec<Vec<Option<Vec<u8>>>> {
+    match call(
+        n,
+        ClientRequest::ReadTables {
+            reads,
+            at_least,
+            wait_ms: LONG.as_millis() as u64,
+        },
+    ) {
+        ClientResponse::ReadTables { ts, values } => {
+            assert!(ts >= at_least, "read at {ts}, below {at_least}");
+            values
+        }
+        other => panic!("read: {other:?}"),
+    }
+}
+
+fn write_tables(n: &TcpNode, writes: Vec<TableOps>) -> u64 {
+    match call(n, ClientRequest::WriteTables { writes }) {
+        ClientResponse::Written { ts } => ts,
+        other => panic!("write: {other:?}"),
+    }
+}
+
+fn table_infos(n: &TcpNode) -> Vec<(String, u32)> {
+    match call(n, ClientRequest::ListTables) {
+        ClientResponse::Tables(t) => t.into_iter().map(|t| (t.name, t.id)).collect(),
+        other => panic!("list: {other:?}"),
+    }
+}
+
+fn some(v: &str) -> Option<Vec<u8>> {
+    Some(v.as_bytes().to_vec())
+}
+
+/// A client creates two tables on the leader, writes them and the default
+/// table in one transaction, reads all three back at one watermark on the
+/// leader and on each follower, scans a table by pages, drops one table
+/// and gets `TableNotFound` for it everywhere after; a taken name, a bad
+/// name, a bound broken and a create on a follower get their typed errors.
+#[test]
+fn a_tcp_client_creates_writes_reads_and_drops_named_tables() {
+    let dir = TestDir::new("tcp-tables");
+    let nodes = tcp_cluster(&dir);
+    let l = tcp_leader(&nodes);
+    let followers: Vec<&TcpNode> = nodes.iter().filter(|n| n.addr() != l.addr()).collect();
+    let create = |name: &str, max_key_len| ClientRequest::CreateTable {
+        name: name.to_string(),
+        max_key_len,
+        max_value_len: None,
+    };
+    match call(l, create("users", None)) {
+        ClientResponse::TableCreated(t) => assert_eq!((t.name.as_str(), t.id), ("users", 1)),
+        other => panic!("create: {other:?}"),
+    }
+    match call(l, create("orders", Some(8))) {
+        ClientResponse::TableCreated(t) => {
+            assert_eq!((t.name.as_str(), t.id, t.max_key_len), ("orders", 2, 8))
+        }
+        other => panic!("create: {other:?}"),
+    }
+    assert_eq!(
+        failed(l, create("users", None)),
+        ClientError::TableExists {
+            name: "users".into()
+        }
+    );
+    assert!(matches!(
+        failed(followers[0], create("other", None)),
+        ClientError::NotLeader { .. }
+    ));
+    let long = "x".repeat(256);
+    for (name, problem) in [
+        ("", TableNameProblem::Empty),
+        ("a\0b", TableNameProblem::Nul { at: 1 }),
+        (&long[..], TableNameProblem::TooLong { len: 256, max: 255 }),
+    ] {
+        let want = ClientError::InvalidTableName {
+            name: name.to_string(),
+            problem,
+        };
+        assert_eq!(failed(l, create(name, None)), want);
+        let drop = ClientRequest::DropTable {
+            name: name.to_string(),
+        };
+        assert_eq!(failed(l, drop), want);
+        let w = ClientRequest::WriteTables {
+            writes: vec![ops(Some(name), vec![put("k", "v")])],
+        };
+        assert_eq!(failed(l, w), want);
+        let r = ClientRequest::ReadTables {
+            reads: vec![keys(Some(name), &["k"])],
+            at_least: 0,
+            wait_ms: 0,
+        };
+        assert_eq!(failed(followers[0], r), want);
+    }
+    assert_eq!(
+        failed(l, create("big", Some(u64::MAX))),
+        ClientError::TableOptionOutOfRange {
+            field: "max_key_len".into(),
+            value: u64::MAX,
+            max: EngineConfig::MAX_KEY_LEN as u64,
+        }
+    );
+
+    // One transaction over three tables.
+    let ts = write_tables(
+        l,
+        vec![
+            ops(None, vec![put("orders", "1")]),
+            ops(Some("users"), vec![put("u1", "ada"), put("u2", "bob")]),
+            ops(Some("orders"), vec![put("o1", "u1")]),
+            ops(
+                Some("users"),
+                vec![
+                    Op::Add {
+                        key: b"n".to_vec(),
+                        delta: 2,
+                    },
+                    Op::Delete {
+                        key: b"u2".to_vec(),
+                    },
+                ],
+            ),
+        ],
+    );
+    // A key above its table's bound fails the whole transaction: its
+    // write to another table is not there either.
+    assert_eq!(
+        failed(
+            l,
+            ClientRequest::WriteTables {
+                writes: vec![
+                    ops(Some("users"), vec![put("u9", "lost")]),
+                    ops(Some("orders"), vec![put("nine-byte", "x")]),
+                ],
+            }
+        ),
+        ClientError::KeyTooLarge { len: 9, max: 8 }
+    );
+    let reads = || {
+        vec![
+            keys(None, &["orders", "u1"]),
+            keys(Some("users"), &["u1", "u2", "u9", "n"]),
+            keys(Some("orders"), &["o1", "orders"]),
+        ]
+    };
+    let want = vec![
+        vec![some("1"), None],
+        vec![some("ada"), None, None, Some(2i64.to_le_bytes().to_vec())],
+        vec![some("u1"), None],
+    ];
+    for n in &nodes {
+        assert_eq!(read_tables(n, reads(), ts), want, "node {:?}", n.addr());
+        assert_eq!(
+            table_infos(n),
+            [("orders".to_string(), 2), ("users".to_string(), 1)]
+        );
+    }
+    // The default table's request reads the default table.
+    match call(
+        followers[1],
+        ClientRequest::Read {
+            keys: vec![b"orders".to_vec(), b"u1".to_vec()],
+            at_least: ts,
+            wait_ms: LONG.as_millis() as u64,
+        },
+    ) {
+        ClientResponse::Read { values, .. } => assert_eq!(values, [some("1"), None]),
+        other => panic!("read: {other:?}"),
+    }
+
+    // A scan of one table in pages of two, on a follower.
+    let ts = write_tables(
+        l,
+        vec![ops(
+            Some("users"),
+            vec![put("u3", "cy"), put("u4", "di"), put("u5", "ed")],
+        )],
+    );
+    let mut start = b"u".to_vec();
+    let mut got = Vec::new();
+    loop {
+        match call(
+            followers[0],
+            ClientRequest::Scan {
+                table: Some("users".into()),
+                start: start.clone(),
+                end: Some(b"v".to_vec()),
+                limit: 2,
+                at_least: ts,
+                wait_ms: LONG.as_millis() as u64,
+            },
+        ) {
+            ClientResponse::Scanned { pairs, next, .. } => {
+                assert!(pairs.len() <= 2);
+                got.extend(pairs);
+                match next {
+                    Some(k) => start = k,
+                    None => break,
+                }
+            }
+            other => panic!("scan: {other:?}"),
+        }
+    }
+    let names: Vec<_> = got.iter().map(|(k, _)| k.as_slice()).collect();
+    assert_eq!(names, [&b"u1"[..], b"u3", b"u4", b"u5"]);
+    // An empty range (its end before its start): nothing, and no next page.
+    match call(
+        followers[0],
+        ClientRequest::Scan {
+            table: Some("users".into()),
+            start: b"v".to_vec(),
+            end: Some(b"u".to_vec()),
+            limit: 10,
+            at_least: ts,
+            wait_ms: LONG.as_millis() as u64,
+        },
+    ) {
+        ClientResponse::Scanned { pairs, next, .. } => assert_eq!((pairs, next), (vec![], None)),
+        other => panic!("scan: {other:?}"),
+    }
+
+    // The drop: on every node, the table is gone, by every request.
+    assert_eq!(
+        call(
+            l,
+            ClientRequest::DropTable {
+                name: "orders".into()
+            }
+        ),
+        ClientResponse::Dropped
+    );
+    let gone = ClientError::TableNotFound {
+        name: "orders".into(),
+    };
+    let after = write_tables(l, vec![ops(None, vec![put("after", "drop")])]);
+    assert_eq!(
+        failed(
+            l,
+            ClientRequest::WriteTables {
+                writes: vec![ops(Some("orders"), vec![put("o2", "u1")])],
+            }
+        ),
+        gone
+    );
+    assert_eq!(
+        failed(
+            l,
+            ClientRequest::DropTable {
+                name: "orders".into()
+            }
+        ),
+        gone
+    );
+    for n in &nodes {
+        assert_eq!(
+            read_tables(n, vec![keys(None, &["after"])], after),
+            [[some("drop")]]
+        );
+        assert_eq!(table_infos(n), [("users".to_string(), 1)]);
+        let r = ClientRequest::ReadTables {
+            reads: vec![keys(Some("orders"), &["o1"])],
+            at_least: after,
+            wait_ms: 0,
+        };
+        assert_eq!(failed(n, r), gone);
+        let s = ClientRequest::Scan {
+            table: Some("orders".into()),
+            start: Vec::new(),
+            end: None,
+            limit: 10,
+            at_least: after,
+            wait_ms: 0,
+        };
+        assert_eq!(failed(n, s), gone);
+    }
+    // The name's next table has a new id.
+    match call(l, create("orders", None)) {
+        ClientResponse::TableCreated(t) => assert_eq!(t.id, 3),
+        other => panic!("create: {other:?}"),
+    }
+    drop(nodes);
 }

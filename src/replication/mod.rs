@@ -114,8 +114,8 @@ pub use reader::Reader;
 pub use replica::{Replica, ReplicaStats};
 pub use state_machine::StateMachine;
 pub use tcp::{
-    ClientError, ClientRequest, ClientResponse, NodeConfig, Op, Request, Response, TcpClient,
-    TcpConfig, TcpNetwork, TcpNetworkFactory, TcpNode, TransportError, MAX_FRAME_BOUND,
-    MIN_FRAME_BYTES, WIRE_VERSION,
+    ClientError, ClientRequest, ClientResponse, NodeConfig, Op, Request, Response, TableInfo,
+    TableKeys, TableOps, TcpClient, TcpConfig, TcpNetwork, TcpNetworkFactory, TcpNode,
+    TransportError, MAX_FRAME_BOUND, MIN_FRAME_BYTES, WIRE_VERSION,
 };
 pub use writes::{PendingWrite, WriteOptions, WriteTable, WriteTxn};

@@ -296,9 +296,96 @@ fn a_tcp_node_bounds_its_batches_by_its_frames() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// A node answers a frame of another wire version (here version 1's, an
-/// untagged bincode 1.3 message laid out by hand) with a refusal naming
-/// that version, and goes on answering frames of its own.
+/// A scan's page stays within the frame bound: over a table whose pairs
+/// fill several frames, every page comes back (no transport error), holds
+/// more than one pair and less than all, and the pages together are the
+/// table in key order.
+#[test]
+fn a_tcp_scan_pages_within_the_frame_bound() {
+    use super::{
+        ClientRequest, ClientResponse, NodeConfig, Op, TableOps, TcpClient, TcpConfig, TcpNode,
+    };
+    let dir = std::env::temp_dir().join(format!("se-scan-pages-{}", std::process::id()));
+    let tcp = TcpConfig {
+        max_frame_bytes: 4096,
+        ..TcpConfig::default()
+    };
+    let node = TcpNode::start(NodeConfig {
+        id: 1,
+        addr: "127.0.0.1:0".parse().unwrap(),
+        peers: Default::default(),
+        data_dir: dir.clone(),
+        init: true,
+        replica: config(),
+        tcp: tcp.clone(),
+    })
+    .unwrap();
+    let t = Instant::now();
+    while !node.replica().is_leader_ready() {
+        assert!(t.elapsed() < LONG, "a one-node cluster elects itself");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut client = TcpClient::new(node.addr(), tcp).unwrap();
+    let created = client.call(ClientRequest::CreateTable {
+        name: "t".into(),
+        max_key_len: Some(16),
+        max_value_len: None,
+    });
+    assert!(
+        matches!(created, Ok(ClientResponse::TableCreated(_))),
+        "{created:?}"
+    );
+    let key = |i: u32| format!("k{i:03}").into_bytes();
+    let mut ts = 0;
+    for batch in 0..5 {
+        let ops = (batch * 8..batch * 8 + 8)
+            .map(|i| Op::Put {
+                key: key(i),
+                value: vec![i as u8; 300],
+            })
+            .collect();
+        match client.call(ClientRequest::WriteTables {
+            writes: vec![TableOps {
+                table: Some("t".into()),
+                ops,
+            }],
+        }) {
+            Ok(ClientResponse::Written { ts: w }) => ts = w,
+            other => panic!("write: {other:?}"),
+        }
+    }
+    let (mut start, mut got, mut pages) = (Vec::new(), Vec::new(), 0);
+    loop {
+        let page = client.call(ClientRequest::Scan {
+            table: Some("t".into()),
+            start: start.clone(),
+            end: None,
+            limit: 1000,
+            at_least: ts,
+            wait_ms: LONG.as_millis() as u64,
+        });
+        let Ok(ClientResponse::Scanned { pairs, next, .. }) = page else {
+            panic!("scan page {pages}: {page:?}");
+        };
+        pages += 1;
+        assert!(pairs.len() > 1 && pairs.len() < 40, "{} pairs", pairs.len());
+        got.extend(pairs);
+        match next {
+            Some(k) => start = k,
+            None => break,
+        }
+    }
+    assert!(pages > 2, "{pages} pages");
+    let want: Vec<_> = (0..40).map(|i| (key(i), vec![i as u8; 300])).collect();
+    assert_eq!(got, want);
+    drop(node);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A node answers a frame of another wire version (version 1's, an
+/// untagged bincode 1.3 message laid out by hand, and version 3's, a
+/// postcard status request without tables) with a refusal naming that
+/// version, and goes on answering frames of its own.
 #[test]
 fn a_tcp_node_refuses_a_frame_of_another_wire_version_by_name() {
     use super::{
@@ -318,25 +405,30 @@ fn a_tcp_node_refuses_a_frame_of_another_wire_version_by_name() {
     .unwrap();
     let mut s = std::net::TcpStream::connect(node.addr()).unwrap();
     s.set_read_timeout(Some(LONG)).unwrap();
-    // `Request::Client` (u32 variant 3), `ClientRequest::Status` (0).
-    let v1 = [3u8, 0, 0, 0, 0, 0, 0, 0];
-    s.write_all(&(v1.len() as u32).to_be_bytes()).unwrap();
-    s.write_all(&v1).unwrap();
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).unwrap();
-    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
-    s.read_exact(&mut body).unwrap();
-    assert_eq!(
-        body[..2],
-        [b'R', super::WIRE_VERSION],
-        "answered in its own"
-    );
-    match super::codec::decode::<Response>(&body[2..]) {
-        Ok(Response::Refused(what)) => {
-            assert!(what.contains("wire version 1"), "{what}")
+    // Version 1: `Request::Client` (u32 variant 3), `ClientRequest::Status`
+    // (0). Version 3: the tag, the version, then the same two variants as
+    // postcard varints.
+    let v1 = vec![3u8, 0, 0, 0, 0, 0, 0, 0];
+    let v3 = vec![b'R', 3, 3, 0];
+    for (version, frame) in [(1, v1), (3, v3)] {
+        s.write_all(&(frame.len() as u32).to_be_bytes()).unwrap();
+        s.write_all(&frame).unwrap();
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).unwrap();
+        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+        s.read_exact(&mut body).unwrap();
+        assert_eq!(
+            body[..2],
+            [b'R', super::WIRE_VERSION],
+            "answered in its own"
+        );
+        match super::codec::decode::<Response>(&body[2..]) {
+            Ok(Response::Refused(what)) => {
+                assert!(what.contains(&format!("wire version {version}")), "{what}")
+            }
+            Ok(_) => panic!("a version-{version} frame was answered"),
+            Err(e) => panic!("the answer does not decode: {e}"),
         }
-        Ok(_) => panic!("a version-1 frame was answered"),
-        Err(e) => panic!("the answer does not decode: {e}"),
     }
     let mut client = TcpClient::new(node.addr(), TcpConfig::default()).unwrap();
     assert!(matches!(

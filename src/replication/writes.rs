@@ -15,8 +15,8 @@ use super::error::ReplicaError;
 use super::queue::{Queued, Slot};
 use super::replica::Replica;
 use crate::{
-    CommitOptions, Error, Result, Table, TableId, TableOptions, TableTxn, Timestamp, Txn,
-    TxnOptions,
+    CommitOptions, Cursor, Engine, Error, KeyRange, Result, Table, TableId, TableOptions, TableTxn,
+    Timestamp, Txn, TxnOptions,
 };
 
 /// A leader transaction's writes for its log record, by (table id, key).
@@ -34,13 +34,28 @@ pub struct WriteOptions {
 /// A read-write transaction on the leader: a [`Txn`] whose writes are also
 /// recorded for the log entry. It writes the default table, and named
 /// tables through [`WriteTxn::table`]; its commit is one log record, so
-/// its writes to every table replicate as one entry.
+/// its writes to every table replicate as one entry. Its reads (point
+/// reads, [`WriteTxn::get_many`], scans and cursors) are the [`Txn`]'s:
+/// at its snapshot, its own writes included.
 pub struct WriteTxn<'a, 's, 'e> {
     txn: &'a mut Txn<'s, 'e>,
     writes: &'a mut Writes,
+    engine: &'a Engine,
 }
 
 impl<'s, 'e> WriteTxn<'_, 's, 'e> {
+    /// A handle to the live table `name` on the engine this transaction
+    /// runs on, for [`WriteTxn::table`]. Unlike a handle from
+    /// [`Replica::open_table`] taken before the write, it cannot belong to
+    /// an engine the node has since replaced.
+    ///
+    /// # Errors
+    /// [`Error::TableNotFound`] (never created, or dropped);
+    /// [`Error::InvalidTableName`].
+    pub fn open_table(&self, name: &str) -> Result<Table> {
+        self.engine.open_table(name)
+    }
+
     /// This transaction's view of the named table `table` (a handle from
     /// [`Replica::create_table`] or [`Replica::open_table`] on this node),
     /// for its reads and writes; see [`Txn::table`].
@@ -73,16 +88,57 @@ impl<'s, 'e> WriteTxn<'_, 's, 'e> {
         self.txn.get_with(key, f)
     }
 
+    /// The visible values of `keys`, in their order (see
+    /// [`Txn::get_many`]).
+    ///
+    /// # Errors
+    /// As [`Txn::get_many`].
+    pub fn get_many<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.txn.get_many(keys)
+    }
+
+    /// Calls `f` with each key's index in `keys` and its visible value
+    /// (see [`Txn::get_many_with`]).
+    ///
+    /// # Errors
+    /// As [`Txn::get_many_with`].
+    pub fn get_many_with<K: AsRef<[u8]>>(
+        &mut self,
+        keys: &[K],
+        f: impl FnMut(usize, Option<&[u8]>),
+    ) -> Result<()> {
+        self.txn.get_many_with(keys, f)
+    }
+
     /// Visits the visible pairs in `range` (see [`Txn::scan`]).
     ///
     /// # Errors
     /// As [`Txn::scan`].
     pub fn scan(
         &mut self,
-        range: impl crate::KeyRange,
+        range: impl KeyRange,
         f: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
         self.txn.scan(range, f)
+    }
+
+    /// The visible pairs in `range`, in key order (see [`Txn::range`]).
+    ///
+    /// # Errors
+    /// As [`Txn::range`].
+    pub fn range(&mut self, range: impl KeyRange) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.txn.range(range)
+    }
+
+    /// A cursor over the visible pairs in `range` (see [`Txn::iter`]). It
+    /// only reads: the transaction writes nothing while it lives.
+    pub fn iter(&mut self, range: impl KeyRange) -> Cursor<'_, 's, 'e> {
+        self.txn.iter(range)
+    }
+
+    /// A cursor over every visible pair (see [`Txn::cursor`]).
+    pub fn cursor(&mut self) -> Cursor<'_, 's, 'e> {
+        self.txn.cursor()
     }
 
     /// Writes `value` under `key`.
@@ -110,14 +166,15 @@ impl<'s, 'e> WriteTxn<'_, 's, 'e> {
 }
 
 /// A leader transaction's view of one named table ([`WriteTxn::table`]):
-/// a [`TableTxn`] whose writes are also recorded for the log entry.
+/// a [`TableTxn`] whose writes are also recorded for the log entry, and
+/// whose reads are the [`TableTxn`]'s.
 pub struct WriteTable<'t, 's, 'e> {
     id: u32,
     txn: TableTxn<'t, 's, 'e>,
     writes: &'t mut Writes,
 }
 
-impl WriteTable<'_, '_, '_> {
+impl<'s, 'e> WriteTable<'_, 's, 'e> {
     /// The table's id.
     pub fn table(&self) -> TableId {
         self.txn.table()
@@ -140,6 +197,28 @@ impl WriteTable<'_, '_, '_> {
         self.txn.get_with(key, f)
     }
 
+    /// The visible values of `keys` in this table, in their order (see
+    /// [`TableTxn::get_many`]).
+    ///
+    /// # Errors
+    /// As [`TableTxn::get_many`].
+    pub fn get_many<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.txn.get_many(keys)
+    }
+
+    /// Calls `f` with each key's index in `keys` and its visible value in
+    /// this table (see [`TableTxn::get_many_with`]).
+    ///
+    /// # Errors
+    /// As [`TableTxn::get_many_with`].
+    pub fn get_many_with<K: AsRef<[u8]>>(
+        &mut self,
+        keys: &[K],
+        f: impl FnMut(usize, Option<&[u8]>),
+    ) -> Result<()> {
+        self.txn.get_many_with(keys, f)
+    }
+
     /// Visits the visible pairs of this table in `range` (see
     /// [`TableTxn::scan`]).
     ///
@@ -147,10 +226,33 @@ impl WriteTable<'_, '_, '_> {
     /// As [`TableTxn::scan`].
     pub fn scan(
         &mut self,
-        range: impl crate::KeyRange,
+        range: impl KeyRange,
         f: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
         self.txn.scan(range, f)
+    }
+
+    /// The visible pairs of this table in `range`, in key order (see
+    /// [`TableTxn::range`]).
+    ///
+    /// # Errors
+    /// As [`TableTxn::range`].
+    pub fn range(&mut self, range: impl KeyRange) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.txn.range(range)
+    }
+
+    /// A cursor over the visible pairs of this table in `range` (see
+    /// [`TableTxn::iter`]; after a drop it yields
+    /// [`Error::TableDropped`]). It only reads: the transaction writes
+    /// nothing while it lives.
+    pub fn iter(&mut self, range: impl KeyRange) -> Cursor<'_, 's, 'e> {
+        self.txn.iter(range)
+    }
+
+    /// A cursor over every visible pair of this table (see
+    /// [`TableTxn::cursor`]).
+    pub fn cursor(&mut self) -> Cursor<'_, 's, 'e> {
+        self.txn.cursor()
     }
 
     /// Writes `value` under `key` in this table.
@@ -325,6 +427,7 @@ impl Replica {
         let value = f(&mut WriteTxn {
             txn: &mut txn,
             writes: &mut writes,
+            engine: &engine,
         })?;
         let size = CommitRecord::encoded_len_bound(
             writes.iter().map(|((t, k), v)| (*t, &k[..], v.as_deref())),

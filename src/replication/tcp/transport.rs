@@ -16,10 +16,13 @@ use super::message::{Request, Response};
 use crate::replication::codec;
 use crate::replication::error::ReplicaError;
 
-/// The wire version this build speaks: 3, entries whose writes carry
-/// their table id, and table creates and drops. Version 1 sent bincode 1.3
-/// messages; version 2, postcard entries without tables.
-pub const WIRE_VERSION: u8 = 3;
+/// The wire version this build speaks: 4, entries whose writes carry
+/// their table id, table creates and drops, and client requests that name
+/// tables (with the engine's table and bound errors typed in
+/// [`ClientError`](super::ClientError)). Version 1 sent bincode 1.3
+/// messages; version 2, postcard entries without tables; version 3, those
+/// entries but client requests of the default table only.
+pub const WIRE_VERSION: u8 = 4;
 
 /// The first byte of every frame's body; the wire version follows it. A
 /// version-1 frame (a bincode 1.3 message, untagged) opens with its
@@ -86,7 +89,8 @@ impl fmt::Display for TransportError {
             TransportError::UnsupportedVersion { version, supported } => write!(
                 f,
                 "a frame of wire version {version} (1: bincode 1.3, 2: entries without \
-                 tables); this build speaks only version {supported}"
+                 tables, 3: client requests without tables); this build speaks only \
+                 version {supported}"
             ),
         }
     }
@@ -299,8 +303,8 @@ mod tests {
         assert_eq!(decode::<Request>(&v1).err(), Some(refused.clone()));
         assert!(refused.to_string().contains("wire version 1"), "{refused}");
         assert_eq!(decode::<Request>(&[]).err(), Some(refused));
-        // An earlier and a later version's frames.
-        for version in [2, 4] {
+        // Earlier and later versions' frames.
+        for version in [2, 3, 5] {
             let mut other = body.clone();
             other[1] = version;
             assert_eq!(
