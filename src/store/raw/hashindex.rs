@@ -249,9 +249,9 @@ struct Table {
 }
 
 /// The most slots a table may have for the insert that grows it to move
-/// all of them at once (a small table's whole migration costs about what
-/// a few of a large one's steps do), so a small table, such as a named
-/// table's, is never left migrating when its inserts stop. Under loom 0:
+/// all of them at once (at most this many slot moves, once per growth of
+/// a small table), so a small table, such as a named table's, is never
+/// left migrating when its inserts stop. Under loom 0:
 /// the models exercise the stepwise migration.
 #[cfg(not(loom))]
 const MOVE_WHOLE: usize = 8 * 1024;
