@@ -143,7 +143,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
     fn commit_in_place(
         &mut self,
         opts: CommitOptions,
-        mut turn: Option<&mut LogTurn<'_>>,
+        turn: Option<&mut LogTurn<'_>>,
     ) -> Result<()> {
         if self.session.engine.durable.is_some() {
             return self.commit_logged(opts, turn).map(|_| ());
@@ -162,7 +162,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
             }
             done_with = Some(writes.complete(done));
         });
-        if let Some(t) = turn.as_deref_mut() {
+        if let Some(t) = turn {
             t.completed(r.is_ok());
         }
         self.after_completion(done_with, r.is_ok());

@@ -13,13 +13,17 @@
 //!
 //! Its writes are installed as versions before commit, as every
 //! transaction's are (first updater wins). At commit, a transaction that
-//! wrote (or prepared) and is serializable or tracked a read takes the
-//! engine's [`Gate`] (a mutex no other transaction touches), checks the
-//! serializable timestamp order, validates, and runs the machinery's whole
+//! wrote (or prepared) and is serializable or tracked a read validates its
+//! reads against the store, then takes the engine's [`Gate`] (a mutex no
+//! other transaction touches), checks the serializable timestamp order and
+//! the gate's lists, validates against the store again if the gate's
+//! sequence moved since its first check, and runs the machinery's whole
 //! commit (timestamps claimed, statuses flipped, the completion's
-//! descriptor installed) before it lets the gate go; on a durable engine a
-//! serializable commit lets it go once its log record is framed, waits
-//! for the log outside it, and completes in gate order ([`LogTurn`]).
+//! descriptor installed) before it lets the gate go, and prunes after; on
+//! a durable engine a serializable commit lets it go once its log record
+//! is framed, waits for the log outside it, and completes in gate order
+//! ([`LogTurn`]). The gate is held only for what orders commits: a holder
+//! the scheduler preempts there stalls every other gated committer.
 //! Validation: every
 //! tracked key, and every key of every tracked range (in the index's
 //! ordered view), must have as its newest version that is neither aborted
@@ -51,6 +55,25 @@
 //! ([`Error::SerializableTimestampOrder`]): the commits a reader at any
 //! timestamp sees are then closed under those dependencies too, and a
 //! reader never fails at commit.
+//!
+//! A store check run before the gate is the one the gate's entry would
+//! have run: it counts only if the gate's sequence is what it was before
+//! the check, and every holder that flipped or installed versions, framed
+//! a log record or changed the gate's lists raises the sequence before it
+//! unlocks. So no gated commit overlapped the check, and every one before
+//! it is seen by it (next section).
+//!
+//! # Orderings
+//!
+//! The gate's mutex orders everything under it. The one atomic, the
+//! sequence (`Gate::seq`), is stored only by holders, with Release, after
+//! their flips and list changes (`Gate::release`); a committer loads it
+//! with Acquire before its store check, so a check that loads a holder's
+//! value sees that holder's flips, and reloads it under the gate (Relaxed:
+//! the mutex orders it after every store). Either the committer loaded a
+//! holder's raised value (and its check sees that holder's commit), or
+//! that holder raised it later, before an unlock the committer's lock
+//! follows (and the committer checks again under the gate); never neither.
 
 use super::engine::SessionData;
 use super::txn::Txn;
