@@ -14,6 +14,15 @@
 //! after (the second validates while the first's version is still in
 //! progress, passes over it, and both commit).
 //!
+//! Each commit validates its reads against the store before it takes the
+//! gate and keeps that pass only if the gate's sequence has not moved
+//! since (no commit went through the gate meanwhile); else it validates
+//! again under the gate. Twins: the early pass kept although the sequence
+//! moved (the second passes over the first's version, in progress when it
+//! looked, and both commit), and the sequence raised with a Relaxed store
+//! (a committer that loads the raised value need not see the flips before
+//! it, takes the first's version for one in progress, and both commit).
+//!
 //! Under loom the store's index is the mutex stand-in (`loom_tests/api.rs`);
 //! the race modelled is the gate's and the status flips', which the
 //! stand-in does not order.
@@ -94,6 +103,26 @@ fn mutant_serializable_gate_released_before_commit() {
     check(
         "serializable/SERIALIZABLE_GATE_RELEASED_BEFORE_COMMIT",
         mutant::SERIALIZABLE_GATE_RELEASED_BEFORE_COMMIT,
+        model,
+    );
+}
+
+#[test]
+#[should_panic(expected = "write skew")]
+fn mutant_serializable_early_pass_trusted() {
+    check(
+        "serializable/SERIALIZABLE_EARLY_PASS_TRUSTED",
+        mutant::SERIALIZABLE_EARLY_PASS_TRUSTED,
+        model,
+    );
+}
+
+#[test]
+#[should_panic(expected = "write skew")]
+fn mutant_relaxed_gate_seq_store() {
+    check(
+        "serializable/RELAXED_GATE_SEQ_STORE",
+        mutant::RELAXED_GATE_SEQ_STORE,
         model,
     );
 }

@@ -136,8 +136,9 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         }
     }
 
-    /// The commit itself; `turn`: a gated serializable commit's place in
-    /// the gate's order (`kv/serializable.rs`, [`LogTurn`]).
+    /// The commit itself; `turn`: a gated commit's hold on the gate, let go
+    /// once the completion is installed (`kv/serializable.rs`,
+    /// [`LogTurn`]).
     #[inline]
     fn commit_in_place(
         &mut self,
@@ -161,6 +162,9 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
             }
             done_with = Some(writes.complete(done));
         });
+        if let Some(t) = turn {
+            t.completed(r.is_ok());
+        }
         self.after_completion(done_with, r.is_ok());
         self.end_if_finished();
         r
@@ -174,8 +178,9 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
     /// still unfinished, are unlinked, and the commit returns the error.
     /// Returns the record's lsn (`None`: nothing was logged).
     ///
-    /// With `turn` (a gated serializable commit), the gate is left once the
-    /// record is framed, and the flips wait, after the log's wait, for
+    /// With `turn` (a gated commit), the gate is left once the completion is
+    /// installed, before the pruning; a serializable one leaves it once the
+    /// record is framed, and its flips wait, after the log's wait, for
     /// every commit that left the gate earlier to complete.
     #[cold]
     #[inline(never)]
@@ -210,7 +215,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
                     };
                     match log.log_commit(writes.writes(), cts, durable, prep, mode, appended) {
                         Ok(lsn) => {
-                            if let Some(t) = turn {
+                            if let Some(t) = turn.as_deref_mut() {
                                 t.wait_turn();
                             }
                             logged = Ok(Some(lsn));
@@ -227,6 +232,9 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
             }
             done_with = Some(writes.complete(done));
         });
+        if let Some(t) = turn {
+            t.completed(r.is_ok() && logged.is_ok());
+        }
         let lsn = match logged {
             Ok(lsn) => lsn,
             Err((e, unlinked)) => {

@@ -13,13 +13,17 @@
 //!
 //! Its writes are installed as versions before commit, as every
 //! transaction's are (first updater wins). At commit, a transaction that
-//! wrote (or prepared) and is serializable or tracked a read takes the
-//! engine's [`Gate`] (a mutex no other transaction touches), checks the
-//! serializable timestamp order, validates, and runs the machinery's whole
+//! wrote (or prepared) and is serializable or tracked a read validates its
+//! reads against the store, then takes the engine's [`Gate`] (a mutex no
+//! other transaction touches), checks the serializable timestamp order and
+//! the gate's lists, validates against the store again if the gate's
+//! sequence moved since its first check, and runs the machinery's whole
 //! commit (timestamps claimed, statuses flipped, the completion's
-//! descriptor installed) before it lets the gate go; on a durable engine a
-//! serializable commit lets it go once its log record is framed, waits
-//! for the log outside it, and completes in gate order ([`LogTurn`]).
+//! descriptor installed) before it lets the gate go, and prunes after; on
+//! a durable engine a serializable commit lets it go once its log record
+//! is framed, waits for the log outside it, and completes in gate order
+//! ([`LogTurn`]). The gate is held only for what orders commits: a holder
+//! the scheduler preempts there stalls every other gated committer.
 //! Validation: every
 //! tracked key, and every key of every tracked range (in the index's
 //! ordered view), must have as its newest version that is neither aborted
@@ -51,6 +55,25 @@
 //! ([`Error::SerializableTimestampOrder`]): the commits a reader at any
 //! timestamp sees are then closed under those dependencies too, and a
 //! reader never fails at commit.
+//!
+//! A store check run before the gate is the one the gate's entry would
+//! have run: it counts only if the gate's sequence is what it was before
+//! the check, and every holder that flipped or installed versions, framed
+//! a log record or changed the gate's lists raises the sequence before it
+//! unlocks. So no gated commit overlapped the check, and every one before
+//! it is seen by it (next section).
+//!
+//! # Orderings
+//!
+//! The gate's mutex orders everything under it. The one atomic, the
+//! sequence (`Gate::seq`), is stored only by holders, with Release, after
+//! their flips and list changes (`Gate::release`); a committer loads it
+//! with Acquire before its store check, so a check that loads a holder's
+//! value sees that holder's flips, and reloads it under the gate (Relaxed:
+//! the mutex orders it after every store). Either the committer loaded a
+//! holder's raised value (and its check sees that holder's commit), or
+//! that holder raised it later, before an unlock the committer's lock
+//! follows (and the committer checks again under the gate); never neither.
 
 use super::engine::SessionData;
 use super::txn::Txn;
@@ -59,7 +82,9 @@ use crate::error::{Error, Result};
 use crate::machinery::with_machinery::Machinery;
 use crate::machinery::ReadView;
 use crate::store::{Store, TableState, Tb};
-use crate::sync::{mutant as m, mutant_on, Condvar, Mutex, MutexGuard};
+use crate::sync::{
+    mutant as m, mutant_on, ordering_or_mutant, AtomicU64, Condvar, Mutex, MutexGuard, Ordering,
+};
 use crate::ts::{Timestamp, TxnId};
 use std::ops::{Bound, Range};
 use std::sync::Arc;
@@ -276,7 +301,9 @@ impl<'e> Tracker<'e> {
     #[inline]
     pub(crate) fn end(&mut self) {
         if self.registered {
-            self.gate.lock().prepared.retain(|p| p.owner != self.owner);
+            let mut state = self.gate.lock();
+            state.prepared.retain(|p| p.owner != self.owner);
+            self.gate.release(state);
             self.registered = false;
         }
         self.track = false;
@@ -422,14 +449,21 @@ pub(crate) struct GateState {
 }
 
 /// The engine's serializable commit gate: serializable writers (and
-/// transactions with tracked reads that write) validate and commit one at a
-/// time under it. No other transaction touches it.
+/// transactions with tracked reads that write) commit one at a time under
+/// it. No other transaction touches it.
 #[derive(Default)]
 pub(crate) struct Gate {
     state: Mutex<GateState>,
     /// Signalled when a commit that left the gate completes
     /// ([`LogTurn`]).
     turn: Condvar,
+    /// The gate's sequence: raised before every unlock that follows a
+    /// change a validation could see (a gated commit, prepare or log
+    /// append, a `committing` or `prepared` list changed), and only under
+    /// the gate. A validation run before the gate counts only if it is
+    /// unchanged from before that validation to the gate's entry
+    /// ([`gated_slow`]).
+    seq: AtomicU64,
 }
 
 impl Gate {
@@ -450,11 +484,40 @@ impl Gate {
         // statement after the commit it records.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Raises the sequence and lets the gate go: what this holder changed
+    /// (its versions' flips, the gate's lists) happens-before a validation
+    /// that loads the new value.
+    fn release(&self, state: MutexGuard<'_, GateState>) {
+        // Relaxed load: only holders of the gate store it, and the mutex
+        // orders them.
+        let next = self.seq.load(Ordering::Relaxed) + 1;
+        // Release: publishes this holder's flips and list changes; pairs
+        // with the Acquire load in `gated_slow` before its early
+        // validation. Required.
+        let o = ordering_or_mutant(Ordering::Release, m::RELAXED_GATE_SEQ_STORE);
+        self.seq.store(next, o);
+        drop(state);
+    }
+}
+
+/// What a validation run before the gate found, and the gate's sequence
+/// loaded before it.
+struct Early {
+    seq: u64,
+    found: Result<()>,
 }
 
 /// Validates `txn`'s tracked reads and its writes against the registered
-/// prepared read sets, under the gate (`state`).
-fn validate<M: Machinery>(txn: &mut Txn<'_, '_, M>, state: &GateState) -> Result<()> {
+/// prepared read sets, under the gate (`state`). `early`: its reads'
+/// validation against the store, run before the gate; it stands if the
+/// gate's sequence has not moved since (no gated commit, prepare or log
+/// step overlapped it), else the store is validated again here.
+fn validate<M: Machinery>(
+    txn: &mut Txn<'_, '_, M>,
+    state: &GateState,
+    early: Option<Early>,
+) -> Result<()> {
     if mutant_on(m::SERIALIZABLE_SKIPS_VALIDATION) {
         return Ok(());
     }
@@ -465,7 +528,6 @@ fn validate<M: Machinery>(txn: &mut Txn<'_, '_, M>, state: &GateState) -> Result
             return Err(Error::PreparedReadConflict { key: k.to_vec() });
         }
     }
-    let store = &d.engine.store;
     let reads = &d.serial.reads;
     if reads.is_empty() {
         // No view needed (one not taken yet is not taken now).
@@ -478,6 +540,29 @@ fn validate<M: Machinery>(txn: &mut Txn<'_, '_, M>, state: &GateState) -> Result
         if let Some(e) = c.writes.keys().find_map(|(t, k)| reads.conflict(t, k)) {
             return Err(e);
         }
+    }
+    if let Some(early) = early {
+        // A conflict found early stands (a newer committed or prepared
+        // version does not go away by itself). A pass stands if no holder
+        // of the gate changed anything since its sequence was loaded;
+        // Relaxed: the mutex orders this load after every store to it.
+        let moved = d.engine.serial.seq.load(Ordering::Relaxed) != early.seq;
+        if early.found.is_err() || !moved || mutant_on(m::SERIALIZABLE_EARLY_PASS_TRUSTED) {
+            return early.found;
+        }
+    }
+    validate_store(txn)
+}
+
+/// Validates `txn`'s tracked keys and ranges against the store: each one's
+/// newest version neither aborted nor in progress is its own or one its
+/// view sees.
+fn validate_store<M: Machinery>(txn: &mut Txn<'_, '_, M>) -> Result<()> {
+    let d = &*txn.session;
+    let store = &d.engine.store;
+    let reads = &d.serial.reads;
+    if reads.is_empty() {
+        return Ok(());
     }
     let view = txn.inner.read_view()?;
     for (t, k) in reads.keys() {
@@ -594,9 +679,20 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
         return r;
     }
     let engine = txn.session.engine;
-    let state = engine.serial.lock();
     let serializable = txn.session.serial.serializable;
     let ts = commit_ts(txn, &opts);
+    // The store's part of the validation, before the gate: the gate is
+    // held only for what orders commits, so a holder preempted there
+    // stalls the other committers for less.
+    let early = (!prepared).then(|| {
+        // Acquire: pairs with the Release store in `Gate::release`, so the
+        // flips and list changes of every holder counted in `seq` are
+        // seen by the validation below. Required.
+        let seq = engine.serial.seq.load(Ordering::Acquire);
+        let found = validate_store(txn);
+        Early { seq, found }
+    });
+    let state = engine.serial.lock();
     // Untimestamped counts as below every timestamp: a reader at any read
     // timestamp sees it.
     if serializable && ts < state.last_ts {
@@ -607,63 +703,77 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
     }
     // A prepared transaction validated at prepare, and its registration
     // has kept what it read unchanged since.
-    if !prepared {
-        if let Err(e) = validate(txn, &state) {
+    if let Some(early) = early {
+        if let Err(e) = validate(txn, &state, Some(early)) {
             txn.rollback_in_place();
-            drop(state);
+            engine.serial.release(state);
             finished(txn);
             return Err(e);
         }
     }
-    // Released before the commit (a broken twin): a committer validating
-    // next would pass over this one's versions, still in progress.
-    let mut held = Some(state);
-    if mutant_on(m::SERIALIZABLE_GATE_RELEASED_BEFORE_COMMIT) {
-        held = None;
-    }
-    let r = match held.take() {
-        // A serializable commit on a durable engine leaves the gate once its
-        // record is framed, so commits after it share its log write or sync
-        // (`LogTurn`).
-        Some(state) if serializable && engine.durable.is_some() => {
-            let mut turn = LogTurn {
-                gate: &engine.serial,
-                held: Some(state),
-                ticket: None,
-                writes: std::mem::take(&mut txn.session.serial.writes),
-                ts,
-            };
-            let r = commit(txn, opts, Some(&mut turn));
-            held = turn.held.take();
-            txn.session.serial.writes = turn.finish();
-            r
-        }
-        state => {
-            held = state;
-            commit(txn, opts, None)
-        }
+    // A serializable commit on a durable engine leaves the gate once its
+    // record is framed, so commits after it share its log write or sync;
+    // every other one once its completion is installed, before it prunes
+    // (`LogTurn`).
+    let at_append = serializable && engine.durable.is_some();
+    let mut turn = LogTurn {
+        gate: &engine.serial,
+        held: Some(state),
+        at_append,
+        serializable,
+        settled: false,
+        ticket: None,
+        writes: ReadSet::default(),
+        ts,
     };
-    let mut state = held.unwrap_or_else(|| engine.serial.lock());
-    if r.is_ok() && serializable && ts > state.last_ts {
-        state.last_ts = ts;
+    if at_append {
+        turn.writes = std::mem::take(&mut txn.session.serial.writes);
     }
-    if !txn.inner.is_open() {
-        if txn.session.serial.registered {
+    let r = if mutant_on(m::SERIALIZABLE_GATE_RELEASED_BEFORE_COMMIT) {
+        // Released before the commit (a broken twin): a committer
+        // validating next would pass over this one's versions, still in
+        // progress.
+        if let Some(state) = turn.held.take() {
+            engine.serial.release(state);
+        }
+        commit(txn, opts, None)
+    } else {
+        commit(txn, opts, Some(&mut turn))
+    };
+    let held = turn.held.take();
+    let settled = turn.settled;
+    if at_append {
+        txn.session.serial.writes = turn.finish();
+    }
+    let ended = !txn.inner.is_open();
+    let unregister = ended && txn.session.serial.registered;
+    if held.is_some() || unregister || (r.is_ok() && serializable && !settled) {
+        let mut state = held.unwrap_or_else(|| engine.serial.lock());
+        if r.is_ok() && serializable && ts > state.last_ts {
+            state.last_ts = ts;
+        }
+        if unregister {
             state
                 .prepared
                 .retain(|p| p.owner != txn.session.serial.owner);
             txn.session.serial.registered = false;
         }
-        drop(state);
+        engine.serial.release(state);
+    }
+    if ended {
         finished(txn);
     }
     r
 }
 
-/// A serializable commit's place in the gate's order on a durable engine,
-/// where it waits for the log with the gate left.
+/// A gated commit's hold on the gate, and, for a serializable commit on a
+/// durable engine, its place in the gate's order while it waits for the
+/// log with the gate left.
 ///
-/// Under the gate the commit checks the timestamp order, validates, claims
+/// Every gated commit lets the gate go once its completion is installed
+/// ([`LogTurn::completed`]), before it prunes the chains it wrote. A
+/// serializable commit on a durable engine lets it go earlier: under the
+/// gate the commit checks the timestamp order, validates, claims
 /// its timestamps and frames its log record ([`LogTurn::appended`]: lsns
 /// follow gate order); there it takes a ticket, leaves its writes in the
 /// gate's `committing` list, raises the timestamp bound and lets the gate
@@ -686,8 +796,17 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
 /// visible to anyone (its flips follow its log wait, invariant D1).
 pub(crate) struct LogTurn<'e> {
     gate: &'e Gate,
-    /// The gate, until the record is framed.
+    /// The gate, until the record is framed (`at_append`) or the
+    /// completion is installed.
     held: Option<MutexGuard<'e, GateState>>,
+    /// Leave the gate once the log record is framed (a serializable commit
+    /// on a durable engine).
+    at_append: bool,
+    /// A serializable commit: it raises the gate's timestamp bound.
+    serializable: bool,
+    /// The gate was let go by `appended` or `completed`, the bound raised
+    /// if the commit went through.
+    settled: bool,
     /// Its ticket, from the gate's release until it left the list.
     ticket: Option<u64>,
     /// Its write set (the tracker's), lent to the `committing` list.
@@ -700,6 +819,9 @@ impl LogTurn<'_> {
     /// The record is framed: take a ticket, list the writes, raise the
     /// timestamp bound and leave the gate.
     pub(super) fn appended(&mut self) {
+        if !self.at_append {
+            return;
+        }
         let Some(mut state) = self.held.take() else {
             return;
         };
@@ -713,6 +835,22 @@ impl LogTurn<'_> {
             writes: std::mem::take(&mut self.writes),
         });
         self.ticket = Some(ticket);
+        self.settled = true;
+        self.gate.release(state);
+    }
+
+    /// The machinery's commit returned (`committed`: it went through, its
+    /// completion installed): raise the timestamp bound and let the gate
+    /// go, if still held. What follows (pruning) orders nothing.
+    pub(super) fn completed(&mut self, committed: bool) {
+        let Some(mut state) = self.held.take() else {
+            return;
+        };
+        if committed && self.serializable && self.ts > state.last_ts {
+            state.last_ts = self.ts;
+        }
+        self.settled = true;
+        self.gate.release(state);
     }
 
     /// After the log's wait, before the flips: wait until every commit that
@@ -738,7 +876,7 @@ impl LogTurn<'_> {
             if let Some(i) = state.committing.iter().position(|c| c.ticket == ticket) {
                 self.writes = state.committing.remove(i).writes;
             }
-            drop(state);
+            self.gate.release(state);
             self.gate.turn.notify_all();
         }
         std::mem::take(&mut self.writes)
@@ -747,10 +885,13 @@ impl LogTurn<'_> {
 
 impl Drop for LogTurn<'_> {
     fn drop(&mut self) {
+        // A commit that unwound holding the gate: what it changed counts.
+        if let Some(state) = self.held.take() {
+            self.gate.release(state);
+        }
         // A commit that unwound after leaving the gate: its successors must
         // not wait for it.
         if self.ticket.is_some() {
-            self.held = None;
             self.finish();
         }
     }
@@ -776,23 +917,27 @@ pub(super) fn gated_prepare<'s, 'e, M: Machinery>(
     }
     let engine = txn.session.engine;
     let mut state = engine.serial.lock();
-    if let Err(e) = validate(txn, &state) {
+    if let Err(e) = validate(txn, &state, None) {
         // Open and doomed, as a refused prepare leaves a transaction open
         // (the machinery's contract) and a conflict dooms it: the caller
         // rolls it back (a commit does too, with `MustRollBack`).
         txn.inner.doom();
+        drop(state);
         return Err(e);
     }
-    let p = prepare(txn, ts)?;
-    let t = &mut txn.session.serial;
-    if !t.reads.is_empty() {
-        state.prepared.push(Registered {
-            owner: t.owner,
-            reads: std::mem::take(&mut t.reads),
-        });
-        t.registered = true;
+    let p = prepare(txn, ts);
+    if p.is_ok() {
+        let t = &mut txn.session.serial;
+        if !t.reads.is_empty() {
+            state.prepared.push(Registered {
+                owner: t.owner,
+                reads: std::mem::take(&mut t.reads),
+            });
+            t.registered = true;
+        }
     }
-    Ok(p)
+    engine.serial.release(state);
+    p
 }
 
 /// A rollback: the transaction ended.

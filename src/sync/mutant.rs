@@ -190,6 +190,15 @@ pub const HINT_STORE_LOSES_FLAG: u32 = 56;
 /// commit's summary leaves the hint's gap stale and readers at stable
 /// climb from the finger again (invariant 18).
 pub const HINT_REFRESHED_ONLY_ON_CUT: u32 = 57;
+/// A serializable commit keeps the pass of its validation run before the
+/// commit gate even when the gate's sequence moved meanwhile, so it can
+/// pass over the versions of a commit that went through the gate in
+/// between (`kv/serializable.rs`).
+pub const SERIALIZABLE_EARLY_PASS_TRUSTED: u32 = 58;
+/// The commit gate raises its sequence with a Relaxed store instead of
+/// Release, so a validation run before the gate that loads the raised
+/// value need not see the flips of the commit that raised it.
+pub const RELAXED_GATE_SEQ_STORE: u32 = 59;
 
 #[cfg(loom)]
 static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);
