@@ -879,7 +879,11 @@ mod tests {
             if !prev.is_null() {
                 // SAFETY: linked from the current table, under `g`.
                 let from = unsafe { &*prev }.slots.len();
-                assert!(from > MOVE_WHOLE, "{} keys: migrating from {from} slots", i + 1);
+                assert!(
+                    from > MOVE_WHOLE,
+                    "{} keys: migrating from {from} slots",
+                    i + 1
+                );
             }
         }
     }
