@@ -448,6 +448,14 @@ pub(crate) struct GateState {
     next_ticket: u64,
 }
 
+impl GateState {
+    /// A serializable commit at `ts` went through (or one was recovered):
+    /// no later one may commit below it.
+    fn raise_last_ts(&mut self, ts: Timestamp) {
+        self.last_ts = self.last_ts.max(ts);
+    }
+}
+
 /// The engine's serializable commit gate: serializable writers (and
 /// transactions with tracked reads that write) commit one at a time under
 /// it. No other transaction touches it.
@@ -473,8 +481,7 @@ impl Gate {
     /// commits were serializable, so all count).
     pub(crate) fn recovered(&self, newest: Option<Timestamp>) {
         if let Some(ts) = newest {
-            let mut state = self.lock();
-            state.last_ts = state.last_ts.max(ts);
+            self.lock().raise_last_ts(ts);
         }
     }
 
@@ -749,8 +756,8 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
     let unregister = ended && txn.session.serial.registered;
     if held.is_some() || unregister || (r.is_ok() && serializable && !settled) {
         let mut state = held.unwrap_or_else(|| engine.serial.lock());
-        if r.is_ok() && serializable && ts > state.last_ts {
-            state.last_ts = ts;
+        if r.is_ok() && serializable {
+            state.raise_last_ts(ts);
         }
         if unregister {
             state
@@ -825,9 +832,7 @@ impl LogTurn<'_> {
         let Some(mut state) = self.held.take() else {
             return;
         };
-        if self.ts > state.last_ts {
-            state.last_ts = self.ts;
-        }
+        state.raise_last_ts(self.ts);
         let ticket = state.next_ticket;
         state.next_ticket += 1;
         state.committing.push(Committing {
@@ -846,8 +851,8 @@ impl LogTurn<'_> {
         let Some(mut state) = self.held.take() else {
             return;
         };
-        if committed && self.serializable && self.ts > state.last_ts {
-            state.last_ts = self.ts;
+        if committed && self.serializable {
+            state.raise_last_ts(self.ts);
         }
         self.settled = true;
         self.gate.release(state);
