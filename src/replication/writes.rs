@@ -66,7 +66,6 @@ impl<'s, 'e> WriteTxn<'_, 's, 'e> {
     /// snapshot: open it again), [`Error::TableDropped`].
     pub fn table<'t>(&'t mut self, table: &'t Table) -> Result<WriteTable<'t, 's, 'e>> {
         Ok(WriteTable {
-            id: table.id().get(),
             txn: self.txn.table(table)?,
             writes: self.writes,
         })
@@ -169,7 +168,6 @@ impl<'s, 'e> WriteTxn<'_, 's, 'e> {
 /// a [`TableTxn`] whose writes are also recorded for the log entry, and
 /// whose reads are the [`TableTxn`]'s.
 pub struct WriteTable<'t, 's, 'e> {
-    id: u32,
     txn: TableTxn<'t, 's, 'e>,
     writes: &'t mut Writes,
 }
@@ -262,7 +260,7 @@ impl<'s, 'e> WriteTable<'_, 's, 'e> {
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.txn.put(key, value)?;
         self.writes
-            .insert((self.id, key.to_vec()), Some(value.to_vec()));
+            .insert((self.table().get(), key.to_vec()), Some(value.to_vec()));
         Ok(())
     }
 
@@ -272,7 +270,7 @@ impl<'s, 'e> WriteTable<'_, 's, 'e> {
     /// As [`TableTxn::delete`].
     pub fn delete(&mut self, key: &[u8]) -> Result<()> {
         self.txn.delete(key)?;
-        self.writes.insert((self.id, key.to_vec()), None);
+        self.writes.insert((self.table().get(), key.to_vec()), None);
         Ok(())
     }
 }
