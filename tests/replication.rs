@@ -1084,8 +1084,15 @@ fn a_leader_commit_racing_a_drop_of_its_table_is_refused_and_leaves_nothing() {
     }
 }
 
-#[test]
-fn a_snapshot_install_carries_every_table_with_its_id() {
+/// A three-node cluster that purges its log at each snapshot, with tables
+/// `a` (id 1), `b` (2) and `gone` (3, the newest), `writes` made to them by
+/// the leader, then `gone` dropped, a last write, a snapshot, and a node 4
+/// that only the snapshot can bring up (the log is purged), checked to
+/// have every table from it: the cluster, the leader, `a` and the last
+/// write's timestamp.
+fn tables_installed_on_a_new_node(
+    writes: impl Fn(&Replica, [&snapshot_engine::Table; 3]),
+) -> (LocalCluster, NodeId, snapshot_engine::Table, Timestamp) {
     let mut cfg = config();
     cfg.raft.max_in_snapshot_log_to_keep = 0;
     cfg.raft.purge_batch_size = 1;
@@ -1098,31 +1105,14 @@ fn a_snapshot_install_carries_every_table_with_its_id() {
     // The newest id, dropped: the snapshot's catalog lacks it, and no node
     // may give its id to the next table.
     let gone = l.create_table("gone", opts).unwrap();
-    for i in 0..100u64 {
-        l.write(|t| {
-            let k = format!("k/{i:04}");
-            t.put(k.as_bytes(), b"d")?;
-            t.table(&a)?.put(k.as_bytes(), &i.to_le_bytes())?;
-            t.table(&gone)?.put(k.as_bytes(), b"g")?;
-            if i % 3 == 0 {
-                t.table(&b)?.put(k.as_bytes(), &(i * 2).to_le_bytes())?;
-            }
-            if i % 10 == 9 {
-                t.table(&a)?.delete(format!("k/{:04}", i - 1).as_bytes())?;
-            }
-            Ok(())
-        })
-        .unwrap();
-    }
+    writes(l, [&a, &b, &gone]);
     l.drop_table("gone").unwrap();
     let (_, at) = l.write(|t| t.table(&b)?.put(b"last", b"1")).unwrap();
     c.wait_watermark(lid, at, LONG).unwrap();
     c.snapshot(lid, LONG).unwrap();
 
-    // A new node: only the snapshot can bring it up (the log is purged).
     c.add_learner(4, LONG).unwrap();
     c.wait_watermark(4, at, LONG).unwrap();
-    let l = c.node(lid).unwrap();
     let n4 = c.node(4).unwrap();
     assert!(n4.stats().snapshots_installed >= 1, "{:?}", n4.stats());
     assert_eq!(
@@ -1130,10 +1120,33 @@ fn a_snapshot_install_carries_every_table_with_its_id() {
         0,
         "the tables came in the snapshot"
     );
-    assert_eq!(
-        catalog(n4),
-        vec![("a".to_string(), 1), ("b".to_string(), 2)]
-    );
+    assert_eq!(catalog(n4), [("a".to_string(), 1), ("b".to_string(), 2)]);
+    (c, lid, a, at)
+}
+
+#[test]
+fn a_snapshot_install_carries_every_table_with_its_id() {
+    let (c, lid, a, at) = tables_installed_on_a_new_node(|l, [a, b, gone]| {
+        for i in 0..100u64 {
+            l.write(|t| {
+                let k = format!("k/{i:04}");
+                t.put(k.as_bytes(), b"d")?;
+                t.table(a)?.put(k.as_bytes(), &i.to_le_bytes())?;
+                t.table(gone)?.put(k.as_bytes(), b"g")?;
+                if i % 3 == 0 {
+                    t.table(b)?.put(k.as_bytes(), &(i * 2).to_le_bytes())?;
+                }
+                if i % 10 == 9 {
+                    t.table(a)?.delete(format!("k/{:04}", i - 1).as_bytes())?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        }
+    });
+    let opts = snapshot_engine::TableOptions::default();
+    let l = c.node(lid).unwrap();
+    let n4 = c.node(4).unwrap();
     for name in [None, Some("a"), Some("b")] {
         assert_eq!(table_at(n4, name, at), table_at(l, name, at), "{name:?}");
     }
@@ -1247,45 +1260,19 @@ fn a_leader_write_reads_many_keys_ranges_and_cursors_of_each_table() {
 /// their contents.
 #[test]
 fn a_leader_whose_tables_came_in_a_snapshot_creates_tables_with_new_ids() {
-    let mut cfg = config();
-    cfg.raft.max_in_snapshot_log_to_keep = 0;
-    cfg.raft.purge_batch_size = 1;
-    let mut c = LocalCluster::start(3, cfg).unwrap();
-    let lid = c.wait_for_leader(LONG).unwrap();
-    let l = c.node(lid).unwrap();
-    let opts = snapshot_engine::TableOptions::default();
-    let a = l.create_table("a", opts).unwrap();
-    let b = l.create_table("b", opts).unwrap();
-    let gone = l.create_table("gone", opts).unwrap();
-    let mut at = Timestamp::NONE;
-    for i in 0..50u64 {
-        (_, at) = l
-            .write(|t| {
+    let (c, _, _, _) = tables_installed_on_a_new_node(|l, [a, b, gone]| {
+        for i in 0..50u64 {
+            l.write(|t| {
                 let k = format!("k/{i:04}");
                 t.put(k.as_bytes(), b"d")?;
-                t.table(&a)?.put(k.as_bytes(), &i.to_le_bytes())?;
-                t.table(&b)?.put(k.as_bytes(), b"b")?;
-                t.table(&gone)?.put(k.as_bytes(), b"g")
+                t.table(a)?.put(k.as_bytes(), &i.to_le_bytes())?;
+                t.table(b)?.put(k.as_bytes(), b"b")?;
+                t.table(gone)?.put(k.as_bytes(), b"g")
             })
             .unwrap();
-    }
-    l.drop_table("gone").unwrap();
-    let (_, at2) = l.write(|t| t.table(&b)?.put(b"last", b"1")).unwrap();
-    at = at.max(at2);
-    c.wait_watermark(lid, at, LONG).unwrap();
-    c.snapshot(lid, LONG).unwrap();
-
-    // Node 4 starts empty: the purged log leaves only the snapshot.
-    c.add_learner(4, LONG).unwrap();
-    c.wait_watermark(4, at, LONG).unwrap();
-    let n4 = c.node(4).unwrap();
-    assert!(n4.stats().snapshots_installed >= 1, "{:?}", n4.stats());
-    assert_eq!(
-        n4.stats().tables_created,
-        0,
-        "its tables came in the snapshot"
-    );
-    assert_eq!(catalog(n4), [("a".to_string(), 1), ("b".to_string(), 2)]);
+        }
+    });
+    let opts = snapshot_engine::TableOptions::default();
 
     // Node 4 the only voter: the old leader steps down and node 4, the
     // only node that can, elects itself. Then the old voters join it
