@@ -180,6 +180,28 @@ fn check_bank(
         assert!(markers.is_empty() && acked.is_empty(), "{what}");
         return None;
     }
+    check_transfers(&balances, &markers, acked, base, what);
+    Some((balances, markers))
+}
+
+/// The tag a transfer's marker key (`t/` or a table's two-byte prefix,
+/// then hex) names.
+fn tag_of(key: &[u8]) -> u64 {
+    u64::from_str_radix(std::str::from_utf8(&key[2..]).unwrap(), 16).unwrap()
+}
+
+/// The bank's rules over `balances` and the transfer `markers` read with
+/// them: the total holds, every acknowledged transfer's marker is there,
+/// and the balances are `base` (the initial ones while it is all zero)
+/// plus the transfers whose markers are there. Returns the markers'
+/// transfers by tag.
+fn check_transfers(
+    balances: &[u64],
+    markers: &Markers,
+    acked: &Acked,
+    base: &[u64],
+    what: &str,
+) -> Acked {
     let total: u64 = balances.iter().sum();
     assert_eq!(total, INITIAL * u64::from(ACCOUNTS), "{what}: bank total");
     let mut want: Vec<i128> = if base.iter().all(|&b| b == 0) {
@@ -188,12 +210,11 @@ fn check_bank(
         base.iter().map(|&b| i128::from(b)).collect()
     };
     let mut present = HashMap::new();
-    for (k, v) in &markers {
-        let tag = u64::from_str_radix(std::str::from_utf8(&k[2..]).unwrap(), 16).unwrap();
+    for (k, v) in markers {
         let (from, to, amount) = unmarker(v);
         want[from as usize] -= i128::from(amount);
         want[to as usize] += i128::from(amount);
-        present.insert(tag, (from, to, amount));
+        present.insert(tag_of(k), (from, to, amount));
     }
     for (tag, m) in acked.iter() {
         assert_eq!(
@@ -204,7 +225,7 @@ fn check_bank(
     }
     let got: Vec<i128> = balances.iter().map(|&b| i128::from(b)).collect();
     assert_eq!(got, want, "{what}: balances are not the transfers present");
-    Some((balances, markers))
+    present
 }
 
 /// Verifies the directory against everything acknowledged so far and the
@@ -703,42 +724,16 @@ mod tables {
             );
             return base.to_vec();
         }
-        let total: u64 = balances.iter().sum();
-        assert_eq!(total, INITIAL * u64::from(ACCOUNTS), "{what}: bank total");
-        let mut want: Vec<i128> = if base.iter().all(|&b| b == 0) {
-            vec![i128::from(INITIAL); ACCOUNTS as usize]
-        } else {
-            base.iter().map(|&b| i128::from(b)).collect()
-        };
-        let mut present = HashMap::new();
-        for (k, v) in &markers {
-            let tag = u64::from_str_radix(std::str::from_utf8(&k[2..]).unwrap(), 16).unwrap();
-            let (from, to, amount) = unmarker(v);
-            want[from as usize] -= i128::from(amount);
-            want[to as usize] += i128::from(amount);
-            present.insert(tag, (from, to, amount));
-        }
+        let present = check_transfers(&balances, &markers, acked, base, what);
         let indexed: HashMap<u64, u64> = entries
             .iter()
-            .map(|(k, v)| {
-                let tag = u64::from_str_radix(std::str::from_utf8(&k[2..]).unwrap(), 16).unwrap();
-                (tag, u64::from_le_bytes(v[..].try_into().unwrap()))
-            })
+            .map(|(k, v)| (tag_of(k), u64::from_le_bytes(v[..].try_into().unwrap())))
             .collect();
         let ledgered: HashMap<u64, u64> = present.iter().map(|(&t, m)| (t, m.2)).collect();
         assert_eq!(
             indexed, ledgered,
             "{what}: the index and the ledger hold different transfers"
         );
-        for (tag, m) in acked.iter() {
-            assert_eq!(
-                present.get(tag),
-                Some(m),
-                "{what}: acknowledged transfer {tag:016x} lost"
-            );
-        }
-        let got: Vec<i128> = balances.iter().map(|&b| i128::from(b)).collect();
-        assert_eq!(got, want, "{what}: balances are not the transfers present");
         let mut s = engine.session().unwrap();
         s.transaction(&TxnOptions::default(), |t| {
             for (k, _) in &markers {
