@@ -91,10 +91,11 @@ impl Store {
         Ok(())
     }
 
-    /// Prunes every key's chain of the default table and of `tables` (the
-    /// live named ones; a table dropped meanwhile is passed over) to
-    /// `horizon` and moves its finger up to `stable`, then hands this
-    /// thread's retired memory on.
+    /// Finishes each index's pending hash-table migration, prunes every
+    /// key's chain of the default table and of `tables` (the live named
+    /// ones; a table dropped meanwhile is passed over) to `horizon` and
+    /// moves its finger up to `stable`, then hands this thread's retired
+    /// memory on.
     pub(crate) fn collect(
         &self,
         tables: &[std::sync::Arc<TableState>],
@@ -110,6 +111,7 @@ impl Store {
             let Ok(index) = tb.index(self, &guard) else {
                 continue;
             };
+            index.finish_migration(&self.collector, &guard);
             index.for_each(&guard, |e| {
                 let n = e.prune(horizon, stable, &self.collector, &guard, || self.on_free());
                 out.cut += n.cut;

@@ -252,7 +252,11 @@ impl Engine {
     /// Recomputes the reclaim horizon and prunes every key's version chain
     /// to it. Writers prune the keys they write as they commit; call this to
     /// give memory back after a long reader ends when the keys it pinned are
-    /// no longer written.
+    /// no longer written. It also finishes a hash table's growth that key
+    /// creation left part-way (a growth moves the keys as later keys are
+    /// created; until it ends, a read of a key not yet moved probes two
+    /// tables), holding key creation back a few thousand slot moves at a
+    /// time.
     #[inline]
     pub fn collect(&self) {
         self.0.collect()

@@ -26,7 +26,9 @@
 //! [`MOVE_WHOLE`] slots is moved whole by the insert that grows it: a
 //! migration waits for later inserts, and a small table (a named table's)
 //! whose inserts stop would otherwise stay migrating, its unmoved keys
-//! probed in both tables by every read. Meanwhile every key is in the new table or
+//! probed in both tables by every read; a larger table's pending move is
+//! finished by the maintenance pass ([`HashIndex::finish_migration`], from
+//! `Engine::collect`). Meanwhile every key is in the new table or
 //! still in `prev`, which is never written again: a lookup that misses in
 //! the new table probes `prev` too. The new slot array comes zeroed from
 //! the allocator (fresh pages, zeroed by the kernel as they are first
@@ -264,6 +266,10 @@ const MOVE_WHOLE: usize = 0;
 /// grows again after `0.375 c` more inserts; moving the `c` slots of its
 /// `prev` takes `c / 16` of them, a sixth.
 const MOVE_STEP: usize = 16;
+
+/// Slots [`HashIndex::finish_migration`] moves per hold of the insert
+/// mutex: a key creator waits for at most this many slot moves.
+const FINISH_STEP: usize = 4 * 1024;
 
 impl Table {
     /// The first slot of `hash`'s probe sequence: a Fibonacci multiply,
@@ -676,6 +682,28 @@ impl HashIndex {
         self.len.set(len);
     }
 
+    /// Finishes a migration that key creation left pending, under the
+    /// insert mutex, [`FINISH_STEP`] slots per hold so no key creator
+    /// waits for a whole table's move. A migration advances only as keys
+    /// are created, so one whose inserts stop within a sixth of a growth
+    /// would leave its unmoved keys probed in two tables by every read;
+    /// the maintenance pass (`Store::collect`) ends it.
+    pub(crate) fn finish_migration(&self, collector: &Collector, guard: &Guard) {
+        loop {
+            let _g = self.inserting.lock().unwrap_or_else(|e| e.into_inner());
+            // Relaxed: only inserters replace the table, and we hold the
+            // insert mutex.
+            let cur = self.table.load(Ordering::Relaxed);
+            // SAFETY: the current table is never freed while it is current.
+            let t = unsafe { &*cur };
+            if t.prev().is_null() {
+                return;
+            }
+            // SAFETY: we hold the insert mutex and `t` is the current table.
+            unsafe { self.migrate(t, FINISH_STEP, collector, guard) };
+        }
+    }
+
     /// Moves up to `step` slots of the table migrating into `t` (if any)
     /// into `t`; the move of the last one unlinks that table and retires
     /// it.
@@ -886,6 +914,34 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_large_table_left_migrating_is_finished_by_the_maintenance_pass() {
+        let collector = Collector::new();
+        let ix = HashIndex::new();
+        let migrating_from = |ix: &HashIndex| {
+            let g = collector.pin();
+            let prev = ix.current(&g).prev();
+            // SAFETY: linked from the current table, under `g`.
+            (!prev.is_null()).then(|| unsafe { &*prev }.slots.len())
+        };
+        let mut n = 0u32;
+        // Inserts stop one key after a table above `MOVE_WHOLE` slots grew.
+        while migrating_from(&ix).is_none_or(|from| from <= MOVE_WHOLE) {
+            insert(&ix, &collector, &n.to_be_bytes());
+            n += 1;
+        }
+        let from = migrating_from(&ix).expect("migrating");
+        assert!(from > FINISH_STEP, "{from} slots take several holds");
+        let g = collector.pin();
+        ix.finish_migration(&collector, &g);
+        assert_eq!(migrating_from(&ix), None, "{n} keys: still migrating");
+        for i in 0..n {
+            let k = i.to_be_bytes();
+            assert!(ix.get(&k, ix.hash(&k), &g).is_some(), "key {i}");
+        }
+        insert(&ix, &collector, &n.to_be_bytes());
     }
 
     #[test]

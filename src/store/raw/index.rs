@@ -618,6 +618,12 @@ impl Index {
         }
     }
 
+    /// Finishes a pending migration of the hash table
+    /// ([`HashIndex::finish_migration`]).
+    pub(crate) fn finish_migration(&self, collector: &Collector, guard: &Guard) {
+        self.hash.finish_migration(collector, guard);
+    }
+
     /// Visits every entry.
     pub(crate) fn for_each<'g>(&'g self, guard: &'g Guard, mut f: impl FnMut(&'g KeyEntry)) {
         let o = self.ordered(guard);
