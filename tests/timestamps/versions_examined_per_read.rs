@@ -79,3 +79,62 @@ fn old_reads_on<M: Machinery>() {
         "commits examined {per_commit:.2} versions each"
     );
 }
+
+#[test]
+fn a_read_at_a_raised_stable_examines_one_version() {
+    on_every_machinery!(raised_stable_on);
+}
+
+/// Versions piled on every key above stable, then stable raised past half
+/// of them with no commit after: the stable setter moved every key's
+/// finger to its version at the new stable before publishing it, so a
+/// read there examines that version alone (no climb from a finger left at
+/// the stable of the key's last commit).
+fn raised_stable_on<M: Machinery>() {
+    let e = Engine::<M>::with_machinery(EngineConfig::default()).unwrap();
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    for k in 0..KEYS {
+        t.put(key(k), b"load").unwrap();
+    }
+    t.commit(CommitOptions::at(1)).unwrap();
+    e.set_timestamps(set(Some(1), Some(1), None)).unwrap();
+    let mut next = 2;
+    for round in 0..VERSIONS {
+        for k in 0..KEYS {
+            let mut t = s.begin(&TxnOptions::default()).unwrap();
+            t.put(key(k), format!("v{round}").as_bytes()).unwrap();
+            t.commit(CommitOptions::at(next)).unwrap();
+            next += 1;
+        }
+    }
+    // Stable at the last commit of round `mid`: every key's version of
+    // that round is the one visible there.
+    let mid = VERSIONS / 2;
+    let stable = 1 + (mid + 1) * KEYS;
+    e.set_timestamps(set(None, Some(stable), None)).unwrap();
+    let want = format!("v{mid}");
+    for opts in [
+        read_at(stable),
+        TxnOptions {
+            read_at_stable: true,
+            ..TxnOptions::default()
+        },
+    ] {
+        let before = e.stats();
+        for k in 0..KEYS {
+            let mut t = s.begin(&opts).unwrap();
+            assert_eq!(t.get(key(k)).unwrap().as_deref(), Some(want.as_bytes()));
+        }
+        let after = e.stats();
+        let (reads, examined) = (
+            after.reads - before.reads,
+            after.versions_read - before.versions_read,
+        );
+        assert_eq!(reads, KEYS);
+        assert_eq!(
+            examined, reads,
+            "reads at the raised stable should examine only the finger's version"
+        );
+    }
+}

@@ -25,6 +25,8 @@ pub(crate) struct Pruned {
     pub(crate) cut: u64,
     /// Versions examined (status loaded) by the climbs.
     pub(crate) examined: u64,
+    /// Another thread held the key's pruning lock: nothing was done.
+    pub(crate) busy: bool,
 }
 
 impl KeyEntry {
@@ -63,6 +65,7 @@ impl KeyEntry {
         loop {
             if finger != finger_of(finger) {
                 // Another thread is pruning this key.
+                out.busy = true;
                 return out;
             }
             // Acquire, required: pairs with the Release store that ends the
@@ -282,11 +285,12 @@ impl KeyEntry {
         s.is_null()
     }
 
-    /// Is the key unordered? For tests and the loom models.
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// Is the key unordered? For a committer after its flips (its own
+    /// flag, or one it saw before its prepend), tests and the loom models.
     pub(crate) fn is_unordered(&self) -> bool {
-        // Relaxed: only tests and models call this, after the threads that
-        // wrote the flag joined.
+        // Relaxed: a committer's own flag, or one its prepend's Acquire
+        // load of the head ordered before it; tests and models call this
+        // after the threads that wrote the flag joined.
         hint::unordered(self.hint.load(Ordering::Relaxed))
     }
 
