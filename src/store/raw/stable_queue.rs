@@ -120,8 +120,8 @@ pub(crate) struct StableQueue {
     pushed: AtomicU64,
     /// Entries the sweep passed, ever (written under `heap`'s mutex).
     swept: AtomicU64,
-    /// A sweep has run: before stable is first set no sweep comes, and
-    /// commits push nothing.
+    /// A sweep has run (or recovery armed it): before stable is first set
+    /// no sweep comes, and commits push nothing.
     armed: AtomicBool,
     /// The entries taken off the stack, oldest commit first.
     heap: Mutex<BinaryHeap<Reverse<Pending>>>,
@@ -142,6 +142,14 @@ impl StableQueue {
             armed: AtomicBool::new(false),
             heap: Mutex::new(BinaryHeap::new()),
         }
+    }
+
+    /// Lets commits push before the first sweep: recovery's replay, whose
+    /// commits stable then passes all at once.
+    pub(crate) fn arm(&self) {
+        // Relaxed: a flag that only saves work (`push`); the replay that
+        // follows runs on this thread.
+        self.armed.store(true, Ordering::Relaxed);
     }
 
     /// Pushes one commit's entries (none: nothing). Lock-free; pushes
