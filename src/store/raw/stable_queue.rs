@@ -134,6 +134,8 @@ impl Default for StableQueue {
 }
 
 impl StableQueue {
+    /// An empty queue, unarmed (commits push nothing before the first
+    /// sweep or [`arm`](Self::arm)).
     pub(crate) fn new() -> StableQueue {
         StableQueue {
             top: AtomicPtr::new(ptr::null_mut()),
@@ -293,5 +295,35 @@ impl Drop for StableQueue {
         // Frees the batches still on the stack; the heap drops itself.
         let mut h = BinaryHeap::new();
         self.take(&mut h);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::store::raw::chain::KeyEntry;
+
+    #[test]
+    fn an_entry_is_24_bytes_and_a_batch_56() {
+        assert_eq!(std::mem::size_of::<Pending>(), 24);
+        assert_eq!(std::mem::size_of::<Batch>(), 56);
+    }
+
+    #[test]
+    fn commits_before_the_first_sweep_queue_nothing() {
+        let (q, e, c) = (StableQueue::new(), KeyEntry::new(), Collector::new());
+        let one = || std::iter::once(Pending::new(5, &e, Tb::Default));
+        assert!(!q.push(one()), "not armed: no stable set yet");
+        assert_eq!(q.held(), 0);
+        // A fresh manager's horizon covers nothing committed here.
+        let none = crate::machinery::TxnManager::new(4).unwrap().horizon();
+        q.sweep(1, none, &c, || |_| {});
+        assert!(q.push(one()));
+        assert!(!q.push(std::iter::empty()), "no entries: no batch");
+        assert_eq!(q.held(), 1);
+        // Above stable 4: kept; at 5: passed.
+        assert_eq!(q.sweep(4, none, &c, || |_| {}).1, 0);
+        assert_eq!(q.sweep(5, none, &c, || |_| {}).1, 1);
+        assert_eq!(q.held(), 0);
     }
 }

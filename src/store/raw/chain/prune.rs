@@ -2,8 +2,9 @@
 //! under the key's pruning lock (the finger word's low bit), `cut` climbs
 //! from the floor along `newer` links to the safe point, the newest version
 //! the horizon covers (invariant 3), makes it the floor and detaches the
-//! tail below it, moves the finger up to the published stable timestamp
-//! (13) and refreshes the hint above the finger (18), all before the tail
+//! tail below it, moves the finger up to the stable timestamp it is given
+//! (the published one, or the one the stable sweep of `stable_queue.rs`
+//! raises to; 13) and refreshes the hint above the finger (18), all before the tail
 //! is retired; `prune` hands the tail to the collector ([`Tails`]). Each
 //! pointer steps over each version once: O(1) amortized per commit.
 //!
