@@ -36,4 +36,5 @@ mod serializable;
 mod skipped_prepared;
 mod slots;
 mod stable;
+mod stable_sweep;
 mod stable_view;

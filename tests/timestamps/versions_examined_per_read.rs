@@ -79,3 +79,111 @@ fn old_reads_on<M: Machinery>() {
         "commits examined {per_commit:.2} versions each"
     );
 }
+
+#[test]
+fn a_read_at_a_raised_stable_examines_one_version() {
+    on_every_machinery!(raised_stable_on);
+}
+
+/// Versions piled on every key above stable, then stable raised past half
+/// of them with no commit after: the stable setter moved every key's
+/// finger to its version at the new stable before publishing it, so a
+/// read there examines that version alone (no climb from a finger left at
+/// the stable of the key's last commit).
+fn raised_stable_on<M: Machinery>() {
+    let e = Engine::<M>::with_machinery(EngineConfig::default()).unwrap();
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    for k in 0..KEYS {
+        t.put(key(k), b"load").unwrap();
+    }
+    t.commit(CommitOptions::at(1)).unwrap();
+    e.set_timestamps(set(Some(1), Some(1), None)).unwrap();
+    let mut next = 2;
+    for round in 0..VERSIONS {
+        for k in 0..KEYS {
+            let mut t = s.begin(&TxnOptions::default()).unwrap();
+            t.put(key(k), format!("v{round}").as_bytes()).unwrap();
+            t.commit(CommitOptions::at(next)).unwrap();
+            next += 1;
+        }
+    }
+    // Stable at the last commit of round `mid`: every key's version of
+    // that round is the one visible there.
+    let mid = VERSIONS / 2;
+    let stable = 1 + (mid + 1) * KEYS;
+    e.set_timestamps(set(None, Some(stable), None)).unwrap();
+    let want = format!("v{mid}");
+    for opts in [
+        read_at(stable),
+        TxnOptions {
+            read_at_stable: true,
+            ..TxnOptions::default()
+        },
+    ] {
+        let before = e.stats();
+        for k in 0..KEYS {
+            let mut t = s.begin(&opts).unwrap();
+            assert_eq!(t.get(key(k)).unwrap().as_deref(), Some(want.as_bytes()));
+        }
+        let after = e.stats();
+        let (reads, examined) = (
+            after.reads - before.reads,
+            after.versions_read - before.versions_read,
+        );
+        assert_eq!(reads, KEYS);
+        assert_eq!(
+            examined, reads,
+            "reads at the raised stable should examine only the finger's version"
+        );
+    }
+}
+
+/// A named table's keys queued for the stable sweep, one table dropped
+/// before stable passes them: the sweep moves the live table's fingers
+/// (one version a read at the new stable) and passes the dropped table's
+/// keys over.
+#[test]
+fn the_stable_sweep_passes_a_dropped_tables_keys_over() {
+    let e = Engine::new(EngineConfig::default()).unwrap();
+    let (live, gone) = (
+        e.create_table("live", TableOptions::default()).unwrap(),
+        e.create_table("gone", TableOptions::default()).unwrap(),
+    );
+    e.set_timestamps(set(Some(1), Some(1), None)).unwrap();
+    let mut s = e.session().unwrap();
+    let mut next = 2;
+    for round in 0..VERSIONS {
+        for k in 0..KEYS {
+            let mut t = s.begin(&TxnOptions::default()).unwrap();
+            let v = format!("v{round}");
+            t.table(&live).unwrap().put(key(k), v.as_bytes()).unwrap();
+            t.table(&gone).unwrap().put(key(k), v.as_bytes()).unwrap();
+            t.commit(CommitOptions::at(next)).unwrap();
+            next += 1;
+        }
+    }
+    e.drop_table("gone").unwrap();
+    let mid = VERSIONS / 2;
+    let stable = 1 + (mid + 1) * KEYS;
+    e.set_timestamps(set(None, Some(stable), None)).unwrap();
+    let want = format!("v{mid}");
+    let before = e.stats();
+    for k in 0..KEYS {
+        let mut t = s.begin(&read_at(stable)).unwrap();
+        let got = t.table(&live).unwrap().get(key(k)).unwrap();
+        assert_eq!(got.as_deref(), Some(want.as_bytes()));
+        assert!(matches!(
+            t.table(&gone).map(|_| ()),
+            Err(Error::TableDropped { .. })
+        ));
+    }
+    let after = e.stats();
+    assert_eq!(
+        after.versions_read - before.versions_read,
+        KEYS,
+        "reads at the raised stable should examine only the finger's version"
+    );
+    // The rest of the queue, past the dropped table's keys too.
+    e.set_timestamps(set(None, Some(next), None)).unwrap();
+}

@@ -281,8 +281,12 @@ impl MachineryImpl for LockFree {
     }
 
     #[inline]
-    fn set_timestamps(&self, u: &TimestampUpdate) -> Result<()> {
-        LockFree::set_timestamps(self, u)
+    fn set_timestamps(
+        &self,
+        u: &TimestampUpdate,
+        before_publish: &mut dyn FnMut(Timestamp),
+    ) -> Result<()> {
+        LockFree::set_timestamps(self, u, before_publish)
     }
 
     fn query_timestamp(&self, kind: TimestampKind) -> Option<Timestamp> {
