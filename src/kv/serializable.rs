@@ -9,7 +9,10 @@
 //! the key ranges its scans and cursors covered (each end up to where it
 //! read), each with its table: a key or range is always a (table, key)
 //! pair, so the same key in two tables is two keys. A snapshot-isolation transaction records nothing unless it asks
-//! for a tracked read ([`Txn::get_for_update`]).
+//! for a tracked read ([`Txn::get_for_update`]). A tracked point read also
+//! keeps the entry it found for its key (keys are never removed, so a
+//! lookup at validation would find the same one): validation checks it
+//! without looking the key up again; a key that had no entry is looked up.
 //!
 //! Its writes are installed as versions before commit, as every
 //! transaction's are (first updater wins). At commit, a transaction that
@@ -81,7 +84,7 @@ use crate::config::{CommitOptions, Isolation, PrepareConflicts, TxnOptions};
 use crate::error::{Error, Result};
 use crate::machinery::with_machinery::Machinery;
 use crate::machinery::ReadView;
-use crate::store::{Store, TableState, Tb};
+use crate::store::{KeyEntry, Store, TableState, Tb};
 use crate::sync::{
     mutant as m, mutant_on, ordering_or_mutant, AtomicU64, Condvar, Mutex, MutexGuard, Ordering,
 };
@@ -236,6 +239,13 @@ pub(crate) struct Tracker<'e> {
     /// The open transaction is [`Isolation::Serializable`].
     serializable: bool,
     reads: ReadSet,
+    /// The entries of `reads`' keys, one a key in order, as the reads
+    /// found them (`None`: the key had none, never written): validation
+    /// checks these without a lookup. A default table's lives as long as
+    /// the engine; a named table's while the session's write set holds
+    /// that table's index (`WriteSet::hold`), which every tracked read
+    /// takes. Emptied with `reads` (and when `reads` is registered).
+    kept: Vec<Option<&'e KeyEntry>>,
     /// Keys a serializable transaction wrote (checked against prepared
     /// transactions' registered read sets).
     writes: ReadSet,
@@ -255,6 +265,7 @@ impl<'e> Tracker<'e> {
             track: false,
             serializable: false,
             reads: ReadSet::default(),
+            kept: Vec::new(),
             writes: ReadSet::default(),
             tables: Vec::new(),
             owner: crate::sync::unique_id(),
@@ -309,6 +320,11 @@ impl<'e> Tracker<'e> {
         self.track = false;
         self.serializable = false;
         self.reads.clear();
+        if self.kept.capacity() * std::mem::size_of::<Option<&KeyEntry>>() > KEEP_BYTES {
+            self.kept = Vec::new();
+        } else {
+            self.kept.clear();
+        }
         self.writes.clear();
         self.tables.clear();
     }
@@ -337,19 +353,36 @@ impl<'e> Tracker<'e> {
         }
     }
 
-    /// Records a point read of `key` in `tb` (while `track` is set).
+    /// Records a point read of `key` in `tb` (while `track` is set);
+    /// returns its place for [`Tracker::keep`].
     #[inline(never)]
-    pub(crate) fn note_key(&mut self, tb: Tb<'_>, key: &[u8]) {
+    pub(crate) fn note_key(&mut self, tb: Tb<'_>, key: &[u8]) -> usize {
         let t = self.note_table(tb);
         self.reads.add_key(t, key);
+        self.kept.push(None);
+        self.kept.len() - 1
     }
 
-    /// Records a batch of point reads in `tb` (while `track` is set).
+    /// Records a batch of point reads in `tb` (while `track` is set);
+    /// returns the first one's place for [`Tracker::keep`] (the rest
+    /// follow it in order).
     #[inline(never)]
-    pub(crate) fn note_keys<K: AsRef<[u8]>>(&mut self, tb: Tb<'_>, keys: &[K]) {
+    pub(crate) fn note_keys<K: AsRef<[u8]>>(&mut self, tb: Tb<'_>, keys: &[K]) -> usize {
         let t = self.note_table(tb);
+        let at = self.kept.len();
         for k in keys {
             self.reads.add_key(t, k.as_ref());
+        }
+        self.kept.resize(at + keys.len(), None);
+        at
+    }
+
+    /// The read of the tracked key at `at` found `entry` (`None`: no
+    /// entry) in the index the write set holds for its table.
+    #[inline]
+    pub(crate) fn keep(&mut self, at: usize, entry: Option<&'e KeyEntry>) {
+        if let Some(k) = self.kept.get_mut(at) {
+            *k = entry;
         }
     }
 
@@ -405,7 +438,9 @@ impl<'e> Tracker<'e> {
     /// The bytes the open transaction's tracking holds now (reads and
     /// writes).
     pub(crate) fn tracked_bytes(&self) -> usize {
-        self.reads.tracked_bytes() + self.writes.tracked_bytes()
+        self.reads.tracked_bytes()
+            + self.kept.len() * std::mem::size_of::<Option<&KeyEntry>>()
+            + self.writes.tracked_bytes()
     }
 }
 
@@ -572,11 +607,29 @@ fn validate_store<M: Machinery>(txn: &mut Txn<'_, '_, M>) -> Result<()> {
         return Ok(());
     }
     let view = txn.inner.read_view()?;
-    for (t, k) in reads.keys() {
-        if changed(store, d.serial.table(t), k, &view)? {
+    let guard = store.collector.pin();
+    for (i, (t, k)) in reads.keys().enumerate() {
+        let tb = d.serial.table(t);
+        // The entry the read found is the one a lookup would find now
+        // (one node a key, never removed): checked directly, if it had one
+        // and its index is still held. A key that had none is looked up:
+        // an insert since created it.
+        let hit = match d.serial.kept.get(i).copied().flatten() {
+            Some(e) if d.writes.holds(tb) => {
+                if let Tb::Named(s) = tb {
+                    if s.is_dropped() {
+                        return Err(s.dropped());
+                    }
+                }
+                e.changed_since(&view, &guard)
+            }
+            _ => changed(store, tb, k, &view)?,
+        };
+        if hit {
             return Err(Error::SerializationConflict { key: k.to_vec() });
         }
     }
+    drop(guard);
     for (t, (lo, hi)) in reads.ranges() {
         if let Some(key) = changed_in(store, d.serial.table(t), (lo, hi), &view)? {
             return Err(Error::RangeConflict {
@@ -938,6 +991,7 @@ pub(super) fn gated_prepare<'s, 'e, M: Machinery>(
                 owner: t.owner,
                 reads: std::mem::take(&mut t.reads),
             });
+            t.kept.clear();
             t.registered = true;
         }
     }
@@ -994,3 +1048,5 @@ impl<M: Machinery> Txn<'_, '_, M> {
 
 #[cfg(all(test, not(loom)))]
 mod checker;
+#[cfg(all(test, not(loom)))]
+mod tests;
