@@ -752,6 +752,9 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
         let found = validate_store(txn);
         Early { seq, found }
     });
+    // The completion under the gate (a commit's, or a refused one's
+    // rollback) hands no retired descriptors to the collector.
+    txn.inner.make_room_for_completion();
     let state = engine.serial.lock();
     // Untimestamped counts as below every timestamp: a reader at any read
     // timestamp sees it.
@@ -974,6 +977,8 @@ pub(super) fn gated_prepare<'s, 'e, M: Machinery>(
         return prepare(txn, ts);
     }
     let engine = txn.session.engine;
+    // As in `gated_slow`: the prepare's completion hands nothing on.
+    txn.inner.make_room_for_completion();
     let mut state = engine.serial.lock();
     if let Err(e) = validate(txn, &state, None) {
         // Open and doomed, as a refused prepare leaves a transaction open

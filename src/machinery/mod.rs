@@ -64,6 +64,8 @@
 #[cfg(all(feature = "baseline", not(loom)))]
 mod baseline;
 mod lockfree;
+#[cfg(test)]
+pub(crate) use lockfree::COMPLETION_FLUSHES;
 #[cfg(all(test, loom))]
 pub(crate) mod loom_support;
 mod manager;
