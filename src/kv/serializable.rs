@@ -741,6 +741,17 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
     let engine = txn.session.engine;
     let serializable = txn.session.serial.serializable;
     let ts = commit_ts(txn, &opts);
+    // One epoch guard from here until the commit returns, on an in-memory
+    // engine: every pin under the gate (validation, flips, the descriptor
+    // install) nests in it, so none pays the pin's fence or runs
+    // crossbeam's periodic collection (freeing what is due) while the gate
+    // is held. Not on a durable engine: its commit waits for the log, and
+    // a guard held across that wait would hold back every thread's
+    // reclamation.
+    let _pinned = engine
+        .durable
+        .is_none()
+        .then(|| engine.store.collector.pin());
     // The store's part of the validation, before the gate: the gate is
     // held only for what orders commits, so a holder preempted there
     // stalls the other committers for less.

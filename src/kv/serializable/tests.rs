@@ -2,7 +2,7 @@
 //! makes (`Index::get`) and the retire batches its completion hands to the
 //! collector under the gate, each counted per thread under `cfg(test)`.
 
-use crate::machinery::epoch::RETIRE_BATCH;
+use crate::machinery::epoch::{OUTER_PINS, RETIRE_BATCH};
 use crate::machinery::COMPLETION_FLUSHES;
 use crate::store::raw::index::LOOKUPS;
 use crate::{CommitOptions, Engine, Isolation, TableOptions, TxnOptions};
@@ -83,4 +83,24 @@ fn a_gated_commit_hands_no_retire_batch_to_the_collector_under_the_gate() {
     assert_eq!(completion_flushes() - before, 0, "gated prepares");
     rmw(&mut s, &TxnOptions::default(), 3 * RETIRE_BATCH);
     assert!(completion_flushes() - before >= 2, "ungated completions");
+}
+
+/// A gated commit on an in-memory engine pins once, before the gate: every
+/// pin after it (validation, flips, the descriptor install, pruning) nests
+/// in that guard, so none pays a fence or runs crossbeam's collection
+/// under the gate.
+#[test]
+fn a_gated_commit_pins_the_epoch_once_before_the_gate() {
+    let e = Engine::default();
+    let mut s = e.session().unwrap();
+    let pins = || OUTER_PINS.with(std::cell::Cell::get);
+    for i in 0..4 {
+        let mut t = s.begin(&ser()).unwrap();
+        t.get("k").unwrap();
+        t.scan("a".."z", |_, _| true).unwrap();
+        t.put("k", i.to_string()).unwrap();
+        let before = pins();
+        t.commit(CommitOptions::default()).unwrap();
+        assert_eq!(pins() - before, 1, "commit {i}");
+    }
 }
