@@ -64,7 +64,7 @@
 #[cfg(all(feature = "baseline", not(loom)))]
 mod baseline;
 mod lockfree;
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 pub(crate) use lockfree::COMPLETION_FLUSHES;
 #[cfg(all(test, loom))]
 pub(crate) mod loom_support;
