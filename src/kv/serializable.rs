@@ -285,7 +285,7 @@ impl<'e> Tracker<'e> {
     /// that did not see it), with [`Isolation::Serializable`].
     #[inline]
     pub(crate) fn begin(&mut self, opts: &TxnOptions) -> Result<()> {
-        if self.track || self.serializable || self.registered {
+        if self.in_use() {
             self.end();
         }
         if opts.isolation == Isolation::Serializable {
@@ -327,6 +327,14 @@ impl<'e> Tracker<'e> {
         }
         self.writes.clear();
         self.tables.clear();
+    }
+
+    /// Does it hold anything of a transaction: tracking on, a serializable
+    /// one, a registration, or the tracked reads (`get_for_update`) of a
+    /// snapshot-isolation one?
+    #[inline]
+    fn in_use(&self) -> bool {
+        self.track || self.serializable || self.registered || !self.reads.is_empty()
     }
 
     /// Does the open transaction need the gated commit?
@@ -1018,7 +1026,7 @@ pub(super) fn gated_prepare<'s, 'e, M: Machinery>(
 /// A rollback: the transaction ended.
 #[inline]
 pub(super) fn rolled_back(d: &mut SessionData<'_, impl Machinery>) {
-    if d.serial.track || d.serial.serializable || d.serial.registered {
+    if d.serial.in_use() {
         d.serial.end();
     }
 }

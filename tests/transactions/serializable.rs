@@ -906,3 +906,24 @@ fn a_read_key_whose_write_was_rolled_back_to_a_savepoint_is_still_validated() {
         Err(Error::SerializationConflict { key: b"k".to_vec() })
     );
 }
+
+/// A snapshot-isolation transaction's tracked read (`get_for_update`) ends
+/// with it when it rolls back: the session's next transaction tracks and
+/// validates nothing it did not read.
+#[test]
+fn a_tracked_read_of_a_rolled_back_transaction_is_not_validated_by_the_next() {
+    let e = Engine::default();
+    load(&e, &[("a", "1")]);
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(&si()).unwrap();
+    assert!(t.get_for_update("a").unwrap().is_some());
+    t.rollback();
+    let mut t = s.begin(&si()).unwrap();
+    t.put("b", "1").unwrap();
+    assert_eq!(t.tracked_bytes(), 0);
+    let mut s2 = e.session().unwrap();
+    let mut o = s2.begin(&si()).unwrap();
+    o.put("a", "2").unwrap();
+    o.commit(CommitOptions::default()).unwrap();
+    assert_eq!(t.commit(CommitOptions::default()), Ok(()));
+}
