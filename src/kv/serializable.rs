@@ -9,7 +9,10 @@
 //! the key ranges its scans and cursors covered (each end up to where it
 //! read), each with its table: a key or range is always a (table, key)
 //! pair, so the same key in two tables is two keys. A snapshot-isolation transaction records nothing unless it asks
-//! for a tracked read ([`Txn::get_for_update`]).
+//! for a tracked read ([`Txn::get_for_update`]). A tracked point read also
+//! keeps the entry it found for its key (keys are never removed, so a
+//! lookup at validation would find the same one): validation checks it
+//! without looking the key up again; a key that had no entry is looked up.
 //!
 //! Its writes are installed as versions before commit, as every
 //! transaction's are (first updater wins). At commit, a transaction that
@@ -81,7 +84,7 @@ use crate::config::{CommitOptions, Isolation, PrepareConflicts, TxnOptions};
 use crate::error::{Error, Result};
 use crate::machinery::with_machinery::Machinery;
 use crate::machinery::ReadView;
-use crate::store::{Store, TableState, Tb};
+use crate::store::{KeyEntry, Store, TableState, Tb};
 use crate::sync::{
     mutant as m, mutant_on, ordering_or_mutant, AtomicU64, Condvar, Mutex, MutexGuard, Ordering,
 };
@@ -236,6 +239,13 @@ pub(crate) struct Tracker<'e> {
     /// The open transaction is [`Isolation::Serializable`].
     serializable: bool,
     reads: ReadSet,
+    /// The entries of `reads`' keys, one a key in order, as the reads
+    /// found them (`None`: the key had none, never written): validation
+    /// checks these without a lookup. A default table's lives as long as
+    /// the engine; a named table's while the session's write set holds
+    /// that table's index (`WriteSet::hold`), which every tracked read
+    /// takes. Emptied with `reads` (and when `reads` is registered).
+    kept: Vec<Option<&'e KeyEntry>>,
     /// Keys a serializable transaction wrote (checked against prepared
     /// transactions' registered read sets).
     writes: ReadSet,
@@ -255,6 +265,7 @@ impl<'e> Tracker<'e> {
             track: false,
             serializable: false,
             reads: ReadSet::default(),
+            kept: Vec::new(),
             writes: ReadSet::default(),
             tables: Vec::new(),
             owner: crate::sync::unique_id(),
@@ -274,7 +285,7 @@ impl<'e> Tracker<'e> {
     /// that did not see it), with [`Isolation::Serializable`].
     #[inline]
     pub(crate) fn begin(&mut self, opts: &TxnOptions) -> Result<()> {
-        if self.track || self.serializable || self.registered {
+        if self.in_use() {
             self.end();
         }
         if opts.isolation == Isolation::Serializable {
@@ -309,8 +320,21 @@ impl<'e> Tracker<'e> {
         self.track = false;
         self.serializable = false;
         self.reads.clear();
+        if self.kept.capacity() * std::mem::size_of::<Option<&KeyEntry>>() > KEEP_BYTES {
+            self.kept = Vec::new();
+        } else {
+            self.kept.clear();
+        }
         self.writes.clear();
         self.tables.clear();
+    }
+
+    /// Does it hold anything of a transaction: tracking on, a serializable
+    /// one, a registration, or the tracked reads (`get_for_update`) of a
+    /// snapshot-isolation one?
+    #[inline]
+    fn in_use(&self) -> bool {
+        self.track || self.serializable || self.registered || !self.reads.is_empty()
     }
 
     /// Does the open transaction need the gated commit?
@@ -337,19 +361,36 @@ impl<'e> Tracker<'e> {
         }
     }
 
-    /// Records a point read of `key` in `tb` (while `track` is set).
+    /// Records a point read of `key` in `tb` (while `track` is set);
+    /// returns its place for [`Tracker::keep`].
     #[inline(never)]
-    pub(crate) fn note_key(&mut self, tb: Tb<'_>, key: &[u8]) {
+    pub(crate) fn note_key(&mut self, tb: Tb<'_>, key: &[u8]) -> usize {
         let t = self.note_table(tb);
         self.reads.add_key(t, key);
+        self.kept.push(None);
+        self.kept.len() - 1
     }
 
-    /// Records a batch of point reads in `tb` (while `track` is set).
+    /// Records a batch of point reads in `tb` (while `track` is set);
+    /// returns the first one's place for [`Tracker::keep`] (the rest
+    /// follow it in order).
     #[inline(never)]
-    pub(crate) fn note_keys<K: AsRef<[u8]>>(&mut self, tb: Tb<'_>, keys: &[K]) {
+    pub(crate) fn note_keys<K: AsRef<[u8]>>(&mut self, tb: Tb<'_>, keys: &[K]) -> usize {
         let t = self.note_table(tb);
+        let at = self.kept.len();
         for k in keys {
             self.reads.add_key(t, k.as_ref());
+        }
+        self.kept.resize(at + keys.len(), None);
+        at
+    }
+
+    /// The read of the tracked key at `at` found `entry` (`None`: no
+    /// entry) in the index the write set holds for its table.
+    #[inline]
+    pub(crate) fn keep(&mut self, at: usize, entry: Option<&'e KeyEntry>) {
+        if let Some(k) = self.kept.get_mut(at) {
+            *k = entry;
         }
     }
 
@@ -405,7 +446,9 @@ impl<'e> Tracker<'e> {
     /// The bytes the open transaction's tracking holds now (reads and
     /// writes).
     pub(crate) fn tracked_bytes(&self) -> usize {
-        self.reads.tracked_bytes() + self.writes.tracked_bytes()
+        self.reads.tracked_bytes()
+            + self.kept.len() * std::mem::size_of::<Option<&KeyEntry>>()
+            + self.writes.tracked_bytes()
     }
 }
 
@@ -572,11 +615,29 @@ fn validate_store<M: Machinery>(txn: &mut Txn<'_, '_, M>) -> Result<()> {
         return Ok(());
     }
     let view = txn.inner.read_view()?;
-    for (t, k) in reads.keys() {
-        if changed(store, d.serial.table(t), k, &view)? {
+    let guard = store.collector.pin();
+    for (i, (t, k)) in reads.keys().enumerate() {
+        let tb = d.serial.table(t);
+        // The entry the read found is the one a lookup would find now
+        // (one node a key, never removed): checked directly, if it had one
+        // and its index is still held. A key that had none is looked up:
+        // an insert since created it.
+        let hit = match d.serial.kept.get(i).copied().flatten() {
+            Some(e) if d.writes.holds(tb) => {
+                if let Tb::Named(s) = tb {
+                    if s.is_dropped() {
+                        return Err(s.dropped());
+                    }
+                }
+                e.changed_since(&view, &guard)
+            }
+            _ => changed(store, tb, k, &view)?,
+        };
+        if hit {
             return Err(Error::SerializationConflict { key: k.to_vec() });
         }
     }
+    drop(guard);
     for (t, (lo, hi)) in reads.ranges() {
         if let Some(key) = changed_in(store, d.serial.table(t), (lo, hi), &view)? {
             return Err(Error::RangeConflict {
@@ -688,6 +749,17 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
     let engine = txn.session.engine;
     let serializable = txn.session.serial.serializable;
     let ts = commit_ts(txn, &opts);
+    // One epoch guard from here until the commit returns, on an in-memory
+    // engine: every pin under the gate (validation, flips, the descriptor
+    // install) nests in it, so none pays the pin's fence or runs
+    // crossbeam's periodic collection (freeing what is due) while the gate
+    // is held. Not on a durable engine: its commit waits for the log, and
+    // a guard held across that wait would hold back every thread's
+    // reclamation.
+    let _pinned = engine
+        .durable
+        .is_none()
+        .then(|| engine.store.collector.pin());
     // The store's part of the validation, before the gate: the gate is
     // held only for what orders commits, so a holder preempted there
     // stalls the other committers for less.
@@ -699,6 +771,9 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
         let found = validate_store(txn);
         Early { seq, found }
     });
+    // The completion under the gate (a commit's, or a refused one's
+    // rollback) hands no retired descriptors to the collector.
+    txn.inner.make_room_for_completion();
     let state = engine.serial.lock();
     // Untimestamped counts as below every timestamp: a reader at any read
     // timestamp sees it.
@@ -921,6 +996,8 @@ pub(super) fn gated_prepare<'s, 'e, M: Machinery>(
         return prepare(txn, ts);
     }
     let engine = txn.session.engine;
+    // As in `gated_slow`: the prepare's completion hands nothing on.
+    txn.inner.make_room_for_completion();
     let mut state = engine.serial.lock();
     if let Err(e) = validate(txn, &state, None) {
         // Open and doomed, as a refused prepare leaves a transaction open
@@ -938,6 +1015,7 @@ pub(super) fn gated_prepare<'s, 'e, M: Machinery>(
                 owner: t.owner,
                 reads: std::mem::take(&mut t.reads),
             });
+            t.kept.clear();
             t.registered = true;
         }
     }
@@ -948,7 +1026,7 @@ pub(super) fn gated_prepare<'s, 'e, M: Machinery>(
 /// A rollback: the transaction ended.
 #[inline]
 pub(super) fn rolled_back(d: &mut SessionData<'_, impl Machinery>) {
-    if d.serial.track || d.serial.serializable || d.serial.registered {
+    if d.serial.in_use() {
         d.serial.end();
     }
 }
@@ -994,3 +1072,112 @@ impl<M: Machinery> Txn<'_, '_, M> {
 
 #[cfg(all(test, not(loom)))]
 mod checker;
+#[cfg(all(test, not(loom)))]
+mod tests {
+    //! What a serializable commit costs: the index lookups its validation
+    //! makes (`Index::get`) and the retire batches its completion hands to the
+    //! collector under the gate, each counted per thread under `cfg(test)`.
+
+    use crate::machinery::epoch::{OUTER_PINS, RETIRE_BATCH};
+    use crate::machinery::COMPLETION_FLUSHES;
+    use crate::store::raw::index::LOOKUPS;
+    use crate::{CommitOptions, Engine, Isolation, TableOptions, TxnOptions};
+
+    fn ser() -> TxnOptions {
+        TxnOptions {
+            isolation: Isolation::Serializable,
+            ..TxnOptions::default()
+        }
+    }
+
+    fn lookups() -> u64 {
+        LOOKUPS.with(std::cell::Cell::get)
+    }
+
+    /// A serializable writer that read four keys that exist (a point read,
+    /// a batch of two, and one in a named table) and one that does not:
+    /// validation looks up only the missing one (an insert since would have
+    /// created its entry); the others are checked on the entries the reads
+    /// kept.
+    #[test]
+    fn validation_looks_up_only_the_keys_their_reads_found_no_entry_for() {
+        let e = Engine::default();
+        let x = e.create_table("x", TableOptions::default()).unwrap();
+        let mut s = e.session().unwrap();
+        let mut t = s.begin(&TxnOptions::default()).unwrap();
+        for k in ["a", "b", "c"] {
+            t.put(k, "1").unwrap();
+        }
+        t.table(&x).unwrap().put("a", "1").unwrap();
+        t.commit(CommitOptions::default()).unwrap();
+
+        let mut t = s.begin(&ser()).unwrap();
+        assert!(t.get("a").unwrap().is_some());
+        assert_eq!(t.get_many(&["b", "c"]).unwrap().len(), 2);
+        assert!(t.table(&x).unwrap().get("a").unwrap().is_some());
+        assert!(t.get("missing").unwrap().is_none());
+        t.put("a", "2").unwrap();
+        let before = lookups();
+        t.commit(CommitOptions::default()).unwrap();
+        assert_eq!(lookups() - before, 1, "lookups made by the commit");
+    }
+
+    fn completion_flushes() -> u64 {
+        COMPLETION_FLUSHES.with(std::cell::Cell::get)
+    }
+
+    /// `n` commits on `s` with `opts`, each a read-modify-write of one key.
+    fn rmw(s: &mut crate::Session<'_>, opts: &TxnOptions, n: usize) {
+        for i in 0..n {
+            let mut t = s.begin(opts).unwrap();
+            t.get("k").unwrap();
+            t.put("k", i.to_string()).unwrap();
+            t.commit(CommitOptions::default()).unwrap();
+        }
+    }
+
+    /// A gated commit hands its session's retire batch to the collector
+    /// before it takes the gate when its completion would fill it, so the
+    /// completion under the gate never does; an ungated one's completion
+    /// does.
+    #[test]
+    fn a_gated_commit_hands_no_retire_batch_to_the_collector_under_the_gate() {
+        let e = Engine::default();
+        let mut s = e.session().unwrap();
+        let before = completion_flushes();
+        rmw(&mut s, &ser(), 3 * RETIRE_BATCH);
+        assert_eq!(completion_flushes() - before, 0, "gated commits");
+        // A prepare completes under the gate too (its rollback, and its
+        // commit, install nothing).
+        for i in 0..3 * RETIRE_BATCH as u64 {
+            let mut t = s.begin(&ser()).unwrap();
+            t.get("p").unwrap();
+            t.put("p", "1").unwrap();
+            t.prepare(10 + i).unwrap();
+            t.rollback();
+        }
+        assert_eq!(completion_flushes() - before, 0, "gated prepares");
+        rmw(&mut s, &TxnOptions::default(), 3 * RETIRE_BATCH);
+        assert!(completion_flushes() - before >= 2, "ungated completions");
+    }
+
+    /// A gated commit on an in-memory engine pins once, before the gate: every
+    /// pin after it (validation, flips, the descriptor install, pruning) nests
+    /// in that guard, so none pays a fence or runs crossbeam's collection
+    /// under the gate.
+    #[test]
+    fn a_gated_commit_pins_the_epoch_once_before_the_gate() {
+        let e = Engine::default();
+        let mut s = e.session().unwrap();
+        let pins = || OUTER_PINS.with(std::cell::Cell::get);
+        for i in 0..4 {
+            let mut t = s.begin(&ser()).unwrap();
+            t.get("k").unwrap();
+            t.scan("a".."z", |_, _| true).unwrap();
+            t.put("k", i.to_string()).unwrap();
+            let before = pins();
+            t.commit(CommitOptions::default()).unwrap();
+            assert_eq!(pins() - before, 1, "commit {i}");
+        }
+    }
+}

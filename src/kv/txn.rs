@@ -103,18 +103,29 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
                 max,
             });
         }
-        if self.session.serial.track {
-            self.session.serial.note_key(tb, key);
-        }
-        let view = self.inner.read_view()?;
-        let (r, examined) = self.session.engine.store.read(tb, key, &view, |found, n| {
-            let r = match found {
-                Found::Value(v) => Some(f(Some(v))),
-                Found::Deleted | Found::Absent => Some(f(None)),
-                Found::PrepareConflict => None,
-            };
-            (r, n)
-        })?;
+        let judge = |found: Found<'_>| match found {
+            Found::Value(v) => Some(f(Some(v))),
+            Found::Deleted | Found::Absent => Some(f(None)),
+            Found::PrepareConflict => None,
+        };
+        let (r, examined) = if self.session.serial.track {
+            // A tracked read keeps the key's entry, so its validation
+            // checks the key without looking it up again.
+            let at = self.session.serial.note_key(tb, key);
+            let view = self.inner.read_view()?;
+            let d = &mut *self.session;
+            let index = d.writes.hold(tb, false)?;
+            d.engine
+                .store
+                .read_in(index, key, &view, |found, n, entry| {
+                    d.serial.keep(at, entry);
+                    (judge(found), n)
+                })
+        } else {
+            let view = self.inner.read_view()?;
+            let store = &self.session.engine.store;
+            store.read(tb, key, &view, |found, n| (judge(found), n))?
+        };
         self.inner.count(Count::Reads, 1);
         self.inner.count(Count::VersionsRead, examined);
         match r {
@@ -156,28 +167,38 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
                 max,
             });
         }
-        if self.session.serial.track {
-            self.session.serial.note_keys(tb, keys);
-        }
-        let view = self.inner.read_view()?;
         let (mut reads, mut examined) = (0, 0);
         let mut conflict = None;
-        self.session
-            .engine
-            .store
-            .read_many(tb, keys, &view, |i, found, n| {
-                reads += 1;
-                examined += n;
-                match found {
-                    Found::Value(v) => f(i, Some(v)),
-                    Found::Deleted | Found::Absent => f(i, None),
-                    Found::PrepareConflict => {
-                        conflict = Some(i);
-                        return false;
-                    }
+        let mut each = |i: usize, found: Found<'_>, n: u64| {
+            reads += 1;
+            examined += n;
+            match found {
+                Found::Value(v) => f(i, Some(v)),
+                Found::Deleted | Found::Absent => f(i, None),
+                Found::PrepareConflict => {
+                    conflict = Some(i);
+                    return false;
                 }
-                true
-            })?;
+            }
+            true
+        };
+        if self.session.serial.track {
+            // As in `get_with_in`: each key's entry is kept.
+            let at = self.session.serial.note_keys(tb, keys);
+            let view = self.inner.read_view()?;
+            let d = &mut *self.session;
+            let index = d.writes.hold(tb, false)?;
+            d.engine
+                .store
+                .read_many_in(index, keys, &view, |i, found, n, entry| {
+                    d.serial.keep(at + i, entry);
+                    each(i, found, n)
+                });
+        } else {
+            let view = self.inner.read_view()?;
+            let store = &self.session.engine.store;
+            store.read_many(tb, keys, &view, each)?;
+        }
         self.inner.count(Count::Reads, reads);
         self.inner.count(Count::VersionsRead, examined);
         match conflict {

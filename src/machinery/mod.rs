@@ -64,6 +64,8 @@
 #[cfg(all(feature = "baseline", not(loom)))]
 mod baseline;
 mod lockfree;
+#[cfg(all(test, not(loom)))]
+pub(crate) use lockfree::COMPLETION_FLUSHES;
 #[cfg(all(test, loom))]
 pub(crate) mod loom_support;
 mod manager;
@@ -102,5 +104,7 @@ pub(crate) mod with_machinery {
 /// Hold a guard for one operation, never across a whole transaction: a
 /// guard held for long stalls every thread's reclamation.
 pub mod epoch {
+    #[cfg(all(test, not(loom)))]
+    pub(crate) use super::raw::reclaim::OUTER_PINS;
     pub use super::raw::reclaim::{Collector, Guard, RetireBatch, RETIRE_BATCH};
 }

@@ -113,6 +113,14 @@ pub trait MachineryImpl: Send + Sync + Sized + 'static {
         retired: &mut SessionRetired,
         ctr: &Counters,
     );
+    /// Makes room in `retired` for the descriptor one completion replaces,
+    /// so that completion hands nothing to the collector: a caller that
+    /// completes while holding a lock other committers wait on (the
+    /// serializable gate) calls it before taking the lock. The default
+    /// does nothing (for a machinery whose completions retire nothing).
+    fn make_room(&self, retired: &mut SessionRetired) {
+        let _ = retired;
+    }
     /// Ends the claim of `claim_commit`, recording `durable`.
     fn release_claim(&self, slot: usize, durable: Timestamp);
     /// Validates and publishes a prepare timestamp (after stable, not below

@@ -14,7 +14,7 @@ pub(crate) mod table;
 use crate::machinery::epoch::Collector;
 use crate::machinery::{Horizon, ReadView};
 pub(crate) use raw::chain::rollback_to_stable::RolledBack;
-pub(crate) use raw::chain::{Found, Pruned};
+pub(crate) use raw::chain::{Found, KeyEntry, Pruned};
 pub(crate) use raw::index::Index;
 pub(crate) use raw::writes::{Completed, WriteSet};
 pub(crate) use table::{Registry, TableState, Tb};
@@ -57,12 +57,22 @@ impl Store {
     ) -> crate::Result<R> {
         let guard = self.collector.pin();
         let index = tb.index(self, &guard)?;
-        let mut examined = 0;
-        let found = match index.get(key, &guard) {
-            Some(e) => e.read_counted(view, &guard, &mut examined),
-            None => Found::Absent,
-        };
-        Ok(f(found, examined))
+        Ok(read_at(index, key, view, &guard, |found, n, _| f(found, n)))
+    }
+
+    /// As [`Store::read`], in `index` (the default table's, or a named
+    /// table's that the transaction's write set holds: [`WriteSet::hold`]),
+    /// also handing `f` the key's entry (`None`: never written), which
+    /// lives as long as that borrow of the index (keys are never removed).
+    #[inline]
+    pub(crate) fn read_in<'i, R>(
+        &self,
+        index: &'i Index,
+        key: &[u8],
+        view: &ReadView<'_>,
+        f: impl FnOnce(Found<'_>, u64, Option<&'i KeyEntry>) -> R,
+    ) -> R {
+        read_at(index, key, view, &self.collector.pin(), f)
     }
 
     /// Reads every key of `keys` with `view`, in batches whose cache misses
@@ -82,16 +92,22 @@ impl Store {
     ) -> crate::Result<()> {
         let guard = self.collector.pin();
         let index = tb.index(self, &guard)?;
-        let bound = view.timestamp_bound().map(crate::ts::Timestamp::get);
-        index.get_batch(keys, bound, &guard, |i, e| {
-            let mut examined = 0;
-            let found = match e {
-                Some(e) => e.read_counted(view, &guard, &mut examined),
-                None => Found::Absent,
-            };
-            f(i, found, examined)
-        });
+        read_many_at(index, keys, view, &guard, |i, found, n, _| f(i, found, n));
         Ok(())
+    }
+
+    /// As [`Store::read_many`], in `index` (as for [`Store::read_in`]),
+    /// also handing `f` each key's entry (`None`: never written), which
+    /// lives as long as that borrow of the index.
+    #[inline]
+    pub(crate) fn read_many_in<'i, K: AsRef<[u8]>>(
+        &self,
+        index: &'i Index,
+        keys: &[K],
+        view: &ReadView<'_>,
+        f: impl FnMut(usize, Found<'_>, u64, Option<&'i KeyEntry>) -> bool,
+    ) {
+        read_many_at(index, keys, view, &self.collector.pin(), f);
     }
 
     /// Finishes each index's pending hash-table migration, prunes every
@@ -210,4 +226,45 @@ impl Store {
             freed.fetch_add(n, crate::sync::Ordering::Relaxed);
         }
     }
+}
+
+/// A point read of `key` in `index` under `guard`: `f` gets what it found,
+/// the versions examined and the key's entry (`None`: never written).
+#[inline]
+fn read_at<'i, R>(
+    index: &'i Index,
+    key: &[u8],
+    view: &ReadView<'_>,
+    guard: &crate::machinery::epoch::Guard,
+    f: impl FnOnce(Found<'_>, u64, Option<&'i KeyEntry>) -> R,
+) -> R {
+    let mut examined = 0;
+    let entry = index.get(key, guard);
+    let found = match entry {
+        Some(e) => e.read_counted(view, guard, &mut examined),
+        None => Found::Absent,
+    };
+    f(found, examined, entry)
+}
+
+/// A batched read of `keys` in `index` under `guard` (`Index::get_batch`):
+/// `f(i, found, examined, entry)` for each key in order until it returns
+/// false.
+#[inline]
+fn read_many_at<'i, K: AsRef<[u8]>>(
+    index: &'i Index,
+    keys: &[K],
+    view: &ReadView<'_>,
+    guard: &crate::machinery::epoch::Guard,
+    mut f: impl FnMut(usize, Found<'_>, u64, Option<&'i KeyEntry>) -> bool,
+) {
+    let bound = view.timestamp_bound().map(crate::ts::Timestamp::get);
+    index.get_batch(keys, bound, guard, |i, e| {
+        let mut examined = 0;
+        let found = match e {
+            Some(e) => e.read_counted(view, guard, &mut examined),
+            None => Found::Absent,
+        };
+        f(i, found, examined, e)
+    });
 }

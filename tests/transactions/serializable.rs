@@ -799,3 +799,131 @@ fn after_a_restart_serializable_commit_timestamps_follow_the_recovered_ones() {
         .commit(CommitOptions::at(60))
         .unwrap();
 }
+
+/// A serializable writer reads with `read`, writes `w`, then `change`
+/// commits on another session; returns the writer's commit.
+fn read_then_change(
+    e: &Engine,
+    read: impl FnOnce(&mut Txn<'_, '_>),
+    change: impl FnOnce(&mut Txn<'_, '_>),
+) -> Result<()> {
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(&ser()).unwrap();
+    read(&mut t);
+    t.put("w", "1").unwrap();
+    let mut s2 = e.session().unwrap();
+    let mut o = s2.begin(&si()).unwrap();
+    change(&mut o);
+    o.commit(CommitOptions::default()).unwrap();
+    t.commit(CommitOptions::default())
+}
+
+#[test]
+fn validation_on_the_entries_the_reads_kept_sees_every_change_since() {
+    let e = Engine::default();
+    let x = e.create_table("x", TableOptions::default()).unwrap();
+    load(&e, &[("a", "1"), ("b", "1"), ("c", "1")]);
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    t.table(&x).unwrap().put("a", "1").unwrap();
+    t.commit(CommitOptions::default()).unwrap();
+    let conflict = |k: &str| Err(Error::SerializationConflict { key: k.into() });
+
+    // An update of a key a point read found.
+    let r = read_then_change(
+        &e,
+        |t| assert!(t.get("a").unwrap().is_some()),
+        |o| o.put("a", "2").unwrap(),
+    );
+    assert_eq!(r, conflict("a"));
+    // A delete of a key a batched read found.
+    let r = read_then_change(
+        &e,
+        |t| assert_eq!(t.get_many(&["c", "b"]).unwrap().len(), 2),
+        |o| o.delete("c").unwrap(),
+    );
+    assert_eq!(r, conflict("c"));
+    // An insert of a key a read found missing (no entry then).
+    let r = read_then_change(
+        &e,
+        |t| assert!(t.get("new").unwrap().is_none()),
+        |o| o.put("new", "1").unwrap(),
+    );
+    assert_eq!(r, conflict("new"));
+    // An insert of a key a read found deleted (an entry, no live version).
+    let r = read_then_change(
+        &e,
+        |t| assert!(t.get("c").unwrap().is_none()),
+        |o| o.put("c", "again").unwrap(),
+    );
+    assert_eq!(r, conflict("c"));
+    // An update in a named table.
+    let r = read_then_change(
+        &e,
+        |t| assert!(t.table(&x).unwrap().get("a").unwrap().is_some()),
+        |o| o.table(&x).unwrap().put("a", "2").unwrap(),
+    );
+    assert_eq!(r, conflict("a"));
+    // A change outside what was read is no conflict.
+    let r = read_then_change(
+        &e,
+        |t| assert!(t.get("a").unwrap().is_some()),
+        |o| o.put("b", "2").unwrap(),
+    );
+    assert_eq!(r, Ok(()));
+    // The named table a read used, dropped since: refused, typed.
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(&ser()).unwrap();
+    assert!(t.table(&x).unwrap().get("a").unwrap().is_some());
+    t.put("w", "2").unwrap();
+    e.drop_table("x").unwrap();
+    assert_eq!(
+        t.commit(CommitOptions::default()),
+        Err(Error::TableDropped { name: "x".into() })
+    );
+}
+
+/// A key a serializable transaction read, wrote, then unwrote with
+/// `rollback_to`: another transaction may commit it meanwhile, and the
+/// read must still be validated (a conflict).
+#[test]
+fn a_read_key_whose_write_was_rolled_back_to_a_savepoint_is_still_validated() {
+    let e = Engine::default();
+    load(&e, &[("k", "1")]);
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(&ser()).unwrap();
+    assert!(t.get("k").unwrap().is_some());
+    let sp = t.savepoint().unwrap();
+    t.put("k", "2").unwrap();
+    t.rollback_to(&sp).unwrap();
+    let mut s2 = e.session().unwrap();
+    let mut o = s2.begin(&si()).unwrap();
+    o.put("k", "3").unwrap();
+    o.commit(CommitOptions::default()).unwrap();
+    t.put("w", "1").unwrap();
+    assert_eq!(
+        t.commit(CommitOptions::default()),
+        Err(Error::SerializationConflict { key: b"k".to_vec() })
+    );
+}
+
+/// A snapshot-isolation transaction's tracked read (`get_for_update`) ends
+/// with it when it rolls back: the session's next transaction tracks and
+/// validates nothing it did not read.
+#[test]
+fn a_tracked_read_of_a_rolled_back_transaction_is_not_validated_by_the_next() {
+    let e = Engine::default();
+    load(&e, &[("a", "1")]);
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(&si()).unwrap();
+    assert!(t.get_for_update("a").unwrap().is_some());
+    t.rollback();
+    let mut t = s.begin(&si()).unwrap();
+    t.put("b", "1").unwrap();
+    assert_eq!(t.tracked_bytes(), 0);
+    let mut s2 = e.session().unwrap();
+    let mut o = s2.begin(&si()).unwrap();
+    o.put("a", "2").unwrap();
+    o.commit(CommitOptions::default()).unwrap();
+    assert_eq!(t.commit(CommitOptions::default()), Ok(()));
+}

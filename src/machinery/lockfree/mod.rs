@@ -131,6 +131,13 @@ impl LockFree {
 // of their handshake (`pin_horizon.rs`, `stable.rs`): an inherent method
 // takes precedence over the trait's, so `LockFree::name(self, ..)` below
 // calls it.
+#[cfg(test)]
+thread_local! {
+    /// The retire batches this thread's completions handed to the
+    /// collector themselves (`complete`): a unit test counts them.
+    pub(crate) static COMPLETION_FLUSHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 impl MachineryImpl for LockFree {
     fn new(config: &EngineConfig) -> Self {
         LockFree {
@@ -239,10 +246,21 @@ impl MachineryImpl for LockFree {
         // the batch size, so `>` (batches of RETIRE_BATCH + 1) only changes
         // when it is freed.
         if retired.len() >= RETIRE_BATCH {
+            #[cfg(test)]
+            COMPLETION_FLUSHES.with(|n| n.set(n.get() + 1));
             retired.flush(&self.collector, &self.collector.pin(), |_| {});
         }
         ctr.descriptor_installs.bump(1);
         ctr.descriptor_cas_retries.bump(cost.cas_retries);
+    }
+
+    fn make_room(&self, retired: &mut SessionRetired) {
+        // A completion pushes one descriptor and flushes a batch that
+        // reaches RETIRE_BATCH (`complete`): flushing one that would reach
+        // it leaves that completion nothing to hand on. Not a safety bound.
+        if retired.batch().len() + 1 >= RETIRE_BATCH {
+            self.flush_retired(retired);
+        }
     }
 
     #[inline]

@@ -5,7 +5,9 @@
 //! only after every thread that was pinned when it was retired has unpinned
 //! (invariant 11). Nobody holds a guard longer than one operation: a guard is
 //! taken per `get`, per write, per descriptor load, and dropped before the
-//! call returns, so a long transaction never stalls reclamation.
+//! call returns, so a long transaction never stalls reclamation. (A gated
+//! commit on an in-memory engine is one operation: it holds one guard from
+//! before the serializable gate until it returns, `kv/serializable.rs`.)
 //!
 //! Under `--cfg loom` without `--cfg crossbeam_loom` loom cannot see
 //! crossbeam-epoch's atomics, so a loom-visible stand-in replaces it: guards
@@ -13,6 +15,14 @@
 //! is trivially safe (nothing is freed while any model thread runs) and lets
 //! loom check for leaks. With `--cfg crossbeam_loom` the real collector runs
 //! inside the models.
+
+#[cfg(all(test, not(loom)))]
+thread_local! {
+    /// The pins this thread made that did not nest in a guard it already
+    /// held (each pays the pin's fence and, every so often, crossbeam's
+    /// collection): a unit test counts them.
+    pub(crate) static OUTER_PINS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
 #[cfg(any(not(loom), crossbeam_loom))]
 mod imp {
@@ -33,6 +43,10 @@ mod imp {
         /// stay valid until it drops.
         #[inline]
         pub fn pin(&self) -> Guard {
+            #[cfg(all(test, not(loom)))]
+            if !crossbeam_epoch::is_pinned() {
+                super::OUTER_PINS.with(|n| n.set(n.get() + 1));
+            }
             crossbeam_epoch::pin()
         }
 

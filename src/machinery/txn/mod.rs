@@ -149,6 +149,14 @@ impl<'s, 'm, M: Machinery> Transaction<'s, 'm, M> {
         count_into(self.sess.ctr(), what, n);
     }
 
+    /// Hands the session's replaced descriptors to the collector now if
+    /// this transaction's completion would (`MachineryImpl::make_room`):
+    /// a caller about to complete under a lock (the serializable gate)
+    /// calls it first, so the completion hands nothing on under the lock.
+    pub(crate) fn make_room_for_completion(&mut self) {
+        self.sess.mgr.machinery.make_room(&mut self.sess.retired);
+    }
+
     /// See [`Transaction::check_usable`](crate::machinery::Transaction::check_usable).
     pub fn check_usable(&self) -> Result<()> {
         match self.sess.cur.state {

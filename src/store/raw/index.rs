@@ -409,6 +409,13 @@ pub(crate) struct Index {
     hash: HashIndex,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// The [`Index::get`] calls this thread made: a unit test counts the
+    /// lookups a path makes.
+    pub(crate) static LOOKUPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 impl Drop for Index {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no guard can still hold the current view
@@ -517,6 +524,8 @@ impl Index {
     /// The entry for `key`, if the key was ever written. Loads only.
     #[inline]
     pub(crate) fn get<'s>(&'s self, key: &[u8], guard: &Guard) -> Option<&'s KeyEntry> {
+        #[cfg(test)]
+        LOOKUPS.with(|n| n.set(n.get() + 1));
         let h = self.hash.hash(key);
         self.hash.get(key, h, guard).map(|n| &n.entry)
     }

@@ -20,7 +20,8 @@
 //! entries and key bytes are plain references into an index: the default
 //! table's lives until the store drops, which the `'s` borrow of the store
 //! rules out; a named table's is held (an `Arc`, `raw/table.rs`) by the set
-//! from the transaction's first write to or cursor on the table until the
+//! from the transaction's first write to, cursor on or tracked read of the
+//! table until the
 //! set is cleared at the transaction's end, after its records go
 //! ([`WriteSet::hold`]).
 //!
@@ -151,9 +152,19 @@ impl<'s> WriteSet<'s> {
         let index: *const Index = &h.index.index;
         // SAFETY: the `Arc` in `held` keeps the index alive until `clear`,
         // which forgets every record first; a transaction's borrows of the
-        // result (its records, its cursors' keys) end with it, before the
+        // result (its records, its cursors' keys, its tracked reads' kept
+        // entries, used only while `holds` says so) end with it, before the
         // set is cleared for the next one.
         Ok(unsafe { &*index })
+    }
+
+    /// Does the set hold table `tb`'s index now (the default table's: always)?
+    /// A borrow [`WriteSet::hold`] gave for it is good while it does.
+    pub(crate) fn holds(&self, tb: Tb<'_>) -> bool {
+        match tb {
+            Tb::Default => true,
+            Tb::Named(t) => self.held.iter().any(|h| h.state.id == t.id),
+        }
     }
 
     /// A named table the open transaction wrote to that was dropped since,
