@@ -1047,8 +1047,11 @@ fn read_ts_tables_rows_alternate_and_print_their_ratios() {
         "0,1,4",
         "--rounds",
         "2",
+        // Long enough that, on a loaded machine, every reader and writer
+        // gets CPU time in every round (a round without any has no
+        // per-CPU-second figure, and its ratio is left out).
         "--seconds",
-        "0.05",
+        "0.25",
         "--warmup",
         "0",
         "--configs",
