@@ -16,11 +16,6 @@
 //!   both flags, sweeps to 25 and reads both keys at 25: one version each.
 //!   A push by plain store instead of compare-and-swap
 //!   (`SWEEP_PUSH_LOSES_BATCH`) can drop one committer's batch.
-//! * **stable_sweep/publish**: a committer queues `v20`, raises its flag,
-//!   then commits and queues a key at 40, above the sweep, which the
-//!   setter does not wait for: a batch the setter takes is ordered only
-//!   by the stack's Release push and Acquire take (each batch's
-//!   `Witness` checks the setter's read of its fields).
 //! * **stable_sweep/busy**: `v20`, `v22` and `v30` committed and queued
 //!   before the threads start; a committer prunes the key at the stable it
 //!   loaded (15) and raises a flag, while the setter sweeps to 25, waits
@@ -132,33 +127,6 @@ fn push_model() {
     s.join().unwrap();
 }
 
-fn publish_model() {
-    let (k1, k3) = (key(1), key(21));
-    let q = Arc::new(StableQueue::new());
-    k1.sweep(&q, 15, NO_CUT);
-    let f = Arc::new(AtomicBool::new(false));
-    let c = {
-        let (k1, k3, q, f) = (k1.clone(), k3.clone(), q.clone(), f.clone());
-        thread::spawn(move || {
-            commit_queued(&k1, &q, 2, &[(b"v20", 20)]);
-            // Release: pairs with the setter's Acquire wait.
-            f.store(true, Ordering::Release);
-            // Above the sweep's stable: the setter does not wait for it.
-            commit_queued(&k3, &q, 22, &[(b"v40", 40)]);
-        })
-    };
-    let s = {
-        let (k1, q) = (k1.clone(), q.clone());
-        thread::spawn(move || {
-            wait(&f);
-            k1.sweep(&q, 25, NO_CUT);
-            check_read(&k1, b"v20");
-        })
-    };
-    c.join().unwrap();
-    s.join().unwrap();
-}
-
 fn busy_model() {
     let k = key(1);
     let q = Arc::new(StableQueue::new());
@@ -205,11 +173,6 @@ fn stable_sweep_push_mutant() {
         mutant::SWEEP_PUSH_LOSES_BATCH,
         push_model,
     );
-}
-
-#[test]
-fn stable_sweep_publish() {
-    check("stable_sweep/publish", mutant::NONE, publish_model);
 }
 
 #[test]

@@ -46,9 +46,7 @@ use super::chain::{tails, KeyEntry, Pruned};
 use crate::machinery::epoch::Collector;
 use crate::machinery::Horizon;
 use crate::store::{TableState, Tb};
-use crate::sync::{
-    mutant as m, mutant_on, AtomicBool, AtomicPtr, AtomicU64, Mutex, Ordering, Witness,
-};
+use crate::sync::{mutant as m, mutant_on, AtomicBool, AtomicPtr, AtomicU64, Mutex, Ordering};
 use std::cmp::{Ordering as Cmp, Reverse};
 use std::collections::BinaryHeap;
 use std::ptr::{self, NonNull};
@@ -111,9 +109,6 @@ struct Batch {
     next: *mut Batch,
     first: Pending,
     rest: Vec<Pending>,
-    /// Under loom, checks that the sweep's read of the fields happens
-    /// after their writes (zero-sized otherwise).
-    witness: Witness,
 }
 
 /// The queue: the committers' stack, the sweep's heap.
@@ -170,8 +165,6 @@ impl StableQueue {
         }
         let held = (self.pushed.load(Ordering::Relaxed))
             .saturating_sub(self.swept.load(Ordering::Relaxed));
-        // Equivalent mutant (`>`: one entry more; a bound on memory that a
-        // race already lets a few commits past).
         if held >= CAP {
             return false;
         }
@@ -186,7 +179,6 @@ impl StableQueue {
             next: ptr::null_mut(),
             first,
             rest,
-            witness: Witness::new(),
         }));
         // Relaxed: the compare-and-swap below checks it.
         let mut top = self.top.load(Ordering::Relaxed);
@@ -200,8 +192,7 @@ impl StableQueue {
                 return true;
             }
             // Release, required: pairs with the sweep's Acquire swap in
-            // `take`, which reads the batch's fields (loom
-            // `stable_sweep/publish`). Relaxed on failure:
+            // `take`, which reads the batch's fields. Relaxed on failure:
             // the value is only the next attempt's `next`.
             match self
                 .top
@@ -216,14 +207,12 @@ impl StableQueue {
     /// Moves every batch on the stack into `heap`.
     fn take(&self, heap: &mut BinaryHeap<Reverse<Pending>>) {
         // Acquire, required: pairs with the Release compare-and-swap in
-        // `push` (the batches' fields, each batch's `Witness`; loom
-        // `stable_sweep/publish`).
+        // `push` (the batches' fields; loom `stable_sweep`).
         let mut p = self.top.swap(ptr::null_mut(), Ordering::Acquire);
         while !p.is_null() {
             // SAFETY: taken off the stack by our swap: no one else can
             // reach it; made by `Box::into_raw` in `push`, freed once here.
             let b = unsafe { Box::from_raw(p) };
-            b.witness.check();
             p = b.next;
             let b = *b;
             heap.push(Reverse(b.first));
