@@ -63,7 +63,7 @@ if [ ${#files[@]} -eq 0 ]; then
         src/machinery/raw/slots.rs src/machinery/raw/reclaim.rs src/machinery/raw/all_durable.rs
         src/machinery/version.rs src/machinery/txn/*.rs src/machinery/rules.rs
         src/store/raw/chain.rs src/store/raw/chain/read.rs src/store/raw/chain/write.rs
-        src/store/raw/chain/prune.rs src/store/raw/hint.rs src/store/raw/stable_queue.rs
+        src/store/raw/chain/prune.rs src/store/raw/hint.rs
         src/store/raw/hashindex.rs src/store/raw/index.rs src/kv/txn.rs src/kv/commit.rs src/sync/mod.rs src/sync/fences.rs)
 fi
 
@@ -121,7 +121,7 @@ loom_cmd=(cargo test --release --no-default-features --lib)
 order=(slots:: hash_index:: descriptors:: pin_horizon:: read_ts_oldest:: read_ts_refresh::
     prepared:: all_durable_report:: dropped_prepared:: announce_stable::
     stable_view:: rollback:: floor_source:: lazy_snapshot::
-    finger:: stable_sweep:: prepare_stable:: chains:: stable::)
+    finger:: prepare_stable:: chains:: stable::)
 order=("${order[@]/#/loom_tests::}")
 
 # Sets outcome/by when the loom models kill the mutant in $tree (or it
