@@ -17,8 +17,6 @@ use crate::machinery::loom_support::{
 };
 use crate::machinery::{Completion, Horizon, ReadView, VersionStatus};
 use crate::store::raw::chain::{Found, KeyEntry, Version};
-use crate::store::raw::stable_queue::{Pending, StableQueue};
-use crate::store::Tb;
 
 pub(crate) use crate::machinery::loom_support::{
     snapshot_below, snapshot_parts, snapshot_sees, state, Machine, Snapshot,
@@ -225,21 +223,6 @@ impl Chain {
         self.entry
             .prune(h, stable, &self.collector, &guard, || |_| {})
             .cut
-    }
-
-    /// Queues this key's version committed at `cts` for the stable sweep,
-    /// as a committing transaction does after its flips
-    /// (`WriteSet::complete`). Returns whether it was queued.
-    pub(crate) fn push_pending(&self, q: &StableQueue, cts: u64) -> bool {
-        q.push(std::iter::once(Pending::new(cts, &self.entry, Tb::Default)))
-    }
-
-    /// Runs the stable sweep of `q` to `stable`, pruning to the horizon
-    /// `(xmin, ts)`, with this chain's collector (the models' horizons
-    /// retire nothing of another chain's). Returns the entries passed.
-    pub(crate) fn sweep(&self, q: &StableQueue, stable: u64, horizon: (u64, u64)) -> u64 {
-        let h = make_horizon(horizon.0, horizon.1);
-        q.sweep(stable, h, &self.collector, || |_| {}).1
     }
 
     /// Is the key's finger (if set) still linked, at or above its floor?

@@ -36,5 +36,4 @@ mod serializable;
 mod skipped_prepared;
 mod slots;
 mod stable;
-mod stable_sweep;
 mod stable_view;

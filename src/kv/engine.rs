@@ -77,14 +77,7 @@ impl<M: Machinery> Engine<M> {
 
     /// See [`Engine::set_timestamps`](crate::Engine::set_timestamps).
     pub fn set_timestamps(&self, update: TimestampUpdate) -> Result<()> {
-        // Loaded first: a horizon never goes back, so an older one is
-        // still one the sweep may prune to (invariant 3).
-        let horizon = self.mgr.horizon();
-        self.mgr.set_timestamps_then(update, &mut |stable| {
-            let (n, _) = self.store.sweep_stable(stable, horizon);
-            self.mgr.count(Count::VersionsPruned, n.cut);
-            self.mgr.count(Count::CommitVersionsExamined, n.examined);
-        })?;
+        self.mgr.set_timestamps(update)?;
         if let Some(d) = &self.durable {
             d.note_stable(self.mgr.stable_timestamp());
         }

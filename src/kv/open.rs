@@ -202,9 +202,6 @@ impl Engine<LockFree> {
         options.validate()?;
         let rec = Recovery::open(dir.as_ref(), &options)?;
         let mut engine = Engine::with_machinery(config)?;
-        // The replayed commits queue their keys, so setting the recovered
-        // stable below moves their fingers to it.
-        engine.store.stable_queue.arm();
         let replayed = replay(&engine, dir.as_ref(), &rec)?;
         engine
             .serial

@@ -589,11 +589,7 @@ impl<const PATCHED: bool> MachineryImpl for RwLockMachinery<PATCHED> {
         )
     }
 
-    fn set_timestamps(
-        &self,
-        u: &TimestampUpdate,
-        before_publish: &mut dyn FnMut(Timestamp),
-    ) -> Result<()> {
+    fn set_timestamps(&self, u: &TimestampUpdate) -> Result<()> {
         if let Some(o) = u.oldest {
             check_ts(TimestampRole::Oldest, o)?;
         }
@@ -654,7 +650,6 @@ impl<const PATCHED: bool> MachineryImpl for RwLockMachinery<PATCHED> {
                     spin_hint();
                     continue;
                 }
-                before_publish(Timestamp::new(new_stable));
                 g.stable = new_stable;
                 // Release: pairs with the Acquire load in `oldest_stable`.
                 self.stable_pub.store(new_stable, Ordering::Release);

@@ -138,18 +138,7 @@ impl<M: Machinery> TxnManager<M> {
 
     /// See [`TxnManager::set_timestamps`](crate::machinery::TxnManager::set_timestamps).
     pub fn set_timestamps(&self, update: TimestampUpdate) -> Result<()> {
-        self.machinery.set_timestamps(&update, &mut |_| {})
-    }
-
-    /// [`set_timestamps`](Self::set_timestamps), running `before_publish(new
-    /// stable)` when stable rises, once every commit at or below it is done
-    /// and before it is published (the store's stable sweep).
-    pub(crate) fn set_timestamps_then(
-        &self,
-        update: TimestampUpdate,
-        before_publish: &mut dyn FnMut(Timestamp),
-    ) -> Result<()> {
-        self.machinery.set_timestamps(&update, before_publish)
+        self.machinery.set_timestamps(&update)
     }
 
     /// See [`TxnManager::query_timestamp`](crate::machinery::TxnManager::query_timestamp).

@@ -140,14 +140,8 @@ pub trait MachineryImpl: Send + Sync + Sized + 'static {
     fn advance_horizon(&self, ctr: &Counters);
     /// Current (oldest, stable) for validation.
     fn oldest_stable(&self) -> (Timestamp, Timestamp);
-    /// Sets global timestamps. When stable rises, `before_publish(new
-    /// stable)` runs once every commit at or below it is done and before
-    /// it is published.
-    fn set_timestamps(
-        &self,
-        update: &TimestampUpdate,
-        before_publish: &mut dyn FnMut(Timestamp),
-    ) -> Result<()>;
+    /// Sets global timestamps.
+    fn set_timestamps(&self, update: &TimestampUpdate) -> Result<()>;
     /// Reports a global timestamp.
     fn query_timestamp(&self, kind: TimestampKind) -> Option<Timestamp>;
     /// The xmin of a snapshot taken now (no pin).

@@ -27,8 +27,6 @@ pub(crate) struct Store {
     pub(crate) index: Index,
     pub(crate) collector: Collector,
     pub(crate) freed: std::sync::Arc<crate::sync::AtomicU64>,
-    /// The keys committed above stable, for the stable sweep.
-    pub(crate) stable_queue: raw::stable_queue::StableQueue,
 }
 
 impl Store {
@@ -37,7 +35,6 @@ impl Store {
             index: Index::new(),
             collector: Collector::new(),
             freed: std::sync::Arc::new(crate::sync::AtomicU64::new(0)),
-            stable_queue: raw::stable_queue::StableQueue::new(),
         }
     }
 
@@ -141,19 +138,6 @@ impl Store {
         // fills; hand it on so it is freed without later writes here.
         self.collector.flush(&self.collector.pin());
         out
-    }
-
-    /// The stable sweep (`raw/stable_queue.rs`): before `stable` is
-    /// published, moves the finger of every key committed at or below it
-    /// (and not swept yet) up to it, pruning to `horizon` on the way.
-    /// Returns the work done and the queue entries passed.
-    pub(crate) fn sweep_stable(
-        &self,
-        stable: crate::ts::Timestamp,
-        horizon: Horizon,
-    ) -> (Pruned, u64) {
-        self.stable_queue
-            .sweep(stable.get(), horizon, &self.collector, || self.on_free())
     }
 
     /// Rollback to stable's store half: removes every committed version

@@ -199,14 +199,6 @@ pub const SERIALIZABLE_EARLY_PASS_TRUSTED: u32 = 58;
 /// Release, so a validation run before the gate that loads the raised
 /// value need not see the flips of the commit that raised it.
 pub const RELAXED_GATE_SEQ_STORE: u32 = 59;
-/// A committer pushes its stable-sweep batch with a plain store instead of
-/// a compare-and-swap, so a batch pushed meanwhile is lost and its keys'
-/// fingers stay behind stable (`store/raw/stable_queue.rs`).
-pub const SWEEP_PUSH_LOSES_BATCH: u32 = 70;
-/// The stable sweep drops the entry of a key another thread is pruning
-/// instead of keeping it for the next sweep, so that key's finger stays
-/// at the stable the other pruner loaded.
-pub const SWEEP_SKIPS_BUSY_KEY: u32 = 71;
 
 #[cfg(loom)]
 static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

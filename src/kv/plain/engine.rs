@@ -125,11 +125,7 @@ impl Engine {
     /// Sets global timestamps, with WiredTiger's rules: oldest and stable
     /// never move backwards and oldest never passes stable; stable never
     /// passes a prepared transaction's announced durable timestamp. Raising
-    /// stable waits for commits in flight at or below it, then, before it
-    /// publishes the new stable, points every key committed at or below it
-    /// (since the last raise) at its version there, so reads at stable
-    /// start at the version they read: work proportional to those commits,
-    /// done here rather than by readers.
+    /// stable waits for commits in flight at or below it.
     ///
     /// # Errors
     /// A timestamp out of range or moving backwards, oldest after stable, or

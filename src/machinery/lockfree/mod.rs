@@ -299,12 +299,8 @@ impl MachineryImpl for LockFree {
     }
 
     #[inline]
-    fn set_timestamps(
-        &self,
-        u: &TimestampUpdate,
-        before_publish: &mut dyn FnMut(Timestamp),
-    ) -> Result<()> {
-        LockFree::set_timestamps(self, u, before_publish)
+    fn set_timestamps(&self, u: &TimestampUpdate) -> Result<()> {
+        LockFree::set_timestamps(self, u)
     }
 
     fn query_timestamp(&self, kind: TimestampKind) -> Option<Timestamp> {

@@ -130,11 +130,7 @@ impl LockFree {
         )
     }
 
-    pub(super) fn set_timestamps(
-        &self,
-        u: &TimestampUpdate,
-        before_publish: &mut dyn FnMut(Timestamp),
-    ) -> Result<()> {
+    pub(super) fn set_timestamps(&self, u: &TimestampUpdate) -> Result<()> {
         let c = &self.clocks;
         let guard = self.admin.lock().unwrap_or_else(|e| e.into_inner());
         let cur_oldest = Timestamp::new(c.oldest.load(Ordering::Relaxed));
@@ -143,7 +139,7 @@ impl LockFree {
         // Equivalent: `>=` (it redoes the wait and the store for an
         // unchanged stable, which is idempotent).
         if new_stable > cur_stable {
-            self.raise_stable(new_stable, before_publish)?;
+            self.raise_stable(new_stable)?;
         }
         if let Some(d) = u.durable {
             self.set_durable(d);
@@ -166,13 +162,9 @@ impl LockFree {
     /// Raises stable to `new_stable` (under `admin`): the setter's side of
     /// handshakes 2 and 3. Refused, with the bound put back, while a
     /// prepared transaction's announced durable timestamp is at or below
-    /// it; otherwise it waits for every commit claimed at or below it, runs
-    /// `before_publish` (the store's stable sweep), then publishes it.
-    fn raise_stable(
-        &self,
-        new_stable: Timestamp,
-        before_publish: &mut dyn FnMut(Timestamp),
-    ) -> Result<()> {
+    /// it; otherwise it waits for every commit claimed at or below it, then
+    /// publishes it.
+    fn raise_stable(&self, new_stable: Timestamp) -> Result<()> {
         let c = &self.clocks;
         let new_stable_raw = new_stable.get();
         let early = mutant_on(m::STABLE_BEFORE_WAIT);
@@ -214,7 +206,6 @@ impl LockFree {
                 spin_hint();
             }
         }
-        before_publish(new_stable);
         if !early {
             // Release: pairs with the Acquire load in `begin_at_stable`
             // and `oldest_stable`; every commit at or below it is done

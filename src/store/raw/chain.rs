@@ -26,14 +26,14 @@
 //! * Otherwise readers examine the head first. The first committed version their view
 //!   rejects only because its commit timestamp is above the read timestamp
 //!   sends them to the key's *finger* (the newest committed version at or
-//!   below the stable timestamp its last cut was given) or *floor* (the last safe
+//!   below a recently published stable timestamp) or *floor* (the last safe
 //!   point), or first to the key's *hint* (the version right above the
 //!   finger) when the hint's gap puts it at or below the read timestamp:
 //!   from there they climb `newer` links to the newest version they
 //!   accept; `stop` tells them without a load of the next version when it
-//!   is already too new. A read at the published stable examines the
-//!   finger alone: the stable sweep moved it there. A point read does no
-//!   read-modify-write.
+//!   is already too new. In read-ts that is one version (finger or hint)
+//!   for three reads in four whatever the read timestamp's age. A point
+//!   read does no read-modify-write.
 //! * Pruning climbs from the floor along `newer` links to the newest
 //!   version covered by the reclaim horizon (the safe point, invariant 3),
 //!   cuts the chain below it and retires the tail to the epoch collector
@@ -42,10 +42,6 @@
 //!   then it moves the finger up to the published stable timestamp and
 //!   points the hint above it (invariant 18). Each version is stepped over
 //!   once by each pointer, so the work per commit is O(1) amortized.
-//! * The *stable sweep* (`stable_queue.rs`) is the same cut, run by the
-//!   thread that raises stable on every key committed at or below the new
-//!   stable, after its claim wait and before it publishes: it moves the
-//!   finger up to that stable and the hint above it (invariants 13, 18).
 //!   Pruning is logical; freeing is the collector's. The key's pruning
 //!   lock is the finger word's low bit.
 //!
@@ -287,9 +283,7 @@ pub(crate) struct KeyEntry {
     /// every commit before its status flip.
     summary: AtomicU64,
     /// The newest timestamped committed version at or below the stable
-    /// timestamp its last cut was given (null: none): the published one
-    /// (a committer's prune, `collect`), or the one the stable sweep is
-    /// raising stable to, before it is published. Always at
+    /// timestamp published when it was last moved (null: none). Always at
     /// or above `floor`, so never retired while it points there
     /// (invariant 13). Its low bit ([`PRUNING`]) is the key's pruning
     /// lock: set by a pruner's compare-and-swap, cleared by its last store;

@@ -28,9 +28,6 @@ pub(crate) mod index;
 #[cfg(loom)]
 #[path = "index_loom.rs"]
 pub(crate) mod index;
-/// The stable sweep's queue: the keys committed above stable, taken by the
-/// stable setter to move their fingers.
-pub(crate) mod stable_queue;
 pub(crate) mod table;
 pub(crate) mod writes;
 

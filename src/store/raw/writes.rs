@@ -32,7 +32,6 @@
 
 use super::chain::{tails, Conflict, KeyEntry, Pruned, Tails, Version};
 use super::index::Index;
-use super::stable_queue::Pending;
 use super::table::TableIndex;
 use crate::machinery::epoch::RETIRE_BATCH;
 use crate::machinery::{Completion, Horizon, ReadView, VersionState, VersionStatus};
@@ -222,9 +221,8 @@ impl<'s> WriteSet<'s> {
     ///
     /// * committed: links each key's previous committed version to ours
     ///   (`newer`/`stop`; the link precedes the Release flip that publishes
-    ///   it, invariant 13), then flips; a timestamped commit then queues its
-    ///   ordered keys for the stable sweep (`stable_queue.rs`); the set
-    ///   keeps the keys for [`WriteSet::prune_committed`];
+    ///   it, invariant 13), then flips; the set keeps the keys for
+    ///   [`WriteSet::prune_committed`];
     /// * prepared: flips (the versions stay the transaction's own);
     /// * aborted: unlinks every version, newest first, while it is still in
     ///   progress or prepared, then flips them to aborted, and forgets them.
@@ -261,25 +259,6 @@ impl<'s> WriteSet<'s> {
                     };
                 }
                 drop(guard);
-                if cts != crate::ts::Timestamp::NONE {
-                    // Inside the completion, so before the claim release
-                    // the stable setter waits for (`stable_queue.rs`,
-                    // "Orderings"). Unordered keys' readers never use the
-                    // finger (invariant 13).
-                    let held = &self.held;
-                    store.stable_queue.push(
-                        self.recs
-                            .iter()
-                            .filter(|w| !w.entry.is_unordered())
-                            .map(|w| {
-                                let tb = match held.iter().find(|h| h.state.id == w.table) {
-                                    Some(h) if w.table != 0 => Tb::Named(&h.state),
-                                    _ => Tb::Default,
-                                };
-                                Pending::new(cts.get(), w.entry, tb)
-                            }),
-                    );
-                }
             }
             VersionState::Prepared(_) => {
                 for w in &self.recs {

@@ -2,9 +2,8 @@
 //! under the key's pruning lock (the finger word's low bit), `cut` climbs
 //! from the floor along `newer` links to the safe point, the newest version
 //! the horizon covers (invariant 3), makes it the floor and detaches the
-//! tail below it, moves the finger up to the stable timestamp it is given
-//! (the published one, or the one the stable sweep of `stable_queue.rs`
-//! raises to; 13) and refreshes the hint above the finger (18), all before the tail
+//! tail below it, moves the finger up to the published stable timestamp
+//! (13) and refreshes the hint above the finger (18), all before the tail
 //! is retired; `prune` hands the tail to the collector ([`Tails`]). Each
 //! pointer steps over each version once: O(1) amortized per commit.
 //!
@@ -26,8 +25,6 @@ pub(crate) struct Pruned {
     pub(crate) cut: u64,
     /// Versions examined (status loaded) by the climbs.
     pub(crate) examined: u64,
-    /// Another thread held the key's pruning lock: nothing was done.
-    pub(crate) busy: bool,
 }
 
 impl KeyEntry {
@@ -66,7 +63,6 @@ impl KeyEntry {
         loop {
             if finger != finger_of(finger) {
                 // Another thread is pruning this key.
-                out.busy = true;
                 return out;
             }
             // Acquire, required: pairs with the Release store that ends the
@@ -286,12 +282,11 @@ impl KeyEntry {
         s.is_null()
     }
 
-    /// Is the key unordered? For a committer after its flips (its own
-    /// flag, or one it saw before its prepend), tests and the loom models.
+    /// Is the key unordered? For tests and the loom models.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn is_unordered(&self) -> bool {
-        // Relaxed: a committer's own flag, or one its prepend's Acquire
-        // load of the head ordered before it; tests and models call this
-        // after the threads that wrote the flag joined.
+        // Relaxed: only tests and models call this, after the threads that
+        // wrote the flag joined.
         hint::unordered(self.hint.load(Ordering::Relaxed))
     }
 
