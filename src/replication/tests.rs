@@ -21,6 +21,28 @@ fn config() -> ReplicaConfig {
     }
 }
 
+/// A one-node TCP cluster in a fresh directory named after `test`, started
+/// with `tcp` and waited for until it leads; its directory, for removal.
+fn tcp_leader(test: &str, tcp: super::TcpConfig) -> (super::TcpNode, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("se-{test}-{}", std::process::id()));
+    let node = super::TcpNode::start(super::NodeConfig {
+        id: 1,
+        addr: "127.0.0.1:0".parse().unwrap(),
+        peers: Default::default(),
+        data_dir: dir.clone(),
+        init: true,
+        replica: config(),
+        tcp,
+    })
+    .unwrap();
+    let t = Instant::now();
+    while !node.replica().is_leader_ready() {
+        assert!(t.elapsed() < LONG, "a one-node cluster elects itself");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    (node, dir)
+}
+
 fn leader(c: &LocalCluster) -> &Replica {
     let id = c.wait_for_leader(LONG).expect("a leader");
     c.node(id).unwrap()
@@ -260,28 +282,14 @@ fn batches_stay_under_the_byte_bound() {
 /// lowered bound, and a small one replicates.
 #[test]
 fn a_tcp_node_bounds_its_batches_by_its_frames() {
-    use super::{NodeConfig, ReplicaError, TcpConfig, TcpNode, BATCH_FRAME_SLACK};
-    let dir = std::env::temp_dir().join(format!("se-batch-bound-{}", std::process::id()));
+    use super::{ReplicaError, TcpConfig, BATCH_FRAME_SLACK};
     let frame = 4096;
-    let cfg = NodeConfig {
-        id: 1,
-        addr: "127.0.0.1:0".parse().unwrap(),
-        peers: Default::default(),
-        data_dir: dir.clone(),
-        init: true,
-        replica: config(),
-        tcp: TcpConfig {
-            max_frame_bytes: frame,
-            ..TcpConfig::default()
-        },
+    let tcp = TcpConfig {
+        max_frame_bytes: frame,
+        ..TcpConfig::default()
     };
-    let node = TcpNode::start(cfg).unwrap();
+    let (node, dir) = tcp_leader("batch-bound", tcp);
     let r = node.replica();
-    let t = Instant::now();
-    while !r.is_leader_ready() {
-        assert!(t.elapsed() < LONG, "a one-node cluster elects itself");
-        std::thread::sleep(Duration::from_millis(5));
-    }
     let big = vec![1u8; 3500];
     match r.write(|t| t.put(b"big", &big)) {
         Err(ReplicaError::CommitTooLarge { size, bound }) => {
@@ -302,29 +310,12 @@ fn a_tcp_node_bounds_its_batches_by_its_frames() {
 /// table in key order.
 #[test]
 fn a_tcp_scan_pages_within_the_frame_bound() {
-    use super::{
-        ClientRequest, ClientResponse, NodeConfig, Op, TableOps, TcpClient, TcpConfig, TcpNode,
-    };
-    let dir = std::env::temp_dir().join(format!("se-scan-pages-{}", std::process::id()));
+    use super::{ClientRequest, ClientResponse, Op, TableOps, TcpClient, TcpConfig};
     let tcp = TcpConfig {
         max_frame_bytes: 4096,
         ..TcpConfig::default()
     };
-    let node = TcpNode::start(NodeConfig {
-        id: 1,
-        addr: "127.0.0.1:0".parse().unwrap(),
-        peers: Default::default(),
-        data_dir: dir.clone(),
-        init: true,
-        replica: config(),
-        tcp: tcp.clone(),
-    })
-    .unwrap();
-    let t = Instant::now();
-    while !node.replica().is_leader_ready() {
-        assert!(t.elapsed() < LONG, "a one-node cluster elects itself");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let (node, dir) = tcp_leader("scan-pages", tcp.clone());
     let mut client = TcpClient::new(node.addr(), tcp).unwrap();
     let created = client.call(ClientRequest::CreateTable {
         name: "t".into(),
@@ -388,21 +379,9 @@ fn a_tcp_scan_pages_within_the_frame_bound() {
 /// version, and goes on answering frames of its own.
 #[test]
 fn a_tcp_node_refuses_a_frame_of_another_wire_version_by_name() {
-    use super::{
-        ClientRequest, ClientResponse, NodeConfig, Response, TcpClient, TcpConfig, TcpNode,
-    };
+    use super::{ClientRequest, ClientResponse, Response, TcpClient, TcpConfig};
     use std::io::{Read, Write};
-    let dir = std::env::temp_dir().join(format!("se-wire-version-{}", std::process::id()));
-    let node = TcpNode::start(NodeConfig {
-        id: 1,
-        addr: "127.0.0.1:0".parse().unwrap(),
-        peers: Default::default(),
-        data_dir: dir.clone(),
-        init: true,
-        replica: config(),
-        tcp: TcpConfig::default(),
-    })
-    .unwrap();
+    let (node, dir) = tcp_leader("wire-version", TcpConfig::default());
     let mut s = std::net::TcpStream::connect(node.addr()).unwrap();
     s.set_read_timeout(Some(LONG)).unwrap();
     // Version 1: `Request::Client` (u32 variant 3), `ClientRequest::Status`
