@@ -260,27 +260,28 @@ fn prototypes(shape: Shape) {
     );
 }
 
+/// The bytes live after `make()` holds keys `0..n` of `shape`, inserted
+/// with `insert`, measured before it is dropped.
+fn held_by<H>(shape: Shape, n: u64, make: impl FnOnce() -> H, insert: impl Fn(&H, &[u8])) -> i64 {
+    settle();
+    let b = live();
+    let h = make();
+    for k in 0..n {
+        insert(&h, &shape.key(k));
+    }
+    settle();
+    let bytes = live() - b;
+    drop(h);
+    bytes
+}
+
 /// Today's index alone: the hash index (nodes, slots, heap keys), then the
 /// whole index (and the ordered view), bytes a key.
 fn index_today(shape: Shape, n: u64) {
-    settle();
-    let b = live();
-    let h = HashIndexHook::new();
-    for k in 0..n {
-        h.insert(&shape.key(k));
-    }
-    settle();
-    let hash = live() - b;
-    drop(h);
-    settle();
-    let b = live();
-    let ix = IndexHook::new();
-    for k in 0..n {
-        ix.insert(&shape.key(k));
-    }
-    settle();
-    let whole = live() - b;
-    drop(ix);
+    let hash = held_by(shape, n, HashIndexHook::new, |h, k| {
+        h.insert(k);
+    });
+    let whole = held_by(shape, n, IndexHook::new, IndexHook::insert);
     let nodes = 64 * n as i64;
     println!(
         "index today {}/{} keys={n}: {:.1} B a key: nodes 64.0, slots and heap keys {:.1}, ordered view {:.1}",
