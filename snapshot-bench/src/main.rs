@@ -669,20 +669,38 @@ fn rw_mix(plan: &Plan) {
         }
         let mut ratios = Vec::new();
         for (kind, lv) in engines.iter().zip(&res) {
+            type Side = fn(&rw_mix::RoundOut) -> Option<f64>;
             for (side, f, threads, goal) in [
                 (
                     "writer commits/s",
-                    (|x: &rw_mix::RoundOut| x.writer_commits_per_s) as fn(&rw_mix::RoundOut) -> f64,
+                    (|x: &rw_mix::RoundOut| Some(x.writer_commits_per_s)) as Side,
                     writers,
-                    0.85,
+                    Some(0.85),
                 ),
-                ("reader txn/s", |x| x.reader_txn_per_s, readers, 0.97),
+                (
+                    "writer commits per writer CPU-s",
+                    |x| x.writer_commits_per_cpu_s,
+                    writers,
+                    None,
+                ),
+                (
+                    "reader txn/s",
+                    |x| Some(x.reader_txn_per_s),
+                    readers,
+                    Some(0.97),
+                ),
             ] {
                 if threads == 0 {
                     continue;
                 }
-                let si: Vec<f64> = lv[0].iter().map(f).collect();
-                let ser: Vec<f64> = lv[1].iter().map(f).collect();
+                // A side with a round that has no figure (a CPU clock
+                // that could not be read) gets no ratio.
+                let (Some(si), Some(ser)) = (
+                    lv[0].iter().map(f).collect::<Option<Vec<f64>>>(),
+                    lv[1].iter().map(f).collect::<Option<Vec<f64>>>(),
+                ) else {
+                    continue;
+                };
                 let (ms, mr) = (stats::median(&si), stats::median(&ser));
                 ratios.push(json!({
                     "engine": kind.name(),
@@ -720,10 +738,12 @@ fn rw_mix(plan: &Plan) {
                 fmt::plural(rounds as u64, "round"),
             );
             println!(
-                "{:<19} {:<12} {:>34} {:>12} {:>12} {:>12} {:>10} {:>34}",
+                "{:<19} {:<12} {:>34} {:>14} {:>8} {:>12} {:>12} {:>12} {:>10} {:>34}",
                 "engine",
                 "isolation",
                 "writer commits/s med (min-max)",
+                "per writer CPU-s",
+                "w. CPU",
                 "ww/commit",
                 "serial/commit",
                 "ts-retry/c",
@@ -744,11 +764,22 @@ fn rw_mix(plan: &Plan) {
                     let med = |f: fn(&rw_mix::RoundOut) -> f64| {
                         stats::median(&r.iter().map(f).collect::<Vec<_>>())
                     };
+                    // The median of a figure every round has; "-" where
+                    // one has none.
+                    let med_some = |f: fn(&rw_mix::RoundOut) -> Option<f64>, fmt: fn(f64) -> String| {
+                        r.iter()
+                            .map(f)
+                            .collect::<Option<Vec<f64>>>()
+                            .filter(|v| !v.is_empty())
+                            .map_or("-".to_string(), |v| fmt(stats::median(&v)))
+                    };
                     println!(
-                        "{:<19} {:<12} {:>34} {:>12.4} {:>12.4} {:>12.4} {:>10.0} {:>34}",
+                        "{:<19} {:<12} {:>34} {:>14} {:>8} {:>12.4} {:>12.4} {:>12.4} {:>10.0} {:>34}",
                         kind.name(),
                         level_name(levels[li]),
                         mr(r.iter().map(|x| x.writer_commits_per_s).collect()),
+                        med_some(|x| x.writer_commits_per_cpu_s, fmt::fmt_int),
+                        med_some(|x| x.writer_cpu_share, |c| format!("{c:.2}")),
                         med(|x| x.write_conflicts_per_commit),
                         med(|x| x.serialization_conflicts_per_commit),
                         med(|x| x.ts_order_retries_per_commit),
@@ -764,13 +795,15 @@ fn rw_mix(plan: &Plan) {
                 let ratio = c["ratio"]
                     .as_f64()
                     .map_or("-".to_string(), |r| format!("x{r:.3}"));
+                let goal = c["goal"]
+                    .as_f64()
+                    .map_or(String::new(), |g| format!("goal x{g:.2}; "));
                 println!(
-                    "  {} serializable/snapshot {}: {ratio} ({} vs {}; goal x{:.2}; exact Mann-Whitney p = {:.3}, serializable higher in {}/{} rounds)",
+                    "  {} serializable/snapshot {}: {ratio} ({} vs {}; {goal}exact Mann-Whitney p = {:.3}, serializable higher in {}/{} rounds)",
                     c["engine"].as_str().expect("a name"),
                     c["side"].as_str().expect("a side"),
                     fmt::fmt_int(c["serializable_median"].as_f64().expect("a number")),
                     fmt::fmt_int(c["snapshot_median"].as_f64().expect("a number")),
-                    c["goal"].as_f64().expect("a number"),
                     c["p"].as_f64().expect("a number"),
                     c["serializable_higher_rounds"],
                     c["rounds"],

@@ -11,6 +11,7 @@
 //! timestamp handed out, as in `ro-mix`.
 
 use crate::keys::{key, load, Rng};
+use crate::measure::thread_cpu_ns;
 use crate::phases::{run_phases, Ctl, MEASURE, STOP};
 use indicatif::ProgressBar;
 use serde::Serialize;
@@ -61,6 +62,14 @@ pub struct RoundOut {
     /// Mean bytes of read tracking a writer held at commit
     /// (`Txn::tracked_bytes`).
     pub tracked_bytes_per_commit: f64,
+    /// Writer transactions committed per second of the writers' own CPU
+    /// time in the measured window (what a commit costs, apart from the
+    /// time writers spent waiting off the CPU); `None` where a thread's
+    /// CPU clock could not be read or the writers got no CPU time.
+    pub writer_commits_per_cpu_s: Option<f64>,
+    /// Seconds of CPU time the writers used in the measured window, all
+    /// together, per second of it (`None` as above).
+    pub writer_cpu_share: Option<f64>,
 }
 
 #[derive(Default)]
@@ -71,6 +80,27 @@ struct ThreadOut {
     ts_retries: u64,
     tracked: u64,
     reads: u64,
+    /// This thread's CPU time in the measured window (`None`: its CPU
+    /// clock could not be read).
+    cpu_ns: Option<u64>,
+}
+
+/// The calling thread's CPU clock where the measured window opens (the
+/// first `MEASURE` phase this thread sees), kept in `at`.
+fn mark_window(at: &mut Option<Option<u64>>, ph: u8) {
+    if ph == MEASURE && at.is_none() {
+        *at = Some(thread_cpu_ns());
+    }
+}
+
+/// The calling thread's CPU time since `mark_window` marked `at`: none
+/// where it never saw the window open, `None` where its CPU clock could
+/// not be read.
+fn window_cpu(at: Option<Option<u64>>) -> Option<u64> {
+    match at {
+        None => Some(0),
+        Some(a) => a.zip(thread_cpu_ns()).map(|(a, b)| b.saturating_sub(a)),
+    }
 }
 
 fn opts(p: &Params) -> TxnOptions {
@@ -86,11 +116,13 @@ fn reader<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
     let opts = opts(p);
     let mut batch = vec![[0u8; 8]; p.batch];
     let mut out = ThreadOut::default();
+    let mut cpu0 = None;
     loop {
         let ph = ctl.phase();
         if ph == STOP {
             break;
         }
+        mark_window(&mut cpu0, ph);
         let mut t = s.begin(&opts).expect("begin");
         loop {
             let stable = ctl.stable.load(Ordering::Relaxed);
@@ -121,6 +153,7 @@ fn reader<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
             out.reads += 1;
         }
     }
+    out.cpu_ns = window_cpu(cpu0);
     out
 }
 
@@ -131,11 +164,13 @@ fn writer<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
     let mut value = vec![0x5au8; p.value_size];
     let mut ks = vec![0u64; p.rmw_reads];
     let mut out = ThreadOut::default();
+    let mut cpu0 = None;
     loop {
         let ph = ctl.phase();
         if ph == STOP {
             break;
         }
+        mark_window(&mut cpu0, ph);
         let measuring = ph == MEASURE;
         for k in ks.iter_mut() {
             *k = rng.below(p.keys);
@@ -205,6 +240,7 @@ fn writer<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
             }
         }
     }
+    out.cpu_ns = window_cpu(cpu0);
     out
 }
 
@@ -251,6 +287,12 @@ fn run_on<M: Machinery>(e: &Engine<M>, p: &Params, round: usize, pb: &ProgressBa
     // Per committed writer transaction; 0 where none committed (the
     // counts are then all that says anything, and they are 0 or tiny).
     let per = |n: f64| if commits > 0.0 { n / commits } else { 0.0 };
+    let writer_cpu_s = ws
+        .iter()
+        .map(|o| o.cpu_ns)
+        .sum::<Option<u64>>()
+        .filter(|&ns| ns > 0)
+        .map(|ns| ns as f64 / 1e9);
     RoundOut {
         round,
         seconds: secs,
@@ -260,5 +302,7 @@ fn run_on<M: Machinery>(e: &Engine<M>, p: &Params, round: usize, pb: &ProgressBa
         serialization_conflicts_per_commit: per(sum(|o| o.serial_conflicts)),
         ts_order_retries_per_commit: per(sum(|o| o.ts_retries)),
         tracked_bytes_per_commit: per(sum(|o| o.tracked)),
+        writer_commits_per_cpu_s: writer_cpu_s.map(|c| commits / c),
+        writer_cpu_share: writer_cpu_s.map(|c| c / secs),
     }
 }

@@ -969,6 +969,20 @@ fn rw_mix_prints_both_isolation_levels_and_their_ratios() {
         let line = format!("lock-free serializable/snapshot {side}");
         assert!(o.stdout.contains(&line), "no {side} ratio: {}", o.stdout);
     }
+    // Commits per writer CPU-second: a ratio, unless a round's writers
+    // got no CPU time in its window (then its row shows "-").
+    let per_cpu = "lock-free serializable/snapshot writer commits per writer CPU-s: x";
+    let rows: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("lock-free "))
+        .collect();
+    assert_eq!(rows.len(), 2, "{}", o.stdout);
+    assert!(
+        o.stdout.contains(per_cpu) || rows.iter().any(|r| r.contains(" - ")),
+        "{}",
+        o.stdout
+    );
     // One run per round and level, in alternating order: snapshot first
     // in round 1, serializable first in round 2.
     let runs: Vec<&str> = o
@@ -1000,9 +1014,20 @@ fn rw_mix_prints_both_isolation_levels_and_their_ratios() {
     let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).expect("one JSON object");
     assert_eq!(v["workload"], "rw-mix");
     let ratios = v["configs"][0]["ratios"].as_array().expect("ratios");
-    // No readers: only the writers' ratio.
-    assert_eq!(ratios.len(), 1, "{ratios:?}");
+    // No readers: only the writers' ratios (the per-CPU one where every
+    // round's writers got CPU time in their window).
+    assert!(matches!(ratios.len(), 1 | 2), "{ratios:?}");
     assert_eq!(ratios[0]["side"], "writer commits/s");
+    for r in &v["configs"][0]["engines"]["lock-free"]["serializable"]
+        .as_array()
+        .expect("rounds")[..]
+    {
+        let share = &r["writer_cpu_share"];
+        assert!(
+            share.is_null() || share.as_f64().is_some_and(|c| c >= 0.0),
+            "{r}"
+        );
+    }
 }
 
 #[test]
