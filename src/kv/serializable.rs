@@ -1075,11 +1075,12 @@ mod checker;
 #[cfg(all(test, not(loom)))]
 mod tests {
     //! What a serializable commit costs: the index lookups its validation
-    //! makes (`Index::get`) and the retire batches its completion hands to the
-    //! collector under the gate, each counted per thread under `cfg(test)`.
+    //! makes (`Index::get`), the retire batches its completion hands to the
+    //! collector under the gate and the descriptors it allocates there, each
+    //! counted per thread under `cfg(test)`.
 
     use crate::machinery::epoch::{OUTER_PINS, RETIRE_BATCH};
-    use crate::machinery::COMPLETION_FLUSHES;
+    use crate::machinery::{COMPLETION_FLUSHES, DESCRIPTOR_ALLOCS};
     use crate::store::raw::index::LOOKUPS;
     use crate::{CommitOptions, Engine, Isolation, TableOptions, TxnOptions};
 
@@ -1159,6 +1160,21 @@ mod tests {
         assert_eq!(completion_flushes() - before, 0, "gated prepares");
         rmw(&mut s, &TxnOptions::default(), 3 * RETIRE_BATCH);
         assert!(completion_flushes() - before >= 2, "ungated completions");
+    }
+
+    /// The descriptor a gated commit installs is allocated before the gate
+    /// (`make_room`), so no commit calls the allocator while other
+    /// committers wait on it; an ungated commit allocates its own.
+    #[test]
+    fn a_gated_commit_allocates_its_descriptor_before_the_gate() {
+        let e = Engine::default();
+        let mut s = e.session().unwrap();
+        let allocs = || DESCRIPTOR_ALLOCS.with(std::cell::Cell::get);
+        let before = allocs();
+        rmw(&mut s, &ser(), 8);
+        assert_eq!(allocs() - before, 0, "gated commits");
+        rmw(&mut s, &TxnOptions::default(), 8);
+        assert_eq!(allocs() - before, 8, "ungated commits");
     }
 
     /// A gated commit on an in-memory engine pins once, before the gate: every

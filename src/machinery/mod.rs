@@ -66,6 +66,8 @@ mod baseline;
 mod lockfree;
 #[cfg(all(test, not(loom)))]
 pub(crate) use lockfree::COMPLETION_FLUSHES;
+#[cfg(all(test, not(loom)))]
+pub(crate) use raw::descriptor::DESCRIPTOR_ALLOCS;
 #[cfg(all(test, loom))]
 pub(crate) mod loom_support;
 mod manager;

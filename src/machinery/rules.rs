@@ -114,7 +114,8 @@ pub trait MachineryImpl: Send + Sync + Sized + 'static {
         ctr: &Counters,
     );
     /// Makes room in `retired` for the descriptor one completion replaces,
-    /// so that completion hands nothing to the collector: a caller that
+    /// so that completion hands nothing to the collector, and allocates the
+    /// descriptor it installs, so it calls no allocator: a caller that
     /// completes while holding a lock other committers wait on (the
     /// serializable gate) calls it before taking the lock. The default
     /// does nothing (for a machinery whose completions retire nothing).

@@ -240,8 +240,8 @@ impl MachineryImpl for LockFree {
         retired: &mut SessionRetired,
         ctr: &Counters,
     ) {
-        let retired = retired.batch();
         let cost = self.desc.complete(&self.collector, id, retired, keep);
+        let retired = retired.batch();
         // Not a safety bound: a retired descriptor is unreachable whatever
         // the batch size, so `>` (batches of RETIRE_BATCH + 1) only changes
         // when it is freed.
@@ -261,6 +261,9 @@ impl MachineryImpl for LockFree {
         if retired.batch().len() + 1 >= RETIRE_BATCH {
             self.flush_retired(retired);
         }
+        // And the descriptor it installs is allocated now, not under the
+        // caller's lock.
+        retired.ready_spare();
     }
 
     #[inline]

@@ -130,20 +130,50 @@ pub(crate) fn retired() -> Retired {
 }
 
 /// One session's descriptors that its completions replaced, not yet handed
-/// to the collector. The session owns it and lends it to every completion
-/// and to its close (`&mut`), so no other thread can touch it.
-pub struct SessionRetired(Retired);
+/// to the collector, and the allocation its next completion fills. The
+/// session owns it and lends it to every completion and to its close
+/// (`&mut`), so no other thread can touch it.
+pub struct SessionRetired {
+    batch: Retired,
+    /// An allocation for the next descriptor this session installs, never
+    /// shared: made ahead by [`SessionRetired::ready_spare`] (so a
+    /// completion under a lock does not call the allocator), or left by a
+    /// failed install for the next attempt.
+    spare: Option<Box<Descriptor>>,
+}
 
 impl Default for SessionRetired {
     fn default() -> Self {
-        SessionRetired(retired())
+        SessionRetired {
+            batch: retired(),
+            spare: None,
+        }
     }
 }
 
 impl SessionRetired {
     /// The batch itself.
     pub(crate) fn batch(&mut self) -> &mut Retired {
-        &mut self.0
+        &mut self.batch
+    }
+
+    /// Allocates the next completion's descriptor now, if none is ready.
+    pub(crate) fn ready_spare(&mut self) {
+        self.spare.get_or_insert_with(|| {
+            Box::new(Descriptor {
+                generation: 0,
+                xmin: 0,
+                xmax: 0,
+                running: Running::Inline(0, [0; INLINE_RUNNING]),
+                witness: Witness::new(),
+            })
+        });
+    }
+
+    /// Is an allocation ready for the next completion?
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn has_spare(&self) -> bool {
+        self.spare.is_some()
     }
 }
 
@@ -155,6 +185,13 @@ unsafe fn free_descriptor(p: *mut Descriptor) -> u64 {
     // SAFETY: the caller's contract.
     drop(unsafe { Box::from_raw(p) });
     1
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Descriptors this thread's completions allocated themselves (no
+    /// spare was ready, `DescriptorCell::complete`): a unit test counts them.
+    pub(crate) static DESCRIPTOR_ALLOCS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// What one completion cost.
@@ -273,7 +310,7 @@ impl DescriptorCell {
         &self,
         collector: &Collector,
         id: u64,
-        retired: &mut Retired,
+        retired: &mut SessionRetired,
         keep: Option<&mut Snapshot>,
     ) -> InstallCost {
         let mut cost = InstallCost::default();
@@ -288,7 +325,19 @@ impl DescriptorCell {
             // Loom: the fields `next_without` reads must happen-after their
             // writer (the Acquire load, or the failed CAS's Acquire).
             cur_d.witness.check();
-            let next = Box::new(cur_d.next_without(id));
+            // The session's spare allocation if it has one (made before a
+            // lock, or left by a failed attempt), else a new one.
+            let next = match retired.spare.take() {
+                Some(mut b) => {
+                    *b = cur_d.next_without(id);
+                    b
+                }
+                None => {
+                    #[cfg(test)]
+                    DESCRIPTOR_ALLOCS.with(|n| n.set(n.get() + 1));
+                    Box::new(cur_d.next_without(id))
+                }
+            };
             let generation = next.generation;
             let next = Box::into_raw(next);
             if mutant_on(m::GENERATION_BEFORE_CAS) {
@@ -314,7 +363,7 @@ impl DescriptorCell {
                     // have loaded it drops (invariant 11).
                     // SAFETY: unlinked by the CAS above, pushed once; it
                     // came from Box::into_raw (`free_descriptor`).
-                    unsafe { retired.push(old) };
+                    unsafe { retired.batch.push(old) };
                     // Release: pairs with the Acquire load in
                     // `published_generation`. fetch_max keeps the published
                     // generation monotonic when two completers race here
@@ -348,8 +397,9 @@ impl DescriptorCell {
                 }
                 Err(actual) => {
                     // SAFETY: `next` came from Box::into_raw above and was
-                    // never shared.
-                    drop(unsafe { Box::from_raw(next) });
+                    // never shared (the CAS failed): it is ours again, kept
+                    // for the next attempt.
+                    retired.spare = Some(unsafe { Box::from_raw(next) });
                     cur = actual;
                     cost.cas_retries += 1;
                 }
@@ -423,11 +473,11 @@ mod tests {
         let mut s = Snapshot::default();
         cell.copy_into(&collector, &mut s);
         assert_eq!(s.generation, 1);
-        let mut done = retired();
+        let mut done = SessionRetired::default();
         cell.complete(&collector, 1, &mut done, None);
         cell.complete(&collector, 3, &mut done, None);
-        assert_eq!(done.len(), 2);
-        done.flush(&collector, &collector.pin(), |_| {});
+        assert_eq!(done.batch().len(), 2);
+        done.batch().flush(&collector, &collector.pin(), |_| {});
         assert_eq!(cell.published_generation(), 3);
         cell.copy_into(&collector, &mut s);
         assert_eq!(
@@ -441,7 +491,7 @@ mod tests {
     fn a_kept_completion_leaves_the_installed_descriptor_under_its_generation() {
         let collector = Collector::new();
         let cell = DescriptorCell::new();
-        let mut done = retired();
+        let mut done = SessionRetired::default();
         cell.complete(&collector, 2, &mut done, None);
         let mut kept = Snapshot::default();
         cell.complete(&collector, 1, &mut done, Some(&mut kept));
@@ -450,6 +500,30 @@ mod tests {
         assert_eq!(kept, fresh);
         assert_eq!(kept.generation, cell.published_generation());
         assert!(kept.sees(1) && kept.sees(2));
-        done.flush(&collector, &collector.pin(), |_| {});
+        done.batch().flush(&collector, &collector.pin(), |_| {});
+    }
+
+    #[test]
+    fn a_completion_fills_the_spare_allocation_made_ahead() {
+        let collector = Collector::new();
+        let cell = DescriptorCell::new();
+        let mut done = SessionRetired::default();
+        done.ready_spare();
+        let spare: *const Descriptor = &**done.spare.as_ref().expect("made");
+        cell.complete(&collector, 2, &mut done, None);
+        assert!(!done.has_spare());
+        let guard = collector.pin();
+        // The installed descriptor lives in the spare's allocation, with
+        // the next descriptor's contents.
+        let p = cell.ptr.load(Ordering::Acquire);
+        assert_eq!(p.cast_const(), spare);
+        // SAFETY: loaded under `guard`; the cell keeps it installed.
+        let d = unsafe { &*p };
+        assert_eq!(
+            (d.generation, d.xmin, d.xmax, &*d.running),
+            (2, 1, 3, &[1][..])
+        );
+        drop(guard);
+        done.batch().flush(&collector, &collector.pin(), |_| {});
     }
 }
