@@ -772,7 +772,8 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
         Early { seq, found }
     });
     // The completion under the gate (a commit's, or a refused one's
-    // rollback) hands no retired descriptors to the collector.
+    // rollback) hands no retired descriptors to the collector and
+    // allocates no descriptor.
     txn.inner.make_room_for_completion();
     let state = engine.serial.lock();
     // Untimestamped counts as below every timestamp: a reader at any read

@@ -150,9 +150,10 @@ impl<'s, 'm, M: Machinery> Transaction<'s, 'm, M> {
     }
 
     /// Hands the session's replaced descriptors to the collector now if
-    /// this transaction's completion would (`MachineryImpl::make_room`):
-    /// a caller about to complete under a lock (the serializable gate)
-    /// calls it first, so the completion hands nothing on under the lock.
+    /// this transaction's completion would, and allocates the descriptor
+    /// it installs (`MachineryImpl::make_room`): a caller about to complete
+    /// under a lock (the serializable gate) calls it first, so the
+    /// completion hands nothing on and calls no allocator under the lock.
     pub(crate) fn make_room_for_completion(&mut self) {
         self.sess.mgr.machinery.make_room(&mut self.sess.retired);
     }
