@@ -162,7 +162,12 @@ pub enum Isolation {
     /// write or sync: serializable writers share group commits (their
     /// commits still complete in gate order). A snapshot-isolation writer
     /// with a tracked read ([`Txn::get_for_update`](crate::Txn::get_for_update))
-    /// holds the gate through its whole commit, log wait included.
+    /// holds the gate through its whole commit, log wait included. A
+    /// commit that had to wait for the gate is counted in
+    /// [`Stats::gate_waits`](crate::Stats::gate_waits), and the time it
+    /// waited in [`Stats::gate_wait_ns`](crate::Stats::gate_wait_ns): with
+    /// more threads than cores, a holder the scheduler preempts makes the
+    /// others wait for its time slice.
     ///
     /// **Prepared transactions.** Prepare validates, as commit does (a
     /// conflict there dooms the transaction: roll it back), and

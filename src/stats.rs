@@ -104,6 +104,13 @@ counters! {
     /// previous one) and by pruning (climbing the floor and the finger);
     /// over writing commits, the versions a commit examines on average.
     commit_versions_examined,
+    /// Gated commits and prepares (serializable, or with tracked reads)
+    /// that found the serializable commit gate held and waited for it.
+    gate_waits,
+    /// Nanoseconds those waited for the gate; over `gate_waits`, the mean
+    /// wait. A holder descheduled inside the gate shows here as waits of
+    /// a scheduler's time slice.
+    gate_wait_ns,
     ;
     baseline: {
         /// Read-lock acquisitions on the shared transaction-table lock

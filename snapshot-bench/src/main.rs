@@ -738,12 +738,14 @@ fn rw_mix(plan: &Plan) {
                 fmt::plural(rounds as u64, "round"),
             );
             println!(
-                "{:<19} {:<12} {:>34} {:>14} {:>8} {:>12} {:>12} {:>12} {:>10} {:>34}",
+                "{:<19} {:<12} {:>34} {:>14} {:>8} {:>10} {:>10} {:>12} {:>12} {:>12} {:>10} {:>34}",
                 "engine",
                 "isolation",
                 "writer commits/s med (min-max)",
                 "per writer CPU-s",
                 "w. CPU",
+                "gate w/c",
+                "wait us/c",
                 "ww/commit",
                 "serial/commit",
                 "ts-retry/c",
@@ -774,12 +776,14 @@ fn rw_mix(plan: &Plan) {
                             .map_or("-".to_string(), |v| fmt(stats::median(&v)))
                     };
                     println!(
-                        "{:<19} {:<12} {:>34} {:>14} {:>8} {:>12.4} {:>12.4} {:>12.4} {:>10.0} {:>34}",
+                        "{:<19} {:<12} {:>34} {:>14} {:>8} {:>10.4} {:>10.3} {:>12.4} {:>12.4} {:>12.4} {:>10.0} {:>34}",
                         kind.name(),
                         level_name(levels[li]),
                         mr(r.iter().map(|x| x.writer_commits_per_s).collect()),
                         med_some(|x| x.writer_commits_per_cpu_s, fmt::fmt_int),
                         med_some(|x| x.writer_cpu_share, |c| format!("{c:.2}")),
+                        med(|x| x.gate_waits_per_commit),
+                        med(|x| x.gate_wait_us_per_commit),
                         med(|x| x.write_conflicts_per_commit),
                         med(|x| x.serialization_conflicts_per_commit),
                         med(|x| x.ts_order_retries_per_commit),

@@ -70,6 +70,12 @@ pub struct RoundOut {
     /// Seconds of CPU time the writers used in the measured window, all
     /// together, per second of it (`None` as above).
     pub writer_cpu_share: Option<f64>,
+    /// Writer commits and prepares that found the serializable gate held
+    /// (`Stats::gate_waits`), per committed writer transaction.
+    pub gate_waits_per_commit: f64,
+    /// Microseconds writers waited for the gate (`Stats::gate_wait_ns`),
+    /// per committed writer transaction.
+    pub gate_wait_us_per_commit: f64,
 }
 
 #[derive(Default)]
@@ -83,6 +89,10 @@ struct ThreadOut {
     /// This thread's CPU time in the measured window (`None`: its CPU
     /// clock could not be read).
     cpu_ns: Option<u64>,
+    /// Its session's waits for the serializable gate in the window, and
+    /// their nanoseconds.
+    gate_waits: u64,
+    gate_wait_ns: u64,
 }
 
 /// The calling thread's CPU clock where the measured window opens (the
@@ -165,12 +175,16 @@ fn writer<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
     let mut ks = vec![0u64; p.rmw_reads];
     let mut out = ThreadOut::default();
     let mut cpu0 = None;
+    let mut stats0 = None;
     loop {
         let ph = ctl.phase();
         if ph == STOP {
             break;
         }
         mark_window(&mut cpu0, ph);
+        if ph == MEASURE && stats0.is_none() {
+            stats0 = Some(s.stats());
+        }
         let measuring = ph == MEASURE;
         for k in ks.iter_mut() {
             *k = rng.below(p.keys);
@@ -241,6 +255,11 @@ fn writer<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
         }
     }
     out.cpu_ns = window_cpu(cpu0);
+    if let Some(b) = stats0 {
+        let a = s.stats();
+        out.gate_waits = a.gate_waits - b.gate_waits;
+        out.gate_wait_ns = a.gate_wait_ns - b.gate_wait_ns;
+    }
     out
 }
 
@@ -304,5 +323,7 @@ fn run_on<M: Machinery>(e: &Engine<M>, p: &Params, round: usize, pb: &ProgressBa
         tracked_bytes_per_commit: per(sum(|o| o.tracked)),
         writer_commits_per_cpu_s: writer_cpu_s.map(|c| commits / c),
         writer_cpu_share: writer_cpu_s.map(|c| c / secs),
+        gate_waits_per_commit: per(sum(|o| o.gate_waits)),
+        gate_wait_us_per_commit: per(sum(|o| o.gate_wait_ns)) / 1e3,
     }
 }

@@ -1027,6 +1027,9 @@ fn rw_mix_prints_both_isolation_levels_and_their_ratios() {
             share.is_null() || share.as_f64().is_some_and(|c| c >= 0.0),
             "{r}"
         );
+        for f in ["gate_waits_per_commit", "gate_wait_us_per_commit"] {
+            assert!(r[f].as_f64().is_some_and(|x| x >= 0.0), "{f}: {r}");
+        }
     }
 }
 

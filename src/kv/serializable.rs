@@ -535,6 +535,33 @@ impl Gate {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Takes the gate for a commit or prepare of `txn`, counting a wait
+    /// (`Stats::gate_waits`, `Stats::gate_wait_ns`) when it is held. The
+    /// same mutual exclusion as [`Gate::lock`]: a failed `try_lock`
+    /// changes nothing. Under loom it is `lock` (the models check the
+    /// exclusion, not the count, and a try first would only widen them).
+    fn enter<M: Machinery>(&self, txn: &Txn<'_, '_, M>) -> MutexGuard<'_, GateState> {
+        #[cfg(not(loom))]
+        {
+            match self.state.try_lock() {
+                Ok(g) => return g,
+                Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {}
+            }
+            let t0 = std::time::Instant::now();
+            let g = self.lock();
+            let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            txn.inner.count(crate::machinery::Count::GateWaits, 1);
+            txn.inner.count(crate::machinery::Count::GateWaitNs, ns);
+            g
+        }
+        #[cfg(loom)]
+        {
+            let _ = txn;
+            self.lock()
+        }
+    }
+
     /// Raises the sequence and lets the gate go: what this holder changed
     /// (its versions' flips, the gate's lists) happens-before a validation
     /// that loads the new value.
@@ -775,7 +802,7 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
     // rollback) hands no retired descriptors to the collector and
     // allocates no descriptor.
     txn.inner.make_room_for_completion();
-    let state = engine.serial.lock();
+    let state = engine.serial.enter(txn);
     // Untimestamped counts as below every timestamp: a reader at any read
     // timestamp sees it.
     if serializable && ts < state.last_ts {
@@ -999,7 +1026,7 @@ pub(super) fn gated_prepare<'s, 'e, M: Machinery>(
     let engine = txn.session.engine;
     // As in `gated_slow`: the prepare's completion hands nothing on.
     txn.inner.make_room_for_completion();
-    let mut state = engine.serial.lock();
+    let mut state = engine.serial.enter(txn);
     if let Err(e) = validate(txn, &state, None) {
         // Open and doomed, as a refused prepare leaves a transaction open
         // (the machinery's contract) and a conflict dooms it: the caller
@@ -1176,6 +1203,45 @@ mod tests {
         assert_eq!(allocs() - before, 0, "gated commits");
         rmw(&mut s, &TxnOptions::default(), 8);
         assert_eq!(allocs() - before, 8, "ungated commits");
+    }
+
+    /// A gated commit that finds the gate held counts one wait and the time
+    /// it waited; one that finds it free counts none.
+    #[test]
+    fn a_gated_commit_counts_its_wait_for_a_held_gate() {
+        use crate::machinery::with_machinery::LockFree;
+        let e = crate::kv::engine::Engine::<LockFree>::with_machinery(Default::default()).unwrap();
+        let commit = || {
+            let mut s = e.session().unwrap();
+            let mut t = s.begin(&ser()).unwrap();
+            t.get("k").unwrap();
+            t.put("k", "v").unwrap();
+            t.commit(CommitOptions::default()).unwrap();
+        };
+        let before = e.stats();
+        commit();
+        assert_eq!(e.stats().gate_waits, before.gate_waits, "a free gate");
+        // The committer must reach the gate while this thread holds it; it
+        // is given longer each try (no bound is asserted on the time).
+        let mut waited = false;
+        for attempt in 1..=20u64 {
+            let before = e.stats();
+            std::thread::scope(|sc| {
+                let held = e.serial.lock();
+                let c = sc.spawn(commit);
+                std::thread::sleep(std::time::Duration::from_millis(5 * attempt));
+                drop(held);
+                c.join().unwrap();
+            });
+            let after = e.stats();
+            assert!(after.gate_waits - before.gate_waits <= 1);
+            if after.gate_waits > before.gate_waits {
+                assert!(after.gate_wait_ns > before.gate_wait_ns);
+                waited = true;
+                break;
+            }
+        }
+        assert!(waited, "no commit waited for the held gate in 20 tries");
     }
 
     /// A gated commit on an in-memory engine pins once, before the gate: every

@@ -77,6 +77,11 @@ pub enum Count {
     /// Versions examined by commits (linking) and pruning
     /// ([`Stats::commit_versions_examined`]).
     CommitVersionsExamined,
+    /// Gated commits and prepares that waited for the serializable gate
+    /// ([`Stats::gate_waits`]).
+    GateWaits,
+    /// Nanoseconds they waited ([`Stats::gate_wait_ns`]).
+    GateWaitNs,
 }
 
 #[inline]
@@ -88,6 +93,8 @@ pub(super) fn count_into(c: &Counters, what: Count, n: u64) {
         Count::Reads => c.reads.bump(n),
         Count::VersionsRead => c.versions_read.bump(n),
         Count::CommitVersionsExamined => c.commit_versions_examined.bump(n),
+        Count::GateWaits => c.gate_waits.bump(n),
+        Count::GateWaitNs => c.gate_wait_ns.bump(n),
     }
 }
 
