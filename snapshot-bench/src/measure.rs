@@ -106,8 +106,42 @@ pub struct Meter {
     worst: WorstList,
     thread: usize,
     round: usize,
-    /// This thread's CPU time when the measured window opened.
-    cpu0: Option<u64>,
+    /// This thread's CPU time over the measured window.
+    cpu: CpuWindow,
+}
+
+/// One thread's CPU time over the measured window: [`CpuWindow::open`]
+/// where the window opens for it, [`CpuWindow::spent`] where it stops.
+#[derive(Default)]
+pub struct CpuWindow {
+    /// The thread's CPU clock where the window opened (`Some(None)`: it
+    /// could not be read); `None` until then.
+    start: Option<Option<u64>>,
+}
+
+impl CpuWindow {
+    /// Opens the window at the first call; says whether this call did.
+    pub fn open(&mut self) -> bool {
+        if self.start.is_some() {
+            return false;
+        }
+        self.start = Some(thread_cpu_ns());
+        true
+    }
+
+    /// Has the window opened?
+    pub fn is_open(&self) -> bool {
+        self.start.is_some()
+    }
+
+    /// The CPU time the thread spent since the window opened (`None`: it
+    /// never opened, or the clock could not be read).
+    pub fn spent(&self) -> Option<u64> {
+        self.start
+            .flatten()
+            .zip(thread_cpu_ns())
+            .map(|(a, b)| b.saturating_sub(a))
+    }
 }
 
 /// The calling thread's CPU time in nanoseconds (user and system); `None`
@@ -140,7 +174,7 @@ impl Meter {
             worst: WorstList::new(worst),
             thread,
             round,
-            cpu0: None,
+            cpu: CpuWindow::default(),
         }
     }
 
@@ -154,7 +188,7 @@ impl Meter {
         }
         if ph == MEASURE && !self.measuring {
             self.measuring = true;
-            self.cpu0 = thread_cpu_ns();
+            self.cpu.open();
             self.t0 = Instant::now();
             self.last = self.t0;
             return Some(true);
@@ -188,10 +222,7 @@ impl Meter {
     /// opened, or the clock could not be read). Call it as soon as the
     /// thread's loop ends, so the CPU time is the window's.
     pub fn finish(self) -> (Histogram<u64>, Vec<Worst>, Option<u64>) {
-        let cpu = self
-            .cpu0
-            .zip(thread_cpu_ns())
-            .map(|(a, b)| b.saturating_sub(a));
+        let cpu = self.cpu.spent();
         (self.hist, self.worst.v, cpu)
     }
 }

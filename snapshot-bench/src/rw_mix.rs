@@ -11,7 +11,7 @@
 //! timestamp handed out, as in `ro-mix`.
 
 use crate::keys::{key, load, Rng};
-use crate::measure::thread_cpu_ns;
+use crate::measure::CpuWindow;
 use crate::phases::{run_phases, Ctl, MEASURE, STOP};
 use indicatif::ProgressBar;
 use serde::Serialize;
@@ -86,31 +86,13 @@ struct ThreadOut {
     ts_retries: u64,
     tracked: u64,
     reads: u64,
-    /// This thread's CPU time in the measured window (`None`: its CPU
-    /// clock could not be read).
+    /// A writer's CPU time in the measured window: none where it never saw
+    /// the window open, `None` where its CPU clock could not be read.
     cpu_ns: Option<u64>,
     /// Its session's waits for the serializable gate in the window, and
     /// their nanoseconds.
     gate_waits: u64,
     gate_wait_ns: u64,
-}
-
-/// The calling thread's CPU clock where the measured window opens (the
-/// first `MEASURE` phase this thread sees), kept in `at`.
-fn mark_window(at: &mut Option<Option<u64>>, ph: u8) {
-    if ph == MEASURE && at.is_none() {
-        *at = Some(thread_cpu_ns());
-    }
-}
-
-/// The calling thread's CPU time since `mark_window` marked `at`: none
-/// where it never saw the window open, `None` where its CPU clock could
-/// not be read.
-fn window_cpu(at: Option<Option<u64>>) -> Option<u64> {
-    match at {
-        None => Some(0),
-        Some(a) => a.zip(thread_cpu_ns()).map(|(a, b)| b.saturating_sub(a)),
-    }
 }
 
 fn opts(p: &Params) -> TxnOptions {
@@ -126,13 +108,11 @@ fn reader<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
     let opts = opts(p);
     let mut batch = vec![[0u8; 8]; p.batch];
     let mut out = ThreadOut::default();
-    let mut cpu0 = None;
     loop {
         let ph = ctl.phase();
         if ph == STOP {
             break;
         }
-        mark_window(&mut cpu0, ph);
         let mut t = s.begin(&opts).expect("begin");
         loop {
             let stable = ctl.stable.load(Ordering::Relaxed);
@@ -163,7 +143,6 @@ fn reader<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
             out.reads += 1;
         }
     }
-    out.cpu_ns = window_cpu(cpu0);
     out
 }
 
@@ -174,15 +153,14 @@ fn writer<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
     let mut value = vec![0x5au8; p.value_size];
     let mut ks = vec![0u64; p.rmw_reads];
     let mut out = ThreadOut::default();
-    let mut cpu0 = None;
+    let mut cpu = CpuWindow::default();
     let mut stats0 = None;
     loop {
         let ph = ctl.phase();
         if ph == STOP {
             break;
         }
-        mark_window(&mut cpu0, ph);
-        if ph == MEASURE && stats0.is_none() {
+        if ph == MEASURE && cpu.open() {
             stats0 = Some(s.stats());
         }
         let measuring = ph == MEASURE;
@@ -254,7 +232,7 @@ fn writer<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
             }
         }
     }
-    out.cpu_ns = window_cpu(cpu0);
+    out.cpu_ns = if cpu.is_open() { cpu.spent() } else { Some(0) };
     if let Some(b) = stats0 {
         let a = s.stats();
         out.gate_waits = a.gate_waits - b.gate_waits;
