@@ -96,6 +96,11 @@ use std::sync::Arc;
 /// buffers when its transaction ends instead of keeping them for the next.
 const KEEP_BYTES: usize = 64 * 1024;
 
+/// Has `v` grown past [`KEEP_BYTES`]?
+fn past_keep<T>(v: &Vec<T>) -> bool {
+    v.capacity() * std::mem::size_of::<T>() > KEEP_BYTES
+}
+
 /// One end of a tracked range: offsets of its key in the read set's bytes.
 #[derive(Clone, Debug)]
 enum Edge {
@@ -193,10 +198,7 @@ impl ReadSet {
 
     /// Empties it; frees its buffers if they grew past [`KEEP_BYTES`].
     fn clear(&mut self) {
-        if self.bytes.capacity() > KEEP_BYTES
-            || self.keys.capacity() * std::mem::size_of::<(u32, Range<usize>)>() > KEEP_BYTES
-            || self.ranges.capacity() * std::mem::size_of::<(u32, Edge, Edge)>() > KEEP_BYTES
-        {
+        if past_keep(&self.bytes) || past_keep(&self.keys) || past_keep(&self.ranges) {
             *self = ReadSet::default();
         } else {
             self.bytes.clear();
@@ -320,7 +322,7 @@ impl<'e> Tracker<'e> {
         self.track = false;
         self.serializable = false;
         self.reads.clear();
-        if self.kept.capacity() * std::mem::size_of::<Option<&KeyEntry>>() > KEEP_BYTES {
+        if past_keep(&self.kept) {
             self.kept = Vec::new();
         } else {
             self.kept.clear();
