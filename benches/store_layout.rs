@@ -28,17 +28,22 @@
 //!   carry their commit timestamp).
 //! * **the prototype** (`store_layout/proto.rs`, its module docs): the
 //!   candidate compact layout, self-contained, with the same key sets, the
-//!   same passes and the same read regimes, under two hash-table growth
-//!   policies (today's and a denser one); bytes from the same allocator,
-//!   and per read its dependent loads (table lines, node, side record,
-//!   version records, transaction records). Every key and version it
+//!   same passes and the same read regimes, under hash-table growth
+//!   policies (today's, a denser one, and for 12-byte slots a denser one
+//!   grown by an eighth), with 8-byte slots, 16-byte slots
+//!   (node and side record) and 12-byte slots of slab indices (node, head,
+//!   side record); bytes from the same allocator, and per read its
+//!   dependent loads (table lines, node, side record, version records,
+//!   transaction records, chunk-table entries). Every key and version it
 //!   stores is read back and checked. Read times are printed for context
 //!   only (one shared machine: noisy; the real store's include a
 //!   transaction's begin and end, the prototype's do not).
 //!
 //! `STORE_LAYOUT_PASSES` (default 3) sets the memory passes (1: one
 //! version a key only), `STORE_LAYOUT_TODAY=0` leaves the real store out
-//! (the prototype alone).
+//! (the prototype alone), `STORE_LAYOUT_VARIANTS=7/8,7/8+12B` picks
+//! prototype variants by name (`3/4`, `7/8`, `7/8+hint`, `7/8+12B`,
+//! `3/4+12B`, `7/8x9/8+12B`: grown by an eighth; all by default).
 
 #[path = "store_layout/proto.rs"]
 mod proto;
@@ -701,6 +706,7 @@ fn main() {
         (proto::Policy::DENSE_HINT, "7/8+hint"),
         (proto::Policy::DENSE_SLOT12, "7/8+12B"),
         (proto::Policy::TODAY_SLOT12, "3/4+12B"),
+        (proto::Policy::DENSER_SLOT12, "7/8x9/8+12B"),
     ]
     .into_iter()
     .filter(|(_, name)| {

@@ -49,12 +49,33 @@
 //!   second word to each slot, the key's side record address (a hint a
 //!   reader loads beside the node, so the side record costs no level of
 //!   its own), to price that variant.
-//! * **Ordered view**: an exact-size sorted array of node addresses and a
-//!   sorted delta of the keys created since, merged at a sixteenth.
+//! * **12-byte slots** (the policy's `slot12`): three 32-bit words, each a
+//!   28-bit *slab index* and a nibble of the key's 12-bit hash tag (the
+//!   tag's three nibbles are compared together): the node, the head (the
+//!   newest version's record; 0: the node's inline version) and the side
+//!   record (0: none). Nodes come from one indexed [`Slab`], side records
+//!   and records from another (two index spaces, so the head cannot name
+//!   the node by the node's index). A slab index is a chunk number (+1)
+//!   and a granule offset; the slab's *chunk table* (8 bytes a 64 KiB
+//!   chunk) turns it into an address: a dependent load, L2-resident (at
+//!   most 32,767 entries, 256 KiB a slab), counted apart from the levels.
+//!   Each slab addresses 2^28 granules of 8 bytes: 32,767 chunks, just
+//!   under 2 GiB of nodes and as much of records; past it the slab panics
+//!   naming the bound, and it serves blocks up to 2,048 bytes only. A
+//!   reader loads the slot, then node, side record and head record side
+//!   by side (one level): the newest version in two levels, a version at
+//!   stable in three (the finger's, a full address in the side record).
+//!   Writers store the slot's head word at each write to an existing key
+//!   and its side word when a side record is made or given back (counted:
+//!   [`Store::slot_stores`]). The side record's words and the record links
+//!   stay full addresses; the node word as above.
+//! * **Ordered view**: an exact-size sorted array of node addresses (4-byte
+//!   node indices with 12-byte slots) and a sorted delta of the keys
+//!   created since, merged at a sixteenth.
 //!
 //! Every read and write counts its dependent loads ([`Loads`]): hash-table
-//! lines, the node, the side record, each record, and each transaction
-//! record met on an unfrozen status.
+//! lines, the node, the side record, each record, each transaction record
+//! met on an unfrozen status, and (12-byte slots) each chunk-table entry.
 
 use std::alloc::{self, Layout};
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -581,6 +602,13 @@ impl Policy {
     pub const DENSE_SLOT12: Policy = Policy {
         slot12: true,
         ..Policy::DENSE
+    };
+    /// Grow at seven eighths by an eighth (load 0.78-0.875), with 12-byte
+    /// slots of slab indices: twice the rehash moves of [`Policy::DENSE`].
+    pub const DENSER_SLOT12: Policy = Policy {
+        grow_num: 9,
+        grow_den: 8,
+        ..Policy::DENSE_SLOT12
     };
     /// Today's growth, with 12-byte slots of slab indices.
     pub const TODAY_SLOT12: Policy = Policy {
