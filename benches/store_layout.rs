@@ -28,17 +28,22 @@
 //!   carry their commit timestamp).
 //! * **the prototype** (`store_layout/proto.rs`, its module docs): the
 //!   candidate compact layout, self-contained, with the same key sets, the
-//!   same passes and the same read regimes, under two hash-table growth
-//!   policies (today's and a denser one); bytes from the same allocator,
-//!   and per read its dependent loads (table lines, node, side record,
-//!   version records, transaction records). Every key and version it
+//!   same passes and the same read regimes, under hash-table growth
+//!   policies (today's, a denser one, and for 12-byte slots a denser one
+//!   grown by an eighth), with 8-byte slots, 16-byte slots
+//!   (node and side record) and 12-byte slots of slab indices (node, head,
+//!   side record); bytes from the same allocator, and per read its
+//!   dependent loads (table lines, node, side record, version records,
+//!   transaction records, chunk-table entries). Every key and version it
 //!   stores is read back and checked. Read times are printed for context
 //!   only (one shared machine: noisy; the real store's include a
 //!   transaction's begin and end, the prototype's do not).
 //!
 //! `STORE_LAYOUT_PASSES` (default 3) sets the memory passes (1: one
 //! version a key only), `STORE_LAYOUT_TODAY=0` leaves the real store out
-//! (the prototype alone).
+//! (the prototype alone), `STORE_LAYOUT_VARIANTS=7/8,7/8+12B` picks
+//! prototype variants by name (`3/4`, `7/8`, `7/8+hint`, `7/8+12B`,
+//! `3/4+12B`, `7/8x9/8+12B`: grown by an eighth; all by default).
 
 #[path = "store_layout/proto.rs"]
 mod proto;
@@ -323,6 +328,7 @@ fn proto_memory(shape: Shape, n: u64, passes: u8, policy: proto::Policy, name: &
         st.slab_bytes(),
         st.pending_bytes(),
     );
+    let chunk_tables = st.chunk_tables();
     // A reader holding its snapshot: nothing frozen or pruned after this.
     let held = st.view(0);
     st.held_xmin = held.xmin;
@@ -380,6 +386,25 @@ fn proto_memory(shape: Shape, n: u64, passes: u8, policy: proto::Policy, name: &
         st.pending(),
         st.pending_bytes() as f64 / nf,
     );
+    if policy.slot12 {
+        // One version a key: the chunk tables then; the chunk counts after
+        // the passes too (the index range's use).
+        let (tables, node_chunks, rec_chunks, by_addr) = chunk_tables;
+        let (_, node_after, rec_after, _) = st.chunk_tables();
+        let parts = (first.nodes + slots + ordered + (slab - used) + pending + tables + by_addr)
+            as f64
+            / nf;
+        println!(
+            "memory proto-{name} {}/{} keys={n}: {per_key:.2} B a key, {:.4}x; chunk tables {:.3} B a key ({node_chunks} node chunks, {rec_chunks} record chunks; after the passes {node_after} and {rec_after}, of {} each), the records slab's address-ordered chunk list {:.3}; rest (allocator rounding of the big arrays, the store's own fields) {:.3}",
+            shape.key,
+            shape.value,
+            per_key / shape.raw() as f64,
+            tables as f64 / nf,
+            proto::IDX_CHUNKS,
+            by_addr as f64 / nf,
+            per_key - parts,
+        );
+    }
     drop(st);
 }
 
@@ -587,7 +612,7 @@ fn proto_reads(shape: Shape, n: u64, per_key: u64, policy: proto::Policy, name: 
     let mut read = |k: u64, ts: u64, stable: bool| {
         let st = st.borrow();
         if mark.is_none() {
-            mark = Some((st.writer_loads, st.txns()));
+            mark = Some((st.writer_loads, st.txns(), st.slot_stores));
         }
         let view = st.view(ts);
         let i = usize::from(!stable);
@@ -598,7 +623,7 @@ fn proto_reads(shape: Shape, n: u64, per_key: u64, policy: proto::Policy, name: 
     let (ns_stable, ns_newest) = sim.run(&mut write, &mut set, &mut read);
     let st = st.into_inner();
     let lag = sim.lag;
-    let (from, txns) = mark.expect("reads ran");
+    let (from, txns, stores) = mark.expect("reads ran");
     let writes = (st.txns() - txns) as f64;
     for (l, r, what, ns) in [
         (loads[0], reads[0], "at stable", ns_stable),
@@ -618,6 +643,17 @@ fn proto_reads(shape: Shape, n: u64, per_key: u64, policy: proto::Policy, name: 
             f(l.record),
             f(l.txn),
         );
+        if policy.slot12 {
+            println!(
+                "reads proto-{name} {}/{} keys={n} lag={lag}: {what}: chunk-table loads {:.3} a read, chunk-table steps {:.3}: {:.3} dependent loads a read with them; head records loaded beside the node {:.3}",
+                shape.key,
+                shape.value,
+                f(l.chunk),
+                f(l.chunk_levels),
+                f(l.levels + l.chunk_levels),
+                f(l.head_hinted),
+            );
+        }
     }
     println!(
         "writes proto-{name} {}/{} keys={n} lag={lag}: a commit in the measured phase: {:.3} records loaded by the freeze and prune walks, {:.3} side records by the stable sweep; {} side records and {} records live, {} versions retired",
@@ -629,6 +665,15 @@ fn proto_reads(shape: Shape, n: u64, per_key: u64, policy: proto::Policy, name: 
         st.parts.record_count,
         st.retired,
     );
+    if policy.slot12 {
+        println!(
+            "writes proto-{name} {}/{} keys={n} lag={lag}: a commit in the measured phase: {:.3} stores of a slot's head word, {:.3} of its side word",
+            shape.key,
+            shape.value,
+            (st.slot_stores.0 - stores.0) as f64 / writes,
+            (st.slot_stores.1 - stores.1) as f64 / writes,
+        );
+    }
 }
 
 fn main() {
@@ -652,11 +697,24 @@ fn main() {
     // Counting stays on: every block's free is taken off its own count.
     counting(true);
     let today = std::env::var("STORE_LAYOUT_TODAY").map_or(true, |v| v != "0");
-    let policies = [
+    // `STORE_LAYOUT_VARIANTS` (names, comma-separated) picks prototype
+    // variants; all by default.
+    let picked = std::env::var("STORE_LAYOUT_VARIANTS").ok();
+    let policies: Vec<(proto::Policy, &str)> = [
         (proto::Policy::TODAY, "3/4"),
         (proto::Policy::DENSE, "7/8"),
         (proto::Policy::DENSE_HINT, "7/8+hint"),
-    ];
+        (proto::Policy::DENSE_SLOT12, "7/8+12B"),
+        (proto::Policy::TODAY_SLOT12, "3/4+12B"),
+        (proto::Policy::DENSER_SLOT12, "7/8x9/8+12B"),
+    ]
+    .into_iter()
+    .filter(|(_, name)| {
+        picked
+            .as_deref()
+            .is_none_or(|p| p.split(',').any(|v| v.trim() == *name))
+    })
+    .collect();
     for shape in SHAPES {
         prototypes(shape);
         for &n in &sizes {
@@ -664,7 +722,7 @@ fn main() {
                 memory(shape, n, passes);
                 index_today(shape, n);
             }
-            for (policy, name) in policies {
+            for &(policy, name) in &policies {
                 proto_memory(shape, n, passes, policy, name);
             }
         }
@@ -677,7 +735,7 @@ fn main() {
                 if today {
                     reads(shape, 100_000, per_key);
                 }
-                for (policy, name) in policies {
+                for &(policy, name) in &policies {
                     proto_reads(shape, 100_000, per_key, policy, name);
                 }
             }

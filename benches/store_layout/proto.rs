@@ -49,12 +49,33 @@
 //!   second word to each slot, the key's side record address (a hint a
 //!   reader loads beside the node, so the side record costs no level of
 //!   its own), to price that variant.
-//! * **Ordered view**: an exact-size sorted array of node addresses and a
-//!   sorted delta of the keys created since, merged at a sixteenth.
+//! * **12-byte slots** (the policy's `slot12`): three 32-bit words, each a
+//!   28-bit *slab index* and a nibble of the key's 12-bit hash tag (the
+//!   tag's three nibbles are compared together): the node, the head (the
+//!   newest version's record; 0: the node's inline version) and the side
+//!   record (0: none). Nodes come from one indexed [`Slab`], side records
+//!   and records from another (two index spaces, so the head cannot name
+//!   the node by the node's index). A slab index is a chunk number (+1)
+//!   and a granule offset; the slab's *chunk table* (8 bytes a 64 KiB
+//!   chunk) turns it into an address: a dependent load, L2-resident (at
+//!   most 32,767 entries, 256 KiB a slab), counted apart from the levels.
+//!   Each slab addresses 2^28 granules of 8 bytes: 32,767 chunks, just
+//!   under 2 GiB of nodes and as much of records; past it the slab panics
+//!   naming the bound, and it serves blocks up to 2,048 bytes only. A
+//!   reader loads the slot, then node, side record and head record side
+//!   by side (one level): the newest version in two levels, a version at
+//!   stable in three (the finger's, a full address in the side record).
+//!   Writers store the slot's head word at each write to an existing key
+//!   and its side word when a side record is made or given back (counted:
+//!   [`Store::slot_stores`]). The side record's words and the record links
+//!   stay full addresses; the node word as above.
+//! * **Ordered view**: an exact-size sorted array of node addresses (4-byte
+//!   node indices with 12-byte slots) and a sorted delta of the keys
+//!   created since, merged at a sixteenth.
 //!
 //! Every read and write counts its dependent loads ([`Loads`]): hash-table
-//! lines, the node, the side record, each record, and each transaction
-//! record met on an unfrozen status.
+//! lines, the node, the side record, each record, each transaction record
+//! met on an unfrozen status, and (12-byte slots) each chunk-table entry.
 
 use std::alloc::{self, Layout};
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -77,15 +98,40 @@ struct Class {
     free: *mut u8,
     cur: *mut u8,
     end: *mut u8,
+    /// The chunk `cur` carves (its number in `chunks`).
+    chunk: u32,
 }
+
+/// Bits of a granule's offset in its chunk in a slab index: a chunk holds
+/// 8,184 granules, under 2^13.
+const IDX_OFF_BITS: u32 = 13;
+/// Bits of a slab index: 2^28 granules of 8 bytes.
+const IDX_BITS: u32 = 28;
+const IDX_MASK: u32 = (1 << IDX_BITS) - 1;
+/// Chunks an indexed slab can address: index 0 is reserved (none), so
+/// chunk `c` is named `c + 1` in an index's top 15 bits: 32,767 chunks of
+/// [`CHUNK`] bytes, 2,145,386,496 bytes (just under 2 GiB).
+pub const IDX_CHUNKS: usize = (1 << (IDX_BITS - IDX_OFF_BITS)) - 1;
 
 /// Size classes of 8-byte granules up to [`SMALL_MAX`], each carving
 /// [`CHUNK`]-byte chunks and keeping a free list through the freed blocks'
 /// first word.
+///
+/// An *indexed* slab also names each block by a 28-bit *slab index*
+/// (chunk number + 1 in the top 15 bits, granule offset in the low 13),
+/// turned back into an address through `chunks`, the *chunk table*
+/// ([`Slab::addr`]: one load of an 8-byte entry; 16,384 chunks, 128 KiB,
+/// a gigabyte of blocks). It serves blocks up to [`SMALL_MAX`] only, and
+/// refuses (panics, naming the bound) a chunk past [`IDX_CHUNKS`].
 pub struct Slab {
     classes: Vec<Class>,
     chunks: Vec<*mut u8>,
     large: HashMap<usize, Layout>,
+    indexed: bool,
+    /// Chunk bases in address order with their numbers: an indexed slab
+    /// that frees finds a reused block's index here (the engine would keep
+    /// its free lists by index; bookkeeping of the prototype's).
+    by_addr: Option<Vec<(usize, u32)>>,
 }
 
 /// 8-aligned: nothing in a chunk needs more.
@@ -99,18 +145,74 @@ impl Slab {
             free: ptr::null_mut(),
             cur: ptr::null_mut(),
             end: ptr::null_mut(),
+            chunk: 0,
         };
         Slab {
             classes: vec![empty; SMALL_MAX / GRANULE + 1],
             chunks: Vec::new(),
             large: HashMap::new(),
+            indexed: false,
+            by_addr: None,
         }
+    }
+
+    /// An indexed slab; `frees`: blocks are freed and reused.
+    fn indexed(frees: bool) -> Slab {
+        let mut s = Slab::new();
+        s.indexed = true;
+        s.by_addr = frees.then(Vec::new);
+        s
+    }
+
+    /// The address of the block with slab index `i` (not 0): the chunk
+    /// table's entry plus the offset.
+    #[inline]
+    fn addr(&self, i: u32) -> *mut u8 {
+        debug_assert!(self.indexed && i != 0 && i <= IDX_MASK);
+        let c = (i >> IDX_OFF_BITS) as usize - 1;
+        let off = (i & ((1 << IDX_OFF_BITS) - 1)) as usize * GRANULE;
+        // SAFETY: an index names a granule inside chunk `c`.
+        unsafe { self.chunks[c].add(off) }
+    }
+
+    /// The slab index of block `p` in chunk `c`.
+    fn index(&self, c: u32, p: *mut u8) -> u32 {
+        let off = (p as usize - self.chunks[c as usize] as usize) / GRANULE;
+        ((c + 1) << IDX_OFF_BITS) | off as u32
+    }
+
+    /// A block of at least `bytes` bytes from an indexed slab, and its
+    /// slab index.
+    fn alloc_idx(&mut self, bytes: usize) -> (*mut u8, u32) {
+        assert!(self.indexed, "a slab index from an indexed slab");
+        let size = bytes.max(GRANULE).next_multiple_of(GRANULE);
+        assert!(
+            size <= SMALL_MAX,
+            "an indexed slab serves blocks up to {SMALL_MAX} bytes, asked {size}"
+        );
+        let reused = !self.classes[size / GRANULE].free.is_null();
+        let p = self.alloc(bytes);
+        let c = if reused {
+            let by = self
+                .by_addr
+                .as_ref()
+                .expect("only a slab that frees reuses");
+            let at = by.partition_point(|&(b, _)| b <= p as usize) - 1;
+            by[at].1
+        } else {
+            self.classes[size / GRANULE].chunk
+        };
+        (p, self.index(c, p))
     }
 
     /// A block of at least `bytes` bytes, 8-aligned.
     fn alloc(&mut self, bytes: usize) -> *mut u8 {
         let size = bytes.max(GRANULE).next_multiple_of(GRANULE);
         if size > SMALL_MAX {
+            assert!(
+                !self.indexed,
+                "an indexed slab serves blocks up to {SMALL_MAX} bytes, asked {size}"
+            );
             let l = Layout::from_size_align(size, GRANULE).expect("a block fits");
             // SAFETY: a non-zero size.
             let p = unsafe { alloc::alloc(l) };
@@ -128,10 +230,19 @@ impl Slab {
             return p;
         }
         if c.cur == c.end {
+            assert!(
+                !self.indexed || self.chunks.len() < IDX_CHUNKS,
+                "slab index range: {IDX_CHUNKS} chunks of {CHUNK} bytes (2^{IDX_BITS} granules of {GRANULE} bytes, under 2 GiB) are full"
+            );
             // SAFETY: a non-zero size.
             let p = unsafe { alloc::alloc(chunk_layout()) };
             if p.is_null() {
                 alloc::handle_alloc_error(chunk_layout());
+            }
+            c.chunk = self.chunks.len() as u32;
+            if let Some(by) = &mut self.by_addr {
+                let at = by.partition_point(|&(b, _)| b < p as usize);
+                by.insert(at, (p as usize, c.chunk));
             }
             self.chunks.push(p);
             c.cur = p;
@@ -149,6 +260,10 @@ impl Slab {
     /// # Safety
     /// `p` came from `alloc(bytes)` on this slab and is not used again.
     unsafe fn free(&mut self, p: *mut u8, bytes: usize) {
+        assert!(
+            !self.indexed || self.by_addr.is_some(),
+            "a slab made without frees frees nothing"
+        );
         let size = bytes.max(GRANULE).next_multiple_of(GRANULE);
         if size > SMALL_MAX {
             let l = self.large.remove(&(p as usize)).expect("a large block");
@@ -235,15 +350,27 @@ pub struct Loads {
     /// Side records reached through the slot's hint, loaded beside the
     /// node (counted in `side` too).
     pub side_hinted: u64,
+    /// Head records reached through the 12-byte slot's head index, loaded
+    /// beside the node (counted in `record` too, also when the read then
+    /// starts at the finger and does not use it).
+    pub head_hinted: u64,
+    /// Chunk-table entries loaded (12-byte slots: each slab index turned
+    /// into an address).
+    pub chunk: u64,
+    /// Dependent chunk-table steps: one a read that found its node through
+    /// a slab index (the head's and side record's translations go beside
+    /// the node's). The table is a few hundred KiB at most, L2-resident:
+    /// a dependent load but not a miss, so not in `levels`.
+    pub chunk_levels: u64,
     /// Dependent levels: one for the probe, the node, a side record not
-    /// hinted, each record, each transaction record.
+    /// hinted, each record not hinted, each transaction record.
     pub levels: u64,
 }
 
 impl Loads {
     /// All of them.
     pub fn total(&self) -> u64 {
-        self.table + self.node + self.side + self.record + self.txn
+        self.table + self.node + self.side + self.record + self.txn + self.chunk
     }
 }
 
@@ -441,6 +568,10 @@ pub struct Policy {
     pub grow_den: usize,
     /// 16-byte slots: the node word and the side record's address.
     pub side_hint: bool,
+    /// 12-byte slots of three slab indices (node, head, side record) and
+    /// a 12-bit tag; nodes and records from indexed slabs; the ordered
+    /// view holds 4-byte node indices.
+    pub slot12: bool,
 }
 
 impl Policy {
@@ -451,6 +582,7 @@ impl Policy {
         grow_num: 3,
         grow_den: 2,
         side_hint: false,
+        slot12: false,
     };
     /// Denser: grow at seven eighths by a quarter.
     pub const DENSE: Policy = Policy {
@@ -459,11 +591,29 @@ impl Policy {
         grow_num: 5,
         grow_den: 4,
         side_hint: false,
+        slot12: false,
     };
     /// Denser, with 16-byte slots carrying the side record's address.
     pub const DENSE_HINT: Policy = Policy {
         side_hint: true,
         ..Policy::DENSE
+    };
+    /// Denser, with 12-byte slots of slab indices (node, head, side).
+    pub const DENSE_SLOT12: Policy = Policy {
+        slot12: true,
+        ..Policy::DENSE
+    };
+    /// Grow at seven eighths by an eighth (load 0.78-0.875), with 12-byte
+    /// slots of slab indices: twice the rehash moves of [`Policy::DENSE`].
+    pub const DENSER_SLOT12: Policy = Policy {
+        grow_num: 9,
+        grow_den: 8,
+        ..Policy::DENSE_SLOT12
+    };
+    /// Today's growth, with 12-byte slots of slab indices.
+    pub const TODAY_SLOT12: Policy = Policy {
+        slot12: true,
+        ..Policy::TODAY
     };
 }
 
@@ -573,10 +723,172 @@ impl Table {
     }
 }
 
-/// The ordered view: an exact-size sorted base and a sorted delta.
-struct Ordered {
-    base: Box<[*const u8]>,
-    delta: Vec<*const u8>,
+/// Slab-index words of a 12-byte slot: the index in the low 28 bits, a
+/// third of the key's 12-bit tag in the top 4. The node's.
+const SLOT_NODE: usize = 0;
+/// The head: the key's newest version's record index, 0 when the head is
+/// the node's inline version (records and nodes are separate index
+/// spaces, so the node's own index cannot name it).
+const SLOT_HEAD: usize = 1;
+/// The side record's index (0: none).
+const SLOT_SIDE: usize = 2;
+
+/// The 12-bit tag of `hash` (its top 12 bits), a nibble in the top of
+/// each slot word.
+#[inline]
+fn tag12(hash: u64) -> [u32; 3] {
+    let t = (hash >> 52) as u32;
+    [
+        (t & 0xF) << IDX_BITS,
+        ((t >> 4) & 0xF) << IDX_BITS,
+        (t >> 8) << IDX_BITS,
+    ]
+}
+
+/// A hash table of 12-byte slots: three 32-bit words, each a slab index
+/// and a nibble of the tag ([`SLOT_NODE`], [`SLOT_HEAD`], [`SLOT_SIDE`]).
+/// Node index 0 is never made, so a zero node word is an empty slot.
+struct Table12 {
+    slots: Box<[[u32; 3]]>,
+    len: usize,
+    policy: Policy,
+}
+
+impl Table12 {
+    fn new(cap: usize, policy: Policy) -> Table12 {
+        Table12 {
+            slots: vec![[0; 3]; cap].into_boxed_slice(),
+            len: 0,
+            policy,
+        }
+    }
+
+    #[inline]
+    fn cap(&self) -> usize {
+        self.slots.len()
+    }
+
+    #[inline]
+    fn home(&self, hash: u64) -> usize {
+        let mixed = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        ((u128::from(mixed) * self.cap() as u128) >> 64) as usize
+    }
+
+    /// The node of `key` and its slot, counting the lines probed (a slot
+    /// may straddle two; the array taken as line-aligned), the chunk-table
+    /// entries and the nodes loaded.
+    fn find(
+        &self,
+        key: &[u8],
+        hash: u64,
+        nodes: &Slab,
+        loads: &mut Loads,
+    ) -> Option<(*mut u8, usize)> {
+        let t = tag12(hash);
+        let mut i = self.home(hash);
+        let mut line = usize::MAX;
+        loop {
+            for l in i * 12 / 64..=(i * 12 + 11) / 64 {
+                if l != line {
+                    line = l;
+                    loads.table += 1;
+                }
+            }
+            let w = self.slots[i];
+            if w[SLOT_NODE] == 0 {
+                return None;
+            }
+            if (0..3).all(|j| w[j] & !IDX_MASK == t[j]) {
+                loads.chunk += 1;
+                let n = nodes.addr(w[SLOT_NODE] & IDX_MASK);
+                loads.node += 1;
+                // SAFETY: slots name live nodes (freed only with the store).
+                if unsafe { node_key(n) } == key {
+                    return Some((n, i));
+                }
+            }
+            i = if i + 1 == self.cap() { 0 } else { i + 1 };
+        }
+    }
+
+    /// Slot `i`'s index in word `w`.
+    #[inline]
+    fn get(&self, i: usize, w: usize) -> u32 {
+        self.slots[i][w] & IDX_MASK
+    }
+
+    /// Stores `idx` in slot `i`'s word `w`, keeping its tag nibble.
+    fn set(&mut self, i: usize, w: usize, idx: u32) {
+        assert!(idx <= IDX_MASK, "a slab index fits in {IDX_BITS} bits");
+        let s = &mut self.slots[i][w];
+        *s = (*s & !IDX_MASK) | idx;
+    }
+
+    fn place(&mut self, words: [u32; 3], hash: u64) {
+        let mut i = self.home(hash);
+        while self.slots[i][SLOT_NODE] != 0 {
+            i = if i + 1 == self.cap() { 0 } else { i + 1 };
+        }
+        self.slots[i] = words;
+    }
+
+    /// Inserts node index `n` (head inline, no side record).
+    fn insert(&mut self, n: u32, hash: u64, nodes: &Slab, hasher: &foldhash::fast::RandomState) {
+        assert!(
+            n != 0 && n <= IDX_MASK,
+            "a node index fits in {IDX_BITS} bits"
+        );
+        let p = self.policy;
+        if (self.len + 1) * p.max_den > self.cap() * p.max_num {
+            let cap = (self.cap() * p.grow_num / p.grow_den).next_multiple_of(64);
+            let old = std::mem::replace(&mut self.slots, vec![[0; 3]; cap].into_boxed_slice());
+            for &s in old.iter().filter(|s| s[SLOT_NODE] != 0) {
+                let m = nodes.addr(s[SLOT_NODE] & IDX_MASK);
+                // SAFETY: a live node.
+                self.place(s, hasher.hash_one(unsafe { node_key(m) }));
+            }
+        }
+        let t = tag12(hash);
+        self.place([t[0] | n, t[1], t[2]], hash);
+        self.len += 1;
+    }
+}
+
+/// The hash index: 8- or 16-byte slots of addresses, or 12-byte slots of
+/// slab indices.
+enum Index {
+    Wide(Table),
+    Narrow(Table12),
+}
+
+impl Index {
+    fn cap(&self) -> usize {
+        match self {
+            Index::Wide(t) => t.cap(),
+            Index::Narrow(t) => t.cap(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Index::Wide(t) => t.len,
+            Index::Narrow(t) => t.len,
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Index::Wide(t) => t.slots.len() * 8,
+            Index::Narrow(t) => t.slots.len() * 12,
+        }
+    }
+}
+
+/// The ordered view: an exact-size sorted base and a sorted delta of node
+/// references (addresses, or 4-byte node indices with 12-byte slots).
+struct Ordered<E> {
+    base: Box<[E]>,
+    delta: Vec<E>,
 }
 
 /// # Safety
@@ -586,12 +898,23 @@ unsafe fn key_cmp(a: *const u8, b: *const u8) -> std::cmp::Ordering {
     unsafe { node_key(a).cmp(node_key(b)) }
 }
 
-impl Ordered {
-    fn insert(&mut self, n: *const u8) {
-        // SAFETY: live nodes.
+impl<E: Copy> Ordered<E> {
+    fn new() -> Ordered<E> {
+        Ordered {
+            base: Box::new([]),
+            delta: Vec::new(),
+        }
+    }
+
+    /// Inserts `n`, whose node `node` turns into an address.
+    fn insert(&mut self, n: E, node: impl Fn(E) -> *const u8) {
+        let cmp = |a: E, b: E| {
+            // SAFETY: live nodes.
+            unsafe { key_cmp(node(a), node(b)) }
+        };
         let at = self
             .delta
-            .partition_point(|&d| unsafe { key_cmp(d, n) } == std::cmp::Ordering::Less);
+            .partition_point(|&d| cmp(d, n) == std::cmp::Ordering::Less);
         self.delta.insert(at, n);
         if self.delta.len() >= (self.base.len() / 16).max(1024) {
             let mut merged = Vec::with_capacity(self.base.len() + self.delta.len());
@@ -599,9 +922,7 @@ impl Ordered {
             while i < self.base.len() || j < self.delta.len() {
                 let take_base = j == self.delta.len()
                     || (i < self.base.len()
-                        // SAFETY: live nodes.
-                        && unsafe { key_cmp(self.base[i], self.delta[j]) }
-                            == std::cmp::Ordering::Less);
+                        && cmp(self.base[i], self.delta[j]) == std::cmp::Ordering::Less);
                 if take_base {
                     merged.push(self.base[i]);
                     i += 1;
@@ -614,6 +935,36 @@ impl Ordered {
             self.delta = Vec::new();
         }
     }
+
+    /// Every node in key order (base and delta merged), visited by `f`.
+    fn scan(&self, node: impl Fn(E) -> *const u8, mut f: impl FnMut(*const u8)) {
+        let (b, d) = (&self.base, &self.delta);
+        let (mut i, mut j) = (0, 0);
+        while i < b.len() || j < d.len() {
+            // SAFETY: live nodes.
+            let take_base = j == d.len()
+                || (i < b.len()
+                    && unsafe { key_cmp(node(b[i]), node(d[j])) } == std::cmp::Ordering::Less);
+            let n = if take_base {
+                i += 1;
+                b[i - 1]
+            } else {
+                j += 1;
+                d[j - 1]
+            };
+            f(node(n));
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        (self.base.len() + self.delta.capacity()) * std::mem::size_of::<E>()
+    }
+}
+
+/// The ordered view's entries: node addresses, or node indices.
+enum OrderedView {
+    Addr(Ordered<*const u8>),
+    Idx(Ordered<u32>),
 }
 
 // ---------------------------------------------------------------- store
@@ -640,9 +991,13 @@ pub struct Conflict;
 
 /// The prototype store.
 pub struct Store {
+    /// Side records and records (and, but with 12-byte slots, nodes).
     slab: Slab,
-    table: Table,
-    ordered: Ordered,
+    /// Nodes, with 12-byte slots (indexed, never freed); else unused.
+    nodes: Slab,
+    policy: Policy,
+    table: Index,
+    ordered: OrderedView,
     hasher: foldhash::fast::RandomState,
     next_id: u64,
     running: BTreeSet<u64>,
@@ -663,6 +1018,10 @@ pub struct Store {
     pub retired: u64,
     /// Bytes of blocks in use, by kind (granule-rounded).
     pub parts: Parts,
+    /// 12-byte slots: the writers' stores of a slot's head word (one a
+    /// write to an existing key) and side word (a side record made or
+    /// given back).
+    pub slot_stores: (u64, u64),
 }
 
 /// Bytes of slab blocks in use, by kind.
@@ -678,13 +1037,27 @@ pub struct Parts {
 impl Store {
     /// An empty store whose table starts at 1,024 slots.
     pub fn new(policy: Policy) -> Store {
+        let (slab, nodes, table, ordered) = if policy.slot12 {
+            (
+                Slab::indexed(true),
+                Slab::indexed(false),
+                Index::Narrow(Table12::new(1024, policy)),
+                OrderedView::Idx(Ordered::new()),
+            )
+        } else {
+            (
+                Slab::new(),
+                Slab::new(),
+                Index::Wide(Table::new(1024, policy)),
+                OrderedView::Addr(Ordered::new()),
+            )
+        };
         Store {
-            slab: Slab::new(),
-            table: Table::new(1024, policy),
-            ordered: Ordered {
-                base: Box::new([]),
-                delta: Vec::new(),
-            },
+            slab,
+            nodes,
+            policy,
+            table,
+            ordered,
             hasher: foldhash::fast::RandomState::default(),
             next_id: 1,
             running: BTreeSet::new(),
@@ -697,6 +1070,46 @@ impl Store {
             writer_loads: Loads::default(),
             retired: 0,
             parts: Parts::default(),
+            slot_stores: (0, 0),
+        }
+    }
+
+    /// The node of `key` (hash `h`) and its slot.
+    fn find(&self, key: &[u8], h: u64, loads: &mut Loads) -> Option<(*mut u8, usize)> {
+        match &self.table {
+            Index::Wide(t) => t.find(key, h, loads),
+            Index::Narrow(t) => t.find(key, h, &self.nodes, loads),
+        }
+    }
+
+    /// Records a new side record (`s`, slab index `si`; 0: given back) of
+    /// the key in `slot`: the slot's hint or side word.
+    fn set_side(&mut self, slot: usize, s: u64, si: u32) {
+        match &mut self.table {
+            Index::Wide(t) => t.set_hint(slot, s),
+            Index::Narrow(t) => {
+                t.set(slot, SLOT_SIDE, si);
+                self.slot_stores.1 += 1;
+            }
+        }
+    }
+
+    /// Records the key's new head (record index `ri`; 0: inline) in its
+    /// 12-byte slot.
+    fn set_head(&mut self, slot: usize, ri: u32) {
+        if let Index::Narrow(t) = &mut self.table {
+            t.set(slot, SLOT_HEAD, ri);
+            self.slot_stores.0 += 1;
+        }
+    }
+
+    /// A record-slab block of `bytes` bytes and its slab index (0 without
+    /// 12-byte slots).
+    fn alloc_rec(&mut self, bytes: usize) -> (*mut u8, u32) {
+        if self.policy.slot12 {
+            self.slab.alloc_idx(bytes)
+        } else {
+            (self.slab.alloc(bytes), 0)
         }
     }
 
@@ -775,9 +1188,13 @@ impl Store {
     ) -> Result<(), Conflict> {
         let h = self.hasher.hash_one(key);
         let mut l = Loads::default();
-        let Some((n, slot)) = self.table.find(key, h, &mut l) else {
+        let Some((n, slot)) = self.find(key, h, &mut l) else {
             let (size, short) = node_size(key.len(), value.map(<[u8]>::len));
-            let n = self.slab.alloc(size);
+            let (n, ni) = if self.policy.slot12 {
+                self.nodes.alloc_idx(size)
+            } else {
+                (self.slab.alloc(size), 0)
+            };
             self.parts.nodes += size;
             assert_eq!(n as u64 & !ADDR_MASK, 0, "node addresses fit in 48 bits");
             // SAFETY: a fresh block of `size` bytes, laid out as `shape` reads.
@@ -800,8 +1217,18 @@ impl Store {
                     ptr::copy_nonoverlapping(v.as_ptr(), n.add(at + key.len()), v.len());
                 }
             }
-            self.table.insert(n, h, &self.hasher);
-            self.ordered.insert(n);
+            match (&mut self.table, &mut self.ordered) {
+                (Index::Wide(t), OrderedView::Addr(o)) => {
+                    t.insert(n, h, &self.hasher);
+                    o.insert(n, |n| n);
+                }
+                (Index::Narrow(t), OrderedView::Idx(o)) => {
+                    t.insert(ni, h, &self.nodes, &self.hasher);
+                    let nodes = &self.nodes;
+                    o.insert(ni, |i| nodes.addr(i));
+                }
+                _ => unreachable!("12-byte slots come with node indices"),
+            }
             txn.writes.push((n, INLINE));
             return Ok(());
         };
@@ -821,7 +1248,8 @@ impl Store {
                 s
             } else {
                 self.judge_write(w, txn)?;
-                let s = self.slab.alloc(SIDE_BYTES).cast::<Side>();
+                let (s, si) = self.alloc_rec(SIDE_BYTES);
+                let s = s.cast::<Side>();
                 self.parts.sides += SIDE_BYTES;
                 self.parts.side_count += 1;
                 let cap = shape(n).cap;
@@ -843,7 +1271,7 @@ impl Store {
                     finger: 0,
                 });
                 set_word(n, s as u64 | ST_SIDE);
-                self.table.set_hint(slot, s as u64);
+                self.set_side(slot, s as u64, si);
                 s
             };
             let s = &mut *side;
@@ -862,9 +1290,10 @@ impl Store {
                 s.inline_status = txn.rec as u64 | ST_TXN;
                 s.inline_link = link(s.head, len_code(value.map(<[u8]>::len)));
                 s.head = INLINE;
+                self.set_head(slot, 0);
             } else {
                 let size = rec_size(value.map(<[u8]>::len));
-                let r = self.slab.alloc(size);
+                let (r, ri) = self.alloc_rec(size);
                 self.parts.records += size.next_multiple_of(GRANULE);
                 self.parts.record_count += 1;
                 assert_eq!(r as u64 & !ADDR_MASK, 0, "record addresses fit in 48 bits");
@@ -882,6 +1311,7 @@ impl Store {
                     ptr::copy_nonoverlapping(v.as_ptr(), r.add(at), v.len());
                 }
                 s.head = r as u64;
+                self.set_head(slot, ri);
             }
             s.summary = 0;
             txn.writes.push((n, s.head));
@@ -1121,10 +1551,8 @@ impl Store {
             if s.head == INLINE && next_of(s.inline_link) == 0 && s.inline_status & 3 == ST_FROZEN {
                 set_word(n, s.inline_status);
                 let key = node_key(n);
-                let found = self
-                    .table
-                    .find(key, self.hasher.hash_one(key), &mut Loads::default());
-                self.table.set_hint(found.expect("a live key").1, 0);
+                let found = self.find(key, self.hasher.hash_one(key), &mut Loads::default());
+                self.set_side(found.expect("a live key").1, 0, 0);
                 self.slab.free(sp.cast(), SIDE_BYTES);
                 self.parts.sides -= SIDE_BYTES;
                 self.parts.side_count -= 1;
@@ -1136,8 +1564,33 @@ impl Store {
     /// the dependent loads to `loads`.
     pub fn get(&self, key: &[u8], view: &View, loads: &mut Loads) -> Option<Option<&[u8]>> {
         let h = self.hasher.hash_one(key);
-        let (n, slot) = self.table.find(key, h, loads)?;
+        let (n, slot) = self.find(key, h, loads)?;
         loads.levels += 2;
+        // The slot's hints, loaded beside the node: the side record (16-
+        // and 12-byte slots) and the head record (12-byte slots; `pre`).
+        let (side_hint, mut pre) = match &self.table {
+            Index::Wide(t) => (t.hint(slot), 0),
+            Index::Narrow(t) => {
+                // Slot, chunk table, node: the table's step.
+                loads.chunk_levels += 1;
+                let (si, hi) = (t.get(slot, SLOT_SIDE), t.get(slot, SLOT_HEAD));
+                let side = if si == 0 {
+                    0
+                } else {
+                    loads.chunk += 1;
+                    self.slab.addr(si) as u64
+                };
+                let head = if hi == 0 {
+                    0
+                } else {
+                    loads.chunk += 1;
+                    loads.record += 1;
+                    loads.head_hinted += 1;
+                    self.slab.addr(hi) as u64
+                };
+                (side, head)
+            }
+        };
         // SAFETY: a live node; what it names is live (single-threaded).
         unsafe {
             let sh = shape(n);
@@ -1149,7 +1602,7 @@ impl Store {
                 return self.visible(w, view, loads).then(|| inline(sh.cap));
             }
             loads.side += 1;
-            if self.table.hint(slot) == w & !3 {
+            if side_hint == w & !3 {
                 loads.side_hinted += 1;
             } else {
                 loads.levels += 1;
@@ -1164,7 +1617,10 @@ impl Store {
                 v = s.finger;
             }
             while v != 0 {
-                if v != INLINE {
+                if v == pre {
+                    // The head, loaded beside the node.
+                    pre = 0;
+                } else if v != INLINE {
                     loads.record += 1;
                     loads.levels += 1;
                 }
@@ -1211,27 +1667,17 @@ impl Store {
     /// Every key in order (the ordered view's merge of base and delta),
     /// visited by `f`.
     pub fn scan(&self, mut f: impl FnMut(&[u8])) {
-        let (b, d) = (&self.ordered.base, &self.ordered.delta);
-        let (mut i, mut j) = (0, 0);
-        while i < b.len() || j < d.len() {
-            // SAFETY: live nodes.
-            let take_base = j == d.len()
-                || (i < b.len() && unsafe { key_cmp(b[i], d[j]) } == std::cmp::Ordering::Less);
-            let n = if take_base {
-                i += 1;
-                b[i - 1]
-            } else {
-                j += 1;
-                d[j - 1]
-            };
-            // SAFETY: as above.
-            f(unsafe { node_key(n) });
+        // SAFETY: the ordered view names live nodes.
+        let mut visit = |n: *const u8| f(unsafe { node_key(n) });
+        match &self.ordered {
+            OrderedView::Addr(o) => o.scan(|n| n, &mut visit),
+            OrderedView::Idx(o) => o.scan(|i| self.nodes.addr(i).cast_const(), &mut visit),
         }
     }
 
     /// Keys and slots of the hash table.
     pub fn table_stats(&self) -> (usize, usize) {
-        (self.table.len, self.table.cap())
+        (self.table.len(), self.table.cap())
     }
 
     /// Write transactions begun.
@@ -1246,17 +1692,36 @@ impl Store {
 
     /// Bytes of the hash table's slots.
     pub fn slot_bytes(&self) -> usize {
-        self.table.slots.len() * 8
+        self.table.bytes()
     }
 
     /// Bytes of the ordered view's arrays (capacities).
     pub fn ordered_bytes(&self) -> usize {
-        (self.ordered.base.len() + self.ordered.delta.capacity()) * 8
+        match &self.ordered {
+            OrderedView::Addr(o) => o.bytes(),
+            OrderedView::Idx(o) => o.bytes(),
+        }
     }
 
-    /// Bytes the slab holds from the allocator (chunks and large blocks).
+    /// Bytes the slabs hold from the allocator (chunks and large blocks).
     pub fn slab_bytes(&self) -> usize {
-        self.slab.chunks.len() * CHUNK + self.slab.large.values().map(Layout::size).sum::<usize>()
+        [&self.slab, &self.nodes]
+            .iter()
+            .map(|s| s.chunks.len() * CHUNK + s.large.values().map(Layout::size).sum::<usize>())
+            .sum()
+    }
+
+    /// The indexed slabs' chunk tables (`Vec` capacities, 8 bytes an
+    /// entry) and their chunk counts (nodes, records), of
+    /// [`IDX_CHUNKS`] each; and the records slab's address-ordered copy
+    /// (bookkeeping for reuse). Zeros for the other layouts.
+    pub fn chunk_tables(&self) -> (usize, usize, usize, usize) {
+        if !self.policy.slot12 {
+            return (0, 0, 0, 0);
+        }
+        let table = (self.nodes.chunks.capacity() + self.slab.chunks.capacity()) * 8;
+        let by = self.slab.by_addr.as_ref().map_or(0, |b| b.capacity() * 16);
+        (table, self.nodes.chunks.len(), self.slab.chunks.len(), by)
     }
 
     /// Bytes of the transaction records and write sets waiting to be
