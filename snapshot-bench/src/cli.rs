@@ -43,6 +43,8 @@ pub const MAX_WORST: u64 = 10_000;
 pub const MAX_SWEEP_POINTS: usize = 64;
 /// Upper bound of `--rmw-reads` (and so of `--rmw-writes`).
 pub const MAX_RMW_KEYS: u64 = 16;
+/// Upper bound of `--rmw-scan`.
+pub const MAX_RMW_SCAN: u64 = 1024;
 /// Upper bound of each `--tables` value.
 pub const MAX_TABLES: u64 = 1_000_000;
 /// Most values in one `--tables` list.
@@ -104,8 +106,8 @@ pub enum Workload {
     #[value(name = "durable-writes")]
     DurableWrites,
     /// Snapshot isolation against serializable on one read-write mix:
-    /// writers read --rmw-reads keys and update --rmw-writes of them,
-    /// readers read --batch keys at stable; commits/s, conflicts per
+    /// writers read --rmw-reads keys (or, with --rmw-scan, scan a range)
+    /// and update --rmw-writes of them, readers read --batch keys at stable; commits/s, conflicts per
     /// commit and the serializable/snapshot ratios, isolation order
     /// alternating by round.
     #[value(name = "rw-mix")]
@@ -186,6 +188,13 @@ pub struct Cli {
     /// updates, 1 to --rmw-reads (1).
     #[arg(long, value_parser = int_range(1..=MAX_RMW_KEYS as i64))]
     pub rmw_writes: Option<u64>,
+    /// rw-mix, range-scan variant: each writer transaction reads with one
+    /// ordered scan of this many consecutive keys from a random start key
+    /// instead of --rmw-reads point reads, and updates the first
+    /// --rmw-writes keys it scanned; 0 to 1,024 and at most --keys (0: the
+    /// point reads).
+    #[arg(long, value_parser = int_range(0..=MAX_RMW_SCAN as i64))]
+    pub rmw_scan: Option<u64>,
     /// Measured seconds per run, 0.001 to 3600 (read-ts 2, tail 3, ro-mix 2,
     /// rw-mix 2;
     /// begin: per table cell, 0.2).
@@ -444,6 +453,9 @@ pub struct Plan {
     /// updates.
     pub rmw_reads: usize,
     pub rmw_writes: usize,
+    /// rw-mix: keys in each writer transaction's range scan (0: point
+    /// reads).
+    pub rmw_scan: usize,
     /// read-ts and tail: (readers, writers) per configuration.
     pub configs: Vec<(usize, usize)>,
     pub threads: usize,
@@ -620,6 +632,7 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
     for (flag, v) in [
         ("--rmw-reads", cli.rmw_reads),
         ("--rmw-writes", cli.rmw_writes),
+        ("--rmw-scan", cli.rmw_scan),
     ] {
         if let (Some(v), false) = (v, rw_mix) {
             return Err(invalid(
@@ -631,7 +644,34 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
     }
     let rmw_reads = cli.rmw_reads.unwrap_or(2);
     let rmw_writes = cli.rmw_writes.unwrap_or(1);
-    if rmw_writes > rmw_reads {
+    let rmw_scan = cli.rmw_scan.unwrap_or(0);
+    if rmw_scan > cli.keys {
+        return Err(invalid(
+            "--rmw-scan",
+            rmw_scan,
+            format_args!(
+                "a writer scans consecutive loaded keys: want 0 to --keys ({})",
+                cli.keys
+            ),
+        ));
+    }
+    if let (Some(r), 1..) = (cli.rmw_reads, rmw_scan) {
+        return Err(invalid(
+            "--rmw-reads",
+            r,
+            format_args!(
+                "--rmw-scan {rmw_scan} replaces the point reads: want --rmw-reads only with --rmw-scan 0"
+            ),
+        ));
+    }
+    if rmw_scan > 0 && rmw_writes > rmw_scan {
+        return Err(invalid(
+            "--rmw-writes",
+            rmw_writes,
+            format_args!("a writer updates keys it scanned: want 1 to --rmw-scan ({rmw_scan})"),
+        ));
+    }
+    if rmw_scan == 0 && rmw_writes > rmw_reads {
         return Err(invalid(
             "--rmw-writes",
             rmw_writes,
@@ -820,6 +860,7 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
         batch: cli.batch.map_or(1, |b| b as usize),
         rmw_reads: rmw_reads as usize,
         rmw_writes: rmw_writes as usize,
+        rmw_scan: rmw_scan as usize,
         configs,
         threads: cli.threads as usize,
         seconds: cli.seconds.unwrap_or(def_secs),

@@ -650,6 +650,7 @@ fn rw_mix(plan: &Plan) {
                         batch: plan.batch,
                         rmw_reads: plan.rmw_reads,
                         rmw_writes: plan.rmw_writes,
+                        rmw_scan: plan.rmw_scan,
                         warmup,
                         seconds,
                         isolation: levels[li],
@@ -727,10 +728,20 @@ fn rw_mix(plan: &Plan) {
             continue;
         }
         pb.suspend(|| {
+            let writers_do = if plan.rmw_scan > 0 {
+                format!(
+                    "range-scan variant: writers scan {} consecutive keys from a random start and update the first {} of them",
+                    plan.rmw_scan, plan.rmw_writes
+                )
+            } else {
+                format!(
+                    "point variant: writers read {} and update {} of them",
+                    fmt::plural(plan.rmw_reads as u64, "key"),
+                    plan.rmw_writes
+                )
+            };
             println!(
-                "rw-mix: {readers} readers / {writers} writers; writers read {} and update {} of them, commit at the next timestamp; readers read {} at stable and commit; {} keys, {}-byte values, {seconds} s after {} s warm-up, {}, isolation and engine order alternating, fresh engine per run",
-                fmt::plural(plan.rmw_reads as u64, "key"),
-                plan.rmw_writes,
+                "rw-mix: {readers} readers / {writers} writers; {writers_do}, commit at the next timestamp; readers read {} at stable and commit; {} keys, {}-byte values, {seconds} s after {} s warm-up, {}, isolation and engine order alternating, fresh engine per run",
                 fmt::plural(plan.batch as u64, "key"),
                 fmt::fmt_int(plan.keys as f64),
                 plan.value_size,
@@ -824,8 +835,11 @@ fn rw_mix(plan: &Plan) {
             "keys": plan.keys,
             "value_size": plan.value_size,
             "batch": plan.batch,
-            "rmw_reads": plan.rmw_reads,
+            // The point variant's reads; none where the scan replaces them.
+            "rmw_reads": (plan.rmw_scan == 0).then_some(plan.rmw_reads),
             "rmw_writes": plan.rmw_writes,
+            "variant": if plan.rmw_scan > 0 { "scan" } else { "point" },
+            "rmw_scan": plan.rmw_scan,
             "seconds": seconds,
             "warmup": warmup.floor_secs(),
             "rounds": rounds,

@@ -1,7 +1,12 @@
 //! The `rw-mix` workload: snapshot isolation against serializable on the
 //! same read-write mix. Writers run read-modify-write transactions (read
 //! `--rmw-reads` random keys, update `--rmw-writes` of them with a value
-//! derived from what they read, commit at the next timestamp); readers run
+//! derived from what they read, commit at the next timestamp); in the
+//! range-scan variant (`--rmw-scan N`) a writer's reads are instead one
+//! `Txn::scan` of N consecutive keys from a random start, and it updates
+//! the first `--rmw-writes` keys the scan returned. A serializable writer
+//! tracks that scan as a range, so a concurrent commit to any key in it
+//! fails the scanning writer at commit (`RangeConflict`). Readers run
 //! the read-ts reader (begin, read timestamp = stable, `--batch` point
 //! reads, commit). Every transaction of a run has the run's isolation
 //! level, so a serializable writer validates its reads at commit and a
@@ -34,6 +39,9 @@ pub struct Params {
     pub rmw_reads: usize,
     /// Of those, how many it updates (the first ones read).
     pub rmw_writes: usize,
+    /// Keys in each writer transaction's range scan, which then replaces
+    /// its `rmw_reads` point reads; 0: point reads (at most `keys`).
+    pub rmw_scan: usize,
     pub warmup: crate::phases::Warmup,
     pub seconds: f64,
     pub isolation: Isolation,
@@ -55,6 +63,9 @@ pub struct RoundOut {
     /// (`SerializationConflict`, `RangeConflict`, `PreparedReadConflict`),
     /// per committed writer transaction.
     pub serialization_conflicts_per_commit: f64,
+    /// Of those, the ones on a scanned range (`RangeConflict`: a
+    /// concurrent commit inside it), per committed writer transaction.
+    pub range_conflicts_per_commit: f64,
     /// Commits refused for the serializable timestamp order
     /// (`SerializableTimestampOrder`) and retried at a newer timestamp, per
     /// committed writer transaction.
@@ -83,6 +94,7 @@ struct ThreadOut {
     commits: u64,
     write_conflicts: u64,
     serial_conflicts: u64,
+    range_conflicts: u64,
     ts_retries: u64,
     tracked: u64,
     reads: u64,
@@ -151,7 +163,13 @@ fn writer<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
     let mut rng = Rng::new(0x6000 + id as u64);
     let opts = opts(p);
     let mut value = vec![0x5au8; p.value_size];
-    let mut ks = vec![0u64; p.rmw_reads];
+    // The keys read by point; in the scan variant, the scanned keys to update.
+    let n_keys = if p.rmw_scan > 0 {
+        p.rmw_writes
+    } else {
+        p.rmw_reads
+    };
+    let mut ks = vec![0u64; n_keys];
     let mut out = ThreadOut::default();
     let mut cpu = CpuWindow::default();
     let mut stats0 = None;
@@ -164,16 +182,35 @@ fn writer<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
             stats0 = Some(s.stats());
         }
         let measuring = ph == MEASURE;
-        for k in ks.iter_mut() {
-            *k = rng.below(p.keys);
-        }
         let mut t = s.begin(&opts).expect("begin");
         let mut sum = 0u8;
-        for &k in &ks {
-            sum = sum.wrapping_add(
-                t.get_with(key(k), |v| v.map_or(0, |v| v[0]))
-                    .expect("no prepared updates in rw-mix"),
-            );
+        if p.rmw_scan > 0 {
+            // One ordered scan of rmw_scan consecutive keys, all loaded
+            // (the CLI bounds rmw_scan by keys); the first rmw_writes keys
+            // it returns are the ones updated.
+            let n = p.rmw_scan as u64;
+            let start = rng.below(p.keys - n + 1);
+            let mut seen = 0;
+            t.scan(key(start)..key(start + n), |k, v| {
+                if seen < p.rmw_writes {
+                    ks[seen] = u64::from_be_bytes(k.try_into().expect("8-byte keys"));
+                }
+                seen += 1;
+                sum = sum.wrapping_add(v[0]);
+                true
+            })
+            .expect("no prepared updates in rw-mix");
+            assert_eq!(seen, p.rmw_scan, "rw-mix deletes no key");
+        } else {
+            for k in ks.iter_mut() {
+                *k = rng.below(p.keys);
+            }
+            for &k in &ks {
+                sum = sum.wrapping_add(
+                    t.get_with(key(k), |v| v.map_or(0, |v| v[0]))
+                        .expect("no prepared updates in rw-mix"),
+                );
+            }
         }
         value[0] = sum.wrapping_add(1);
         let mut conflict = false;
@@ -216,9 +253,15 @@ fn writer<M: Machinery>(e: &Engine<M>, ctl: &Ctl, p: &Params, id: usize) -> Thre
                             .into_txn()
                             .expect("a timestamp error keeps the transaction");
                     }
-                    Error::SerializationConflict { .. }
-                    | Error::RangeConflict { .. }
-                    | Error::PreparedReadConflict { .. } => break false,
+                    Error::RangeConflict { .. } => {
+                        if measuring {
+                            out.range_conflicts += 1;
+                        }
+                        break false;
+                    }
+                    Error::SerializationConflict { .. } | Error::PreparedReadConflict { .. } => {
+                        break false
+                    }
                     _ => panic!("writer commit: {err}"),
                 },
             }
@@ -297,6 +340,7 @@ fn run_on<M: Machinery>(e: &Engine<M>, p: &Params, round: usize, pb: &ProgressBa
         reader_txn_per_s: rs.iter().map(|o| o.reads).sum::<u64>() as f64 / secs,
         write_conflicts_per_commit: per(sum(|o| o.write_conflicts)),
         serialization_conflicts_per_commit: per(sum(|o| o.serial_conflicts)),
+        range_conflicts_per_commit: per(sum(|o| o.range_conflicts)),
         ts_order_retries_per_commit: per(sum(|o| o.ts_retries)),
         tracked_bytes_per_commit: per(sum(|o| o.tracked)),
         writer_commits_per_cpu_s: writer_cpu_s.map(|c| commits / c),

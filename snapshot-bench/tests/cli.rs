@@ -1034,6 +1034,155 @@ fn rw_mix_prints_both_isolation_levels_and_their_ratios() {
 }
 
 #[test]
+fn rw_mix_refuses_bad_scans() {
+    refused(&["rw-mix", "--rmw-scan", "1025"], "--rmw-scan", "1025");
+    refused(&["rw-mix", "--rmw-scan", "-1"], "--rmw-scan", "-1");
+    // A scan covers consecutive loaded keys.
+    refused(
+        &["rw-mix", "--keys", "10", "--rmw-scan", "11"],
+        "--rmw-scan",
+        "11",
+    );
+    // A writer updates keys it scanned.
+    refused(
+        &["rw-mix", "--rmw-scan", "3", "--rmw-writes", "4"],
+        "--rmw-writes",
+        "4",
+    );
+    // The scan replaces the point reads.
+    refused(
+        &["rw-mix", "--rmw-scan", "3", "--rmw-reads", "2"],
+        "--rmw-reads",
+        "2",
+    );
+    refused(&["ro-mix", "--rmw-scan", "3"], "--rmw-scan", "3");
+    refused(&["--rmw-scan", "0"], "--rmw-scan", "0");
+}
+
+/// One rw-mix run with `args` on top of a short lock-free one, as JSON.
+fn rw_mix_json(args: &[&str]) -> serde_json::Value {
+    let mut all = vec![
+        "rw-mix",
+        "--engines",
+        "lock-free",
+        "--rounds",
+        "1",
+        "--seconds",
+        "0.05",
+        "--warmup",
+        "0",
+        "--configs",
+        "1/2",
+        "--keys",
+        "100",
+        "--json",
+        "--no-progress",
+    ];
+    all.extend_from_slice(args);
+    let o = run(&all);
+    assert_eq!(o.code, Some(0), "{args:?}: {}", o.stderr);
+    serde_json::from_str(o.stdout.trim()).expect("one JSON object")
+}
+
+/// The median tracked bytes per commit at `level` (every writer
+/// transaction of a run tracks the same bytes, so the one round's mean is
+/// that figure).
+fn tracked(v: &serde_json::Value, level: &str) -> f64 {
+    let rounds = v["configs"][0]["engines"]["lock-free"][level]
+        .as_array()
+        .expect("rounds");
+    assert_eq!(rounds.len(), 1, "{v}");
+    let r = &rounds[0];
+    assert!(
+        r["writer_commits_per_s"].as_f64().is_some_and(|c| c > 0.0),
+        "{level}: no writer committed: {r}"
+    );
+    r["tracked_bytes_per_commit"].as_f64().expect("a number")
+}
+
+#[test]
+fn rw_mix_scan_variant_tracks_each_scan_as_one_range() {
+    let o = run(&[
+        "rw-mix",
+        "--engines",
+        "lock-free",
+        "--rounds",
+        "2",
+        "--seconds",
+        "0.05",
+        "--warmup",
+        "0",
+        "--readers",
+        "1",
+        "--writers",
+        "2",
+        "--rmw-scan",
+        "10",
+        "--rmw-writes",
+        "2",
+        "--keys",
+        "100",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(!o.stdout.contains("NaN"), "{}", o.stdout);
+    assert!(
+        o.stdout.contains(
+            "range-scan variant: writers scan 10 consecutive keys from a random start and update the first 2 of them"
+        ),
+        "{}",
+        o.stdout
+    );
+    for level in ["snapshot", "serializable"] {
+        let row = format!("lock-free           {level}");
+        assert!(o.stdout.contains(&row), "no {level} row: {}", o.stdout);
+    }
+    for side in ["writer commits/s: x", "reader txn/s: x"] {
+        let line = format!("lock-free serializable/snapshot {side}");
+        assert!(o.stdout.contains(&line), "no {side} ratio: {}", o.stdout);
+    }
+
+    // The writer asserts that each scan returned all its keys (a panic
+    // exits non-zero above). Under serializable a scan is tracked as one
+    // range whatever its length, and point reads as one entry per key:
+    // the tracked bytes do not grow with --rmw-scan and differ from the
+    // point variant's; snapshot isolation tracks nothing.
+    let short = rw_mix_json(&["--rmw-scan", "4"]);
+    let long = rw_mix_json(&["--rmw-scan", "40"]);
+    let point = rw_mix_json(&["--rmw-reads", "4"]);
+    assert_eq!(short["variant"], "scan");
+    assert_eq!(short["rmw_scan"], 4);
+    assert!(short["rmw_reads"].is_null(), "{short}");
+    assert_eq!(point["variant"], "point");
+    assert_eq!(point["rmw_scan"], 0);
+    assert_eq!(point["rmw_reads"], 4);
+    for v in [&short, &long, &point] {
+        assert_eq!(tracked(v, "snapshot"), 0.0, "{v}");
+        let r = &v["configs"][0]["engines"]["lock-free"]["serializable"][0];
+        let (serial, range) = (
+            r["serialization_conflicts_per_commit"]
+                .as_f64()
+                .expect("a number"),
+            r["range_conflicts_per_commit"].as_f64().expect("a number"),
+        );
+        assert!((0.0..=serial).contains(&range), "{r}");
+    }
+    let (s, l, p) = (
+        tracked(&short, "serializable"),
+        tracked(&long, "serializable"),
+        tracked(&point, "serializable"),
+    );
+    assert!(s > 0.0, "{short}");
+    assert_eq!(s, l, "a scan of 40 keys tracks what one of 4 does");
+    assert!(
+        p > s,
+        "4 point reads ({p} B) track more than one range ({s} B)"
+    );
+    // Point reads never give a range conflict.
+    let r = &point["configs"][0]["engines"]["lock-free"]["serializable"][0];
+    assert_eq!(r["range_conflicts_per_commit"], 0.0, "{r}");
+}
+
+#[test]
 fn bad_tables_flags_are_refused() {
     refused(&["--tables", "-1"], "--tables", "-1");
     refused(&["--tables", "1000001"], "--tables", "1000001");
