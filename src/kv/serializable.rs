@@ -660,8 +660,11 @@ fn validate_store<M: Machinery>(
             &own
         }
     };
-    for (i, (t, k)) in reads.keys().enumerate() {
-        let tb = d.serial.table(t);
+    // The key's bytes are sliced out only where needed: a lookup, or a
+    // conflict's error.
+    for (i, (t, r)) in reads.keys.iter().enumerate() {
+        let tb = d.serial.table(*t);
+        let key = || &reads.bytes[r.clone()];
         // The entry the read found is the one a lookup would find now
         // (one node a key, never removed): checked directly, if it had one
         // and its index is still held. A key that had none is looked up:
@@ -675,10 +678,12 @@ fn validate_store<M: Machinery>(
                 }
                 e.changed_since(&view, guard)
             }
-            _ => changed(store, tb, k, &view, guard)?,
+            _ => changed(store, tb, key(), &view, guard)?,
         };
         if hit {
-            return Err(Box::new(Error::SerializationConflict { key: k.to_vec() }));
+            return Err(Box::new(Error::SerializationConflict {
+                key: key().to_vec(),
+            }));
         }
     }
     for (t, (lo, hi)) in reads.ranges() {
@@ -854,12 +859,9 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
         serializable,
         settled: false,
         ticket: None,
-        writes: ReadSet::default(),
+        writes: at_append.then(|| std::mem::take(&mut txn.session.serial.writes)),
         ts,
     };
-    if at_append {
-        turn.writes = std::mem::take(&mut txn.session.serial.writes);
-    }
     let r = if mutant_on(m::SERIALIZABLE_GATE_RELEASED_BEFORE_COMMIT) {
         // Released before the commit (a broken twin): a committer
         // validating next would pass over this one's versions, still in
@@ -940,8 +942,9 @@ pub(crate) struct LogTurn<'e> {
     settled: bool,
     /// Its ticket, from the gate's release until it left the list.
     ticket: Option<u64>,
-    /// Its write set (the tracker's), lent to the `committing` list.
-    writes: ReadSet,
+    /// Its write set (the tracker's), lent to the `committing` list: only
+    /// on a commit that leaves the gate at append.
+    writes: Option<ReadSet>,
     /// Its commit timestamp (for the gate's bound).
     ts: Timestamp,
 }
@@ -961,7 +964,7 @@ impl LogTurn<'_> {
         state.next_ticket += 1;
         state.committing.push(Committing {
             ticket,
-            writes: std::mem::take(&mut self.writes),
+            writes: self.writes.take().unwrap_or_default(),
         });
         self.ticket = Some(ticket);
         self.settled = true;
@@ -1003,12 +1006,12 @@ impl LogTurn<'_> {
         if let Some(ticket) = self.ticket.take() {
             let mut state = self.gate.lock();
             if let Some(i) = state.committing.iter().position(|c| c.ticket == ticket) {
-                self.writes = state.committing.remove(i).writes;
+                self.writes = Some(state.committing.remove(i).writes);
             }
             self.gate.release(state);
             self.gate.turn.notify_all();
         }
-        std::mem::take(&mut self.writes)
+        self.writes.take().unwrap_or_default()
     }
 }
 
