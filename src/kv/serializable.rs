@@ -859,9 +859,12 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
         serializable,
         settled: false,
         ticket: None,
-        writes: at_append.then(|| std::mem::take(&mut txn.session.serial.writes)),
+        writes: None,
         ts,
     };
+    if at_append {
+        turn.writes = Some(std::mem::take(&mut txn.session.serial.writes));
+    }
     let r = if mutant_on(m::SERIALIZABLE_GATE_RELEASED_BEFORE_COMMIT) {
         // Released before the commit (a broken twin): a committer
         // validating next would pass over this one's versions, still in
