@@ -247,7 +247,8 @@ pub(crate) struct Tracker<'e> {
     /// checks these without a lookup. A default table's lives as long as
     /// the engine; a named table's while the session's write set holds
     /// that table's index (`WriteSet::hold`), which every tracked read
-    /// takes. Emptied with `reads` (and when `reads` is registered).
+    /// of a named table takes. Emptied with `reads` (and when `reads` is
+    /// registered).
     kept: Vec<Option<&'e KeyEntry>>,
     /// Keys a serializable transaction wrote (checked against prepared
     /// transactions' registered read sets).
