@@ -82,6 +82,7 @@ use super::engine::SessionData;
 use super::txn::Txn;
 use crate::config::{CommitOptions, Isolation, PrepareConflicts, TxnOptions};
 use crate::error::{Error, Result};
+use crate::machinery::epoch::Guard;
 use crate::machinery::with_machinery::Machinery;
 use crate::machinery::ReadView;
 use crate::store::{KeyEntry, Store, TableState, Tb};
@@ -246,7 +247,8 @@ pub(crate) struct Tracker<'e> {
     /// checks these without a lookup. A default table's lives as long as
     /// the engine; a named table's while the session's write set holds
     /// that table's index (`WriteSet::hold`), which every tracked read
-    /// takes. Emptied with `reads` (and when `reads` is registered).
+    /// of a named table takes. Emptied with `reads` (and when `reads` is
+    /// registered).
     kept: Vec<Option<&'e KeyEntry>>,
     /// Keys a serializable transaction wrote (checked against prepared
     /// transactions' registered read sets).
@@ -581,22 +583,25 @@ impl Gate {
 }
 
 /// What a validation run before the gate found, and the gate's sequence
-/// loaded before it.
+/// loaded before it. The conflict is boxed: a pass, the common outcome,
+/// is one word.
 struct Early {
     seq: u64,
-    found: Result<()>,
+    found: Result<(), Box<Error>>,
 }
 
 /// Validates `txn`'s tracked reads and its writes against the registered
 /// prepared read sets, under the gate (`state`). `early`: its reads'
 /// validation against the store, run before the gate; it stands if the
 /// gate's sequence has not moved since (no gated commit, prepare or log
-/// step overlapped it), else the store is validated again here.
+/// step overlapped it), else the store is validated again here (within
+/// `pinned`, the commit's epoch guard, if it holds one).
 fn validate<M: Machinery>(
     txn: &mut Txn<'_, '_, M>,
     state: &GateState,
     early: Option<Early>,
-) -> Result<()> {
+    pinned: Option<&Guard>,
+) -> Result<(), Box<Error>> {
     if mutant_on(m::SERIALIZABLE_SKIPS_VALIDATION) {
         return Ok(());
     }
@@ -604,7 +609,7 @@ fn validate<M: Machinery>(
     let owner = d.serial.owner;
     for p in state.prepared.iter().filter(|p| p.owner != owner) {
         if let Some((_, k)) = d.serial.writes.keys().find(|&(t, k)| p.reads.covers(t, k)) {
-            return Err(Error::PreparedReadConflict { key: k.to_vec() });
+            return Err(Box::new(Error::PreparedReadConflict { key: k.to_vec() }));
         }
     }
     let reads = &d.serial.reads;
@@ -617,7 +622,7 @@ fn validate<M: Machinery>(
     // passes over: a key it wrote that this one read is a conflict here.
     for c in &state.committing {
         if let Some(e) = c.writes.keys().find_map(|(t, k)| reads.conflict(t, k)) {
-            return Err(e);
+            return Err(Box::new(e));
         }
     }
     if let Some(early) = early {
@@ -630,13 +635,17 @@ fn validate<M: Machinery>(
             return early.found;
         }
     }
-    validate_store(txn)
+    validate_store(txn, pinned)
 }
 
 /// Validates `txn`'s tracked keys and ranges against the store: each one's
 /// newest version neither aborted nor in progress is its own or one its
-/// view sees.
-fn validate_store<M: Machinery>(txn: &mut Txn<'_, '_, M>) -> Result<()> {
+/// view sees. Its lookups run within `pinned` if given (the commit's epoch
+/// guard), else within a guard of its own.
+fn validate_store<M: Machinery>(
+    txn: &mut Txn<'_, '_, M>,
+    pinned: Option<&Guard>,
+) -> Result<(), Box<Error>> {
     let d = &*txn.session;
     let store = &d.engine.store;
     let reads = &d.serial.reads;
@@ -644,9 +653,19 @@ fn validate_store<M: Machinery>(txn: &mut Txn<'_, '_, M>) -> Result<()> {
         return Ok(());
     }
     let view = txn.inner.read_view()?;
-    let guard = store.collector.pin();
-    for (i, (t, k)) in reads.keys().enumerate() {
-        let tb = d.serial.table(t);
+    let own;
+    let guard = match pinned {
+        Some(g) => g,
+        None => {
+            own = store.collector.pin();
+            &own
+        }
+    };
+    // The key's bytes are sliced out only where needed: a lookup, or a
+    // conflict's error.
+    for (i, (t, r)) in reads.keys.iter().enumerate() {
+        let tb = d.serial.table(*t);
+        let key = || &reads.bytes[r.clone()];
         // The entry the read found is the one a lookup would find now
         // (one node a key, never removed): checked directly, if it had one
         // and its index is still held. A key that had none is looked up:
@@ -655,41 +674,47 @@ fn validate_store<M: Machinery>(txn: &mut Txn<'_, '_, M>) -> Result<()> {
             Some(e) if d.writes.holds(tb) => {
                 if let Tb::Named(s) = tb {
                     if s.is_dropped() {
-                        return Err(s.dropped());
+                        return Err(Box::new(s.dropped()));
                     }
                 }
-                e.changed_since(&view, &guard)
+                e.changed_since(&view, guard)
             }
-            _ => changed(store, tb, k, &view)?,
+            _ => changed(store, tb, key(), &view, guard)?,
         };
         if hit {
-            return Err(Error::SerializationConflict { key: k.to_vec() });
+            return Err(Box::new(Error::SerializationConflict {
+                key: key().to_vec(),
+            }));
         }
     }
-    drop(guard);
     for (t, (lo, hi)) in reads.ranges() {
         if let Some(key) = changed_in(store, d.serial.table(t), (lo, hi), &view)? {
-            return Err(Error::RangeConflict {
+            return Err(Box::new(Error::RangeConflict {
                 start: owned(lo),
                 end: owned(hi),
                 key,
-            });
+            }));
         }
     }
     Ok(())
 }
 
 /// Would a write of `key` of table `tb` by `view`'s transaction conflict
-/// now?
+/// now? `guard` is held by the caller.
 ///
 /// # Errors
 /// [`Error::TableDropped`]: the table it read was dropped since.
-fn changed(store: &Store, tb: Tb<'_>, key: &[u8], view: &ReadView<'_>) -> Result<bool> {
-    let guard = store.collector.pin();
+fn changed(
+    store: &Store,
+    tb: Tb<'_>,
+    key: &[u8],
+    view: &ReadView<'_>,
+    guard: &Guard,
+) -> Result<bool> {
     Ok(tb
-        .index(store, &guard)?
-        .get(key, &guard)
-        .is_some_and(|e| e.changed_since(view, &guard)))
+        .index(store, guard)?
+        .get(key, guard)
+        .is_some_and(|e| e.changed_since(view, guard)))
 }
 
 /// The first key in `range` a write by `view`'s transaction would conflict
@@ -785,7 +810,7 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
     // is held. Not on a durable engine: its commit waits for the log, and
     // a guard held across that wait would hold back every thread's
     // reclamation.
-    let _pinned = engine
+    let pinned = engine
         .durable
         .is_none()
         .then(|| engine.store.collector.pin());
@@ -797,7 +822,7 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
         // flips and list changes of every holder counted in `seq` are
         // seen by the validation below. Required.
         let seq = engine.serial.seq.load(Ordering::Acquire);
-        let found = validate_store(txn);
+        let found = validate_store(txn, pinned.as_ref());
         Early { seq, found }
     });
     // The completion under the gate (a commit's, or a refused one's
@@ -816,11 +841,11 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
     // A prepared transaction validated at prepare, and its registration
     // has kept what it read unchanged since.
     if let Some(early) = early {
-        if let Err(e) = validate(txn, &state, Some(early)) {
+        if let Err(e) = validate(txn, &state, Some(early), pinned.as_ref()) {
             txn.rollback_in_place();
             engine.serial.release(state);
             finished(txn);
-            return Err(e);
+            return Err(*e);
         }
     }
     // A serializable commit on a durable engine leaves the gate once its
@@ -835,11 +860,11 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
         serializable,
         settled: false,
         ticket: None,
-        writes: ReadSet::default(),
+        writes: None,
         ts,
     };
     if at_append {
-        turn.writes = std::mem::take(&mut txn.session.serial.writes);
+        turn.writes = Some(std::mem::take(&mut txn.session.serial.writes));
     }
     let r = if mutant_on(m::SERIALIZABLE_GATE_RELEASED_BEFORE_COMMIT) {
         // Released before the commit (a broken twin): a committer
@@ -921,8 +946,9 @@ pub(crate) struct LogTurn<'e> {
     settled: bool,
     /// Its ticket, from the gate's release until it left the list.
     ticket: Option<u64>,
-    /// Its write set (the tracker's), lent to the `committing` list.
-    writes: ReadSet,
+    /// Its write set (the tracker's), lent to the `committing` list: only
+    /// on a commit that leaves the gate at append.
+    writes: Option<ReadSet>,
     /// Its commit timestamp (for the gate's bound).
     ts: Timestamp,
 }
@@ -942,7 +968,7 @@ impl LogTurn<'_> {
         state.next_ticket += 1;
         state.committing.push(Committing {
             ticket,
-            writes: std::mem::take(&mut self.writes),
+            writes: self.writes.take().unwrap_or_default(),
         });
         self.ticket = Some(ticket);
         self.settled = true;
@@ -984,12 +1010,12 @@ impl LogTurn<'_> {
         if let Some(ticket) = self.ticket.take() {
             let mut state = self.gate.lock();
             if let Some(i) = state.committing.iter().position(|c| c.ticket == ticket) {
-                self.writes = state.committing.remove(i).writes;
+                self.writes = Some(state.committing.remove(i).writes);
             }
             self.gate.release(state);
             self.gate.turn.notify_all();
         }
-        std::mem::take(&mut self.writes)
+        self.writes.take().unwrap_or_default()
     }
 }
 
@@ -1029,13 +1055,13 @@ pub(super) fn gated_prepare<'s, 'e, M: Machinery>(
     // As in `gated_slow`: the prepare's completion hands nothing on.
     txn.inner.make_room_for_completion();
     let mut state = engine.serial.enter(txn);
-    if let Err(e) = validate(txn, &state, None) {
+    if let Err(e) = validate(txn, &state, None, None) {
         // Open and doomed, as a refused prepare leaves a transaction open
         // (the machinery's contract) and a conflict dooms it: the caller
         // rolls it back (a commit does too, with `MustRollBack`).
         txn.inner.doom();
         drop(state);
-        return Err(e);
+        return Err(*e);
     }
     let p = prepare(txn, ts);
     if p.is_ok() {

@@ -114,7 +114,12 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
             let at = self.session.serial.note_key(tb, key);
             let view = self.inner.read_view()?;
             let d = &mut *self.session;
-            let index = d.writes.hold(tb, false)?;
+            // The default table's index lives as long as the engine: no
+            // hold needed.
+            let index = match tb {
+                Tb::Default => &d.engine.store.index,
+                Tb::Named(_) => d.writes.hold(tb, false)?,
+            };
             d.engine
                 .store
                 .read_in(index, key, &view, |found, n, entry| {
@@ -187,7 +192,10 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
             let at = self.session.serial.note_keys(tb, keys);
             let view = self.inner.read_view()?;
             let d = &mut *self.session;
-            let index = d.writes.hold(tb, false)?;
+            let index = match tb {
+                Tb::Default => &d.engine.store.index,
+                Tb::Named(_) => d.writes.hold(tb, false)?,
+            };
             d.engine
                 .store
                 .read_many_in(index, keys, &view, |i, found, n, entry| {
