@@ -1,12 +1,23 @@
 //! Point get and put + commit on a loaded store (`get/<engine>`,
 //! `put_commit/<engine>`): the store code is shared, so these should match
-//! across machineries except for what the machinery adds.
+//! across machineries except for what the machinery adds. `rmw/<isolation>`
+//! (the lock-free machinery): a read-modify-write transaction, 2 point
+//! reads and 1 update, as `snapshot-bench rw-mix` runs it with one writer,
+//! under snapshot isolation and serializable: what tracking and
+//! validation add to a commit. Each transaction is one call of
+//! `rmw_txn`, so callgrind can count it alone:
+//! `valgrind --tool=callgrind --toggle-collect='*rmw_txn*' <bench binary>
+//! --bench rmw --profile-time 5`, then the inclusive instructions of
+//! `rmw_txn` over its calls (`callgrind_annotate --inclusive=yes
+//! --tree=caller`).
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use snapshot_engine::with_machinery::{Engine, LockFree, Machinery};
+use snapshot_engine::with_machinery::{Engine, LockFree, Machinery, Session};
 #[cfg(feature = "baseline")]
 use snapshot_engine::with_machinery::{RwLockBaseline, RwLockBaselinePatched};
-use snapshot_engine::{CommitOptions, EngineConfig, Timestamp, TimestampUpdate, TxnOptions};
+use snapshot_engine::{
+    CommitOptions, EngineConfig, Isolation, Timestamp, TimestampUpdate, TxnOptions,
+};
 
 const KEYS: u64 = 100_000;
 
@@ -80,10 +91,65 @@ fn ops<M: Machinery>(c: &mut Criterion) {
     g.finish();
 }
 
+/// One read-modify-write transaction: reads `a` and `b`, writes `a` with
+/// a value derived from both, commits at `ts`.
+#[inline(never)]
+fn rmw_txn(s: &mut Session<'_, LockFree>, opts: &TxnOptions, a: u64, b: u64, ts: u64) {
+    let mut t = s.begin(opts).unwrap();
+    let mut sum = 0u8;
+    for k in [a, b] {
+        sum = sum.wrapping_add(
+            t.get_with(k.to_be_bytes(), |v| v.map_or(0, |v| v[0]))
+                .unwrap(),
+        );
+    }
+    let mut v = [1u8; 100];
+    v[0] = sum;
+    t.put(a.to_be_bytes(), v).unwrap();
+    t.commit(CommitOptions::at(ts)).unwrap();
+}
+
+/// `rmw/<isolation>`: a fresh loaded engine for each level, one session.
+fn rmw(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rmw");
+    for (name, isolation) in [
+        ("snapshot", Isolation::Snapshot),
+        ("serializable", Isolation::Serializable),
+    ] {
+        let e = loaded::<LockFree>();
+        let mut s = e.session().unwrap();
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let opts = TxnOptions {
+            isolation,
+            ..TxnOptions::default()
+        };
+        let mut ts = 1u64;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                ts += 1;
+                let (a, k) = (rng.below(KEYS), rng.below(KEYS));
+                rmw_txn(&mut s, &opts, a, k, ts);
+                if ts.is_multiple_of(1024) {
+                    // Stable trails by about 500 commits, as rw-mix's
+                    // timekeeper keeps it; history below goes.
+                    e.set_timestamps(TimestampUpdate {
+                        oldest: Some(Timestamp::new(ts - 1000)),
+                        stable: Some(Timestamp::new(ts - 500)),
+                        durable: None,
+                    })
+                    .unwrap();
+                }
+            })
+        });
+    }
+    g.finish();
+}
+
 /// The baselines run with feature `baseline` (every build at the
 /// workspace root has it: the driver turns it on).
 fn benches_all(c: &mut Criterion) {
     ops::<LockFree>(c);
+    rmw(c);
     #[cfg(feature = "baseline")]
     ops::<RwLockBaseline>(c);
     #[cfg(feature = "baseline")]
