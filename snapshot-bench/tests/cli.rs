@@ -930,9 +930,11 @@ fn rw_mix_refuses_bad_flags() {
     refused(&["rw-mix", "--engines", "ceiling"], "--engines", "ceiling");
 }
 
-#[test]
-fn rw_mix_prints_both_isolation_levels_and_their_ratios() {
-    let o = run(&[
+/// A short lock-free rw-mix table (2 rounds, 1 reader, 2 writers, 100
+/// keys) of the writers' `shape` flags: it exits 0, prints `header`, a
+/// row for each isolation level and the writers' and readers' ratios.
+fn rw_mix_table(shape: &[&str], header: &str) -> Output {
+    let mut args = vec![
         "rw-mix",
         "--engines",
         "lock-free",
@@ -946,21 +948,14 @@ fn rw_mix_prints_both_isolation_levels_and_their_ratios() {
         "1",
         "--writers",
         "2",
-        "--rmw-reads",
-        "3",
-        "--rmw-writes",
-        "2",
         "--keys",
         "100",
-    ]);
+    ];
+    args.extend_from_slice(shape);
+    let o = run(&args);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert!(!o.stdout.contains("NaN"), "{}", o.stdout);
-    assert!(
-        o.stdout
-            .contains("writers read 3 keys and update 2 of them"),
-        "{}",
-        o.stdout
-    );
+    assert!(o.stdout.contains(header), "{}", o.stdout);
     for level in ["snapshot", "serializable"] {
         let row = format!("lock-free           {level}");
         assert!(o.stdout.contains(&row), "no {level} row: {}", o.stdout);
@@ -969,6 +964,15 @@ fn rw_mix_prints_both_isolation_levels_and_their_ratios() {
         let line = format!("lock-free serializable/snapshot {side}");
         assert!(o.stdout.contains(&line), "no {side} ratio: {}", o.stdout);
     }
+    o
+}
+
+#[test]
+fn rw_mix_prints_both_isolation_levels_and_their_ratios() {
+    let o = rw_mix_table(
+        &["--rmw-reads", "3", "--rmw-writes", "2"],
+        "writers read 3 keys and update 2 of them",
+    );
     // Commits per writer CPU-second: a ratio, unless a round's writers
     // got no CPU time in its window (then its row shows "-").
     let per_cpu = "lock-free serializable/snapshot writer commits per writer CPU-s: x";
@@ -1102,44 +1106,10 @@ fn tracked(v: &serde_json::Value, level: &str) -> f64 {
 
 #[test]
 fn rw_mix_scan_variant_tracks_each_scan_as_one_range() {
-    let o = run(&[
-        "rw-mix",
-        "--engines",
-        "lock-free",
-        "--rounds",
-        "2",
-        "--seconds",
-        "0.05",
-        "--warmup",
-        "0",
-        "--readers",
-        "1",
-        "--writers",
-        "2",
-        "--rmw-scan",
-        "10",
-        "--rmw-writes",
-        "2",
-        "--keys",
-        "100",
-    ]);
-    assert_eq!(o.code, Some(0), "{}", o.stderr);
-    assert!(!o.stdout.contains("NaN"), "{}", o.stdout);
-    assert!(
-        o.stdout.contains(
-            "range-scan variant: writers scan 10 consecutive keys from a random start and update the first 2 of them"
-        ),
-        "{}",
-        o.stdout
+    rw_mix_table(
+        &["--rmw-scan", "10", "--rmw-writes", "2"],
+        "range-scan variant: writers scan 10 consecutive keys from a random start and update the first 2 of them",
     );
-    for level in ["snapshot", "serializable"] {
-        let row = format!("lock-free           {level}");
-        assert!(o.stdout.contains(&row), "no {level} row: {}", o.stdout);
-    }
-    for side in ["writer commits/s: x", "reader txn/s: x"] {
-        let line = format!("lock-free serializable/snapshot {side}");
-        assert!(o.stdout.contains(&line), "no {side} ratio: {}", o.stdout);
-    }
 
     // The writer asserts that each scan returned all its keys (a panic
     // exits non-zero above). Under serializable a scan is tracked as one
