@@ -90,6 +90,18 @@ impl From<&[u64]> for Running {
 }
 
 impl Descriptor {
+    /// A descriptor with nothing running, whose generation, `xmin` and
+    /// `xmax` are all `at`.
+    fn empty(at: u64) -> Descriptor {
+        Descriptor {
+            generation: at,
+            xmin: at,
+            xmax: at,
+            running: Running::Inline(0, [0; INLINE_RUNNING]),
+            witness: Witness::new(),
+        }
+    }
+
     /// The descriptor that follows `self` once transaction `id` leaves the
     /// running set: remove `id`; if `id >= xmax`, raise
     /// `xmax` to `id + 1` and list every id in `[xmax, id)` as running, since
@@ -159,15 +171,9 @@ impl SessionRetired {
 
     /// Allocates the next completion's descriptor now, if none is ready.
     pub(crate) fn ready_spare(&mut self) {
-        self.spare.get_or_insert_with(|| {
-            Box::new(Descriptor {
-                generation: 0,
-                xmin: 0,
-                xmax: 0,
-                running: Running::Inline(0, [0; INLINE_RUNNING]),
-                witness: Witness::new(),
-            })
-        });
+        // Its contents are overwritten before it is installed.
+        self.spare
+            .get_or_insert_with(|| Box::new(Descriptor::empty(0)));
     }
 
     /// Is an allocation ready for the next completion?
@@ -211,13 +217,7 @@ pub(crate) struct DescriptorCell {
 impl DescriptorCell {
     /// The first descriptor: nothing running, ids start at 1.
     pub(crate) fn new() -> DescriptorCell {
-        let first = Box::new(Descriptor {
-            generation: 1,
-            xmin: 1,
-            xmax: 1,
-            running: Running::Inline(0, [0; INLINE_RUNNING]),
-            witness: Witness::new(),
-        });
+        let first = Box::new(Descriptor::empty(1));
         DescriptorCell {
             ptr: AtomicPtr::new(Box::into_raw(first)),
             published: AtomicU64::new(1),
