@@ -247,6 +247,20 @@ impl Shared {
     }
 }
 
+#[cfg(loom)]
+impl Shared {
+    /// Writes block `i`'s first word: a model's stand-in for writing a
+    /// version into a block it holds.
+    pub(crate) fn model_write(&self, i: u32, v: u32) {
+        self.region().set_link(i, v)
+    }
+
+    /// Reads block `i`'s first word.
+    pub(crate) fn model_read(&self, i: u32) -> u32 {
+        self.region().link(i)
+    }
+}
+
 /// One thread's free lists and span.
 pub(crate) struct Cache {
     /// Per class (index = granules; 0 unused).
