@@ -18,7 +18,7 @@
 //!   them. The takers' blocks differ. The mutant twin
 //!   (`DEPOT_TAKE_SPLIT`) reads the top batch in one hold of the depot's
 //!   lock and removes one in another, so both takers can take the same
-//!   batch and write its first block with no order between them.
+//!   batch and its first block.
 
 use super::common::check;
 use crate::store::raw::slab::{Cache, Shared, BATCH, GRANULE};
@@ -72,7 +72,7 @@ fn freed_blocks_handed_between_threads() {
 }
 
 #[test]
-#[should_panic]
+#[should_panic(expected = "two takers never hold one block")]
 fn mutant_depot_take_split() {
     check(
         "slab/handoff/DEPOT_TAKE_SPLIT",

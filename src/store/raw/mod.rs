@@ -31,6 +31,9 @@ pub(crate) mod index;
 #[cfg(loom)]
 #[path = "index_loom.rs"]
 pub(crate) mod index;
+// Under loom versions come from the global allocator, and only the loom
+// model `slab` drives the slab.
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) mod slab;
 pub(crate) mod table;
 pub(crate) mod writes;
