@@ -86,7 +86,7 @@ const _: () = assert!(
     REGION_BYTES / GRANULE < NONE as usize,
     "granule indices fit in a u32"
 );
-const _: () = assert!(SPAN_BYTES % GRANULE == 0 && SPAN_BYTES >= MAX_GRANULES * GRANULE);
+const _: () = assert!(SPAN_BYTES.is_multiple_of(GRANULE) && SPAN_BYTES >= MAX_GRANULES * GRANULE);
 
 /// The class of a block of `bytes` bytes: its granule count (at least 1).
 #[inline]

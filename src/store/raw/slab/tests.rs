@@ -115,7 +115,7 @@ fn a_full_batch_moves_to_the_depot_while_the_thread_runs() {
     }
     let q = b.alloc(&s, 152);
     assert!(
-        ps.iter().any(|&p| p == q),
+        ps.contains(&q),
         "the third full batch is in the depot for another cache"
     );
     // SAFETY: as above.
