@@ -292,6 +292,7 @@ impl Cache {
 
     /// A block of class `g` (`1..=shared.classes`) from the region, or
     /// `None` when the region has no span left.
+    #[inline]
     pub(crate) fn alloc_index(&mut self, shared: &Shared, g: usize) -> Option<u32> {
         let c = &mut self.lists[g];
         if c.free.len == 0 {
@@ -329,6 +330,7 @@ impl Cache {
     }
 
     /// Frees block `i` of class `g` into this cache.
+    #[inline]
     pub(crate) fn free_index(&mut self, shared: &Shared, g: usize, i: u32) {
         let c = &mut self.lists[g];
         shared.region().set_link(i, c.free.head);
