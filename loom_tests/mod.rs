@@ -34,6 +34,7 @@ mod read_ts_refresh;
 mod rollback;
 mod serializable;
 mod skipped_prepared;
+mod slab;
 mod slots;
 mod stable;
 mod stable_view;

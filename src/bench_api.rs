@@ -4,7 +4,8 @@
 //! and ordered view, `store/raw/index.rs`), used the way the store uses
 //! them, so they can be measured beside other concurrent maps; the
 //! per-thread count of atomic read-modify-writes (feature `count-rmw`);
-//! and the duration of each of the commit log's batch syncs.
+//! the duration of each of the commit log's batch syncs; and the version
+//! slab (`store/raw/slab.rs`): its figures and its allocation on its own.
 //! Not part of the API: no stability promise, hidden from the docs.
 
 use crate::machinery::epoch::Collector;
@@ -121,4 +122,31 @@ pub(crate) fn note_log_sync(d: std::time::Duration) {
     if let Some(v) = LOG_SYNCS.lock().as_mut() {
         v.push(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     }
+}
+
+pub use crate::store::raw::slab::SlabStats;
+
+/// The process's version slab's figures now (every engine's versions
+/// share it): what `--report-memory` adds to the global allocator's bytes.
+pub fn version_slab() -> SlabStats {
+    crate::store::raw::slab::stats()
+}
+
+/// A block of at least `bytes` bytes from the version slab, as
+/// `Version::alloc` takes one (this thread's cache, else the global
+/// allocator).
+#[inline]
+pub fn slab_alloc(bytes: usize) -> std::ptr::NonNull<u8> {
+    crate::store::raw::slab::alloc(bytes)
+}
+
+/// Frees a block from [`slab_alloc`] into this thread's cache.
+///
+/// # Safety
+/// `p` came from `slab_alloc(bytes)` with the same `bytes`, is freed once
+/// and not used after.
+#[inline]
+pub unsafe fn slab_free(p: std::ptr::NonNull<u8>, bytes: usize) {
+    // SAFETY: the caller's contract is `free`'s.
+    unsafe { crate::store::raw::slab::free(p, bytes) }
 }

@@ -196,5 +196,8 @@ pub fn memory(keys: u64, key_size: usize, value_size: usize) -> crate::memory::M
         bytes_per_extra_version: (u2 - u1) as f64 / n,
         rss_per_key: d(r0, r1),
         rss_per_extra_version: d(r1, r2),
+        slab_slack_per_key: 0.0,
+        slab_slack_per_extra_version: 0.0,
+        slab_fallbacks: 0,
     }
 }

@@ -1,6 +1,8 @@
 //! `--report-memory`: what each engine holds per key and per extra version,
 //! measured, not reasoned: the bytes the driver's global allocator hands
-//! out (counted by [`Counting`], a wrapper around it) and the process's
+//! out (counted by [`Counting`], a wrapper around it), plus the bytes of
+//! the live blocks of the store's version slab (its own mapping, which the
+//! allocator never sees: `bench_api::version_slab`), and the process's
 //! resident set, before the throughput runs.
 //!
 //! Per engine, on a fresh instance: load `--keys` keys of `--key-size` bytes
@@ -13,6 +15,7 @@
 
 use crate::keys::{load_into, table_of, KeyBuf};
 use serde::Serialize;
+use snapshot_engine::bench_api::{self, SlabStats};
 use snapshot_engine::with_machinery::{Engine, LockFree};
 use snapshot_engine::{CommitOptions, EngineConfig, Table, TableOptions, TxnOptions};
 use std::alloc::{GlobalAlloc, Layout};
@@ -130,15 +133,22 @@ unsafe impl<A: GlobalAlloc + Usable> GlobalAlloc for Counting<A> {
 /// Turns the allocator's byte count on or off (the memory pass and the
 /// `tables` workload turn it on while they measure).
 pub fn count_bytes(on: bool) {
+    // The version slab's process-wide bookkeeping (its depot) is made on
+    // first use: made here, before counting, it is not charged to the
+    // first table or key.
+    bench_api::version_slab();
     // Relaxed: set by the main thread before (and after) the pass it
     // measures; the threads it measures start after it.
     ON.store(on, Ordering::Relaxed);
 }
 
-/// Bytes handed out minus bytes given back while counting was on.
+/// Bytes handed out minus bytes given back while counting was on, plus
+/// the bytes of the version slab's live blocks (counted always, and by
+/// their 8-byte granules as the allocator's by its usable sizes): callers
+/// take differences.
 pub fn live_bytes() -> i64 {
     // Relaxed: a statistic, read after the threads that moved it joined.
-    LIVE.load(Ordering::Relaxed)
+    LIVE.load(Ordering::Relaxed) + bench_api::version_slab().live_bytes as i64
 }
 
 /// The process's resident set now, in bytes (`/proc/self/statm`).
@@ -176,17 +186,30 @@ pub struct Mem {
     pub rss_per_key: Option<f64>,
     /// Resident-set growth over the second pass, per key.
     pub rss_per_extra_version: Option<f64>,
+    /// Growth of the version slab's slack (its resident pages less its
+    /// live blocks: free blocks, uncarved span rests, partly used pages)
+    /// over the load, per key; not in `bytes_per_key`.
+    pub slab_slack_per_key: f64,
+    /// The same over the second pass, per key.
+    pub slab_slack_per_extra_version: f64,
+    /// Version blocks that came from the global allocator because the
+    /// slab's region was exhausted, over both passes (counted in the bytes
+    /// as the allocator's).
+    pub slab_fallbacks: u64,
 }
 
 struct Probe {
+    /// [`live_bytes`]: the allocator's and the slab's live blocks.
     live: i64,
     rss: Option<u64>,
+    slab: SlabStats,
 }
 
 fn probe() -> Probe {
     Probe {
-        live: LIVE.load(Ordering::Relaxed),
+        live: live_bytes(),
         rss: rss_now(),
+        slab: bench_api::version_slab(),
     }
 }
 
@@ -197,6 +220,12 @@ fn per(a: &Probe, b: &Probe, n: u64) -> (f64, Option<f64>) {
             .zip(b.rss)
             .map(|(x, y)| (y as f64 - x as f64) / n as f64),
     )
+}
+
+/// The growth of the slab's slack from `a` to `b`, per `n`.
+fn slack(a: &Probe, b: &Probe, n: u64) -> f64 {
+    let s = |p: &Probe| p.slab.resident_bytes as f64 - p.slab.live_bytes as f64;
+    (s(b) - s(a)) / n as f64
 }
 
 /// Writes every key once more (in its table: [`table_of`]), 1,000 keys per
@@ -287,6 +316,9 @@ fn lock_free(keys: u64, key_size: usize, value_size: usize, ntables: usize) -> M
     let (bk, rk) = per(&p0, &p1, keys);
     let (bv, rv) = per(&p1, &p2, keys);
     Mem {
+        slab_slack_per_key: slack(&p0, &p1, keys),
+        slab_slack_per_extra_version: slack(&p1, &p2, keys),
+        slab_fallbacks: p2.slab.fallbacks - p0.slab.fallbacks,
         engine: crate::tables::row_name(crate::engines::EngineKind::LockFree, ntables),
         keys,
         key_size,
@@ -317,6 +349,9 @@ fn ceiling(keys: u64, value_size: usize) -> Mem {
         bytes_per_extra_version: f64::NAN,
         rss_per_key: rk,
         rss_per_extra_version: None,
+        slab_slack_per_key: 0.0,
+        slab_slack_per_extra_version: 0.0,
+        slab_fallbacks: 0,
     }
 }
 
@@ -333,7 +368,7 @@ pub fn report(
     tables: &[usize],
 ) -> Vec<Mem> {
     use crate::engines::EngineKind;
-    ON.store(true, Ordering::Relaxed);
+    count_bytes(true);
     let mut out = Vec::new();
     for &e in engines {
         match e {
@@ -363,20 +398,21 @@ pub fn print(ms: &[Mem]) {
         m0.key_size + m0.value_size
     );
     println!(
-        "{:<14} {:>12} {:>8} {:>16} {:>14} {:>12} {:>16}",
+        "{:<14} {:>12} {:>8} {:>16} {:>14} {:>12} {:>16} {:>18}",
         "engine",
         "bytes/key",
         "x raw",
         "bytes/+version",
         "+version-value",
         "rss/key",
-        "rss/+version"
+        "rss/+version",
+        "slab slack key/+v"
     );
     let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.1}"));
     for m in ms {
         let extra = (!m.bytes_per_extra_version.is_nan()).then_some(m.bytes_per_extra_version);
         println!(
-            "{:<14} {:>12.1} {:>8.2} {:>16} {:>14} {:>12} {:>16}",
+            "{:<14} {:>12.1} {:>8.2} {:>16} {:>14} {:>12} {:>16} {:>18}",
             m.engine,
             m.bytes_per_key,
             m.times_raw,
@@ -384,10 +420,20 @@ pub fn print(ms: &[Mem]) {
             f(extra.map(|x| x - m.value_size as f64)),
             f(m.rss_per_key),
             f(m.rss_per_extra_version),
+            format!(
+                "{:.1}/{:.1}",
+                m.slab_slack_per_key, m.slab_slack_per_extra_version
+            ),
         );
+        if m.slab_fallbacks != 0 {
+            println!(
+                "{}: {} versions came from the allocator (the version slab's region was full)",
+                m.engine, m.slab_fallbacks
+            );
+        }
     }
     println!(
-        "bytes: the allocator's usable bytes (lmdb: used map pages x 4096); +version-value: what an extra version costs beyond its value bytes; rss: resident-set growth (only the first engine's is clean: later ones reuse what earlier ones freed; run one engine per process for it); process max RSS so far {} MB\n",
+        "bytes: the allocator's usable bytes plus the version slab's live blocks (lmdb: used map pages x 4096); slab slack: the growth of the slab's resident pages less its live blocks, not in bytes; +version-value: what an extra version costs beyond its value bytes; rss: resident-set growth (only the first engine's is clean: later ones reuse what earlier ones freed; run one engine per process for it); process max RSS so far {} MB\n",
         max_rss().map_or("-".to_string(), |b| format!("{:.1}", b as f64 / 1e6))
     );
 }

@@ -50,6 +50,11 @@ pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 
+/// A cell whose every access loom checks (the slab's stand-in region,
+/// `store/raw/slab/region_loom.rs`).
+#[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell as ModelCell;
+
 /// A causality witness for plain (non-atomic) data published through one
 /// atomic pointer, such as a descriptor's fields.
 ///

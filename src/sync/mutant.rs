@@ -199,6 +199,10 @@ pub const SERIALIZABLE_EARLY_PASS_TRUSTED: u32 = 58;
 /// Release, so a validation run before the gate that loads the raised
 /// value need not see the flips of the commit that raised it.
 pub const RELAXED_GATE_SEQ_STORE: u32 = 59;
+/// The slab's depot hands a batch out in two holds of its lock (read the
+/// top batch, then remove one), so two takers can get the same blocks
+/// (`store/raw/slab.rs`).
+pub const DEPOT_TAKE_SPLIT: u32 = 60;
 
 #[cfg(loom)]
 static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

@@ -2,7 +2,7 @@
 //! plus `newer` links between committed versions and two per-key pointers
 //! into the list (DESIGN.md, "Version chains and the index").
 //!
-//! A version is one allocation: a header (the machinery's
+//! A version is one block of the version slab (`slab.rs`): a header (the machinery's
 //! [`VersionStatus`]: its writer's id and one word packing state and
 //! timestamp, so one Acquire load reads both consistently; the link to the
 //! next older version; the link to the next newer *committed* version and
@@ -48,7 +48,7 @@
 //! # Files
 //!
 //! This file holds the layout and allocation: [`Version`] (header and value
-//! in one allocation) and its allocation and freeing, the [`KeyEntry`] words
+//! in one slab block) and its allocation and freeing, the [`KeyEntry`] words
 //! with the finger word's lock bit, and what every concern below shares.
 //! Each concern is a child module, so the fields stay private to the chain:
 //!
@@ -99,12 +99,12 @@
 //!   before the Release head CAS and any later flip of that writer, and
 //!   after its Acquire load of the head's committed status (invariant 16).
 
-use super::hint;
+use super::{hint, slab};
 use crate::machinery::epoch::Guard;
 use crate::machinery::{VersionState, VersionStatus};
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
 use crate::ts::Timestamp;
-use std::alloc::{self, Layout};
+use std::alloc::Layout;
 use std::ptr::{self, NonNull};
 
 mod prune;
@@ -138,7 +138,8 @@ fn locked(p: *mut Version) -> *mut Version {
 }
 
 /// One version of one key: this header, then `len` value bytes in the same
-/// allocation (made by [`Version::alloc`], freed by [`free_version`]).
+/// slab block (`slab.rs`; made by [`Version::alloc`], freed by
+/// [`free_version`]).
 #[repr(C)]
 pub(crate) struct Version {
     /// The writer and the packed state/timestamp word.
@@ -182,19 +183,20 @@ fn layout_for(len: usize) -> Layout {
     l.pad_to_align()
 }
 
+const _: () = assert!(
+    std::mem::align_of::<Version>() <= slab::GRANULE,
+    "a slab block is aligned enough for a version"
+);
+
 impl Version {
     /// A new version with `status` (fresh from
     /// [`Transaction::new_version`](crate::machinery::Transaction::new_version))
     /// holding `value` (`None`: a tombstone), header and bytes in one
-    /// allocation.
+    /// slab block.
     pub(crate) fn alloc(status: VersionStatus, value: Option<&[u8]>) -> OwnedVersion {
         let len = value.map_or(TOMBSTONE, <[u8]>::len);
-        let layout = layout_for(len);
-        // SAFETY: the layout has a non-zero size (the header).
-        let p = unsafe { alloc::alloc(layout) } as *mut Version;
-        let Some(nn) = NonNull::new(p) else {
-            alloc::handle_alloc_error(layout)
-        };
+        let nn = slab::alloc(layout_for(len).size()).cast::<Version>();
+        let p = nn.as_ptr();
         // The hint word (`hint.rs`) keeps a version's address in 48
         // bits; user-space addresses on the targets this builds for fit.
         assert!(
@@ -202,8 +204,10 @@ impl Version {
             "a version's address fits in {} bits",
             hint::ADDR_BITS
         );
-        // SAFETY: `p` is a fresh allocation of `layout`, which starts with a
-        // `Version` and has `len` bytes after it.
+        // SAFETY: `p` is a fresh 8-aligned block of `layout_for(len)`'s
+        // size (no version needs more alignment: the assertion below
+        // `layout_for`), which starts with a `Version` and has `len` bytes
+        // after it.
         unsafe {
             p.write(Version {
                 status,
@@ -226,7 +230,7 @@ impl Version {
             return None;
         }
         // SAFETY: `Version::alloc` wrote `len` bytes right after the header in
-        // the same allocation; they are never written again.
+        // the same block; they are never written again.
         Some(unsafe {
             std::slice::from_raw_parts((self as *const Version).add(1) as *const u8, self.len)
         })
@@ -260,11 +264,12 @@ impl Version {
 /// `p` was made by [`Version::alloc`], no other thread can reach it, and it is
 /// freed nowhere else.
 unsafe fn free_version(p: *mut Version) {
-    // SAFETY: the caller guarantees exclusive ownership; `len` is immutable.
+    // SAFETY: the caller guarantees exclusive ownership; `len` is
+    // immutable; the block came from `slab::alloc` with this size.
     unsafe {
-        let layout = layout_for((*p).len);
+        let bytes = layout_for((*p).len).size();
         ptr::drop_in_place(p);
-        alloc::dealloc(p as *mut u8, layout);
+        slab::free(NonNull::new_unchecked(p.cast()), bytes);
     }
 }
 

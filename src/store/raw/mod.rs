@@ -14,7 +14,10 @@
 //! pointer a table drop swaps out) hands out. The unsafe functions left
 //! (`KeyEntry::commit_version`, `unlink_head`) are called from
 //! `writes.rs` and from the loom models' hooks (`loom_tests/api.rs`), whose unsafe
-//! functions pass their contract on to the models.
+//! functions pass their contract on to the models. [`slab`] allocates
+//! the versions' blocks (its reserved region's `mmap`, `mprotect` and
+//! `mincore` in `slab/region.rs`) and takes them back through `alloc` and
+//! the unsafe `free`, which only `chain.rs` calls.
 
 pub(crate) mod chain;
 // Under loom the store's index is a mutex map (`index_loom.rs`), and only
@@ -28,6 +31,10 @@ pub(crate) mod index;
 #[cfg(loom)]
 #[path = "index_loom.rs"]
 pub(crate) mod index;
+// Under loom versions come from the global allocator, and only the loom
+// model `slab` drives the slab.
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) mod slab;
 pub(crate) mod table;
 pub(crate) mod writes;
 

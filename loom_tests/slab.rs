@@ -1,0 +1,82 @@
+//! Model — the version slab's free blocks handed between threads
+//! (`store/raw/slab.rs`): a block has one holder at a time, and a thread
+//! that takes a block another freed sees what the freer wrote (the free
+//! list's links).
+//!
+//! Slab level, with no chains: the slab's region under loom is a vector
+//! of loom-checked cells, one a granule (`slab/region_loom.rs`), so every
+//! link read and write, and every write a model makes into a block it
+//! holds, is checked against the other threads' accesses.
+//!
+//! * **handoff**: four one-granule blocks are carved before the threads
+//!   start. A freer thread frees them (with a batch of 2 under loom, two
+//!   full batches: the second frees the first to the depot) and ends its
+//!   cache (the other batch follows). Two takers each take a block (from
+//!   the depot, or carved from the region when it is empty), write their
+//!   id into it and read it back. A taker that pops a batch the freer
+//!   handed on reads the links the freer wrote: the depot's mutex orders
+//!   them. The takers' blocks differ. The mutant twin
+//!   (`DEPOT_TAKE_SPLIT`) reads the top batch in one hold of the depot's
+//!   lock and removes one in another, so both takers can take the same
+//!   batch and its first block.
+
+use super::common::check;
+use crate::store::raw::slab::{Cache, Shared, BATCH, GRANULE};
+use crate::sync::mutant;
+use loom::sync::Arc;
+use loom::thread;
+
+/// Takes a block of class 1, writes `id` into it, reads it back.
+fn take(s: &Shared, id: u32) -> u32 {
+    let mut c = Cache::new(s);
+    let i = c.alloc_index(s, 1).expect("the region has spans left");
+    s.model_write(i, id);
+    assert_eq!(s.model_read(i), id, "a held block is its holder's alone");
+    c.release(s);
+    i
+}
+
+fn handoff() {
+    // Four spans of eight one-granule blocks, one class.
+    let s = Arc::new(Shared::new(32 * GRANULE, 8 * GRANULE, 1));
+    let mut a = Cache::new(&s);
+    let blocks: Vec<u32> = (0..2 * BATCH)
+        .map(|_| a.alloc_index(&s, 1).expect("a fresh region"))
+        .collect();
+    let freer = {
+        let s = s.clone();
+        thread::spawn(move || {
+            for i in blocks {
+                a.free_index(&s, 1, i);
+            }
+            a.release(&s);
+        })
+    };
+    let takers: Vec<_> = [1u32, 2]
+        .into_iter()
+        .map(|id| {
+            let s = s.clone();
+            thread::spawn(move || take(&s, id))
+        })
+        .collect();
+    freer.join().unwrap();
+    let got: Vec<u32> = takers.into_iter().map(|t| t.join().unwrap()).collect();
+    assert_ne!(got[0], got[1], "two takers never hold one block");
+    assert_eq!(s.model_read(got[0]), 1, "taker 1's block holds its write");
+    assert_eq!(s.model_read(got[1]), 2, "taker 2's block holds its write");
+}
+
+#[test]
+fn freed_blocks_handed_between_threads() {
+    check("slab/handoff", mutant::NONE, handoff);
+}
+
+#[test]
+#[should_panic(expected = "two takers never hold one block")]
+fn mutant_depot_take_split() {
+    check(
+        "slab/handoff/DEPOT_TAKE_SPLIT",
+        mutant::DEPOT_TAKE_SPLIT,
+        handoff,
+    );
+}

@@ -1,0 +1,159 @@
+//! The slab's reserved region: one anonymous private mapping with no
+//! access and no swap reservation (`mmap` with `PROT_NONE` and
+//! `MAP_NORESERVE`), made readable and writable a span at a time as spans
+//! are taken (`mprotect`); the kernel backs each page when it is first
+//! touched. Reserving costs address space only: a `PROT_NONE` private
+//! mapping is not charged to the commit limit even under strict
+//! overcommit, which charges a span when it is made writable (a refusal is
+//! an exhausted region, not an error), and a touch outside every taken
+//! span faults instead of silently committing memory. Linux only (the
+//! crate's `libc` dependency); elsewhere nothing is reserved and every
+//! block falls back to the global allocator.
+
+use super::{GRANULE, NONE};
+use std::ptr::NonNull;
+
+/// A reserved region of whole granules.
+pub(crate) struct Region {
+    base: NonNull<u8>,
+    bytes: usize,
+}
+
+// SAFETY: the region is plain memory; which thread may touch which block is
+// the slab's protocol (a block has one owner at a time, handed on through
+// the depot's mutex), not the address's.
+unsafe impl Send for Region {}
+// SAFETY: as above; `&Region` only reads `base` and `bytes`, which never
+// change, and the block accesses it offers are the slab's owner's.
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// Reserves `bytes` of address space, or `None` if the system refuses
+    /// (or is not Linux).
+    pub(crate) fn reserve(bytes: usize) -> Option<Region> {
+        if bytes == 0 {
+            return None;
+        }
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: a fresh anonymous mapping at an address the kernel
+            // picks; no existing memory is affected.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    bytes,
+                    libc::PROT_NONE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return None;
+            }
+            Some(Region {
+                base: NonNull::new(p.cast())?,
+                bytes,
+            })
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            None
+        }
+    }
+
+    /// Makes `granules` granules from granule `start` readable and
+    /// writable; false if the system refuses (the commit limit).
+    pub(crate) fn commit(&self, start: u32, granules: u32) -> bool {
+        let (off, len) = (start as usize * GRANULE, granules as usize * GRANULE);
+        assert!(off + len <= self.bytes, "a span lies inside the region");
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: the range lies inside our mapping (checked above) and
+            // its pages were never handed out (spans are disjoint), so no
+            // live reference sees its protection change.
+            let r = unsafe {
+                libc::mprotect(
+                    self.base.as_ptr().add(off).cast(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                )
+            };
+            r == 0
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            false
+        }
+    }
+
+    /// The address of granule `i`: `base + 8 * i`.
+    #[inline]
+    pub(crate) fn addr(&self, i: u32) -> *mut u8 {
+        debug_assert!((i as usize) < self.bytes / GRANULE);
+        // SAFETY: inside the mapping (a block index names a granule of it).
+        unsafe { self.base.as_ptr().add(i as usize * GRANULE) }
+    }
+
+    /// The granule index of `p`, if `p` lies in the region.
+    #[inline]
+    pub(crate) fn index_of(&self, p: *mut u8) -> Option<u32> {
+        let off = (p.addr()).wrapping_sub(self.base.as_ptr().addr());
+        (off < self.bytes).then_some((off / GRANULE) as u32)
+    }
+
+    /// The link in free block `i`'s first word.
+    #[inline]
+    pub(crate) fn link(&self, i: u32) -> u32 {
+        // SAFETY: `i` is a free block in a taken (writable) span, owned by
+        // the calling cache, whose `set_link` wrote the word.
+        unsafe { self.addr(i).cast::<u32>().read() }
+    }
+
+    /// Writes free block `i`'s link.
+    #[inline]
+    pub(crate) fn set_link(&self, i: u32, next: u32) {
+        debug_assert!(next == NONE || (next as usize) < self.bytes / GRANULE);
+        // SAFETY: `i` is a block in a taken (writable) span that the calling
+        // cache owns and nobody else reads (it was just freed to it).
+        unsafe { self.addr(i).cast::<u32>().write(next) };
+    }
+
+    /// Bytes of the first `granules` granules that are resident
+    /// (`mincore`): the committed pages, used or not.
+    #[cfg_attr(not(any(test, feature = "bench-hooks")), allow(dead_code))]
+    pub(crate) fn resident_bytes(&self, granules: u64) -> u64 {
+        let len = (granules as usize * GRANULE).min(self.bytes);
+        if len == 0 {
+            return 0;
+        }
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: `sysconf` has no preconditions.
+            let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+            let mut v = vec![0u8; len.div_ceil(page)];
+            // SAFETY: the range starts at our page-aligned base and lies
+            // inside the mapping; `v` has one byte per page of it.
+            let r = unsafe { libc::mincore(self.base.as_ptr().cast(), len, v.as_mut_ptr()) };
+            if r != 0 {
+                return 0;
+            }
+            v.iter().filter(|&&b| b & 1 != 0).count() as u64 * page as u64
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            0
+        }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        // SAFETY: our own mapping, unmapped once; `&mut self`: no cache of
+        // this region remains (the slab that owns it is being dropped).
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.bytes);
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! Unit tests of the slab, each on a slab of its own (a small region where
+//! it matters) with caches driven by hand, except the last, which goes
+//! through the process's slab as versions do.
+
+use super::{granules, Cache, Shared, BATCH, GRANULE, MAX_GRANULES, SPAN_BYTES};
+use std::collections::HashSet;
+use std::ptr::NonNull;
+
+/// A slab of `spans` spans of the default size.
+fn slab(spans: usize) -> Shared {
+    Shared::new(spans * SPAN_BYTES, SPAN_BYTES, MAX_GRANULES)
+}
+
+fn addr(p: NonNull<u8>) -> usize {
+    p.as_ptr().addr()
+}
+
+#[test]
+fn classes_round_to_granules() {
+    assert_eq!(granules(0), 1);
+    assert_eq!(granules(1), 1);
+    assert_eq!(granules(8), 1);
+    assert_eq!(granules(9), 2);
+    // Today's version header (48 bytes) with a 100- and a 150-byte value.
+    assert_eq!(granules(148) * GRANULE, 152);
+    assert_eq!(granules(198) * GRANULE, 200);
+    let s = slab(4);
+    let mut c = Cache::new(&s);
+    let a = c.alloc(&s, 148);
+    let b = c.alloc(&s, 148);
+    let d = c.alloc(&s, 198);
+    assert_eq!(addr(b) - addr(a), 152, "a 148-byte block takes 19 granules");
+    assert_eq!(addr(d) - addr(b), 152, "carved right behind it");
+    assert_eq!(s.stats().live_bytes, 152 + 152 + 200);
+    // SAFETY: each block came from `alloc` with these sizes, freed once.
+    unsafe {
+        c.free(&s, a, 148);
+        c.free(&s, b, 148);
+        c.free(&s, d, 198);
+    }
+    assert_eq!(s.stats().live_bytes, 0);
+    c.release(&s);
+}
+
+#[test]
+fn a_freed_block_is_reused_by_its_class_only() {
+    let s = slab(4);
+    let mut c = Cache::new(&s);
+    let a = c.alloc(&s, 152);
+    // SAFETY: `a` came from `alloc(152)`, freed once.
+    unsafe { c.free(&s, a, 152) };
+    let other = c.alloc(&s, 200);
+    assert_ne!(addr(other), addr(a), "another class does not take it");
+    let again = c.alloc(&s, 150);
+    assert_eq!(addr(again), addr(a), "the same class takes it back");
+    // SAFETY: as above.
+    unsafe {
+        c.free(&s, other, 200);
+        c.free(&s, again, 150);
+    }
+    c.release(&s);
+}
+
+#[test]
+fn freed_batches_reach_a_thread_that_allocates() {
+    let s = slab(64);
+    let n = 3 * BATCH as usize;
+    let freed: HashSet<usize> = std::thread::scope(|t| {
+        t.spawn(|| {
+            let mut c = Cache::new(&s);
+            let ps: Vec<_> = (0..n).map(|_| c.alloc(&s, 152)).collect();
+            for &p in &ps {
+                // SAFETY: from `alloc(152)`, freed once.
+                unsafe { c.free(&s, p, 152) };
+            }
+            // The cache keeps two batches at most; the third went on.
+            c.release(&s);
+            ps.iter().map(|&p| addr(p)).collect()
+        })
+        .join()
+        .unwrap()
+    });
+    let carved = s.carved_granules();
+    std::thread::scope(|t| {
+        t.spawn(|| {
+            let mut c = Cache::new(&s);
+            let ps: Vec<_> = (0..n).map(|_| c.alloc(&s, 152)).collect();
+            for &p in &ps {
+                assert!(freed.contains(&addr(p)), "a block another thread freed");
+            }
+            assert_eq!(
+                ps.iter().map(|&p| addr(p)).collect::<HashSet<_>>().len(),
+                n,
+                "each handed out once"
+            );
+            assert_eq!(s.carved_granules(), carved, "no span taken");
+            for &p in &ps {
+                // SAFETY: as above.
+                unsafe { c.free(&s, p, 152) };
+            }
+            c.release(&s);
+        });
+    });
+}
+
+#[test]
+fn a_full_batch_moves_to_the_depot_while_the_thread_runs() {
+    let s = slab(64);
+    let mut a = Cache::new(&s);
+    let mut b = Cache::new(&s);
+    let ps: Vec<_> = (0..3 * BATCH).map(|_| a.alloc(&s, 152)).collect();
+    for &p in &ps {
+        // SAFETY: from `alloc(152)`, freed once.
+        unsafe { a.free(&s, p, 152) };
+    }
+    let q = b.alloc(&s, 152);
+    assert!(
+        ps.contains(&q),
+        "the third full batch is in the depot for another cache"
+    );
+    // SAFETY: as above.
+    unsafe { b.free(&s, q, 152) };
+    a.release(&s);
+    b.release(&s);
+}
+
+#[test]
+fn an_exhausted_region_falls_back_without_panicking() {
+    // Two spans of 64 KiB hold 431 blocks of 152 bytes each (19 granules;
+    // 8,192 / 19 = 431 a span, the 3 granules left become a free block).
+    let s = slab(2);
+    let mut c = Cache::new(&s);
+    let ps: Vec<_> = (0..1000).map(|_| c.alloc(&s, 152)).collect();
+    assert_eq!(s.fallbacks(), 1000 - 2 * 431);
+    for (i, &p) in ps.iter().enumerate() {
+        // SAFETY: a live block of 152 bytes, ours.
+        unsafe { p.as_ptr().write_bytes(i as u8, 152) };
+    }
+    for (i, &p) in ps.iter().enumerate() {
+        // SAFETY: as above; no block overlaps another.
+        assert_eq!(unsafe { p.as_ptr().add(151).read() }, i as u8);
+    }
+    assert_eq!(s.stats().live_bytes, 2 * 431 * 152);
+    for &p in &ps {
+        // SAFETY: from `alloc(152)`, freed once.
+        unsafe { c.free(&s, p, 152) };
+    }
+    assert_eq!(s.stats().live_bytes, 0);
+    c.release(&s);
+}
+
+#[test]
+fn blocks_past_the_largest_class_come_from_the_global_allocator() {
+    let s = slab(2);
+    let mut c = Cache::new(&s);
+    let p = c.alloc(&s, MAX_GRANULES * GRANULE + 1);
+    assert_eq!(s.carved_granules(), 0, "no span for a large block");
+    assert_eq!(s.fallbacks(), 0, "not a fallback");
+    // SAFETY: from `alloc` with this size, freed once.
+    unsafe { c.free(&s, p, MAX_GRANULES * GRANULE + 1) };
+    c.release(&s);
+}
+
+#[test]
+fn an_ended_cache_leaves_its_span_to_the_next() {
+    let s = slab(2);
+    let mut a = Cache::new(&s);
+    let p = a.alloc(&s, 152);
+    a.release(&s);
+    let mut b = Cache::new(&s);
+    let q = b.alloc(&s, 152);
+    assert_eq!(addr(q), addr(p) + 152, "carved from the rest of a's span");
+    assert_eq!(s.carved_granules(), (SPAN_BYTES / GRANULE) as u64);
+    // SAFETY: from `alloc(152)`, freed once each.
+    unsafe {
+        b.free(&s, p, 152);
+        b.free(&s, q, 152);
+    }
+    b.release(&s);
+}
+
+#[test]
+fn versions_freed_on_another_thread_are_reused() {
+    // Through the process's slab: a thread allocates, another frees (as
+    // the collector's deferred destructors do), and that one's next
+    // allocations of the class take the blocks back.
+    let ps: Vec<usize> = std::thread::spawn(|| (0..8).map(|_| addr(super::alloc(160))).collect())
+        .join()
+        .unwrap();
+    std::thread::spawn(move || {
+        for &p in &ps {
+            // SAFETY: from `alloc(160)` on the other thread, freed once.
+            unsafe { super::free(NonNull::new(p as *mut u8).unwrap(), 160) };
+        }
+        let again: HashSet<usize> = (0..8).map(|_| addr(super::alloc(160))).collect();
+        assert_eq!(again, ps.iter().copied().collect::<HashSet<_>>());
+        for p in again {
+            // SAFETY: as above.
+            unsafe { super::free(NonNull::new(p as *mut u8).unwrap(), 160) };
+        }
+    })
+    .join()
+    .unwrap();
+    assert!(super::stats().reserved_bytes > 0, "the region was reserved");
+}
