@@ -200,6 +200,23 @@ impl<T: Send + 'static> RetireBatch<T> {
         });
     }
 
+    /// Hands every held object to the collector as [`RetireBatch::flush`]
+    /// does, but once no guard can reach them the collector passes them
+    /// all to `f`, which owns them from then on, instead of freeing them:
+    /// for objects that are reused.
+    pub(crate) fn flush_with(
+        &mut self,
+        collector: &Collector,
+        guard: &Guard,
+        f: impl FnOnce(Vec<SendPtr<T>>) + Send + 'static,
+    ) {
+        if self.items.is_empty() {
+            return;
+        }
+        let items = std::mem::take(&mut self.items);
+        collector.defer(guard, move || f(items));
+    }
+
     /// Frees every held object now.
     ///
     /// # Safety
