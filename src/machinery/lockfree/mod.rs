@@ -107,11 +107,10 @@ pub struct LockFree {
 }
 
 impl LockFree {
-    /// Hands a session's replaced descriptors to the collector.
+    /// Hands a session's replaced descriptors to the collector (which
+    /// passes them on for reuse once no guard can reach them).
     pub(super) fn flush_retired(&self, retired: &mut SessionRetired) {
-        retired
-            .batch()
-            .flush(&self.collector, &self.collector.pin(), |_| {});
+        self.desc.retire(&self.collector, retired);
     }
 
     /// Takes the current snapshot into `snap`, reusing the cached copy when
@@ -241,14 +240,16 @@ impl MachineryImpl for LockFree {
         ctr: &Counters,
     ) {
         let cost = self.desc.complete(&self.collector, id, retired, keep);
-        let retired = retired.batch();
         // Not a safety bound: a retired descriptor is unreachable whatever
         // the batch size, so `>` (batches of RETIRE_BATCH + 1) only changes
-        // when it is freed.
-        if retired.len() >= RETIRE_BATCH {
+        // when it is reused.
+        if retired.batch().len() >= RETIRE_BATCH {
             #[cfg(test)]
             COMPLETION_FLUSHES.with(|n| n.set(n.get() + 1));
-            retired.flush(&self.collector, &self.collector.pin(), |_| {});
+            self.flush_retired(retired);
+            // The next completions' descriptors: a batch replaced earlier
+            // whose grace period has passed, if there is one.
+            self.desc.refill(retired);
         }
         ctr.descriptor_installs.bump(1);
         ctr.descriptor_cas_retries.bump(cost.cas_retries);
@@ -260,9 +261,10 @@ impl MachineryImpl for LockFree {
         // it leaves that completion nothing to hand on. Not a safety bound.
         if retired.batch().len() + 1 >= RETIRE_BATCH {
             self.flush_retired(retired);
+            self.desc.refill(retired);
         }
-        // And the descriptor it installs is allocated now, not under the
-        // caller's lock.
+        // And the descriptor it installs is readied now (reused, or
+        // allocated), not under the caller's lock.
         retired.ready_spare();
     }
 

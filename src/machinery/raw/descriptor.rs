@@ -23,8 +23,9 @@
 use super::reclaim::{Collector, RetireBatch};
 use crate::machinery::snapshot::Snapshot;
 use crate::sync::{
-    mutant as m, mutant_on, ordering_or_mutant, AtomicPtr, AtomicU64, Ordering, Witness,
+    mutant as m, mutant_on, ordering_or_mutant, AtomicPtr, AtomicU64, Mutex, Ordering, Witness,
 };
+use std::sync::{Arc, PoisonError};
 
 /// One immutable snapshot descriptor.
 #[derive(Debug)]
@@ -141,8 +142,60 @@ pub(crate) fn retired() -> Retired {
     RetireBatch::new(free_descriptor)
 }
 
+/// Reuse replaced descriptors ([`DescriptorPool`])? Not under loom, whose
+/// stand-in collector runs deferred work only when it drops: the models
+/// see every replaced descriptor freed, as before the pool.
+const REUSE: bool = !cfg!(loom);
+
+/// Most batches of replaced descriptors a [`DescriptorPool`] keeps; one
+/// handed back beyond them is freed. Not a safety bound: it caps what the
+/// pool holds (64 batches of `RETIRE_BATCH`, about 200 KB).
+const POOL_BATCHES: usize = 64;
+
+/// Replaced descriptors, each its own allocation: a reused one is installed
+/// by its pointer (`Box::into_raw`) and retired alone, so the boxes are the
+/// point.
+#[allow(clippy::vec_box)]
+type Batch = Vec<Box<Descriptor>>;
+
+/// Replaced descriptors past their grace period, for the next completions
+/// to fill. Every completion installs a new descriptor; one replaced
+/// earlier, reused, saves the allocator call and the free a commit paid
+/// for it otherwise. The collector hands a session's flushed batch here once
+/// no guard can reach it ([`DescriptorCell::retire`]), and a session takes
+/// a whole batch at a time ([`DescriptorCell::refill`]): the lock is taken
+/// about twice per `RETIRE_BATCH` completions.
+struct DescriptorPool {
+    batches: Mutex<Vec<Batch>>,
+}
+
+impl DescriptorPool {
+    /// Keeps `batch` unless the pool is full (then it is freed, after the
+    /// lock is released).
+    fn give(&self, batch: Batch) {
+        let mut batches = self.batches.lock().unwrap_or_else(PoisonError::into_inner);
+        // Not a safety bound (`<=`: one batch more kept).
+        let over = if batches.len() < POOL_BATCHES {
+            batches.push(batch);
+            None
+        } else {
+            Some(batch)
+        };
+        drop(batches);
+        drop(over);
+    }
+
+    /// A batch to reuse, if the pool holds one.
+    fn take(&self) -> Option<Batch> {
+        self.batches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+    }
+}
+
 /// One session's descriptors that its completions replaced, not yet handed
-/// to the collector, and the allocation its next completion fills. The
+/// to the collector, and the allocations its next completions fill. The
 /// session owns it and lends it to every completion and to its close
 /// (`&mut`), so no other thread can touch it.
 pub struct SessionRetired {
@@ -152,6 +205,10 @@ pub struct SessionRetired {
     /// completion under a lock does not call the allocator), or left by a
     /// failed install for the next attempt.
     spare: Option<Box<Descriptor>>,
+    /// Replaced descriptors past their grace period, taken from the pool
+    /// ([`DescriptorCell::refill`]): the allocations of the completions
+    /// after the spare. Owned here alone, like the spare.
+    reuse: Batch,
 }
 
 impl Default for SessionRetired {
@@ -159,6 +216,7 @@ impl Default for SessionRetired {
         SessionRetired {
             batch: retired(),
             spare: None,
+            reuse: Vec::new(),
         }
     }
 }
@@ -169,11 +227,17 @@ impl SessionRetired {
         &mut self.batch
     }
 
-    /// Allocates the next completion's descriptor now, if none is ready.
+    /// Readies the next completion's descriptor now, if none is ready: a
+    /// reused one, else a new allocation.
     pub(crate) fn ready_spare(&mut self) {
-        // Its contents are overwritten before it is installed.
-        self.spare
-            .get_or_insert_with(|| Box::new(Descriptor::empty(0)));
+        if self.spare.is_none() {
+            // Its contents are overwritten before it is installed.
+            let b = self
+                .reuse
+                .pop()
+                .unwrap_or_else(|| Box::new(Descriptor::empty(0)));
+            self.spare = Some(b);
+        }
     }
 
     /// Is an allocation ready for the next completion?
@@ -212,6 +276,9 @@ pub(crate) struct InstallCost {
 pub(crate) struct DescriptorCell {
     ptr: AtomicPtr<Descriptor>,
     published: AtomicU64,
+    /// Replaced descriptors past their grace period; shared with the
+    /// collector's deferred work, which may run after the cell drops.
+    pool: Arc<DescriptorPool>,
 }
 
 impl DescriptorCell {
@@ -221,6 +288,45 @@ impl DescriptorCell {
         DescriptorCell {
             ptr: AtomicPtr::new(Box::into_raw(first)),
             published: AtomicU64::new(1),
+            pool: Arc::new(DescriptorPool {
+                batches: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// Hands the descriptors `retired` holds to the collector, which gives
+    /// them to the pool once no guard can reach them (invariant 11); under
+    /// loom it frees them.
+    pub(crate) fn retire(&self, collector: &Collector, retired: &mut SessionRetired) {
+        let guard = collector.pin();
+        if !REUSE {
+            retired.batch.flush(collector, &guard, |_| {});
+            return;
+        }
+        let pool = Arc::clone(&self.pool);
+        retired.batch.flush_with(collector, &guard, move |items| {
+            let batch = items
+                .into_iter()
+                .map(|p| {
+                    // SAFETY: `complete` pushed it once, after the CAS that
+                    // unlinked it, and it came from `Box::into_raw`; the
+                    // collector runs this only after every guard that could
+                    // have loaded it dropped (invariant 11), so nothing else
+                    // can reach it.
+                    unsafe { Box::from_raw(p.0) }
+                })
+                .collect();
+            pool.give(batch);
+        });
+    }
+
+    /// Gives the session a batch of replaced descriptors to reuse, if it
+    /// has none left and the pool holds one.
+    pub(crate) fn refill(&self, retired: &mut SessionRetired) {
+        if REUSE && retired.reuse.is_empty() {
+            if let Some(b) = self.pool.take() {
+                retired.reuse = b;
+            }
         }
     }
 
@@ -326,8 +432,9 @@ impl DescriptorCell {
             // writer (the Acquire load, or the failed CAS's Acquire).
             cur_d.witness.check();
             // The session's spare allocation if it has one (made before a
-            // lock, or left by a failed attempt), else a new one.
-            let next = match retired.spare.take() {
+            // lock, or left by a failed attempt), else a replaced one to
+            // reuse, else a new one.
+            let next = match retired.spare.take().or_else(|| retired.reuse.pop()) {
                 Some(mut b) => {
                     *b = cur_d.next_without(id);
                     b
@@ -501,6 +608,52 @@ mod tests {
         assert_eq!(kept.generation, cell.published_generation());
         assert!(kept.sees(1) && kept.sees(2));
         done.batch().flush(&collector, &collector.pin(), |_| {});
+    }
+
+    /// A completion fills a descriptor the pool handed back (the
+    /// collector's part run by hand here: `give` is what it calls once a
+    /// retired batch's grace period has passed), not a new allocation.
+    #[test]
+    fn a_completion_reuses_a_descriptor_the_pool_handed_back() {
+        let collector = Collector::new();
+        let cell = DescriptorCell::new();
+        let mut done = SessionRetired::default();
+        let old = Box::new(d(7, 1, 9, &[1, 2, 3, 4, 5, 6, 7, 8]));
+        let reused: *const Descriptor = &*old;
+        cell.pool.give(vec![old]);
+        cell.refill(&mut done);
+        assert_eq!(done.reuse.len(), 1);
+        assert!(cell.pool.take().is_none(), "the session took the batch");
+        let allocs = DESCRIPTOR_ALLOCS.with(std::cell::Cell::get);
+        cell.complete(&collector, 2, &mut done, None);
+        assert_eq!(DESCRIPTOR_ALLOCS.with(std::cell::Cell::get), allocs);
+        assert!(done.reuse.is_empty());
+        let guard = collector.pin();
+        // Acquire, as in `copy_into`.
+        let p = cell.ptr.load(Ordering::Acquire);
+        assert_eq!(p.cast_const(), reused);
+        // SAFETY: loaded under `guard`; the cell keeps it installed.
+        let n = unsafe { &*p };
+        assert_eq!(
+            (n.generation, n.xmin, n.xmax, &*n.running),
+            (2, 1, 3, &[1][..])
+        );
+        drop(guard);
+        done.batch().flush(&collector, &collector.pin(), |_| {});
+    }
+
+    /// The pool keeps at most `POOL_BATCHES` batches; it frees the rest.
+    #[test]
+    fn the_pool_keeps_at_most_its_bound_of_batches() {
+        let cell = DescriptorCell::new();
+        for _ in 0..POOL_BATCHES + 3 {
+            cell.pool.give(vec![Box::new(Descriptor::empty(0))]);
+        }
+        let mut kept = 0;
+        while cell.pool.take().is_some() {
+            kept += 1;
+        }
+        assert_eq!(kept, POOL_BATCHES);
     }
 
     #[test]
