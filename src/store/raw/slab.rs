@@ -8,8 +8,9 @@
 //!   at most 7 bytes to rounding. Larger blocks are single allocations of
 //!   the global allocator ([`Cache::alloc`]).
 //! * **Region.** `region.rs` reserves [`REGION_BYTES`] of address space
-//!   with no access and commits it a span at a time as spans are taken;
-//!   pages are backed as they are first touched. An exhausted (or
+//!   with no access and commits it a 2 MiB chunk at a time as spans reach
+//!   it, advised for transparent huge pages; pages are backed as they are
+//!   first touched. An exhausted (or
 //!   unreservable) region is not an error: the block comes from the global
 //!   allocator instead, and [`Shared`] counts it as a fallback.
 //! * **Carving.** Each thread's [`Cache`] carves fresh blocks of any class

@@ -1,22 +1,36 @@
 //! The slab's reserved region: one anonymous private mapping with no
 //! access and no swap reservation (`mmap` with `PROT_NONE` and
-//! `MAP_NORESERVE`), made readable and writable a span at a time as spans
-//! are taken (`mprotect`); the kernel backs each page when it is first
-//! touched. Reserving costs address space only: a `PROT_NONE` private
-//! mapping is not charged to the commit limit even under strict
-//! overcommit, which charges a span when it is made writable (a refusal is
-//! an exhausted region, not an error), and a touch outside every taken
-//! span faults instead of silently committing memory. Linux only (the
-//! crate's `libc` dependency); elsewhere nothing is reserved and every
-//! block falls back to the global allocator.
+//! `MAP_NORESERVE`), aligned to [`CHUNK`] (2 MiB) and made readable and
+//! writable a chunk at a time as spans reach it (`mprotect`); the kernel
+//! backs each page when it is first touched. The region is advised for
+//! transparent huge pages (`MADV_HUGEPAGE`), so a committed chunk can be
+//! one huge page: a read of an old version costs no more TLB misses than
+//! one of mimalloc's blocks. Reserving costs address space only: a
+//! `PROT_NONE` private mapping is not charged to the commit limit even
+//! under strict overcommit, which charges a chunk when it is made writable
+//! (a refusal is an exhausted region, not an error), and a touch past
+//! every committed chunk faults instead of silently committing memory.
+//! Linux only (the crate's `libc` dependency); elsewhere nothing is
+//! reserved and every block falls back to the global allocator.
 
 use super::{GRANULE, NONE};
+use crate::sync::{AtomicU64, Ordering};
 use std::ptr::NonNull;
+
+/// The region's alignment and the unit it is committed in: one transparent
+/// huge page on x86-64 and aarch64 with 4 KiB pages.
+pub(crate) const CHUNK: usize = 2 << 20;
 
 /// A reserved region of whole granules.
 pub(crate) struct Region {
+    /// `CHUNK`-aligned.
     base: NonNull<u8>,
     bytes: usize,
+    /// The mapping as made (`base` rounded down), for `munmap`.
+    mapped: (NonNull<u8>, usize),
+    /// Bytes from `base` known writable: a multiple of `CHUNK`, only
+    /// raised.
+    committed: AtomicU64,
 }
 
 // SAFETY: the region is plain memory; which thread may touch which block is
@@ -36,12 +50,14 @@ impl Region {
         }
         #[cfg(target_os = "linux")]
         {
+            // One chunk more than asked, so an aligned `bytes` fits.
+            let len = bytes.checked_add(CHUNK)?;
             // SAFETY: a fresh anonymous mapping at an address the kernel
             // picks; no existing memory is affected.
             let p = unsafe {
                 libc::mmap(
                     std::ptr::null_mut(),
-                    bytes,
+                    len,
                     libc::PROT_NONE,
                     libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                     -1,
@@ -51,9 +67,18 @@ impl Region {
             if p == libc::MAP_FAILED {
                 return None;
             }
+            let mapped = (NonNull::new(p.cast::<u8>())?, len);
+            let base = mapped.0.as_ptr().map_addr(|a| a.next_multiple_of(CHUNK));
+            // SAFETY: `base .. base + bytes` lies inside the mapping (at
+            // most `CHUNK - 1` bytes past its start). The advice only
+            // changes how the kernel backs these pages; refused (no THP),
+            // the pages stay small.
+            unsafe { libc::madvise(base.cast(), bytes, libc::MADV_HUGEPAGE) };
             Some(Region {
-                base: NonNull::new(p.cast())?,
+                base: NonNull::new(base)?,
                 bytes,
+                mapped,
+                committed: AtomicU64::new(0),
             })
         }
         #[cfg(not(target_os = "linux"))]
@@ -63,28 +88,54 @@ impl Region {
     }
 
     /// Makes `granules` granules from granule `start` readable and
-    /// writable; false if the system refuses (the commit limit).
+    /// writable, with the rest of their chunks; false if the system refuses
+    /// (the commit limit).
     pub(crate) fn commit(&self, start: u32, granules: u32) -> bool {
         let (off, len) = (start as usize * GRANULE, granules as usize * GRANULE);
         assert!(off + len <= self.bytes, "a span lies inside the region");
+        // Acquire, required: pairs with the Release `fetch_max` below, so
+        // this thread touches pages another thread's `mprotect` made
+        // writable only after that call returned.
+        let done = self.committed.load(Ordering::Acquire) as usize;
+        if off + len <= done {
+            return true;
+        }
+        let end = (off + len).next_multiple_of(CHUNK).min(self.bytes);
         #[cfg(target_os = "linux")]
         {
+            // From the committed end on: a span taken earlier by another
+            // thread may not be committed yet, and making a writable page
+            // writable again changes nothing.
             // SAFETY: the range lies inside our mapping (checked above) and
-            // its pages were never handed out (spans are disjoint), so no
-            // live reference sees its protection change.
+            // its pages past `done` hold no block yet handed out unless
+            // another thread is committing them too, to the same
+            // protection; no live reference sees a page lose access.
             let r = unsafe {
                 libc::mprotect(
-                    self.base.as_ptr().add(off).cast(),
-                    len,
+                    self.base.as_ptr().add(done).cast(),
+                    end - done,
                     libc::PROT_READ | libc::PROT_WRITE,
                 )
             };
-            r == 0
+            if r != 0 {
+                return false;
+            }
+            // Release, required: pairs with the Acquire load above (see
+            // there).
+            self.committed.fetch_max(end as u64, Ordering::Release);
+            true
         }
         #[cfg(not(target_os = "linux"))]
         {
             false
         }
+    }
+
+    /// Bytes from the base made writable so far (for tests).
+    #[cfg(test)]
+    pub(crate) fn committed_bytes(&self) -> usize {
+        // Relaxed: read after the committing calls on this thread.
+        self.committed.load(Ordering::Relaxed) as usize
     }
 
     /// The address of granule `i`: `base + 8 * i`.
@@ -153,7 +204,7 @@ impl Drop for Region {
         // SAFETY: our own mapping, unmapped once; `&mut self`: no cache of
         // this region remains (the slab that owns it is being dropped).
         unsafe {
-            libc::munmap(self.base.as_ptr().cast(), self.bytes);
+            libc::munmap(self.mapped.0.as_ptr().cast(), self.mapped.1);
         }
     }
 }

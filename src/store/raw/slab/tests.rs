@@ -203,3 +203,24 @@ fn versions_freed_on_another_thread_are_reused() {
     .unwrap();
     assert!(super::stats().reserved_bytes > 0, "the region was reserved");
 }
+
+#[test]
+fn the_region_is_chunk_aligned_and_committed_a_chunk_at_a_time() {
+    use super::region::{Region, CHUNK};
+    let r = Region::reserve(3 * CHUNK).expect("a region of three chunks");
+    assert_eq!(r.addr(0).addr() % CHUNK, 0, "the base is chunk-aligned");
+    assert!(r.commit(0, 8));
+    assert_eq!(r.committed_bytes(), CHUNK, "a span commits its whole chunk");
+    // The chunk's last granule is writable with no commit of its own.
+    let last = (CHUNK / GRANULE - 1) as u32;
+    r.set_link(last, 7);
+    assert_eq!(r.link(last), 7);
+    assert!(r.commit(last + 1, 8));
+    assert_eq!(
+        r.committed_bytes(),
+        2 * CHUNK,
+        "the next span, the next chunk"
+    );
+    assert!(r.commit(8, 8), "a span inside a committed chunk");
+    assert_eq!(r.committed_bytes(), 2 * CHUNK);
+}
