@@ -72,9 +72,10 @@ use crate::sync::{AtomicU64, Mutex, Ordering};
 pub(crate) const GRANULE: usize = 8;
 /// Granules of the largest class (2 KiB blocks).
 pub(crate) const MAX_GRANULES: usize = 256;
-/// Address space the process's slab reserves: 2^28 granules (2 GiB), so a
-/// granule index fits in 28 bits.
-pub(crate) const REGION_BYTES: usize = 1 << 31;
+/// Address space the process's slab reserves: 2^31 granules (16 GiB, ten
+/// million keys' versions several times over), so a granule index fits in
+/// 31 bits. Reserving it costs address space only (`region.rs`).
+pub(crate) const REGION_BYTES: usize = 1 << 34;
 /// Bytes a cache takes from the region at once.
 pub(crate) const SPAN_BYTES: usize = 64 * 1024;
 /// Blocks in a batch handed to the depot (2 under loom, so a model frees
