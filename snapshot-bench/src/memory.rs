@@ -433,7 +433,7 @@ pub fn print(ms: &[Mem]) {
         }
     }
     println!(
-        "bytes: the allocator's usable bytes plus the version slab's live blocks (lmdb: used map pages x 4096); slab slack: the growth of the slab's resident pages less its live blocks, not in bytes; +version-value: what an extra version costs beyond its value bytes; rss: resident-set growth (only the first engine's is clean: later ones reuse what earlier ones freed; run one engine per process for it); process max RSS so far {} MB\n",
+        "bytes: the allocator's usable bytes plus the version slab's live blocks (lmdb: used map pages x 4096); slab slack: the growth of the slab's resident pages less its live blocks, not in bytes; +version-value: what an extra version costs beyond its value bytes; rss: resident-set growth; rss and slab slack are clean only for the first engine (later ones reuse what earlier ones freed, the slab's pages included, so their slack can be negative; run one engine per process for them); process max RSS so far {} MB\n",
         max_rss().map_or("-".to_string(), |b| format!("{:.1}", b as f64 / 1e6))
     );
 }
