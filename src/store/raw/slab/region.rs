@@ -93,9 +93,11 @@ impl Region {
     pub(crate) fn commit(&self, start: u32, granules: u32) -> bool {
         let (off, len) = (start as usize * GRANULE, granules as usize * GRANULE);
         assert!(off + len <= self.bytes, "a span lies inside the region");
-        // Acquire, required: pairs with the Release `fetch_max` below, so
-        // this thread touches pages another thread's `mprotect` made
-        // writable only after that call returned.
+        // Acquire, kept though likely stronger than needed: pairs with the
+        // Release `fetch_max` below, so this thread touches pages another
+        // thread's `mprotect` made writable only after that call returned.
+        // The memory model says nothing of page protection (the kernel's
+        // TLB handling orders it), so this is the ordering it can state.
         let done = self.committed.load(Ordering::Acquire) as usize;
         if off + len <= done {
             return true;
@@ -120,8 +122,7 @@ impl Region {
             if r != 0 {
                 return false;
             }
-            // Release, required: pairs with the Acquire load above (see
-            // there).
+            // Release, kept as above: pairs with the Acquire load.
             self.committed.fetch_max(end as u64, Ordering::Release);
             true
         }
