@@ -183,15 +183,8 @@ impl<T: Send + 'static> RetireBatch<T> {
         guard: &Guard,
         done: impl FnOnce(u64) + Send + 'static,
     ) {
-        if self.items.is_empty() {
-            return;
-        }
-        // The next batch gets the room this one needed at once, rather
-        // than growing into it one reallocation at a time.
-        let room = self.items.len();
-        let items = std::mem::replace(&mut self.items, Vec::with_capacity(room));
         let free = self.free;
-        collector.defer(guard, move || {
+        self.flush_with(collector, guard, move |items| {
             let mut n = 0;
             for p in items {
                 // SAFETY: `push`'s contract: unlinked and pushed once; the
@@ -203,10 +196,9 @@ impl<T: Send + 'static> RetireBatch<T> {
         });
     }
 
-    /// Hands every held object to the collector as [`RetireBatch::flush`]
-    /// does, but once no guard can reach them the collector passes them
-    /// all to `f`, which owns them from then on, instead of freeing them:
-    /// for objects that are reused.
+    /// Hands every held object to the collector, which passes them all to
+    /// `f` once no guard can reach them; `f` owns them from then on (it
+    /// frees them in [`RetireBatch::flush`], reuses them elsewhere).
     pub(crate) fn flush_with(
         &mut self,
         collector: &Collector,
