@@ -96,6 +96,31 @@ pub(crate) fn granules(bytes: usize) -> usize {
     bytes.div_ceil(GRANULE).max(1)
 }
 
+/// The global allocator's layout of a block of `g` granules (a fallback,
+/// a block larger than every class, or every block under loom).
+#[inline]
+fn global_layout(g: usize) -> std::alloc::Layout {
+    std::alloc::Layout::from_size_align(g * GRANULE, GRANULE)
+        .expect("a block's size is bounded by the config")
+}
+
+/// A block of `g` granules from the global allocator.
+fn global_alloc(g: usize) -> std::ptr::NonNull<u8> {
+    let l = global_layout(g);
+    // SAFETY: `l` has a non-zero size (at least one granule).
+    let p = unsafe { std::alloc::alloc(l) };
+    std::ptr::NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(l))
+}
+
+/// Frees a block from [`global_alloc`].
+///
+/// # Safety
+/// `p` came from `global_alloc(g)` with the same `g` and is freed once.
+unsafe fn global_free(p: std::ptr::NonNull<u8>, g: usize) {
+    // SAFETY: the caller's contract: allocated with this layout.
+    unsafe { std::alloc::dealloc(p.as_ptr(), global_layout(g)) };
+}
+
 /// A list of free blocks of one class, linked through their first words.
 #[derive(Clone, Copy, Debug)]
 struct List {

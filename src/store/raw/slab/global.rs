@@ -3,9 +3,11 @@
 //! `Version::alloc` and `free_version` call; plus the live-byte counters
 //! and [`stats`].
 
-use super::{granules, Cache, Shared, GRANULE, MAX_GRANULES, REGION_BYTES, SPAN_BYTES};
+use super::{
+    global_alloc, global_free, granules, Cache, Shared, GRANULE, MAX_GRANULES, REGION_BYTES,
+    SPAN_BYTES,
+};
 use crate::sync::{AtomicU64, Ordering};
-use std::alloc::{self, Layout};
 use std::cell::RefCell;
 use std::ptr::NonNull;
 use std::sync::{Arc, OnceLock};
@@ -48,20 +50,6 @@ pub(super) fn unregister(shared: &Shared, c: &Arc<Counters>) {
     r.ended_freed += c.freed.load(Ordering::Relaxed);
 }
 
-/// The global allocator's layout of a block of `g` granules (a fallback
-/// or a block larger than every class).
-#[inline]
-fn layout(g: usize) -> Layout {
-    Layout::from_size_align(g * GRANULE, GRANULE).expect("a block's size is bounded by the config")
-}
-
-fn global_alloc(g: usize) -> NonNull<u8> {
-    let l = layout(g);
-    // SAFETY: `l` has a non-zero size (at least one granule).
-    let p = unsafe { alloc::alloc(l) };
-    NonNull::new(p).unwrap_or_else(|| alloc::handle_alloc_error(l))
-}
-
 impl Cache {
     /// A block of at least `bytes` bytes, 8-aligned: from the region for a
     /// class size, else (the region exhausted, or a larger block) from the
@@ -74,10 +62,8 @@ impl Cache {
                 self.counters.allocated.bump((g * GRANULE) as u64);
                 return NonNull::new(shared.region().addr(i)).expect("the region is not at 0");
             }
-            // Relaxed: a statistic.
-            shared.fallbacks.fetch_add(1, Ordering::Relaxed);
         }
-        global_alloc(g)
+        shared.global_block(g)
     }
 
     /// Frees a block from [`Cache::alloc`] (of any cache of `shared`).
@@ -88,29 +74,37 @@ impl Cache {
     #[inline]
     pub(crate) unsafe fn free(&mut self, shared: &Shared, p: NonNull<u8>, bytes: usize) {
         let g = granules(bytes);
-        if g <= shared.classes {
-            if let Some(i) = shared.region.as_ref().and_then(|r| r.index_of(p.as_ptr())) {
-                self.free_index(shared, g, i);
-                self.counters.freed.bump((g * GRANULE) as u64);
-                return;
-            }
+        if let Some(i) = shared.block_index(g, p) {
+            self.free_index(shared, g, i);
+            self.counters.freed.bump((g * GRANULE) as u64);
+            return;
         }
-        // SAFETY: not in the region, so the global allocator's, with this
-        // layout (the caller's contract).
-        unsafe { alloc::dealloc(p.as_ptr(), layout(g)) };
+        // SAFETY: not in the region, so the global allocator's, of `g`
+        // granules (the caller's contract).
+        unsafe { global_free(p, g) };
     }
 }
 
 impl Shared {
-    /// [`Cache::alloc`] for a thread whose cache has ended: the global
-    /// allocator's.
-    fn alloc_uncached(&self, bytes: usize) -> NonNull<u8> {
-        let g = granules(bytes);
+    /// A block of `g` granules from the global allocator, counted as a
+    /// fallback if a class could have served it (the region exhausted, or
+    /// the thread's cache ended).
+    fn global_block(&self, g: usize) -> NonNull<u8> {
         if g <= self.classes {
             // Relaxed: a statistic.
             self.fallbacks.fetch_add(1, Ordering::Relaxed);
         }
         global_alloc(g)
+    }
+
+    /// The region's index of block `p` of `g` granules, if a class size
+    /// and carved from the region (else it is the global allocator's).
+    #[inline]
+    fn block_index(&self, g: usize, p: NonNull<u8>) -> Option<u32> {
+        if g > self.classes {
+            return None;
+        }
+        self.region.as_ref().and_then(|r| r.index_of(p.as_ptr()))
     }
 
     /// [`Cache::free`] for a thread whose cache has ended.
@@ -119,18 +113,16 @@ impl Shared {
     /// As [`Cache::free`].
     unsafe fn free_uncached_ptr(&self, p: NonNull<u8>, bytes: usize) {
         let g = granules(bytes);
-        if g <= self.classes {
-            if let Some(i) = self.region.as_ref().and_then(|r| r.index_of(p.as_ptr())) {
-                self.free_uncached(g, i);
-                self.counters
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .ended_freed += (g * GRANULE) as u64;
-                return;
-            }
+        if let Some(i) = self.block_index(g, p) {
+            self.free_uncached(g, i);
+            self.counters
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .ended_freed += (g * GRANULE) as u64;
+            return;
         }
         // SAFETY: as in `Cache::free`.
-        unsafe { alloc::dealloc(p.as_ptr(), layout(g)) };
+        unsafe { global_free(p, g) };
     }
 
     /// This slab's figures now.
@@ -211,7 +203,7 @@ pub(crate) fn alloc(bytes: usize) -> NonNull<u8> {
         .try_with(|l| l.0.try_borrow_mut().ok().map(|mut c| c.alloc(s, bytes)))
         .ok()
         .flatten()
-        .unwrap_or_else(|| s.alloc_uncached(bytes))
+        .unwrap_or_else(|| s.global_block(granules(bytes)))
 }
 
 /// Frees a block from [`alloc`], into this thread's cache.

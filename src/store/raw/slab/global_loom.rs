@@ -3,20 +3,12 @@
 //! handoff of free blocks between threads, which it can, has its own
 //! models over the stand-in region (`region_loom.rs`, `loom_tests/slab.rs`).
 
-use super::{granules, GRANULE};
-use std::alloc::{self, Layout};
+use super::{global_alloc, global_free, granules};
 use std::ptr::NonNull;
-
-fn layout(bytes: usize) -> Layout {
-    Layout::from_size_align(granules(bytes) * GRANULE, GRANULE).expect("a bounded block size")
-}
 
 /// A block of at least `bytes` bytes, 8-aligned.
 pub(crate) fn alloc(bytes: usize) -> NonNull<u8> {
-    let l = layout(bytes);
-    // SAFETY: a non-zero size (at least one granule).
-    let p = unsafe { alloc::alloc(l) };
-    NonNull::new(p).unwrap_or_else(|| alloc::handle_alloc_error(l))
+    global_alloc(granules(bytes))
 }
 
 /// Frees a block from [`alloc`].
@@ -24,6 +16,6 @@ pub(crate) fn alloc(bytes: usize) -> NonNull<u8> {
 /// # Safety
 /// `p` came from `alloc(bytes)` with the same `bytes` and is freed once.
 pub(crate) unsafe fn free(p: NonNull<u8>, bytes: usize) {
-    // SAFETY: the caller's contract: allocated with this layout.
-    unsafe { alloc::dealloc(p.as_ptr(), layout(bytes)) };
+    // SAFETY: the caller's contract.
+    unsafe { global_free(p, granules(bytes)) };
 }
