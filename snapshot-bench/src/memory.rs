@@ -147,8 +147,13 @@ pub fn count_bytes(on: bool) {
 /// their 8-byte granules as the allocator's by its usable sizes): callers
 /// take differences.
 pub fn live_bytes() -> i64 {
+    live_with(&bench_api::version_slab())
+}
+
+/// [`live_bytes`] with the slab's figures already taken.
+fn live_with(slab: &SlabStats) -> i64 {
     // Relaxed: a statistic, read after the threads that moved it joined.
-    LIVE.load(Ordering::Relaxed) + bench_api::version_slab().live_bytes as i64
+    LIVE.load(Ordering::Relaxed) + slab.live_bytes as i64
 }
 
 /// The process's resident set now, in bytes (`/proc/self/statm`).
@@ -206,10 +211,13 @@ struct Probe {
 }
 
 fn probe() -> Probe {
+    // One reading of the slab (its resident pages cost a `mincore` pass)
+    // serves both the live bytes and the slack.
+    let slab = bench_api::version_slab();
     Probe {
-        live: live_bytes(),
+        live: live_with(&slab),
         rss: rss_now(),
-        slab: bench_api::version_slab(),
+        slab,
     }
 }
 
