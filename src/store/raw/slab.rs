@@ -60,7 +60,7 @@ mod tests;
 #[cfg_attr(not(any(test, feature = "bench-hooks")), allow(unused_imports))]
 pub(crate) use global::stats;
 #[cfg(not(loom))]
-#[cfg_attr(not(any(test, feature = "bench-hooks")), allow(unused_imports))]
+#[cfg_attr(not(feature = "bench-hooks"), allow(unused_imports))]
 pub use global::SlabStats;
 pub(crate) use global::{alloc, free};
 use region::Region;
