@@ -209,7 +209,7 @@ impl<'e, M: Machinery> Session<'e, M> {
                 engine,
                 // A durable engine's write set keeps each write's key, for
                 // its log record.
-                writes: WriteSet::new(&engine.store, engine.durable.is_some()),
+                writes: WriteSet::new(&engine.store),
                 commits: 0,
                 savepoints: Vec::new(),
                 savepoint_ids: 0,

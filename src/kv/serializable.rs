@@ -250,9 +250,10 @@ pub(crate) struct Tracker<'e> {
     /// of a named table takes. Emptied with `reads` (and when `reads` is
     /// registered).
     kept: Vec<Option<&'e KeyEntry>>,
-    /// Keys a serializable transaction wrote (checked against prepared
-    /// transactions' registered read sets).
-    writes: ReadSet,
+    /// A durable serializable commit's written keys, copied from the write
+    /// set when it leaves the gate at append and lent to the gate's
+    /// `committing` list until it completes (`LogTurn`); kept for reuse.
+    lent: ReadSet,
     /// The named tables the read and write sets name (by id), to validate
     /// against; cleared with them.
     tables: Vec<Arc<TableState>>,
@@ -270,7 +271,7 @@ impl<'e> Tracker<'e> {
             serializable: false,
             reads: ReadSet::default(),
             kept: Vec::new(),
-            writes: ReadSet::default(),
+            lent: ReadSet::default(),
             tables: Vec::new(),
             owner: crate::sync::unique_id(),
             registered: false,
@@ -329,8 +330,10 @@ impl<'e> Tracker<'e> {
         } else {
             self.kept.clear();
         }
-        self.writes.clear();
         self.tables.clear();
+        if !self.lent.is_empty() {
+            self.lent.clear();
+        }
     }
 
     /// Does it hold anything of a transaction: tracking on, a serializable
@@ -433,26 +436,11 @@ impl<'e> Tracker<'e> {
         }
     }
 
-    /// Records a write of `key` in `tb` (serializable transactions only).
-    #[inline]
-    pub(crate) fn note_write(&mut self, tb: Tb<'_>, key: &[u8]) {
-        if self.serializable {
-            self.note_write_slow(tb, key);
-        }
-    }
-
-    #[inline(never)]
-    fn note_write_slow(&mut self, tb: Tb<'_>, key: &[u8]) {
-        let t = self.note_table(tb);
-        self.writes.add_key(t, key);
-    }
-
-    /// The bytes the open transaction's tracking holds now (reads and
-    /// writes).
+    /// The bytes the open transaction's tracking holds now (its reads;
+    /// its writes are the write set's records, which every transaction
+    /// keeps).
     pub(crate) fn tracked_bytes(&self) -> usize {
-        self.reads.tracked_bytes()
-            + self.kept.len() * std::mem::size_of::<Option<&KeyEntry>>()
-            + self.writes.tracked_bytes()
+        self.reads.tracked_bytes() + self.kept.len() * std::mem::size_of::<Option<&KeyEntry>>()
     }
 }
 
@@ -607,8 +595,11 @@ fn validate<M: Machinery>(
     }
     let d = &*txn.session;
     let owner = d.serial.owner;
-    for p in state.prepared.iter().filter(|p| p.owner != owner) {
-        if let Some((_, k)) = d.serial.writes.keys().find(|&(t, k)| p.reads.covers(t, k)) {
+    // A serializable writer's keys against prepared read sets (a
+    // snapshot-isolation transaction's writes are not ordered by the gate).
+    let prepared = state.prepared.iter().filter(|p| p.owner != owner);
+    for p in prepared.filter(|_| d.serial.serializable) {
+        if let Some((_, k)) = d.writes.keys().find(|&(t, k)| p.reads.covers(t, k)) {
             return Err(Box::new(Error::PreparedReadConflict { key: k.to_vec() }));
         }
     }
@@ -864,7 +855,13 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
         ts,
     };
     if at_append {
-        turn.writes = Some(std::mem::take(&mut txn.session.serial.writes));
+        let d = &mut *txn.session;
+        let mut lent = std::mem::take(&mut d.serial.lent);
+        lent.clear();
+        for (t, k) in d.writes.keys() {
+            lent.add_key(t, k);
+        }
+        turn.writes = Some(lent);
     }
     let r = if mutant_on(m::SERIALIZABLE_GATE_RELEASED_BEFORE_COMMIT) {
         // Released before the commit (a broken twin): a committer
@@ -880,7 +877,7 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
     let held = turn.held.take();
     let settled = turn.settled;
     if at_append {
-        txn.session.serial.writes = turn.finish();
+        txn.session.serial.lent = turn.finish();
     }
     let ended = !txn.inner.is_open();
     let unregister = ended && txn.session.serial.registered;

@@ -376,7 +376,6 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         match self.session.writes.write(tb, key, status, value, &view)? {
             Ok(retries) => {
                 self.inner.count(Count::ChainCasRetries, retries);
-                self.session.serial.note_write(tb, key);
                 Ok(())
             }
             Err(_) => {

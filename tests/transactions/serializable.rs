@@ -485,9 +485,14 @@ fn a_prepared_serializable_transaction_keeps_what_it_read_until_it_resolves() {
         w.commit(CommitOptions::at(20)),
         Err(Error::SerializationConflict { key: b"b".to_vec() })
     );
-    // A writer of anything else commits.
+    // A writer of anything else commits, and so does one whose write of a
+    // key P read was rolled back to a savepoint: what it commits is what
+    // is checked.
     let mut w = s2.begin(&ser()).unwrap();
     w.put("z", "2").unwrap();
+    let sp = w.savepoint().unwrap();
+    w.put("a", "2").unwrap();
+    w.rollback_to(&sp).unwrap();
     w.commit(CommitOptions::at(12)).unwrap();
     // P's commit is not validated again; its timestamp is ordered.
     p.commit(CommitOptions::prepared(15, 15)).unwrap();

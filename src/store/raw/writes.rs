@@ -25,10 +25,11 @@
 //! set is cleared at the transaction's end, after its records go
 //! ([`WriteSet::hold`]).
 //!
-//! A set that keeps keys (a durable engine's, [`WriteSet::new`]) records
-//! each write's key beside its version, so a commit's log record is framed
-//! from its `(table, key, value)` triples ([`WriteSet::writes`]) and a
-//! rollback to a savepoint drops both at once.
+//! The set records each write's key (the index's bytes, no copy) beside
+//! its version, so a durable commit's log record is framed from its
+//! `(table, key, value)` triples ([`WriteSet::writes`]), a serializable
+//! commit checks its written keys from the same records
+//! ([`WriteSet::keys`]), and a rollback to a savepoint drops both at once.
 
 use super::chain::{tails, Conflict, KeyEntry, Pruned, Tails, Version};
 use super::index::Index;
@@ -51,8 +52,7 @@ struct Held {
 struct Rec<'s> {
     /// The table's id (0: the default table).
     table: u32,
-    /// The key's bytes as the index stores them (no copy) in a set that
-    /// keeps keys; empty in one that does not.
+    /// The key's bytes as the index stores them (no copy).
     key: &'s [u8],
     entry: &'s KeyEntry,
     version: NonNull<Version>,
@@ -79,8 +79,6 @@ pub(crate) struct WriteSet<'s> {
     /// A commit began flipping: the versions are shared now (other writers
     /// may prune them), so only the key entries of `recs` are used.
     released: bool,
-    /// Record each write's key ([`WriteSet::writes`])?
-    keep_keys: bool,
     tails: Tails,
 }
 
@@ -90,20 +88,19 @@ pub(crate) struct WriteSet<'s> {
 // entries and the store are Sync. Moving the set moves that exclusive
 // access; `Tails` is Send.
 unsafe impl Send for WriteSet<'_> {}
-// SAFETY: through `&WriteSet` nothing is dereferenced or changed: only
-// `len` and `is_empty` take `&self`, and they read the vector's length.
+// SAFETY: through `&WriteSet` no version is dereferenced and nothing is
+// changed: `&self` methods read the vectors' lengths, the records' table
+// ids and key slices (index bytes, Sync), and the held tables' ids.
 unsafe impl Sync for WriteSet<'_> {}
 
 impl<'s> WriteSet<'s> {
-    /// An empty write set on `store`; with `keep_keys`, it records each
-    /// write's key beside its version, for [`WriteSet::writes`].
-    pub(crate) fn new(store: &'s Store, keep_keys: bool) -> WriteSet<'s> {
+    /// An empty write set on `store`.
+    pub(crate) fn new(store: &'s Store) -> WriteSet<'s> {
         WriteSet {
             store,
             recs: Vec::new(),
             held: Vec::new(),
             released: false,
-            keep_keys,
             tails: tails(),
         }
     }
@@ -203,10 +200,9 @@ impl<'s> WriteSet<'s> {
                     let version = NonNull::new(v).expect("prepend returns the linked version");
                     // The index's bytes, which live as long as its index (keys
                     // are never removed): recorded without a copy.
-                    let key = if self.keep_keys { stored } else { &[] };
                     self.recs.push(Rec {
                         table: tb.id(),
-                        key,
+                        key: stored,
                         entry,
                         version,
                     });
@@ -310,15 +306,20 @@ impl<'s> WriteSet<'s> {
         out
     }
 
+    /// The recorded writes' table ids (0: the default table) and keys, in
+    /// write order (a key written twice appears twice).
+    pub(crate) fn keys(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
+        self.recs.iter().map(|w| (w.table, w.key))
+    }
+
     /// The recorded writes in write order: each write's table id (0: the
     /// default table), key and value (`None`: a tombstone), for a durable
     /// commit's log record, which is written before the commit flips (so
-    /// before `released`). Only a set that keeps keys has them.
+    /// before `released`).
     pub(crate) fn writes(
         &mut self,
     ) -> impl ExactSizeIterator<Item = (u32, &[u8], Option<&[u8]>)> + '_ {
         debug_assert!(!self.released, "writes read after commit began");
-        debug_assert!(self.keep_keys, "writes read from a set that keeps no keys");
         self.recs.iter().map(|w| {
             // SAFETY: ownership invariant (module docs): not released, so
             // every version is ours, linked and unfinished, and freed by
