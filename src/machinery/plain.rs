@@ -519,6 +519,9 @@ impl<'m> Transaction<'_, 'm> {
     /// `flip` gets a [`Completion`] that marks the statuses it is given
     /// aborted, before the transaction leaves the running set; afterwards
     /// you may unlink and retire those versions ([`epoch`](super::epoch)).
+    /// A transaction with no id (it never called
+    /// [`new_version`](Transaction::new_version)) and nothing announced
+    /// rolls back on the fast path, without calling `flip`.
     ///
     /// # Errors
     /// [`Error::TransactionFinished`](crate::Error::TransactionFinished) if it already ended.

@@ -225,3 +225,41 @@ fn a_live_prepared_transaction_is_still_a_conflict_for_readers_and_writers() {
     .unwrap();
     assert_eq!(read(&mut s, &key, &at(35)), Ok(Some(20)));
 }
+
+#[test]
+fn a_transaction_that_wrote_nothing_rolls_back_without_flip_and_unpins() {
+    let m = TxnManager::new(4).unwrap();
+    let mut s = m.session().unwrap();
+    let ts = |oldest| TimestampUpdate {
+        oldest: Some(Timestamp::new(oldest)),
+        ..TimestampUpdate::default()
+    };
+    m.set_timestamps(ts(10)).unwrap();
+    let mut t = s.begin(&at(10)).unwrap();
+    t.read_view().unwrap();
+    m.set_timestamps(ts(20)).unwrap();
+    m.advance_horizon();
+    assert_eq!(
+        m.horizon().timestamp(),
+        Timestamp::new(10),
+        "the reader pins 10"
+    );
+    let mut flipped = false;
+    t.rollback(|_| flipped = true).unwrap();
+    assert!(!flipped, "no id, nothing announced: nothing to flip");
+    assert_eq!(t.rollback(|_| {}), Err(Error::TransactionFinished));
+    drop(t);
+    m.advance_horizon();
+    assert_eq!(
+        m.horizon().timestamp(),
+        Timestamp::new(20),
+        "its pin is gone"
+    );
+    let st = m.stats();
+    assert_eq!((st.rollbacks, st.read_only_txns), (1, 1));
+    // One that wrote is flipped.
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    t.new_version().unwrap();
+    t.rollback(|_| flipped = true).unwrap();
+    assert!(flipped);
+}

@@ -10,7 +10,23 @@ use crate::ts::Timestamp;
 
 impl<M: Machinery> Transaction<'_, '_, M> {
     /// See [`Transaction::rollback`](crate::machinery::Transaction::rollback).
+    #[inline]
     pub fn rollback(&mut self, flip: impl FnOnce(&Completion<'_>)) -> Result<()> {
+        if self.sess.cur.id == 0
+            && matches!(self.sess.cur.state, State::Active | State::Doomed)
+            && self.sess.cur.commit_ts.is_none()
+        {
+            // Wrote nothing, announced nothing: no status to flip, no
+            // running-set entry, no claim; clear the pins and count it,
+            // as a read-only commit does.
+            self.sess.ctr().rollbacks.bump(1);
+            self.finish();
+            return Ok(());
+        }
+        self.rollback_slow(flip)
+    }
+
+    fn rollback_slow(&mut self, flip: impl FnOnce(&Completion<'_>)) -> Result<()> {
         if matches!(self.sess.cur.state, State::Finished | State::Poisoned) {
             return Err(Error::TransactionFinished);
         }
