@@ -135,6 +135,7 @@ impl<M: Machinery> TxnManager<M> {
         Ok(TxnSession {
             mgr: self,
             slot,
+            ctr: &self.counters[slot],
             snap: Snapshot::default(),
             retired: SessionRetired::default(),
             open: OpenTxn::default(),
@@ -247,6 +248,8 @@ pub(super) struct OpenTxn {
 pub struct TxnSession<'m, M: Machinery = LockFree> {
     pub(super) mgr: &'m TxnManager<M>,
     pub(super) slot: usize,
+    /// The slot's counters (`mgr.counters[slot]`), found once.
+    ctr: &'m Counters,
     /// The cached snapshot, reused while the descriptor generation is
     /// unchanged.
     pub(super) snap: Snapshot,
@@ -316,7 +319,7 @@ impl<'m, M: Machinery> TxnSession<'m, M> {
 
     #[inline]
     pub(super) fn ctr(&self) -> &'m Counters {
-        &self.mgr.counters[self.slot]
+        self.ctr
     }
 }
 

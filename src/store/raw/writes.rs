@@ -416,11 +416,15 @@ impl<'s> WriteSet<'s> {
     /// Forgets every record (the versions stay where they are), then lets
     /// the named tables' indexes go: at the transaction's end (after a
     /// commit's pruning, a rollback, or a commit whose flips unwound).
+    #[inline]
     pub(crate) fn clear(&mut self) {
         self.recs.clear();
         self.released = false;
-        // After the records, which borrow these indexes.
-        self.held.clear();
+        // After the records, which borrow these indexes. Most transactions
+        // hold none: skip the call that drops them.
+        if !self.held.is_empty() {
+            self.held.clear();
+        }
     }
 
     /// Hands the pruned tails still held to the collector.
