@@ -202,6 +202,8 @@ impl Shared {
             return Some(r);
         }
         // Relaxed: the bump only hands out disjoint spans (module docs).
+        // Equivalent with `>`: at `next == granules` the check after the
+        // bump refuses the span too; this one only spares the RMW.
         if self.next.load(Ordering::Relaxed) >= self.granules {
             return None;
         }

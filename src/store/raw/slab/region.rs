@@ -99,6 +99,8 @@ impl Region {
         // The memory model says nothing of page protection (the kernel's
         // TLB handling orders it), so this is the ordering it can state.
         let done = self.committed.load(Ordering::Acquire) as usize;
+        // Equivalent with `<`: at equality the `mprotect` below has length
+        // 0 and changes nothing.
         if off + len <= done {
             return true;
         }
