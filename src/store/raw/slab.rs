@@ -8,7 +8,8 @@
 //!   at most 7 bytes to rounding. Larger blocks are single allocations of
 //!   the global allocator ([`Cache::alloc`]).
 //! * **Region.** `region.rs` reserves [`REGION_BYTES`] of address space
-//!   with no access and commits it a 2 MiB chunk at a time as spans reach
+//!   with no access when the first span is taken (reading the figures
+//!   before then reserves nothing) and commits it a 2 MiB chunk at a time as spans reach
 //!   it, advised for transparent huge pages; pages are backed as they are
 //!   first touched. An exhausted (or
 //!   unreservable) region is not an error: the block comes from the global
@@ -63,7 +64,7 @@ pub(crate) use global::stats;
 #[cfg_attr(not(feature = "bench-hooks"), allow(unused_imports))]
 pub use global::SlabStats;
 pub(crate) use global::{alloc, free};
-use region::Region;
+use region::{LazyRegion, Region};
 
 use crate::sync::mutant::{self as m, mutant_on};
 use crate::sync::{AtomicU64, Mutex, Ordering};
@@ -140,8 +141,9 @@ struct ClassLists {
 
 /// What the threads share: the region, its bump, the depot and the counts.
 pub(crate) struct Shared {
-    /// `None`: no region could be reserved (every block falls back).
-    region: Option<Region>,
+    /// Reserved when the first span is taken; `None` then: no region could
+    /// be reserved (every block falls back).
+    region: LazyRegion,
     /// Granules of the region.
     granules: u64,
     /// Granules of a span.
@@ -172,7 +174,7 @@ impl Shared {
         let spans = region_bytes / span_bytes;
         let granules = (spans * span as usize) as u64;
         Shared {
-            region: Region::reserve(granules as usize * GRANULE),
+            region: LazyRegion::new(granules as usize * GRANULE),
             granules,
             span,
             classes,
@@ -190,14 +192,14 @@ impl Shared {
     #[inline]
     fn region(&self) -> &Region {
         self.region
-            .as_ref()
+            .get()
             .expect("a block index comes from the region")
     }
 
     /// A fresh span `(start, end)` in granules, or `None` when the region
     /// is exhausted (or absent, or its pages could not be committed).
     fn take_span(&self) -> Option<(u32, u32)> {
-        let region = self.region.as_ref()?;
+        let region = self.region.get_or_reserve()?;
         if let Some(r) = self.rests.lock().unwrap_or_else(|e| e.into_inner()).pop() {
             return Some(r);
         }

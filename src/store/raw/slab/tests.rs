@@ -397,3 +397,24 @@ fn mutant_free_skips_epoch() {
     crate::sync::mutant::set_for_thread(crate::sync::mutant::FREE_SKIPS_EPOCH);
     retire_under_a_reader_guard(3 * BATCH as usize);
 }
+
+#[test]
+fn reading_the_figures_reserves_no_region() {
+    let s = slab(4);
+    assert_eq!(
+        s.stats(),
+        super::SlabStats::default(),
+        "a slab that handed out no block: nothing reserved, carved or live"
+    );
+    assert!(s.region.get().is_none(), "the figures reserved the region");
+    let mut c = Cache::new(&s);
+    let p = c.alloc(&s, 152);
+    assert!(s.region.get().is_some(), "the first span reserves it");
+    let st = s.stats();
+    assert_eq!(st.reserved_bytes, (4 * SPAN_BYTES) as u64);
+    assert_eq!(st.carved_bytes, SPAN_BYTES as u64);
+    assert_eq!(st.live_bytes, 152);
+    // SAFETY: from `alloc(152)`, freed once.
+    unsafe { c.free(&s, p, 152) };
+    c.release(&s);
+}
