@@ -207,9 +207,8 @@ pub const DEPOT_TAKE_SPLIT: u32 = 60;
 /// instead of after every guard that could reach the memory dropped, so a
 /// retired version's slab block joins that thread's free list (and comes
 /// back from its next allocation of the class) while a reader pinned
-/// before the retirement still reads it (invariant 11; a unit-test mutant,
-/// `store/raw/slab/tests.rs`).
-#[cfg_attr(all(loom, not(crossbeam_loom)), allow(dead_code))]
+/// before the retirement still reads it (invariant 11; loom `slab/reuse`
+/// and `store/raw/slab/tests.rs`).
 pub const FREE_SKIPS_EPOCH: u32 = 61;
 
 #[cfg(loom)]

@@ -20,7 +20,8 @@
 //!   block becomes a free block of its own class.
 //! * **Freeing.** Retired versions reach [`Cache::free`] through the epoch
 //!   collector (after every guard that could reach them dropped, invariant
-//!   11), on whichever thread runs the deferred destructor. A class's
+//!   11; loom `slab/reuse` on crossbeam-epoch), on whichever thread runs
+//!   the deferred destructor. A class's
 //!   free blocks form lists linked through each free block's first word
 //!   (a granule index). A cache keeps at most two lists a class (the one
 //!   it allocates from and one full batch of [`BATCH`]); a third full
