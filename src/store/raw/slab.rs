@@ -9,11 +9,11 @@
 //!   the global allocator ([`Cache::alloc`]).
 //! * **Region.** `region.rs` reserves [`REGION_BYTES`] of address space
 //!   with no access when the first span is taken (reading the figures
-//!   before then reserves nothing) and commits it a 2 MiB chunk at a time as spans reach
-//!   it, advised for transparent huge pages; pages are backed as they are
-//!   first touched. An exhausted (or
-//!   unreservable) region is not an error: the block comes from the global
-//!   allocator instead, and [`Shared`] counts it as a fallback.
+//!   before then reserves nothing) and commits it a 2 MiB chunk at a time
+//!   as spans reach it, advised for transparent huge pages; pages are
+//!   backed as they are first touched. An exhausted (or unreservable)
+//!   region is not an error: the block comes from the global allocator
+//!   instead, and [`Shared`] counts it as a fallback.
 //! * **Carving.** Each thread's [`Cache`] carves fresh blocks of any class
 //!   by a bump within its current span ([`SPAN_BYTES`]), taken from the
 //!   region with one `fetch_add`. A span's tail too short for the next
@@ -21,13 +21,13 @@
 //! * **Freeing.** Retired versions reach [`Cache::free`] through the epoch
 //!   collector (after every guard that could reach them dropped, invariant
 //!   11; loom `slab/reuse` on crossbeam-epoch), on whichever thread runs
-//!   the deferred destructor. A class's
-//!   free blocks form lists linked through each free block's first word
-//!   (a granule index). A cache keeps at most two lists a class (the one
-//!   it allocates from and one full batch of [`BATCH`]); a third full
-//!   batch goes to the shared **depot**, where a thread that allocates
-//!   more than it frees takes it. A cache that ends (its thread exits)
-//!   hands every list and its span's rest to [`Shared`].
+//!   the deferred destructor. A class's free blocks form lists linked
+//!   through each free block's first word (a granule index). A cache
+//!   keeps at most two lists a class (the one it allocates from and one
+//!   full batch of [`BATCH`]); a third full batch goes to the shared
+//!   **depot**, where a thread that allocates more than it frees takes it.
+//!   A cache that ends (its thread exits) hands every list and its span's
+//!   rest to [`Shared`].
 //!
 //! # Orderings
 //!
@@ -37,6 +37,10 @@
 //!   `slab/handoff`). The per-class batch counts read without the lock
 //!   are Relaxed hints: a stale zero carves a fresh block instead, a
 //!   stale count takes the lock and finds the depot empty.
+//! * The region is reserved once, in a `OnceLock`, by the first thread
+//!   to take a span. Every other thread that names a block of it got the
+//!   block through a chain of happens-before edges from a thread that had
+//!   reserved it or seen it reserved, so its `get` sees the region too.
 //! * The region's bump (`next`) is Relaxed: it only hands out disjoint
 //!   spans; the span's pages are made accessible by the taking thread's
 //!   own `mprotect`.
