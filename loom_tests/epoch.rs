@@ -14,7 +14,9 @@
 //! the process aborts instead of unwinding. The mutants are shown in tier 1;
 //! a failure here still fails the run (the abort is a non-zero exit).
 //!
-//! One model only, to keep CI short. Another can be run with the real
+//! Two models only, to keep CI short: the chain model, and `slab/reuse`
+//! (`slab.rs`), whose block can only come back through a collector that
+//! frees while the model runs. Another can be run with the real
 //! collector under the tier-2 flags, e.g. `cargo test --release
 //! --no-default-features --lib -- --exact
 //! loom_tests::descriptors::completion_real_time_order`.
@@ -25,4 +27,17 @@ use crate::sync::mutant;
 #[test]
 fn chains_with_real_collector() {
     check("epoch/chains", mutant::NONE, super::chains::model);
+}
+
+/// `slab/reuse` (`slab.rs`): the stand-in collector frees nothing while
+/// the model runs, so only the real one can show a block coming back.
+#[test]
+fn slab_reuse_with_real_collector() {
+    use std::sync::atomic::Ordering;
+    super::slab::REUSED.store(0, Ordering::Relaxed);
+    check("epoch/slab_reuse", mutant::NONE, super::slab::reuse);
+    assert!(
+        super::slab::REUSED.load(Ordering::Relaxed) > 0,
+        "no execution got the retired block back: the model checks nothing"
+    );
 }

@@ -79,8 +79,10 @@ def strip_comments(text):
 
 
 def code_end(code):
-    """Offset where the trailing test module starts (not mutated)."""
-    m = re.search(r"^#\[cfg\([^\n]*\btest\b[^\n]*\)\]\s*\nmod tests", code, re.M)
+    """Offset where the trailing inline test module starts (not mutated).
+    A `mod tests;` declaration (tests in a file of their own) may stand
+    anywhere; the code after it is mutated."""
+    m = re.search(r"^#\[cfg\([^\n]*\btest\b[^\n]*\)\]\s*\nmod tests\s*\{", code, re.M)
     return m.start() if m else len(code)
 
 

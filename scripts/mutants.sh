@@ -19,6 +19,12 @@
 #                                          rules' comparisons
 #   scripts/mutants.sh --only REGEX        only mutants whose list line (ID,
 #                                          file:line, description) matches
+#   scripts/mutants.sh --models REGEX      only the loom models whose name
+#                                          (loom_tests::module::test) matches
+#   scripts/mutants.sh --test-args ARGS    cargo test's target selection and
+#                                          filter for --tests (default
+#                                          "--lib --tests"), e.g.
+#                                          "--lib store::raw::slab"
 #   scripts/mutants.sh --report FILE       also write the report table to
 #                                          FILE (scripts/mutants-report.md
 #                                          keeps the last recorded run)
@@ -44,7 +50,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-list=0 tests=0 tests_first=0 only="" report=""
+list=0 tests=0 tests_first=0 only="" report="" models_re="" test_args="--lib --tests"
 files=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -53,18 +59,23 @@ while [ $# -gt 0 ]; do
     --tests-first) tests=1 tests_first=1 ;;
     --only) only="$2"; shift ;;
     --report) report="$2"; shift ;;
+    --models) models_re="$2"; shift ;;
+    --test-args) test_args="$2"; shift ;;
     -*) echo "mutants.sh: unknown option $1" >&2; exit 2 ;;
     *) files+=("$1") ;;
     esac
     shift
 done
+# slab/global.rs and slab/region.rs are not compiled under loom (stand-ins
+# replace them): only --tests can kill their mutants.
 if [ ${#files[@]} -eq 0 ]; then
     files=(src/machinery/lockfree/*.rs src/machinery/raw/descriptor.rs
         src/machinery/raw/slots.rs src/machinery/raw/reclaim.rs src/machinery/raw/all_durable.rs
         src/machinery/version.rs src/machinery/txn/*.rs src/machinery/rules.rs
         src/store/raw/chain.rs src/store/raw/chain/read.rs src/store/raw/chain/write.rs
         src/store/raw/chain/prune.rs src/store/raw/hint.rs
-        src/store/raw/hashindex.rs src/store/raw/index.rs src/kv/txn.rs src/kv/commit.rs src/sync/mod.rs src/sync/fences.rs)
+        src/store/raw/hashindex.rs src/store/raw/index.rs src/store/raw/slab.rs
+        src/store/raw/slab/global.rs src/store/raw/slab/region.rs src/kv/txn.rs src/kv/commit.rs src/sync/mod.rs src/sync/fences.rs)
 fi
 
 if [ "$list" -eq 1 ]; then
@@ -118,7 +129,7 @@ flags="${RUSTFLAGS:-} --cfg loom -C debug-assertions=on"
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 loom_cmd=(cargo test --release --no-default-features --lib)
 # Fast models first: most mutants die in the first few.
-order=(slots:: hash_index:: descriptors:: pin_horizon:: read_ts_oldest:: read_ts_refresh::
+order=(slots:: hash_index:: slab:: descriptors:: pin_horizon:: read_ts_oldest:: read_ts_refresh::
     prepared:: all_durable_report:: dropped_prepared:: announce_stable::
     stable_view:: rollback:: floor_source:: lazy_snapshot::
     finger:: prepare_stable:: chains:: stable::)
@@ -135,7 +146,8 @@ run_loom() {
     fi
     models="$(cd "$tree" && RUSTFLAGS="$flags" CARGO_TARGET_DIR="$dir/target/loom" \
         "${loom_cmd[@]}" -q -- --list 2>/dev/null | sed -n 's/: test$//p' |
-        grep '^loom_tests::' | grep -v '::mutant_' | grep -v '^loom_tests::epoch::')"
+        grep '^loom_tests::' | grep -v '::mutant_' | grep -v '^loom_tests::epoch::' |
+        grep -E -- "${models_re:-.}" || true)"
     ordered="$(for p in "${order[@]}"; do grep "^$p" <<<"$models" || true; done
         grep -v -E "^($(IFS='|'; echo "${order[*]}"))" <<<"$models" || true)"
     for model in $ordered; do
@@ -158,7 +170,7 @@ run_loom() {
 # there) kill the mutant in $tree. The first failing binary decides.
 run_tests() {
     if (cd "$tree" && CARGO_TARGET_DIR="$dir/target/tests" \
-        timeout 1800 cargo test --release -q -p snapshot-engine --features baseline --lib --tests \
+        timeout 1800 cargo test --release -q -p snapshot-engine --features baseline $test_args \
         >"$dir/tests.log" 2>&1); then
         return
     fi
@@ -188,7 +200,7 @@ while IFS=$'\t' read -r id loc desc; do
 done <<<"$all"
 
 python3 "$pristine/scripts/mutants.py" report "$results" "$pristine" \
-    "LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS, tests: $([ "$tests_first" -eq 1 ] && echo "first" || { [ "$tests" -eq 1 ] && echo "on loom survivors" || echo no; }), base $base" \
+    "LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS, tests: $([ "$tests_first" -eq 1 ] && echo "first" || { [ "$tests" -eq 1 ] && echo "on loom survivors" || echo no; })$([ "$tests" -eq 1 ] && echo " ($test_args)")${models_re:+, models matching $models_re}, base $base" \
     >"$dir/report.md"
 if [ -n "$report" ]; then cp "$dir/report.md" "$report"; fi
 echo "== $(grep -c $'\tkilled\t' "$results" || true) killed, ${#survivors[@]} survived," \

@@ -203,6 +203,13 @@ pub const RELAXED_GATE_SEQ_STORE: u32 = 59;
 /// top batch, then remove one), so two takers can get the same blocks
 /// (`store/raw/slab.rs`).
 pub const DEPOT_TAKE_SPLIT: u32 = 60;
+/// The collector runs a deferred destructor at once on the retiring thread
+/// instead of after every guard that could reach the memory dropped, so a
+/// retired version's slab block joins that thread's free list (and comes
+/// back from its next allocation of the class) while a reader pinned
+/// before the retirement still reads it (invariant 11; loom `slab/reuse`
+/// and `store/raw/slab/tests.rs`).
+pub const FREE_SKIPS_EPOCH: u32 = 61;
 
 #[cfg(loom)]
 static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

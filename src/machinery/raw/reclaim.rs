@@ -26,6 +26,8 @@ thread_local! {
 
 #[cfg(any(not(loom), crossbeam_loom))]
 mod imp {
+    use crate::sync::mutant::{self as m, mutant_on};
+
     /// Protection for reading shared pointers; see [`Collector::pin`].
     pub type Guard = crossbeam_epoch::Guard;
 
@@ -53,6 +55,11 @@ mod imp {
         /// Runs `f` once no thread pinned now can still be pinned.
         #[inline]
         pub fn defer<F: FnOnce() + Send + 'static>(&self, guard: &Guard, f: F) {
+            if mutant_on(m::FREE_SKIPS_EPOCH) {
+                // The broken twin: frees while older guards may still read.
+                f();
+                return;
+            }
             guard.defer(f);
         }
 
@@ -69,6 +76,7 @@ mod imp {
 
 #[cfg(all(loom, not(crossbeam_loom)))]
 mod imp {
+    use crate::sync::mutant::{self as m, mutant_on};
     use crate::sync::Mutex;
 
     /// The stand-in guard: protection comes from never freeing early.
@@ -103,6 +111,11 @@ mod imp {
 
         /// Keeps `f` until the collector drops.
         pub fn defer<F: FnOnce() + Send + 'static>(&self, _guard: &Guard, f: F) {
+            if mutant_on(m::FREE_SKIPS_EPOCH) {
+                // The broken twin, as in the real collector's `defer`.
+                f();
+                return;
+            }
             self.retired.lock().unwrap().push(Box::new(f));
         }
 

@@ -8,24 +8,26 @@
 //!   at most 7 bytes to rounding. Larger blocks are single allocations of
 //!   the global allocator ([`Cache::alloc`]).
 //! * **Region.** `region.rs` reserves [`REGION_BYTES`] of address space
-//!   with no access and commits it a 2 MiB chunk at a time as spans reach
-//!   it, advised for transparent huge pages; pages are backed as they are
-//!   first touched. An exhausted (or
-//!   unreservable) region is not an error: the block comes from the global
-//!   allocator instead, and [`Shared`] counts it as a fallback.
+//!   with no access when the first span is taken (reading the figures
+//!   before then reserves nothing) and commits it a 2 MiB chunk at a time
+//!   as spans reach it, advised for transparent huge pages; pages are
+//!   backed as they are first touched. An exhausted (or unreservable)
+//!   region is not an error: the block comes from the global allocator
+//!   instead, and [`Shared`] counts it as a fallback.
 //! * **Carving.** Each thread's [`Cache`] carves fresh blocks of any class
 //!   by a bump within its current span ([`SPAN_BYTES`]), taken from the
 //!   region with one `fetch_add`. A span's tail too short for the next
 //!   block becomes a free block of its own class.
 //! * **Freeing.** Retired versions reach [`Cache::free`] through the epoch
 //!   collector (after every guard that could reach them dropped, invariant
-//!   11), on whichever thread runs the deferred destructor. A class's
-//!   free blocks form lists linked through each free block's first word
-//!   (a granule index). A cache keeps at most two lists a class (the one
-//!   it allocates from and one full batch of [`BATCH`]); a third full
-//!   batch goes to the shared **depot**, where a thread that allocates
-//!   more than it frees takes it. A cache that ends (its thread exits)
-//!   hands every list and its span's rest to [`Shared`].
+//!   11; loom `slab/reuse` on crossbeam-epoch), on whichever thread runs
+//!   the deferred destructor. A class's free blocks form lists linked
+//!   through each free block's first word (a granule index). A cache
+//!   keeps at most two lists a class (the one it allocates from and one
+//!   full batch of [`BATCH`]); a third full batch goes to the shared
+//!   **depot**, where a thread that allocates more than it frees takes it.
+//!   A cache that ends (its thread exits) hands every list and its span's
+//!   rest to [`Shared`].
 //!
 //! # Orderings
 //!
@@ -35,6 +37,10 @@
 //!   `slab/handoff`). The per-class batch counts read without the lock
 //!   are Relaxed hints: a stale zero carves a fresh block instead, a
 //!   stale count takes the lock and finds the depot empty.
+//! * The region is reserved once, in a `OnceLock`, by the first thread
+//!   to take a span. Every other thread that names a block of it got the
+//!   block through a chain of happens-before edges from a thread that had
+//!   reserved it or seen it reserved, so its `get` sees the region too.
 //! * The region's bump (`next`) is Relaxed: it only hands out disjoint
 //!   spans; the span's pages are made accessible by the taking thread's
 //!   own `mprotect`.
@@ -63,7 +69,7 @@ pub(crate) use global::stats;
 #[cfg_attr(not(feature = "bench-hooks"), allow(unused_imports))]
 pub use global::SlabStats;
 pub(crate) use global::{alloc, free};
-use region::Region;
+use region::{LazyRegion, Region};
 
 use crate::sync::mutant::{self as m, mutant_on};
 use crate::sync::{AtomicU64, Mutex, Ordering};
@@ -140,8 +146,9 @@ struct ClassLists {
 
 /// What the threads share: the region, its bump, the depot and the counts.
 pub(crate) struct Shared {
-    /// `None`: no region could be reserved (every block falls back).
-    region: Option<Region>,
+    /// Reserved when the first span is taken; `None` then: no region could
+    /// be reserved (every block falls back).
+    region: LazyRegion,
     /// Granules of the region.
     granules: u64,
     /// Granules of a span.
@@ -172,7 +179,7 @@ impl Shared {
         let spans = region_bytes / span_bytes;
         let granules = (spans * span as usize) as u64;
         Shared {
-            region: Region::reserve(granules as usize * GRANULE),
+            region: LazyRegion::new(granules as usize * GRANULE),
             granules,
             span,
             classes,
@@ -190,18 +197,20 @@ impl Shared {
     #[inline]
     fn region(&self) -> &Region {
         self.region
-            .as_ref()
+            .get()
             .expect("a block index comes from the region")
     }
 
     /// A fresh span `(start, end)` in granules, or `None` when the region
     /// is exhausted (or absent, or its pages could not be committed).
     fn take_span(&self) -> Option<(u32, u32)> {
-        let region = self.region.as_ref()?;
+        let region = self.region.get_or_reserve()?;
         if let Some(r) = self.rests.lock().unwrap_or_else(|e| e.into_inner()).pop() {
             return Some(r);
         }
         // Relaxed: the bump only hands out disjoint spans (module docs).
+        // Equivalent with `>`: at `next == granules` the check after the
+        // bump refuses the span too; this one only spares the RMW.
         if self.next.load(Ordering::Relaxed) >= self.granules {
             return None;
         }

@@ -1,4 +1,5 @@
-//! The process's version slab: one [`Shared`] (reserved on first use),
+//! The process's version slab: one [`Shared`] (made on first use, its
+//! region reserved at its first span),
 //! a [`Cache`] per thread, and the pointer API [`alloc`] / [`free`] that
 //! `Version::alloc` and `free_version` call; plus the live-byte counters
 //! and [`stats`].
@@ -104,7 +105,7 @@ impl Shared {
         if g > self.classes {
             return None;
         }
-        self.region.as_ref().and_then(|r| r.index_of(p.as_ptr()))
+        self.region.get().and_then(|r| r.index_of(p.as_ptr()))
     }
 
     /// [`Cache::free`] for a thread whose cache has ended.
@@ -139,10 +140,12 @@ impl Shared {
             (a, f)
         };
         let carved = self.carved_granules();
+        // Not reserved yet: nothing to count, and nothing reserved here.
+        let region = self.region.get();
         SlabStats {
-            reserved_bytes: self.granules * GRANULE as u64,
+            reserved_bytes: region.map_or(0, |_| self.granules * GRANULE as u64),
             carved_bytes: carved * GRANULE as u64,
-            resident_bytes: self.region.as_ref().map_or(0, |r| r.resident_bytes(carved)),
+            resident_bytes: region.map_or(0, |r| r.resident_bytes(carved)),
             // Saturating: read while threads run, a free counted by one
             // cache can be read before the allocation another counted.
             live_bytes: a.saturating_sub(f),
@@ -175,7 +178,8 @@ pub struct SlabStats {
 
 static SLAB: OnceLock<Shared> = OnceLock::new();
 
-/// The process's slab, reserved on first use.
+/// The process's slab, made on first use (its region is reserved when a
+/// cache takes the first span).
 #[inline]
 fn shared() -> &'static Shared {
     SLAB.get_or_init(|| Shared::new(REGION_BYTES, SPAN_BYTES, MAX_GRANULES))

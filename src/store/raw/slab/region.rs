@@ -16,6 +16,7 @@
 use super::{GRANULE, NONE};
 use crate::sync::{AtomicU64, Ordering};
 use std::ptr::NonNull;
+use std::sync::OnceLock;
 
 /// The region's alignment and the unit it is committed in: one transparent
 /// huge page on x86-64 and aarch64 with 4 KiB pages.
@@ -99,6 +100,8 @@ impl Region {
         // The memory model says nothing of page protection (the kernel's
         // TLB handling orders it), so this is the ordering it can state.
         let done = self.committed.load(Ordering::Acquire) as usize;
+        // Equivalent with `<`: at equality the `mprotect` below has length
+        // 0 and changes nothing.
         if off + len <= done {
             return true;
         }
@@ -196,6 +199,39 @@ impl Region {
         {
             0
         }
+    }
+}
+
+/// A region of `bytes` reserved on first use ([`LazyRegion::get_or_reserve`]),
+/// so a slab whose figures are read before it hands out a block reserves
+/// no address space.
+pub(crate) struct LazyRegion {
+    bytes: usize,
+    /// `Some(None)`: reserving was tried and refused.
+    cell: OnceLock<Option<Region>>,
+}
+
+impl LazyRegion {
+    /// Nothing reserved yet.
+    pub(crate) fn new(bytes: usize) -> LazyRegion {
+        LazyRegion {
+            bytes,
+            cell: OnceLock::new(),
+        }
+    }
+
+    /// The region if it was reserved (never reserves).
+    #[inline]
+    pub(crate) fn get(&self) -> Option<&Region> {
+        self.cell.get().and_then(Option::as_ref)
+    }
+
+    /// The region, reserved now if no call has tried yet; `None` if the
+    /// system refused.
+    pub(crate) fn get_or_reserve(&self) -> Option<&Region> {
+        self.cell
+            .get_or_init(|| Region::reserve(self.bytes))
+            .as_ref()
     }
 }
 

@@ -19,6 +19,27 @@ pub(crate) struct Region {
 // (concurrent ones fail the model), so sharing them is what is checked.
 unsafe impl Sync for Region {}
 
+/// The stand-in made at once (a model's slab is built before its threads
+/// start, so nothing races to reserve it).
+pub(crate) struct LazyRegion(Option<Region>);
+
+impl LazyRegion {
+    /// A stand-in of `bytes / 8` granules.
+    pub(crate) fn new(bytes: usize) -> LazyRegion {
+        LazyRegion(Region::reserve(bytes))
+    }
+
+    /// The stand-in.
+    pub(crate) fn get(&self) -> Option<&Region> {
+        self.0.as_ref()
+    }
+
+    /// The stand-in.
+    pub(crate) fn get_or_reserve(&self) -> Option<&Region> {
+        self.0.as_ref()
+    }
+}
+
 impl Region {
     /// A stand-in of `bytes / 8` granules.
     pub(crate) fn reserve(bytes: usize) -> Option<Region> {
