@@ -252,7 +252,8 @@ pub(crate) struct Tracker<'e> {
     kept: Vec<Option<&'e KeyEntry>>,
     /// A durable serializable commit's written keys, copied from the write
     /// set when it leaves the gate at append and lent to the gate's
-    /// `committing` list until it completes (`LogTurn`); kept for reuse.
+    /// `committing` list until it completes (`LogTurn`); kept, emptied,
+    /// for the next one.
     lent: ReadSet,
     /// The named tables the read and write sets name (by id), to validate
     /// against; cleared with them.
@@ -331,9 +332,6 @@ impl<'e> Tracker<'e> {
             self.kept.clear();
         }
         self.tables.clear();
-        if !self.lent.is_empty() {
-            self.lent.clear();
-        }
     }
 
     /// Does it hold anything of a transaction: tracking on, a serializable
@@ -857,7 +855,6 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
     if at_append {
         let d = &mut *txn.session;
         let mut lent = std::mem::take(&mut d.serial.lent);
-        lent.clear();
         for (t, k) in d.writes.keys() {
             lent.add_key(t, k);
         }
@@ -877,7 +874,9 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
     let held = turn.held.take();
     let settled = turn.settled;
     if at_append {
-        txn.session.serial.lent = turn.finish();
+        let mut lent = turn.finish();
+        lent.clear();
+        txn.session.serial.lent = lent;
     }
     let ended = !txn.inner.is_open();
     let unregister = ended && txn.session.serial.registered;
