@@ -595,10 +595,11 @@ fn validate<M: Machinery>(
     let owner = d.serial.owner;
     // A serializable writer's keys against prepared read sets (a
     // snapshot-isolation transaction's writes are not ordered by the gate).
-    let prepared = state.prepared.iter().filter(|p| p.owner != owner);
-    for p in prepared.filter(|_| d.serial.serializable) {
-        if let Some((_, k)) = d.writes.keys().find(|&(t, k)| p.reads.covers(t, k)) {
-            return Err(Box::new(Error::PreparedReadConflict { key: k.to_vec() }));
+    if d.serial.serializable {
+        for p in state.prepared.iter().filter(|p| p.owner != owner) {
+            if let Some((_, k)) = d.writes.keys().find(|&(t, k)| p.reads.covers(t, k)) {
+                return Err(Box::new(Error::PreparedReadConflict { key: k.to_vec() }));
+            }
         }
     }
     let reads = &d.serial.reads;
