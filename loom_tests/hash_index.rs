@@ -32,7 +32,7 @@
 
 use super::common::check;
 use crate::machinery::epoch::Collector;
-use crate::store::raw::hashindex::HashIndex;
+use crate::store::raw::hashindex::{HashIndex, Want};
 use crate::sync::mutant;
 use loom::sync::Arc;
 use loom::thread;
@@ -47,7 +47,8 @@ fn insert(ix: &HashIndex, c: &Collector, key: &[u8]) {
 /// Looks `key` up; `Some(true)` if found with its own bytes.
 fn lookup(ix: &HashIndex, c: &Collector, key: &[u8]) -> Option<bool> {
     let g = c.pin();
-    ix.get(key, ix.hash(key), &g).map(|n| n.key() == key)
+    ix.get(key, ix.hash(key), Want::Head, &g)
+        .map(|n| n.key() == key)
 }
 
 fn publication() {

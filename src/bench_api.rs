@@ -9,7 +9,7 @@
 //! Not part of the API: no stability promise, hidden from the docs.
 
 use crate::machinery::epoch::Collector;
-use crate::store::raw::hashindex::HashIndex;
+use crate::store::raw::hashindex::{HashIndex, Want};
 use crate::store::raw::index::Index;
 use std::ops::Bound;
 
@@ -44,7 +44,9 @@ impl HashIndexHook {
     pub fn get(&self, key: &[u8]) -> Option<usize> {
         let guard = self.collector.pin();
         let h = self.ix.hash(key);
-        self.ix.get(key, h, &guard).map(|n| n as *const _ as usize)
+        self.ix
+            .get(key, h, Want::Head, &guard)
+            .map(|n| n as *const _ as usize)
     }
 
     /// Inserts `key` as the store's `Index::get_or_insert` does (a lookup,

@@ -223,7 +223,11 @@ fn read_at<'i, R>(
     f: impl FnOnce(Found<'_>, u64, Option<&'i KeyEntry>) -> R,
 ) -> R {
     let mut examined = 0;
-    let entry = index.get(key, guard);
+    let entry = index.get_to_read(
+        key,
+        view.timestamp_bound().map(crate::ts::Timestamp::get),
+        guard,
+    );
     let found = match entry {
         Some(e) => e.read_counted(view, guard, &mut examined),
         None => Found::Absent,

@@ -48,7 +48,7 @@
 //!   happens-before the reader's load of the table and slot.
 
 use super::chain::{KeyEntry, Version};
-use super::SendPtr;
+use super::{slab, SendPtr};
 use crate::machinery::epoch::{Collector, Guard};
 use crate::sync::{mutant as m, ordering_or_mutant, AtomicPtr, AtomicU64, Ordering, Witness};
 use std::alloc::{self, Layout};
@@ -117,16 +117,66 @@ impl KeyBytes {
 /// A table slot. `word`: the node pointer in the low [`ADDR_BITS`] bits
 /// and the top bits of its key's hash (the *tag*) above them, so a probe
 /// that meets another key's node rejects it without touching the node; 0:
-/// empty (a node pointer is never null). `head`: a hint, the key's head
-/// version when a writer last stored it, which a lookup prefetches beside
-/// the node so the node's and the version's misses overlap (a point read
-/// is then two dependent misses: the slot, then node and version together).
-/// The hint is never dereferenced, only prefetched (a prefetch reads
-/// nothing and never faults): a stale or freed hint costs a miss, never a
-/// wrong read, so its loads and stores are Relaxed.
+/// empty (a node pointer is never null). `hints`: two versions of the key
+/// named by their slab blocks ([`Hints`]), its head and its version at the
+/// stable timestamp of its last prune, as its last committer stored them;
+/// a lookup prefetches them beside the node so the node's and the version's
+/// misses overlap (a read of the head, or at a stable timestamp, is then
+/// two dependent misses: the slot, then node and version together). The
+/// hints are never dereferenced, only prefetched (a prefetch reads nothing
+/// and never faults): a stale or freed hint costs a miss, never a wrong
+/// read, so their loads and stores are Relaxed.
 struct Slot {
     word: AtomicU64,
-    head: AtomicPtr<Version>,
+    hints: AtomicU64,
+}
+
+/// A slot's `hints` word: the head's block name in the low 32 bits, the
+/// stable version's above (`slab::block_name`; 0: none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Hints(u64);
+
+impl Hints {
+    /// No hint.
+    pub(crate) const NONE: Hints = Hints(0);
+
+    /// Names `head` and `stable` (null, or a block outside the slab:
+    /// none).
+    #[inline]
+    pub(crate) fn new(head: *const Version, stable: *const Version) -> Hints {
+        let h = u64::from(slab::block_name(head.cast()));
+        let s = u64::from(slab::block_name(stable.cast()));
+        Hints(h | s << 32)
+    }
+
+    /// Starts loading the versions `want` asks for: the head's first line,
+    /// and for [`Want::Stable`] the stable version's first three lines too
+    /// (its header and a value of up to 144 bytes).
+    #[inline]
+    fn prefetch(self, want: Want) {
+        if want == Want::Nothing {
+            return;
+        }
+        super::prefetch(slab::block_addr(self.0 as u32));
+        let s = (self.0 >> 32) as u32;
+        if want == Want::Stable && s != 0 && s != self.0 as u32 {
+            let p = slab::block_addr(s);
+            super::prefetch(p);
+            super::prefetch(p.wrapping_add(64));
+            super::prefetch(p.wrapping_add(128));
+        }
+    }
+}
+
+/// Which of a slot's hinted versions a lookup prefetches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Want {
+    /// None (a lookup that reads no version).
+    Nothing,
+    /// The head (a read with no timestamp bound; a writer).
+    Head,
+    /// The head and the stable version (a read with a timestamp bound).
+    Stable,
 }
 
 /// Bits of a node address: user-space addresses on the 64-bit targets this
@@ -223,7 +273,7 @@ fn empty_slots(cap: usize) -> Box<[Slot]> {
     }
     // SAFETY: `p` is the global allocator's, with the layout of `cap` slots,
     // which `Box<[Slot]>` frees with; all-zero bits are an empty slot (the
-    // shim's atomics are std's, transparently: a 0 word and a null head).
+    // shim's atomics are std's, transparently: a 0 word and no hints).
     unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(p, cap)) }
 }
 
@@ -234,7 +284,7 @@ fn empty_slots(cap: usize) -> Box<[Slot]> {
     (0..cap)
         .map(|_| Slot {
             word: AtomicU64::new(0),
-            head: AtomicPtr::new(ptr::null_mut()),
+            hints: AtomicU64::new(0),
         })
         .collect()
 }
@@ -312,10 +362,11 @@ impl Table {
             .load(ordering_or_mutant(Ordering::Acquire, m::RELAXED_PREV_LOAD))
     }
 
-    /// The slot holding `key`'s node, and its word, in this table only.
+    /// The slot holding `key`'s node, and its word, in this table only,
+    /// prefetching the versions `want` names.
     #[inline]
-    fn slot_of(&self, key: &[u8], hash: u64) -> Option<(&Slot, u64)> {
-        self.probe(hash, |w| {
+    fn slot_of(&self, key: &[u8], hash: u64, want: Want) -> Option<(&Slot, u64)> {
+        self.probe(hash, want, |w| {
             // SAFETY: nodes are freed only when the index drops, and the
             // caller borrows the index.
             let n = unsafe { &*node_of(w) };
@@ -325,11 +376,11 @@ impl Table {
     }
 
     /// The first slot of `hash`'s probe sequence whose tag matches, as a
-    /// candidate (its node prefetched); `None` if an empty slot comes
-    /// first. Touches slots only.
+    /// candidate (its node and the versions `want` names prefetched);
+    /// `None` if an empty slot comes first. Touches slots only.
     #[inline]
-    fn first_match(&self, hash: u64) -> Option<Candidate> {
-        self.probe(hash, |w| {
+    fn first_match(&self, hash: u64, want: Want) -> Option<Candidate> {
+        self.probe(hash, want, |w| {
             super::prefetch(node_of(w));
             true
         })
@@ -337,10 +388,16 @@ impl Table {
     }
 
     /// Walks `hash`'s probe sequence to the first slot whose tag matches
-    /// and whose word `accept` takes, prefetching that slot's head hint;
-    /// `None` if an empty slot comes first.
+    /// and whose word `accept` takes, prefetching the versions `want` names
+    /// in each slot whose tag matches (before `accept`, which may wait for
+    /// the node); `None` if an empty slot comes first.
     #[inline]
-    fn probe(&self, hash: u64, mut accept: impl FnMut(u64) -> bool) -> Option<(&Slot, u64)> {
+    fn probe(
+        &self,
+        hash: u64,
+        want: Want,
+        mut accept: impl FnMut(u64) -> bool,
+    ) -> Option<(&Slot, u64)> {
         let mut i = self.home(hash);
         loop {
             let slot = &self.slots[i];
@@ -350,10 +407,12 @@ impl Table {
             if w == 0 {
                 return None;
             }
-            if w & !ADDR_MASK == tag(hash) && accept(w) {
-                // Relaxed: a hint, only prefetched (see `Slot`).
-                super::prefetch(slot.head.load(Ordering::Relaxed));
-                return Some((slot, w));
+            if w & !ADDR_MASK == tag(hash) {
+                // Relaxed: hints, only prefetched (see `Slot`).
+                Hints(slot.hints.load(Ordering::Relaxed)).prefetch(want);
+                if accept(w) {
+                    return Some((slot, w));
+                }
             }
             i = self.next(i);
         }
@@ -361,14 +420,14 @@ impl Table {
 
     /// Stores `node` in the first empty slot of its probe sequence. Only the
     /// inserter (holding `inserting`) calls this.
-    fn place(&self, node: *mut Node, hash: u64, head: *mut Version) {
+    fn place(&self, node: *mut Node, hash: u64, hints: Hints) {
         let mut i = self.home(hash);
         loop {
             let s = &self.slots[i];
             // Relaxed: only the inserter writes slots, under the mutex.
             if s.word.load(Ordering::Relaxed) == 0 {
-                // Relaxed: a hint, never dereferenced.
-                s.head.store(head, Ordering::Relaxed);
+                // Relaxed: hints, never dereferenced.
+                s.hints.store(hints.0, Ordering::Relaxed);
                 // Release, required: pairs with the Acquire slot loads in
                 // `Table::probe`, so a reader that finds the node sees it
                 // fully built (loom `hash_index`, publication).
@@ -458,11 +517,11 @@ impl HashIndex {
         on_new: impl FnOnce(&'s Node),
     ) -> (&'s Node, bool) {
         let h = self.hash(key);
-        if let Some(n) = self.get(key, h, guard) {
+        if let Some(n) = self.get(key, h, Want::Head, guard) {
             return (n, false);
         }
         let _g = self.inserting.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = self.get(key, h, guard) {
+        if let Some(n) = self.get(key, h, Want::Head, guard) {
             return (n, false);
         }
         // SAFETY: we hold `inserting`.
@@ -521,29 +580,36 @@ impl HashIndex {
     /// The slot holding `key`'s node, and its word: in `t`, or in the
     /// table still migrating into `t`.
     #[inline]
-    fn find<'g>(t: &'g Table, key: &[u8], hash: u64) -> Option<(&'g Slot, u64)> {
-        Self::in_either(t, |t| t.slot_of(key, hash))
+    fn find<'g>(t: &'g Table, key: &[u8], hash: u64, want: Want) -> Option<(&'g Slot, u64)> {
+        Self::in_either(t, |t| t.slot_of(key, hash, want))
     }
 
-    /// The node for `key`, if inserted. Loads only.
+    /// The node for `key`, if inserted, prefetching the versions `want`
+    /// names. Loads only.
     #[inline]
-    pub(crate) fn get<'s>(&'s self, key: &[u8], hash: u64, guard: &Guard) -> Option<&'s Node> {
-        let (_, w) = Self::find(self.current(guard), key, hash)?;
+    pub(crate) fn get<'s>(
+        &'s self,
+        key: &[u8],
+        hash: u64,
+        want: Want,
+        guard: &Guard,
+    ) -> Option<&'s Node> {
+        let (_, w) = Self::find(self.current(guard), key, hash, want)?;
         // SAFETY: nodes are freed only when the index drops, which needs
         // `&mut`; the `'s` borrow of `self` rules that out.
         Some(unsafe { &*node_of(w) })
     }
 
-    /// Stores `v` as `key`'s head hint (see `Slot`): called by a writer
-    /// after its head CAS. A probe of slots only (hot after the writer's
+    /// Stores `hints` in `key`'s slot (see `Slot`): called by a committer
+    /// after it pruned the key. A probe of slots (hot after the writer's
     /// lookup); nothing if the key is absent. A store into a table that
     /// growth is moving out of, into a slot already moved, is lost, which
-    /// only leaves a stale hint.
+    /// only leaves stale hints.
     #[inline]
-    pub(crate) fn hint_head(&self, key: &[u8], hash: u64, v: *mut Version, guard: &Guard) {
-        if let Some((slot, _)) = Self::find(self.current(guard), key, hash) {
-            // Relaxed: a hint, never dereferenced.
-            slot.head.store(v, Ordering::Relaxed);
+    pub(crate) fn hint(&self, key: &[u8], hash: u64, hints: Hints, guard: &Guard) {
+        if let Some((slot, _)) = Self::find(self.current(guard), key, hash, Want::Nothing) {
+            // Relaxed: hints, never dereferenced.
+            slot.hints.store(hints.0, Ordering::Relaxed);
         }
     }
 
@@ -568,8 +634,9 @@ impl HashIndex {
     /// starts loading it. Touches slots only, never a node, so a batch's
     /// node misses overlap.
     #[inline]
-    pub(crate) fn candidate(&self, hash: u64, guard: &Guard) -> Candidate {
-        Self::in_either(self.current(guard), |t| t.first_match(hash)).unwrap_or(Candidate::NONE)
+    pub(crate) fn candidate(&self, hash: u64, want: Want, guard: &Guard) -> Candidate {
+        Self::in_either(self.current(guard), |t| t.first_match(hash, want))
+            .unwrap_or(Candidate::NONE)
     }
 
     /// Batched lookups, last step: the node for `key` given its
@@ -593,7 +660,7 @@ impl HashIndex {
         if n.key() == key {
             Some(n)
         } else {
-            self.get(key, hash, guard)
+            self.get(key, hash, Want::Head, guard)
         }
     }
 
@@ -662,7 +729,7 @@ impl HashIndex {
             // SAFETY: we hold the insert mutex.
             unsafe { self.migrate(t, usize::MAX, collector, guard) };
             let bigger = Table::with_capacity(grown(t.slots.len()), cur);
-            bigger.place(node, hash, ptr::null_mut());
+            bigger.place(node, hash, Hints::NONE);
             self.moved.set(0);
             let bigger = Box::into_raw(bigger);
             // Release, required: pairs with the Acquire table load in
@@ -677,7 +744,7 @@ impl HashIndex {
                 unsafe { self.migrate(&*bigger, usize::MAX, collector, guard) };
             }
         } else {
-            t.place(node, hash, ptr::null_mut());
+            t.place(node, hash, Hints::NONE);
         }
         self.len.set(len);
     }
@@ -739,8 +806,8 @@ impl HashIndex {
                 // SAFETY: a node in a slot lives until the index drops; its
                 // key is immutable.
                 let h = self.hash(unsafe { (*n).key() });
-                // Relaxed: a hint, never dereferenced.
-                t.place(n, h, s.head.load(Ordering::Relaxed));
+                // Relaxed: hints, never dereferenced.
+                t.place(n, h, Hints(s.hints.load(Ordering::Relaxed)));
             }
         }
         self.moved.set(to);
@@ -813,34 +880,56 @@ mod tests {
         assert_eq!(std::mem::size_of::<KeyBytes>(), 24);
         assert_eq!(std::mem::size_of::<Node>(), 64);
         assert_eq!(std::mem::align_of::<Node>(), 64);
-        // A slot: the node address with the hash's tag, and the head hint.
+        // A slot: the node address with the hash's tag, and two hints.
         assert_eq!(std::mem::size_of::<Slot>(), 16);
     }
 
-    /// The head hint stored for `key` (in the current table, or the one
-    /// still migrating into it).
-    fn hint_of(ix: &HashIndex, key: &[u8], g: &Guard) -> *mut Version {
-        let (slot, _) = HashIndex::find(ix.current(g), key, ix.hash(key)).expect("key present");
-        slot.head.load(Ordering::Relaxed)
+    /// The hints stored for `key` (in the current table, or the one still
+    /// migrating into it).
+    fn hints_of(ix: &HashIndex, key: &[u8], g: &Guard) -> Hints {
+        let (slot, _) =
+            HashIndex::find(ix.current(g), key, ix.hash(key), Want::Nothing).expect("key present");
+        Hints(slot.hints.load(Ordering::Relaxed))
     }
 
     #[test]
-    fn a_head_hint_lands_in_its_keys_slot_and_survives_growth() {
+    fn hints_land_in_their_keys_slot_and_survive_growth() {
         let collector = Collector::new();
         let ix = HashIndex::new();
         let g = collector.pin();
-        // Never dereferenced: any address will do as a hint.
-        let fake = |i: u64| ptr::without_provenance_mut::<Version>(((i + 1) * 64) as usize);
-        for i in 0u64..3000 {
-            let k = i.to_be_bytes();
+        // Slab blocks, so each has a name; never dereferenced here.
+        let blocks: Vec<_> = (0..6000).map(|_| slab::alloc(16)).collect();
+        let v = |i: usize| blocks[i].as_ptr().cast::<Version>();
+        let hints = |i: usize| Hints::new(v(2 * i), v(2 * i + 1));
+        for i in 0..3000 {
+            let k = (i as u64).to_be_bytes();
             ix.get_or_insert(&k, &collector, &g, |_| {});
-            ix.hint_head(&k, ix.hash(&k), fake(i), &g);
+            ix.hint(&k, ix.hash(&k), hints(i), &g);
         }
         // Absent keys take no hint.
-        ix.hint_head(b"absent", ix.hash(b"absent"), fake(0), &g);
-        for i in 0u64..3000 {
-            assert_eq!(hint_of(&ix, &i.to_be_bytes(), &g), fake(i), "key {i}");
+        ix.hint(b"absent", ix.hash(b"absent"), hints(0), &g);
+        for i in 0..3000 {
+            let h = hints_of(&ix, &(i as u64).to_be_bytes(), &g);
+            assert_eq!(h, hints(i), "key {i}");
+            assert_eq!(slab::block_addr(h.0 as u32), v(2 * i).cast::<u8>());
+            assert_eq!(
+                slab::block_addr((h.0 >> 32) as u32),
+                v(2 * i + 1).cast::<u8>()
+            );
         }
+        for b in blocks {
+            // SAFETY: from `slab::alloc(16)` above, freed once, never
+            // reached by anything else (the hints are only names).
+            unsafe { slab::free(b, 16) };
+        }
+    }
+
+    #[test]
+    fn a_version_outside_the_slab_has_no_name() {
+        let outside = Box::new(0u64);
+        let p: *const u64 = &*outside;
+        assert_eq!(Hints::new(p.cast(), ptr::null()), Hints::NONE);
+        assert!(slab::block_addr(0).is_null());
     }
 
     #[test]
@@ -869,13 +958,18 @@ mod tests {
         let g = collector.pin();
         for i in 0u32..5000 {
             let k = i.to_be_bytes();
-            let n = ix.get(&k, ix.hash(&k), &g).expect("inserted key");
+            let n = ix
+                .get(&k, ix.hash(&k), Want::Head, &g)
+                .expect("inserted key");
             assert_eq!(n.key(), &k[..]);
         }
-        assert_eq!(ix.get(&long, ix.hash(&long), &g).unwrap().key(), &long[..]);
+        assert_eq!(
+            ix.get(&long, ix.hash(&long), Want::Head, &g).unwrap().key(),
+            &long[..]
+        );
         for i in 5000u32..6000 {
             let k = i.to_be_bytes();
-            assert!(ix.get(&k, ix.hash(&k), &g).is_none());
+            assert!(ix.get(&k, ix.hash(&k), Want::Head, &g).is_none());
         }
     }
 
@@ -892,7 +986,7 @@ mod tests {
         let g = collector.pin();
         for i in 0u32..5_000 {
             let k = i.to_be_bytes();
-            assert!(ix.get(&k, ix.hash(&k), &g).is_some(), "key {i}");
+            assert!(ix.get(&k, ix.hash(&k), Want::Head, &g).is_some(), "key {i}");
         }
     }
 
@@ -939,7 +1033,7 @@ mod tests {
         assert_eq!(migrating_from(&ix), None, "{n} keys: still migrating");
         for i in 0..n {
             let k = i.to_be_bytes();
-            assert!(ix.get(&k, ix.hash(&k), &g).is_some(), "key {i}");
+            assert!(ix.get(&k, ix.hash(&k), Want::Head, &g).is_some(), "key {i}");
         }
         insert(&ix, &collector, &n.to_be_bytes());
     }
@@ -989,7 +1083,7 @@ mod tests {
         let g = collector.pin();
         for i in 0u32..50_000 {
             let k = i.to_be_bytes();
-            assert!(ix.get(&k, ix.hash(&k), &g).is_some(), "key {i}");
+            assert!(ix.get(&k, ix.hash(&k), Want::Head, &g).is_some(), "key {i}");
         }
     }
 
@@ -1004,9 +1098,9 @@ mod tests {
         let found = |n: u32| {
             let k = n.to_be_bytes();
             let h = ix.hash(&k);
-            let plain = ix.get(&k, h, &g).map(|n| n as *const Node);
+            let plain = ix.get(&k, h, Want::Head, &g).map(|n| n as *const Node);
             ix.prefetch_slot(h, &g);
-            let c = ix.candidate(h, &g);
+            let c = ix.candidate(h, Want::Head, &g);
             let batched = ix.resolve(&k, h, c, &g).map(|n| n as *const Node);
             assert_eq!(plain, batched, "key {n}: the batched lookup agrees");
             plain.is_some()
@@ -1071,7 +1165,10 @@ mod tests {
                     x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
                     let k = (x % upto).to_be_bytes();
                     let g = collector.pin();
-                    assert!(ix.get(&k, ix.hash(&k), &g).is_some(), "lost a key");
+                    assert!(
+                        ix.get(&k, ix.hash(&k), Want::Head, &g).is_some(),
+                        "lost a key"
+                    );
                 }
             });
         });

@@ -39,7 +39,7 @@
 //! protocol the models check.
 
 use super::chain::KeyEntry;
-use super::hashindex::{HashIndex, Node};
+use super::hashindex::{HashIndex, Hints, Node, Want};
 use super::SendPtr;
 use crate::machinery::epoch::{Collector, Guard};
 use crate::sync::{AtomicPtr, Mutex, Ordering};
@@ -524,14 +524,29 @@ impl Index {
     /// The entry for `key`, if the key was ever written. Loads only.
     #[inline]
     pub(crate) fn get<'s>(&'s self, key: &[u8], guard: &Guard) -> Option<&'s KeyEntry> {
+        self.get_to_read(key, None, guard)
+    }
+
+    /// [`Index::get`] for a read bounded by `bound` (its read timestamp;
+    /// `None`: none): starts loading, beside the node, the key's head and,
+    /// with a bound, its version at the stable timestamp of its last prune
+    /// (the slot's hints), where a read at stable lands.
+    #[inline]
+    pub(crate) fn get_to_read<'s>(
+        &'s self,
+        key: &[u8],
+        bound: Option<u64>,
+        guard: &Guard,
+    ) -> Option<&'s KeyEntry> {
         #[cfg(test)]
         LOOKUPS.with(|n| n.set(n.get() + 1));
         let h = self.hash.hash(key);
-        self.hash.get(key, h, guard).map(|n| &n.entry)
+        self.hash.get(key, h, want(bound), guard).map(|n| &n.entry)
     }
 
     /// Reads a batch of keys with their cache misses overlapped: every
-    /// key's table slot is requested, then every key's node, then the
+    /// key's table slot is requested, then every key's node and its slot's
+    /// hinted versions (as [`Index::get_to_read`]), then the
     /// version a read bounded by `bound` examines first (the head, or the
     /// hint's or finger's version: `KeyEntry::prefetch_for`), before the
     /// first read; `f(i, entry)` then runs
@@ -555,7 +570,7 @@ impl Index {
             }
             let mut cs = [Candidate::NONE; BATCH];
             for (c, &h) in cs.iter_mut().zip(&hs[..chunk.len()]) {
-                *c = self.hash.candidate(h, guard);
+                *c = self.hash.candidate(h, want(bound), guard);
             }
             let mut es: [Option<&'s KeyEntry>; BATCH] = [None; BATCH];
             for (i, k) in chunk.iter().enumerate() {
@@ -576,11 +591,14 @@ impl Index {
         true
     }
 
-    /// Tells the index that `v` is now `key`'s head (a writer, after its
-    /// head CAS): a hint that lookups prefetch, never dereferenced.
+    /// Tells the index `entry`'s head and its version at stable (a
+    /// committer, after pruning `key`): hints that lookups prefetch, never
+    /// dereferenced.
     #[inline]
-    pub(crate) fn hint_head(&self, key: &[u8], v: *mut super::chain::Version, guard: &Guard) {
-        self.hash.hint_head(key, self.hash.hash(key), v, guard);
+    pub(crate) fn hint(&self, key: &[u8], entry: &KeyEntry, guard: &Guard) {
+        let (head, stable) = entry.hinted();
+        self.hash
+            .hint(key, self.hash.hash(key), Hints::new(head, stable), guard);
     }
 
     /// The index's own bytes of `key` and its entry, inserting an empty one
@@ -642,6 +660,17 @@ impl Index {
             // SAFETY: as in `range`.
             f(unsafe { &(*k.0).entry });
         }
+    }
+}
+
+/// What a lookup for a read bounded by `bound` prefetches from the slot:
+/// the stable version too when there is a bound.
+#[inline]
+fn want(bound: Option<u64>) -> Want {
+    if bound.is_some() {
+        Want::Stable
+    } else {
+        Want::Head
     }
 }
 

@@ -38,7 +38,16 @@ impl Index {
         self.map.lock().unwrap().get(key).map(|b| Self::extend(b))
     }
 
-    pub(crate) fn hint_head(&self, _key: &[u8], _v: *mut super::chain::Version, _guard: &Guard) {}
+    pub(crate) fn get_to_read<'s>(
+        &'s self,
+        key: &[u8],
+        _bound: Option<u64>,
+        guard: &Guard,
+    ) -> Option<&'s KeyEntry> {
+        self.get(key, guard)
+    }
+
+    pub(crate) fn hint(&self, _key: &[u8], _entry: &KeyEntry, _guard: &Guard) {}
 
     /// The stand-in's map never migrates.
     pub(crate) fn finish_migration(&self, _collector: &Collector, _guard: &Guard) {}

@@ -69,6 +69,21 @@ pub(crate) use global::stats;
 #[cfg_attr(not(feature = "bench-hooks"), allow(unused_imports))]
 pub use global::SlabStats;
 pub(crate) use global::{alloc, free};
+#[cfg(not(loom))]
+pub(crate) use global::{block_addr, block_name};
+
+/// Under loom versions come from the global allocator: no block has a
+/// name, so the index's hint slots stay empty.
+#[cfg(loom)]
+pub(crate) fn block_name(_p: *const u8) -> u32 {
+    0
+}
+
+/// Under loom: the address of no name.
+#[cfg(loom)]
+pub(crate) fn block_addr(_n: u32) -> *const u8 {
+    std::ptr::null()
+}
 use region::{LazyRegion, Region};
 
 use crate::sync::mutant::{self as m, mutant_on};

@@ -52,8 +52,9 @@ struct Held {
 struct Rec<'s> {
     /// The table's id (0: the default table).
     table: u32,
-    /// The key's bytes as the index stores them (no copy).
+    /// The key's bytes as the index stores them (no copy), and the index.
     key: &'s [u8],
+    index: &'s Index,
     entry: &'s KeyEntry,
     version: NonNull<Version>,
 }
@@ -196,13 +197,13 @@ impl<'s> WriteSet<'s> {
         Ok(
             match entry.prepend(Version::alloc(status, value), view, &guard) {
                 Ok((v, retries)) => {
-                    index.hint_head(key, v, &guard);
                     let version = NonNull::new(v).expect("prepend returns the linked version");
                     // The index's bytes, which live as long as its index (keys
                     // are never removed): recorded without a copy.
                     self.recs.push(Rec {
                         table: tb.id(),
                         key: stored,
+                        index,
                         entry,
                         version,
                     });
@@ -382,7 +383,7 @@ impl<'s> WriteSet<'s> {
     }
 
     /// After a commit: prunes the chains written to `horizon`, moves their
-    /// fingers up to `stable`, hands full batches of cut tails to the
+    /// fingers up to `stable`, refreshes their slots' hints, hands full batches of cut tails to the
     /// collector, and empties the set for the next transaction. Returns the
     /// work done (nothing if no commit completed).
     pub(crate) fn prune_committed(
@@ -400,6 +401,9 @@ impl<'s> WriteSet<'s> {
         let guard = store.collector.pin();
         for w in &self.recs {
             let n = w.entry.cut(horizon, stable, &mut self.tails, &guard);
+            // The slot's hints, for readers: the head and the version at
+            // the stable just pruned to (`hashindex.rs`, `Slot`).
+            w.index.hint(w.key, w.entry, &guard);
             out.cut += n.cut;
             out.examined += n.examined;
         }

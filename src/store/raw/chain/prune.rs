@@ -211,6 +211,26 @@ impl KeyEntry {
         out
     }
 
+    /// The key's head and the version a read at the stable timestamp of
+    /// its last prune starts from (the finger, else the floor; none for an
+    /// unordered key, whose readers walk from the head): the index slot's
+    /// hints (`hashindex.rs`), only ever prefetched.
+    pub(crate) fn hinted(&self) -> (*mut Version, *mut Version) {
+        // Relaxed, all of them: the pointers are named, never dereferenced
+        // here or by whoever prefetches them.
+        let head = self.head.load(Ordering::Relaxed);
+        if hint::unordered(self.hint.load(Ordering::Relaxed)) {
+            return (head, ptr::null_mut());
+        }
+        let f = finger_of(self.finger.load(Ordering::Relaxed));
+        let stable = if f.is_null() {
+            self.floor.load(Ordering::Relaxed)
+        } else {
+            f
+        };
+        (head, stable)
+    }
+
     /// Points the hint at the version right above `base` (the finger, or
     /// the floor with no finger), with the gap from the head summary, and
     /// keeps the unordered flag.

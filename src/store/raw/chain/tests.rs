@@ -333,3 +333,43 @@ fn a_value_lives_in_its_version_allocation() {
     // SAFETY: as above.
     assert_eq!(unsafe { empty.0.as_ref() }.value(), Some(&[][..]));
 }
+
+/// The value of the version `p` (for the hint tests).
+fn value_of(p: *mut Version, _g: &crate::machinery::epoch::Guard) -> Vec<u8> {
+    // SAFETY: `p` is linked in the test's chain and we hold `_g`.
+    unsafe { &*p }.value().expect("a value").to_vec()
+}
+
+#[test]
+fn the_slot_hints_name_the_head_and_the_version_at_the_pruned_stable() {
+    let (mgr, collector, e) = (
+        TxnManager::new(4).unwrap(),
+        Collector::new(),
+        KeyEntry::new(),
+    );
+    let mut w = mgr.session().unwrap();
+    for ts in [10u64, 20, 30] {
+        put(&e, &collector, &mut w, &[ts as u8], ts);
+    }
+    let g = collector.pin();
+    // Before any prune with a stable: the floor (the first commit).
+    let (head, stable) = e.hinted();
+    assert_eq!(
+        (value_of(head, &g), value_of(stable, &g)),
+        (vec![30], vec![10])
+    );
+    drop(g);
+    prune_at(&e, &collector, &mgr, 5, 25);
+    let g = collector.pin();
+    let (head, stable) = e.hinted();
+    assert_eq!(
+        (value_of(head, &g), value_of(stable, &g)),
+        (vec![30], vec![20])
+    );
+    drop(g);
+    // A commit below the newest: readers walk from the head, no stable hint.
+    put(&e, &collector, &mut w, &[27], 27);
+    let (head, stable) = e.hinted();
+    assert_eq!(value_of(head, &collector.pin()), vec![27]);
+    assert!(stable.is_null());
+}

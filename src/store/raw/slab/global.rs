@@ -233,6 +233,26 @@ pub(crate) unsafe fn free(p: NonNull<u8>, bytes: usize) {
     }
 }
 
+/// The name a prefetch hint keeps for block `p` (the index's slots,
+/// `hashindex.rs`): its granule index in the region plus one, so 0 names
+/// nothing (a block from the global allocator, or null).
+#[inline]
+pub(crate) fn block_name(p: *const u8) -> u32 {
+    let r = shared().region.get();
+    r.and_then(|r| r.index_of(p.cast_mut()))
+        .map_or(0, |i| i + 1)
+}
+
+/// The address block name `n` stands for (null for 0): only to prefetch,
+/// never to read (a stale name may stand for a freed or reused block).
+#[inline]
+pub(crate) fn block_addr(n: u32) -> *const u8 {
+    match (n, shared().region.get()) {
+        (0, _) | (_, None) => std::ptr::null(),
+        (n, Some(r)) => r.hint_addr(n - 1),
+    }
+}
+
 /// The process's version slab's figures now.
 #[cfg_attr(not(any(test, feature = "bench-hooks")), allow(dead_code))]
 pub(crate) fn stats() -> SlabStats {
