@@ -383,9 +383,10 @@ impl<'s> WriteSet<'s> {
     }
 
     /// After a commit: prunes the chains written to `horizon`, moves their
-    /// fingers up to `stable`, refreshes their slots' hints, hands full batches of cut tails to the
-    /// collector, and empties the set for the next transaction. Returns the
-    /// work done (nothing if no commit completed).
+    /// fingers up to `stable`, refreshes their slots' hints, hands full
+    /// batches of cut tails to the collector, and empties the set for the
+    /// next transaction. Returns the work done (nothing if no commit
+    /// completed).
     pub(crate) fn prune_committed(
         &mut self,
         horizon: Horizon,
