@@ -642,7 +642,12 @@ fn validate_store<M: Machinery>(
     if reads.is_empty() {
         return Ok(());
     }
-    let view = txn.inner.read_view()?;
+    // Its reads took the snapshot: the view is built without the checks
+    // `read_view` makes.
+    let view = match txn.inner.current_view() {
+        Some(v) => v,
+        None => txn.inner.read_view()?,
+    };
     let own;
     let guard = match pinned {
         Some(g) => g,
