@@ -543,26 +543,34 @@ impl Gate {
     /// same mutual exclusion as [`Gate::lock`]: a failed `try_lock`
     /// changes nothing. Under loom it is `lock` (the models check the
     /// exclusion, not the count, and a try first would only widen them).
+    #[inline]
     fn enter<M: Machinery>(&self, txn: &Txn<'_, '_, M>) -> MutexGuard<'_, GateState> {
         #[cfg(not(loom))]
         {
             match self.state.try_lock() {
-                Ok(g) => return g,
-                Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => {}
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => self.wait(txn),
             }
-            let t0 = std::time::Instant::now();
-            let g = self.lock();
-            let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            txn.inner.count(crate::machinery::Count::GateWaits, 1);
-            txn.inner.count(crate::machinery::Count::GateWaitNs, ns);
-            g
         }
         #[cfg(loom)]
         {
             let _ = txn;
             self.lock()
         }
+    }
+
+    /// [`Gate::enter`] found the gate held: waits for it, counting the wait.
+    #[cfg(not(loom))]
+    #[cold]
+    #[inline(never)]
+    fn wait<M: Machinery>(&self, txn: &Txn<'_, '_, M>) -> MutexGuard<'_, GateState> {
+        let t0 = std::time::Instant::now();
+        let g = self.lock();
+        let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        txn.inner.count(crate::machinery::Count::GateWaits, 1);
+        txn.inner.count(crate::machinery::Count::GateWaitNs, ns);
+        g
     }
 
     /// Raises the sequence and lets the gate go: what this holder changed
@@ -787,7 +795,7 @@ pub(super) fn gated<'s, 'e, M: Machinery, R>(
     if !txn.session.serial.active() {
         return commit(txn, opts, None);
     }
-    gated_slow(txn, opts, commit)
+    gated_in_memory(txn, opts, commit)
 }
 
 #[cold]
@@ -913,6 +921,97 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
         engine.serial.release(state);
     }
     if ended {
+        finished(txn);
+    }
+    r
+}
+
+/// [`gated_slow`]'s common case, the same steps with fewer branches: a
+/// writer's commit on an in-memory engine (no log: it leaves the gate once
+/// its completion is installed, with no `LogTurn` ticket), not prepared
+/// (its reads are validated here), not doomed, and registering nothing at
+/// the gate. Every other commit goes on to [`gated_slow`].
+#[inline(never)]
+fn gated_in_memory<'s, 'e, M: Machinery, R>(
+    txn: &mut Txn<'s, 'e, M>,
+    opts: CommitOptions,
+    commit: impl FnOnce(&mut Txn<'s, 'e, M>, CommitOptions, Option<&mut LogTurn<'e>>) -> Result<R>,
+) -> Result<R> {
+    let engine = txn.session.engine;
+    if engine.durable.is_some()
+        || txn.inner.id() == TxnId::NONE
+        || !txn.inner.prepare_timestamp().is_none()
+        || txn.inner.check_usable().is_err()
+        || txn.session.serial.registered
+    {
+        return gated_slow(txn, opts, commit);
+    }
+    let gate = &engine.serial;
+    let serializable = txn.session.serial.serializable;
+    let ts = commit_ts(txn, &opts);
+    // One epoch guard until the commit returns, as in `gated_slow`.
+    let pinned = engine.store.collector.pin();
+    // Acquire: pairs with the Release store in `Gate::release`, so the
+    // flips and list changes of every holder counted in `seq` are seen by
+    // the validation below. Required.
+    let seq = gate.seq.load(Ordering::Acquire);
+    let found = validate_store(txn, Some(&pinned));
+    txn.inner.make_room_for_completion();
+    let state = gate.enter(txn);
+    if serializable && ts < state.last_ts {
+        return Err(Error::SerializableTimestampOrder {
+            commit: ts,
+            last: state.last_ts,
+        });
+    }
+    // No holder since the store check (Relaxed: the mutex orders this
+    // load after every store to it) and nothing registered or committing:
+    // the check's outcome is what `validate` would return.
+    let quiet = gate.seq.load(Ordering::Relaxed) == seq
+        && state.prepared.is_empty()
+        && state.committing.is_empty()
+        && !mutant_on(m::SERIALIZABLE_SKIPS_VALIDATION);
+    let valid = if quiet {
+        found
+    } else {
+        validate(txn, &state, Some(Early { seq, found }), Some(&pinned))
+    };
+    if let Err(e) = valid {
+        txn.rollback_in_place();
+        gate.release(state);
+        finished(txn);
+        return Err(*e);
+    }
+    let mut turn = LogTurn {
+        gate,
+        held: Some(state),
+        at_append: false,
+        serializable,
+        settled: false,
+        ticket: None,
+        writes: None,
+        ts,
+    };
+    let r = if mutant_on(m::SERIALIZABLE_GATE_RELEASED_BEFORE_COMMIT) {
+        // The broken twin, as in `gated_slow`.
+        if let Some(state) = turn.held.take() {
+            gate.release(state);
+        }
+        commit(txn, opts, None)
+    } else {
+        commit(txn, opts, Some(&mut turn))
+    };
+    // Still held: the commit returned before its completion. Not settled
+    // (the broken twin): the bound is raised here.
+    let held = turn.held.take();
+    if held.is_some() || (r.is_ok() && serializable && !turn.settled) {
+        let mut state = held.unwrap_or_else(|| gate.lock());
+        if r.is_ok() && serializable {
+            state.raise_last_ts(ts);
+        }
+        gate.release(state);
+    }
+    if !txn.inner.is_open() {
         finished(txn);
     }
     r
