@@ -523,7 +523,7 @@ pub(crate) struct Gate {
     /// append, a `committing` or `prepared` list changed), and only under
     /// the gate. A validation run before the gate counts only if it is
     /// unchanged from before that validation to the gate's entry
-    /// ([`gated_slow`]).
+    /// ([`gated_in_memory`], [`gated_slow`]).
     seq: AtomicU64,
 }
 
@@ -588,8 +588,8 @@ impl Gate {
         // orders them.
         let next = self.seq.load(Ordering::Relaxed) + 1;
         // Release: publishes this holder's flips and list changes; pairs
-        // with the Acquire load in `gated_slow` before its early
-        // validation. Required.
+        // with the Acquire loads in `gated_slow` and `gated_in_memory`
+        // before their early validation. Required.
         let o = ordering_or_mutant(Ordering::Release, m::RELAXED_GATE_SEQ_STORE);
         self.seq.store(next, o);
         drop(state);
