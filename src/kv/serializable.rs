@@ -335,22 +335,15 @@ impl<'e> Tracker<'e> {
     #[inline]
     pub(crate) fn end(&mut self) {
         if self.registered {
-            self.unregister();
+            let mut state = self.gate.lock();
+            state.prepared.retain(|p| p.owner != self.owner);
+            self.gate.release(state);
+            self.registered = false;
         }
         self.track = false;
         self.serializable = false;
         self.reads.clear();
         self.tables.clear();
-    }
-
-    /// Drops its registration at the gate.
-    #[cold]
-    #[inline(never)]
-    fn unregister(&mut self) {
-        let mut state = self.gate.lock();
-        state.prepared.retain(|p| p.owner != self.owner);
-        self.gate.release(state);
-        self.registered = false;
     }
 
     /// Does it hold anything of a transaction: tracking on, a serializable
