@@ -111,15 +111,16 @@ enum Edge {
 }
 
 /// What a transaction read: keys and ranges, each with its table's id,
-/// their bytes in one buffer.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct ReadSet {
+/// their bytes in one buffer. Each key carries an `E`: the tracker's, the
+/// entry its read found (`Tracker::reads`); `()` elsewhere.
+#[derive(Default)]
+pub(crate) struct ReadSet<E = ()> {
     bytes: Vec<u8>,
-    keys: Vec<(u32, Range<usize>)>,
+    keys: Vec<(u32, Range<usize>, E)>,
     ranges: Vec<(u32, Edge, Edge)>,
 }
 
-impl ReadSet {
+impl<E: Copy + Default> ReadSet<E> {
     fn push(&mut self, key: &[u8]) -> Range<usize> {
         let start = self.bytes.len();
         self.bytes.extend_from_slice(key);
@@ -136,7 +137,7 @@ impl ReadSet {
 
     fn add_key(&mut self, table: u32, key: &[u8]) {
         let r = self.push(key);
-        self.keys.push((table, r));
+        self.keys.push((table, r, E::default()));
     }
 
     fn add_range(&mut self, table: u32, lo: Bound<&[u8]>, hi: Bound<&[u8]>) {
@@ -153,7 +154,9 @@ impl ReadSet {
     }
 
     fn keys(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
-        self.keys.iter().map(|(t, r)| (*t, &self.bytes[r.clone()]))
+        self.keys
+            .iter()
+            .map(|(t, r, _)| (*t, &self.bytes[r.clone()]))
     }
 
     #[allow(clippy::type_complexity)]
@@ -190,14 +193,31 @@ impl ReadSet {
         self.keys.is_empty() && self.ranges.is_empty()
     }
 
+    /// The same keys and ranges without their `E`s, this one left empty
+    /// (the keys' buffer kept for its next use).
+    fn take_plain(&mut self) -> ReadSet {
+        let keys = self
+            .keys
+            .iter()
+            .map(|(t, r, _)| (*t, r.clone(), ()))
+            .collect();
+        self.keys.clear();
+        ReadSet {
+            bytes: std::mem::take(&mut self.bytes),
+            keys,
+            ranges: std::mem::take(&mut self.ranges),
+        }
+    }
+
     /// The bytes this read set holds: keys, range bounds and their entries.
     fn tracked_bytes(&self) -> usize {
         self.bytes.len()
-            + self.keys.len() * std::mem::size_of::<(u32, Range<usize>)>()
+            + self.keys.len() * std::mem::size_of::<(u32, Range<usize>, E)>()
             + self.ranges.len() * std::mem::size_of::<(u32, Edge, Edge)>()
     }
 
     /// Empties it; frees its buffers if they grew past [`KEEP_BYTES`].
+    #[inline]
     fn clear(&mut self) {
         if past_keep(&self.bytes) || past_keep(&self.keys) || past_keep(&self.ranges) {
             *self = ReadSet::default();
@@ -241,15 +261,13 @@ pub(crate) struct Tracker<'e> {
     pub(crate) track: bool,
     /// The open transaction is [`Isolation::Serializable`].
     serializable: bool,
-    reads: ReadSet,
-    /// The entries of `reads`' keys, one a key in order, as the reads
-    /// found them (`None`: the key had none, never written): validation
-    /// checks these without a lookup. A default table's lives as long as
-    /// the engine; a named table's while the session's write set holds
-    /// that table's index (`WriteSet::hold`), which every tracked read
-    /// of a named table takes. Emptied with `reads` (and when `reads` is
-    /// registered).
-    kept: Vec<Option<&'e KeyEntry>>,
+    /// Its reads; each key with the entry its read found (`None`: the
+    /// key had none, never written): validation checks these without a
+    /// lookup. A default table's entry lives as long as the engine; a
+    /// named table's while the session's write set holds that table's
+    /// index (`WriteSet::hold`), which every tracked read of a named
+    /// table takes.
+    reads: ReadSet<Option<&'e KeyEntry>>,
     /// A durable serializable commit's written keys, copied from the write
     /// set when it leaves the gate at append and lent to the gate's
     /// `committing` list until it completes (`LogTurn`); kept, emptied,
@@ -271,7 +289,6 @@ impl<'e> Tracker<'e> {
             track: false,
             serializable: false,
             reads: ReadSet::default(),
-            kept: Vec::new(),
             lent: ReadSet::default(),
             tables: Vec::new(),
             owner: crate::sync::unique_id(),
@@ -326,11 +343,6 @@ impl<'e> Tracker<'e> {
         self.track = false;
         self.serializable = false;
         self.reads.clear();
-        if past_keep(&self.kept) {
-            self.kept = Vec::new();
-        } else {
-            self.kept.clear();
-        }
         self.tables.clear();
     }
 
@@ -360,6 +372,9 @@ impl<'e> Tracker<'e> {
 
     /// Table `id` of the sets (the default table, or one noted).
     fn table(&self, id: u32) -> Tb<'_> {
+        if id == 0 {
+            return Tb::Default;
+        }
         match self.tables.iter().find(|t| t.id == id) {
             Some(t) => Tb::Named(t),
             None => Tb::Default,
@@ -372,8 +387,7 @@ impl<'e> Tracker<'e> {
     pub(crate) fn note_key(&mut self, tb: Tb<'_>, key: &[u8]) -> usize {
         let t = self.note_table(tb);
         self.reads.add_key(t, key);
-        self.kept.push(None);
-        self.kept.len() - 1
+        self.reads.keys.len() - 1
     }
 
     /// Records a batch of point reads in `tb` (while `track` is set);
@@ -382,11 +396,10 @@ impl<'e> Tracker<'e> {
     #[inline(never)]
     pub(crate) fn note_keys<K: AsRef<[u8]>>(&mut self, tb: Tb<'_>, keys: &[K]) -> usize {
         let t = self.note_table(tb);
-        let at = self.kept.len();
+        let at = self.reads.keys.len();
         for k in keys {
             self.reads.add_key(t, k.as_ref());
         }
-        self.kept.resize(at + keys.len(), None);
         at
     }
 
@@ -394,8 +407,8 @@ impl<'e> Tracker<'e> {
     /// entry) in the index the write set holds for its table.
     #[inline]
     pub(crate) fn keep(&mut self, at: usize, entry: Option<&'e KeyEntry>) {
-        if let Some(k) = self.kept.get_mut(at) {
-            *k = entry;
+        if let Some(k) = self.reads.keys.get_mut(at) {
+            k.2 = entry;
         }
     }
 
@@ -438,7 +451,7 @@ impl<'e> Tracker<'e> {
     /// its writes are the write set's records, which every transaction
     /// keeps).
     pub(crate) fn tracked_bytes(&self) -> usize {
-        self.reads.tracked_bytes() + self.kept.len() * std::mem::size_of::<Option<&KeyEntry>>()
+        self.reads.tracked_bytes()
     }
 }
 
@@ -503,7 +516,7 @@ pub(crate) struct Gate {
     /// append, a `committing` or `prepared` list changed), and only under
     /// the gate. A validation run before the gate counts only if it is
     /// unchanged from before that validation to the gate's entry
-    /// ([`gated_slow`]).
+    /// ([`gated_in_memory`], [`gated_slow`]).
     seq: AtomicU64,
 }
 
@@ -530,26 +543,34 @@ impl Gate {
     /// same mutual exclusion as [`Gate::lock`]: a failed `try_lock`
     /// changes nothing. Under loom it is `lock` (the models check the
     /// exclusion, not the count, and a try first would only widen them).
+    #[inline]
     fn enter<M: Machinery>(&self, txn: &Txn<'_, '_, M>) -> MutexGuard<'_, GateState> {
         #[cfg(not(loom))]
         {
             match self.state.try_lock() {
-                Ok(g) => return g,
-                Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => {}
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => self.wait(txn),
             }
-            let t0 = std::time::Instant::now();
-            let g = self.lock();
-            let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            txn.inner.count(crate::machinery::Count::GateWaits, 1);
-            txn.inner.count(crate::machinery::Count::GateWaitNs, ns);
-            g
         }
         #[cfg(loom)]
         {
             let _ = txn;
             self.lock()
         }
+    }
+
+    /// [`Gate::enter`] found the gate held: waits for it, counting the wait.
+    #[cfg(not(loom))]
+    #[cold]
+    #[inline(never)]
+    fn wait<M: Machinery>(&self, txn: &Txn<'_, '_, M>) -> MutexGuard<'_, GateState> {
+        let t0 = std::time::Instant::now();
+        let g = self.lock();
+        let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        txn.inner.count(crate::machinery::Count::GateWaits, 1);
+        txn.inner.count(crate::machinery::Count::GateWaitNs, ns);
+        g
     }
 
     /// Raises the sequence and lets the gate go: what this holder changed
@@ -560,8 +581,8 @@ impl Gate {
         // orders them.
         let next = self.seq.load(Ordering::Relaxed) + 1;
         // Release: publishes this holder's flips and list changes; pairs
-        // with the Acquire load in `gated_slow` before its early
-        // validation. Required.
+        // with the Acquire loads in `gated_slow` and `gated_in_memory`
+        // before their early validation. Required.
         let o = ordering_or_mutant(Ordering::Release, m::RELAXED_GATE_SEQ_STORE);
         self.seq.store(next, o);
         drop(state);
@@ -642,7 +663,12 @@ fn validate_store<M: Machinery>(
     if reads.is_empty() {
         return Ok(());
     }
-    let view = txn.inner.read_view()?;
+    // Its reads took the snapshot: the view is built without the checks
+    // `read_view` makes.
+    let view = match txn.inner.current_view() {
+        Some(v) => v,
+        None => txn.inner.read_view()?,
+    };
     let own;
     let guard = match pinned {
         Some(g) => g,
@@ -653,14 +679,14 @@ fn validate_store<M: Machinery>(
     };
     // The key's bytes are sliced out only where needed: a lookup, or a
     // conflict's error.
-    for (i, (t, r)) in reads.keys.iter().enumerate() {
+    for (t, r, kept) in &reads.keys {
         let tb = d.serial.table(*t);
         let key = || &reads.bytes[r.clone()];
         // The entry the read found is the one a lookup would find now
         // (one node a key, never removed): checked directly, if it had one
         // and its index is still held. A key that had none is looked up:
         // an insert since created it.
-        let hit = match d.serial.kept.get(i).copied().flatten() {
+        let hit = match *kept {
             Some(e) if d.writes.holds(tb) => {
                 if let Tb::Named(s) = tb {
                     if s.is_dropped() {
@@ -769,7 +795,7 @@ pub(super) fn gated<'s, 'e, M: Machinery, R>(
     if !txn.session.serial.active() {
         return commit(txn, opts, None);
     }
-    gated_slow(txn, opts, commit)
+    gated_in_memory(txn, opts, commit)
 }
 
 #[cold]
@@ -897,6 +923,102 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
     if ended {
         finished(txn);
     }
+    r
+}
+
+/// [`gated_slow`]'s common case, the same steps with fewer branches: a
+/// writer's commit on an in-memory engine (no log: it leaves the gate once
+/// its completion is installed, with no `LogTurn` ticket), not prepared
+/// (its reads are validated here), not doomed, and registering nothing at
+/// the gate. Every other commit goes on to [`gated_slow`].
+#[inline(never)]
+fn gated_in_memory<'s, 'e, M: Machinery, R>(
+    txn: &mut Txn<'s, 'e, M>,
+    opts: CommitOptions,
+    commit: impl FnOnce(&mut Txn<'s, 'e, M>, CommitOptions, Option<&mut LogTurn<'e>>) -> Result<R>,
+) -> Result<R> {
+    let engine = txn.session.engine;
+    if engine.durable.is_some()
+        || txn.inner.id() == TxnId::NONE
+        || !txn.inner.prepare_timestamp().is_none()
+        || txn.inner.check_usable().is_err()
+        || txn.session.serial.registered
+    {
+        return gated_slow(txn, opts, commit);
+    }
+    let gate = &engine.serial;
+    let serializable = txn.session.serial.serializable;
+    let ts = commit_ts(txn, &opts);
+    // One epoch guard until the commit returns, as in `gated_slow`.
+    let pinned = engine.store.collector.pin();
+    // Acquire: pairs with the Release store in `Gate::release`, so the
+    // flips and list changes of every holder counted in `seq` are seen by
+    // the validation below. Required.
+    let seq = gate.seq.load(Ordering::Acquire);
+    let found = validate_store(txn, Some(&pinned));
+    txn.inner.make_room_for_completion();
+    let state = gate.enter(txn);
+    if serializable && ts < state.last_ts {
+        return Err(Error::SerializableTimestampOrder {
+            commit: ts,
+            last: state.last_ts,
+        });
+    }
+    // No holder since the store check (Relaxed: the mutex orders this
+    // load after every store to it) and nothing registered or committing:
+    // the check's outcome is what `validate` would return.
+    let quiet = gate.seq.load(Ordering::Relaxed) == seq
+        && state.prepared.is_empty()
+        && state.committing.is_empty()
+        && !mutant_on(m::SERIALIZABLE_SKIPS_VALIDATION);
+    let valid = if quiet {
+        found
+    } else {
+        validate(txn, &state, Some(Early { seq, found }), Some(&pinned))
+    };
+    if let Err(e) = valid {
+        txn.rollback_in_place();
+        gate.release(state);
+        finished(txn);
+        return Err(*e);
+    }
+    let mut turn = LogTurn {
+        gate,
+        held: Some(state),
+        at_append: false,
+        serializable,
+        settled: false,
+        ticket: None,
+        writes: None,
+        ts,
+    };
+    let r = if mutant_on(m::SERIALIZABLE_GATE_RELEASED_BEFORE_COMMIT) {
+        // The broken twin, as in `gated_slow`.
+        if let Some(state) = turn.held.take() {
+            gate.release(state);
+        }
+        commit(txn, opts, None)
+    } else {
+        commit(txn, opts, Some(&mut turn))
+    };
+    // Still held: the commit returned before its completion. Not settled
+    // (the broken twin): the bound is raised here.
+    let held = turn.held.take();
+    if held.is_some() || (r.is_ok() && serializable && !turn.settled) {
+        let mut state = held.unwrap_or_else(|| gate.lock());
+        if r.is_ok() && serializable {
+            state.raise_last_ts(ts);
+        }
+        gate.release(state);
+    }
+    if !txn.inner.is_open() {
+        finished(txn);
+    }
+    // Nothing of the turn is left to drop (its hold was taken above; an
+    // in-memory commit takes no ticket and lends no writes): its drop, a
+    // no-op here, is skipped.
+    debug_assert!(turn.ticket.is_none() && turn.writes.is_none());
+    std::mem::forget(turn);
     r
 }
 
@@ -1066,9 +1188,8 @@ pub(super) fn gated_prepare<'s, 'e, M: Machinery>(
         if !t.reads.is_empty() {
             state.prepared.push(Registered {
                 owner: t.owner,
-                reads: std::mem::take(&mut t.reads),
+                reads: t.reads.take_plain(),
             });
-            t.kept.clear();
             t.registered = true;
         }
     }

@@ -186,6 +186,17 @@ impl<'s, 'm, M: Machinery> Transaction<'s, 'm, M> {
         Ok(self.view())
     }
 
+    /// The view [`read_view`](Self::read_view) would return now, for an
+    /// active transaction that has taken its snapshot and is not
+    /// `ReadCommitted` (which refreshes it); `None` otherwise. No snapshot
+    /// taken, no refresh: the serializable validation's view.
+    #[inline]
+    pub(crate) fn current_view(&self) -> Option<ReadView<'_>> {
+        let c = &self.sess.cur;
+        (c.snapped && c.state == State::Active && c.opts.isolation != Isolation::ReadCommitted)
+            .then(|| self.view())
+    }
+
     /// See [`Transaction::check_writable`](crate::machinery::Transaction::check_writable).
     #[inline]
     pub fn check_writable(&self) -> Result<()> {
