@@ -60,6 +60,12 @@ macro_rules! int_atomic {
             pub(crate) fn new(v: $int) -> Self {
                 Self(imp::$name::new(v))
             }
+            /// As `new`, in a `static` (std's constructor is `const`;
+            /// loom's is not, so this exists only outside loom).
+            #[cfg(not(loom))]
+            pub(crate) const fn new_static(v: $int) -> Self {
+                Self(imp::$name::new(v))
+            }
             #[inline(always)]
             pub(crate) fn load(&self, o: Ordering) -> $int {
                 self.0.load(o)

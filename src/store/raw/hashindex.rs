@@ -168,6 +168,23 @@ impl Hints {
     }
 }
 
+/// Where a lookup found a key's slot: the table's address and the slot's
+/// position in it, for [`HashIndex::hint`] to store there again without a
+/// probe while that table is still the current one. Only compared, never
+/// dereferenced: a table freed and another allocated at its address (with
+/// a slot at that position holding another key) gets that key a stale
+/// hint, never an unsafe access.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SlotAt {
+    table: usize,
+    index: usize,
+}
+
+impl SlotAt {
+    /// Not known (a key just inserted): the hint probes.
+    pub(crate) const NONE: SlotAt = SlotAt { table: 0, index: 0 };
+}
+
 /// Which of a slot's hinted versions a lookup prefetches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Want {
@@ -516,13 +533,36 @@ impl HashIndex {
         guard: &Guard,
         on_new: impl FnOnce(&'s Node),
     ) -> (&'s Node, bool) {
+        let (n, new, _) = self.get_or_insert_at(key, collector, guard, on_new);
+        (n, new)
+    }
+
+    /// [`HashIndex::get_or_insert`], also saying where the key's slot was
+    /// found ([`SlotAt::NONE`] for a key this call inserted).
+    pub(crate) fn get_or_insert_at<'s>(
+        &'s self,
+        key: &[u8],
+        collector: &Collector,
+        guard: &Guard,
+        on_new: impl FnOnce(&'s Node),
+    ) -> (&'s Node, bool, SlotAt) {
         let h = self.hash(key);
-        if let Some(n) = self.get(key, h, Want::Head, guard) {
-            return (n, false);
+        let found = Self::in_either(self.current(guard), |t| {
+            let (s, w) = t.slot_of(key, h, Want::Head)?;
+            let at = SlotAt {
+                table: ptr::from_ref(t).addr(),
+                index: (ptr::from_ref(s).addr() - t.slots.as_ptr().addr())
+                    / std::mem::size_of::<Slot>(),
+            };
+            Some((w, at))
+        });
+        if let Some((w, at)) = found {
+            // SAFETY: as in `get`.
+            return (unsafe { &*node_of(w) }, false, at);
         }
         let _g = self.inserting.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = self.get(key, h, Want::Head, guard) {
-            return (n, false);
+            return (n, false, SlotAt::NONE);
         }
         // SAFETY: we hold `inserting`.
         let node = unsafe { self.new_node(key) };
@@ -533,7 +573,7 @@ impl HashIndex {
         // SAFETY: we hold `inserting`, `node` is fresh from `new_node`, and
         // the re-check above under the mutex found no node for `key`.
         unsafe { self.insert_locked(node, collector, guard) };
-        (n, true)
+        (n, true, SlotAt::NONE)
     }
 
     #[inline]
@@ -601,13 +641,21 @@ impl HashIndex {
     }
 
     /// Stores `hints` in `key`'s slot (see `Slot`): called by a committer
-    /// after it pruned the key. A probe of slots (hot after the writer's
-    /// lookup); nothing if the key is absent. A store into a table that
-    /// growth is moving out of, into a slot already moved, is lost, which
-    /// only leaves stale hints.
+    /// after it pruned the key. Straight into the slot `at` names while its
+    /// table is the current one, else a probe; nothing if the key is
+    /// absent. A store into a table that growth is moving out of, into a
+    /// slot already moved, is lost, which only leaves stale hints.
     #[inline]
-    pub(crate) fn hint(&self, key: &[u8], hash: u64, hints: Hints, guard: &Guard) {
-        if let Some((slot, _)) = Self::find(self.current(guard), key, hash, Want::Nothing) {
+    pub(crate) fn hint(&self, key: &[u8], at: SlotAt, hints: Hints, guard: &Guard) {
+        let t = self.current(guard);
+        if ptr::from_ref(t).addr() == at.table {
+            if let Some(slot) = t.slots.get(at.index) {
+                // Relaxed: hints, never dereferenced.
+                slot.hints.store(hints.0, Ordering::Relaxed);
+                return;
+            }
+        }
+        if let Some((slot, _)) = Self::find(t, key, self.hash(key), Want::Nothing) {
             // Relaxed: hints, never dereferenced.
             slot.hints.store(hints.0, Ordering::Relaxed);
         }
@@ -904,10 +952,10 @@ mod tests {
         for i in 0..3000 {
             let k = (i as u64).to_be_bytes();
             ix.get_or_insert(&k, &collector, &g, |_| {});
-            ix.hint(&k, ix.hash(&k), hints(i), &g);
+            ix.hint(&k, SlotAt::NONE, hints(i), &g);
         }
         // Absent keys take no hint.
-        ix.hint(b"absent", ix.hash(b"absent"), hints(0), &g);
+        ix.hint(b"absent", SlotAt::NONE, hints(0), &g);
         for i in 0..3000 {
             let h = hints_of(&ix, &(i as u64).to_be_bytes(), &g);
             assert_eq!(h, hints(i), "key {i}");

@@ -39,7 +39,7 @@
 //! protocol the models check.
 
 use super::chain::KeyEntry;
-use super::hashindex::{HashIndex, Hints, Node, Want};
+use super::hashindex::{HashIndex, Hints, Node, SlotAt, Want};
 use super::SendPtr;
 use crate::machinery::epoch::{Collector, Guard};
 use crate::sync::{AtomicPtr, Mutex, Ordering};
@@ -594,26 +594,26 @@ impl Index {
     /// Tells the index `entry`'s head and its version at stable (a
     /// committer, after pruning `key`): hints that lookups prefetch, never
     /// dereferenced.
+    /// `at`: where [`Index::get_or_insert`] found the key's slot.
     #[inline]
-    pub(crate) fn hint(&self, key: &[u8], entry: &KeyEntry, guard: &Guard) {
+    pub(crate) fn hint(&self, key: &[u8], entry: &KeyEntry, at: SlotAt, guard: &Guard) {
         let (head, stable) = entry.hinted();
-        self.hash
-            .hint(key, self.hash.hash(key), Hints::new(head, stable), guard);
+        self.hash.hint(key, at, Hints::new(head, stable), guard);
     }
 
     /// The index's own bytes of `key` and its entry, inserting an empty one
-    /// if needed. Keys and entries live until the index drops, hence the
-    /// `'s` borrow.
+    /// if needed, and where its slot was found (for [`Index::hint`]). Keys
+    /// and entries live until the index drops, hence the `'s` borrow.
     pub(crate) fn get_or_insert<'s>(
         &'s self,
         key: &[u8],
         collector: &Collector,
         guard: &Guard,
-    ) -> (&'s [u8], &'s KeyEntry) {
-        let (n, _) = self.hash.get_or_insert(key, collector, guard, |n| {
+    ) -> (&'s [u8], &'s KeyEntry, SlotAt) {
+        let (n, _, at) = self.hash.get_or_insert_at(key, collector, guard, |n| {
             self.add_ordered(n, collector, guard)
         });
-        (n.key(), &n.entry)
+        (n.key(), &n.entry, at)
     }
 
     /// Visits the entries with keys in `range`, in ascending key order if

@@ -6,6 +6,7 @@
 //! (`loom_tests/hash_index.rs`).
 
 use super::chain::KeyEntry;
+use super::hashindex::SlotAt;
 use crate::machinery::epoch::{Collector, Guard};
 use std::ops::Bound;
 
@@ -47,7 +48,7 @@ impl Index {
         self.get(key, guard)
     }
 
-    pub(crate) fn hint(&self, _key: &[u8], _entry: &KeyEntry, _guard: &Guard) {}
+    pub(crate) fn hint(&self, _key: &[u8], _entry: &KeyEntry, _at: SlotAt, _guard: &Guard) {}
 
     /// The stand-in's map never migrates.
     pub(crate) fn finish_migration(&self, _collector: &Collector, _guard: &Guard) {}
@@ -72,7 +73,7 @@ impl Index {
         key: &[u8],
         _collector: &Collector,
         _guard: &Guard,
-    ) -> (&'s [u8], &'s KeyEntry) {
+    ) -> (&'s [u8], &'s KeyEntry, SlotAt) {
         let mut m = self.map.lock().unwrap();
         if !m.contains_key(key) {
             m.insert(key.into(), Box::new(KeyEntry::new()));
@@ -80,7 +81,8 @@ impl Index {
         let (k, b) = m.get_key_value(key).expect("inserted above");
         // SAFETY: as in `extend`: boxed keys are never removed while the
         // index lives, and `'s` is bounded by a borrow of it.
-        (unsafe { &*(&**k as *const [u8]) }, Self::extend(b))
+        let k = unsafe { &*(&**k as *const [u8]) };
+        (k, Self::extend(b), SlotAt::NONE)
     }
 
     pub(crate) fn range<'s: 'g, 'g>(

@@ -32,6 +32,7 @@
 //! ([`WriteSet::keys`]), and a rollback to a savepoint drops both at once.
 
 use super::chain::{tails, Conflict, KeyEntry, Pruned, Tails, Version};
+use super::hashindex::SlotAt;
 use super::index::Index;
 use super::table::TableIndex;
 use crate::machinery::epoch::RETIRE_BATCH;
@@ -52,9 +53,11 @@ struct Held {
 struct Rec<'s> {
     /// The table's id (0: the default table).
     table: u32,
-    /// The key's bytes as the index stores them (no copy), and the index.
+    /// The key's bytes as the index stores them (no copy), the index, and
+    /// where the write found the key's slot.
     key: &'s [u8],
     index: &'s Index,
+    at: SlotAt,
     entry: &'s KeyEntry,
     version: NonNull<Version>,
 }
@@ -193,7 +196,7 @@ impl<'s> WriteSet<'s> {
         let index = self.hold(tb, true)?;
         let store = self.store;
         let guard = store.collector.pin();
-        let (stored, entry) = index.get_or_insert(key, &store.collector, &guard);
+        let (stored, entry, at) = index.get_or_insert(key, &store.collector, &guard);
         Ok(
             match entry.prepend(Version::alloc(status, value), view, &guard) {
                 Ok((v, retries)) => {
@@ -204,6 +207,7 @@ impl<'s> WriteSet<'s> {
                         table: tb.id(),
                         key: stored,
                         index,
+                        at,
                         entry,
                         version,
                     });
@@ -404,7 +408,7 @@ impl<'s> WriteSet<'s> {
             let n = w.entry.cut(horizon, stable, &mut self.tails, &guard);
             // The slot's hints, for readers: the head and the version at
             // the stable just pruned to (`hashindex.rs`, `Slot`).
-            w.index.hint(w.key, w.entry, &guard);
+            w.index.hint(w.key, w.entry, w.at, &guard);
             out.cut += n.cut;
             out.examined += n.examined;
         }

@@ -233,24 +233,49 @@ pub(crate) unsafe fn free(p: NonNull<u8>, bytes: usize) {
     }
 }
 
+/// The region's base address for [`block_name`] and [`block_addr`] (0:
+/// not reserved yet, or not known here yet): copied from the region by
+/// the first `block_name` after it exists, so neither function passes the
+/// slab's `OnceLock`s. Relaxed, loads and store: it publishes a number, not
+/// memory, and a reader that sees 0 only names or prefetches nothing.
+static HINT_BASE: AtomicU64 = AtomicU64::new_static(0);
+
 /// The name a prefetch hint keeps for block `p` (the index's slots,
-/// `hashindex.rs`): its granule index in the region plus one, so 0 names
-/// nothing (a block from the global allocator, or null).
+/// `hashindex.rs`): its granule index from the region's base plus one, so
+/// 0 names nothing (null, a block from the global allocator below the
+/// base or past the region's span, or no region yet).
 #[inline]
 pub(crate) fn block_name(p: *const u8) -> u32 {
-    let r = shared().region.get();
-    r.and_then(|r| r.index_of(p.cast_mut()))
-        .map_or(0, |i| i + 1)
+    let mut base = HINT_BASE.load(Ordering::Relaxed);
+    if base == 0 {
+        base = hint_base();
+    }
+    let off = (p.addr() as u64).wrapping_sub(base);
+    if base == 0 || off >= REGION_BYTES as u64 {
+        return 0;
+    }
+    // Below 2^31 (the region's granules), so the sum fits.
+    (off / GRANULE as u64) as u32 + 1
+}
+
+/// The region's base, published for [`block_name`] (0: none yet).
+#[cold]
+fn hint_base() -> u64 {
+    let base = shared().region.get().map_or(0, |r| r.base_addr() as u64);
+    HINT_BASE.store(base, Ordering::Relaxed);
+    base
 }
 
 /// The address block name `n` stands for (null for 0): only to prefetch,
-/// never to read (a stale name may stand for a freed or reused block).
+/// never to read (a stale name may stand for a freed or reused block), so
+/// it carries no provenance.
 #[inline]
 pub(crate) fn block_addr(n: u32) -> *const u8 {
-    match (n, shared().region.get()) {
-        (0, _) | (_, None) => std::ptr::null(),
-        (n, Some(r)) => r.hint_addr(n - 1),
+    let base = HINT_BASE.load(Ordering::Relaxed);
+    if n == 0 || base == 0 {
+        return std::ptr::null();
     }
+    std::ptr::without_provenance((base + u64::from(n - 1) * GRANULE as u64) as usize)
 }
 
 /// The process's version slab's figures now.

@@ -150,11 +150,10 @@ impl Region {
         unsafe { self.base.as_ptr().add(i as usize * GRANULE) }
     }
 
-    /// The address of granule `i` computed without a dereference or a
-    /// bound: for a prefetch (a name from a hint slot), never read.
+    /// The region's first address (for the hint names, `global.rs`).
     #[inline]
-    pub(crate) fn hint_addr(&self, i: u32) -> *const u8 {
-        self.base.as_ptr().wrapping_add(i as usize * GRANULE)
+    pub(crate) fn base_addr(&self) -> usize {
+        self.base.as_ptr().addr()
     }
 
     /// The granule index of `p`, if `p` lies in the region.
