@@ -973,6 +973,35 @@ mod tests {
     }
 
     #[test]
+    fn a_hint_at_a_found_slot_lands_there_or_probes_after_growth() {
+        let collector = Collector::new();
+        let ix = HashIndex::new();
+        let g = collector.pin();
+        let blocks: Vec<_> = (0..2).map(|_| slab::alloc(16)).collect();
+        let (a, b) = (blocks[0].as_ptr().cast::<Version>(), blocks[1].as_ptr());
+        let (one, two) = (Hints::new(a, ptr::null()), Hints::new(b.cast(), a));
+        let k = 7u64.to_be_bytes();
+        ix.get_or_insert(&k, &collector, &g, |_| {});
+        // Found, not inserted: the slot's place is known, and a hint lands.
+        let (_, new, at) = ix.get_or_insert_at(&k, &collector, &g, |_| {});
+        assert!(!new);
+        ix.hint(&k, at, one, &g);
+        assert_eq!(hints_of(&ix, &k, &g), one);
+        // Growth moves the key: the stale place is another table's, so
+        // the hint probes and still lands in the key's slot.
+        for i in 100u64..20_000 {
+            ix.get_or_insert(&i.to_be_bytes(), &collector, &g, |_| {});
+        }
+        ix.hint(&k, at, two, &g);
+        assert_eq!(hints_of(&ix, &k, &g), two);
+        for b in blocks {
+            // SAFETY: from `slab::alloc(16)` above, freed once; the hints
+            // are only names.
+            unsafe { slab::free(b, 16) };
+        }
+    }
+
+    #[test]
     fn a_version_outside_the_slab_has_no_name() {
         let outside = Box::new(0u64);
         let p: *const u64 = &*outside;
