@@ -243,13 +243,35 @@ pub(crate) fn block_name(p: *const u8) -> u32 {
         .map_or(0, |i| i + 1)
 }
 
-/// The address block name `n` stands for (null for 0): only to prefetch,
-/// never to read (a stale name may stand for a freed or reused block).
+/// Where block names ([`block_name`]) point: the region's base, looked up
+/// once for many names (a batch of lookups' hints) rather than once a
+/// name. The region, once reserved, never moves; one not reserved yet
+/// when this was taken names nothing here (a prefetch skipped).
+#[derive(Clone, Copy)]
+pub(crate) struct Names(*const u8);
+
+/// The region's [`Names`] now.
 #[inline]
-pub(crate) fn block_addr(n: u32) -> *const u8 {
-    match (n, shared().region.get()) {
-        (0, _) | (_, None) => std::ptr::null(),
-        (n, Some(r)) => r.hint_addr(n - 1),
+pub(crate) fn names() -> Names {
+    Names(
+        shared()
+            .region
+            .get()
+            .map_or(std::ptr::null(), |r| r.hint_addr(0)),
+    )
+}
+
+impl Names {
+    /// The address block name `n` stands for (null for 0): only to
+    /// prefetch, never to read (a stale name may stand for a freed or
+    /// reused block).
+    #[inline]
+    pub(crate) fn addr(self, n: u32) -> *const u8 {
+        if n == 0 || self.0.is_null() {
+            std::ptr::null()
+        } else {
+            self.0.wrapping_add((n - 1) as usize * GRANULE)
+        }
     }
 }
 
