@@ -172,11 +172,8 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
                 max,
             });
         }
-        let (mut reads, mut examined) = (0, 0);
         let mut conflict = None;
-        let mut each = |i: usize, found: Found<'_>, n: u64| {
-            reads += 1;
-            examined += n;
+        let mut each = |i: usize, found: Found<'_>| {
             match found {
                 Found::Value(v) => f(i, Some(v)),
                 Found::Deleted | Found::Absent => f(i, None),
@@ -187,7 +184,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
             }
             true
         };
-        if self.session.serial.track {
+        let examined = if self.session.serial.track {
             // As in `get_with_in`: each key's entry is kept.
             let at = self.session.serial.note_keys(tb, keys);
             let view = self.inner.read_view()?;
@@ -198,15 +195,17 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
             };
             d.engine
                 .store
-                .read_many_in(index, keys, &view, |i, found, n, entry| {
+                .read_many_in(index, keys, &view, |i, found, entry| {
                     d.serial.keep(at + i, entry);
-                    each(i, found, n)
-                });
+                    each(i, found)
+                })
         } else {
             let view = self.inner.read_view()?;
             let store = &self.session.engine.store;
-            store.read_many(tb, keys, &view, each)?;
-        }
+            store.read_many(tb, keys, &view, each)?
+        };
+        // Every key up to the first conflict was read (`each` stops there).
+        let reads = conflict.map_or(keys.len(), |i| i + 1) as u64;
         self.inner.count(Count::Reads, reads);
         self.inner.count(Count::VersionsRead, examined);
         match conflict {

@@ -390,7 +390,7 @@ impl<'a> ReadView<'a> {
     ///
     /// A prepared version whose transaction was dropped without rollback
     /// reads as aborted (and its word is settled to `Aborted` on the way).
-    #[inline]
+    #[inline(always)]
     pub fn visibility(&self, status: &VersionStatus) -> Visibility {
         let w = status.word();
         match self.judge(status, w) {
@@ -401,7 +401,7 @@ impl<'a> ReadView<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn judge(&self, status: &VersionStatus, w: u64) -> Visibility {
         if self.own != 0 && status.writer == self.own {
             return if state_of(w) != ABORTED {

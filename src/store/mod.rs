@@ -74,8 +74,9 @@ impl Store {
 
     /// Reads every key of `keys` with `view`, in batches whose cache misses
     /// overlap (slots, then nodes, then first versions requested before the
-    /// first read): `f(i, found, examined)` runs for each key in order,
-    /// under one epoch guard per call, until it returns false. Loads only.
+    /// first read): `f(i, found)` runs for each key in order, under one
+    /// epoch guard per call, until it returns false. Returns the versions
+    /// the reads examined, in all. Loads only.
     ///
     /// # Errors
     /// [`Error::TableDropped`](crate::Error::TableDropped).
@@ -85,12 +86,13 @@ impl Store {
         tb: Tb<'_>,
         keys: &[K],
         view: &ReadView<'_>,
-        mut f: impl FnMut(usize, Found<'_>, u64) -> bool,
-    ) -> crate::Result<()> {
+        mut f: impl FnMut(usize, Found<'_>) -> bool,
+    ) -> crate::Result<u64> {
         let guard = self.collector.pin();
         let index = tb.index(self, &guard)?;
-        read_many_at(index, keys, view, &guard, |i, found, n, _| f(i, found, n));
-        Ok(())
+        Ok(read_many_at(index, keys, view, &guard, |i, found, _| {
+            f(i, found)
+        }))
     }
 
     /// As [`Store::read_many`], in `index` (as for [`Store::read_in`]),
@@ -102,9 +104,9 @@ impl Store {
         index: &'i Index,
         keys: &[K],
         view: &ReadView<'_>,
-        f: impl FnMut(usize, Found<'_>, u64, Option<&'i KeyEntry>) -> bool,
-    ) {
-        read_many_at(index, keys, view, &self.collector.pin(), f);
+        f: impl FnMut(usize, Found<'_>, Option<&'i KeyEntry>) -> bool,
+    ) -> u64 {
+        read_many_at(index, keys, view, &self.collector.pin(), f)
     }
 
     /// Finishes each index's pending hash-table migration, prunes every
@@ -236,23 +238,25 @@ fn read_at<'i, R>(
 }
 
 /// A batched read of `keys` in `index` under `guard` (`Index::get_batch`):
-/// `f(i, found, examined, entry)` for each key in order until it returns
-/// false.
+/// `f(i, found, entry)` for each key in order until it returns false.
+/// Returns the versions examined by the reads `f` was handed.
 #[inline]
 fn read_many_at<'i, K: AsRef<[u8]>>(
     index: &'i Index,
     keys: &[K],
     view: &ReadView<'_>,
     guard: &crate::machinery::epoch::Guard,
-    mut f: impl FnMut(usize, Found<'_>, u64, Option<&'i KeyEntry>) -> bool,
-) {
+    mut f: impl FnMut(usize, Found<'_>, Option<&'i KeyEntry>) -> bool,
+) -> u64 {
     let bound = view.timestamp_bound().map(crate::ts::Timestamp::get);
+    // One count for the whole batch, not one a key.
+    let mut examined = 0;
     index.get_batch(keys, bound, guard, |i, e| {
-        let mut examined = 0;
         let found = match e {
             Some(e) => e.read_counted(view, guard, &mut examined),
             None => Found::Absent,
         };
-        f(i, found, examined, e)
+        f(i, found, e)
     });
+    examined
 }

@@ -149,18 +149,16 @@ impl Hints {
         Hints(h | s << 32)
     }
 
-    /// Starts loading the versions `want` asks for: the head's first line,
-    /// and for [`Want::Stable`] the stable version's first three lines too
-    /// (its header and a value of up to 144 bytes).
+    /// Starts loading the versions `want` asks for (not [`Want::Nothing`]),
+    /// at the addresses `names` gives: the head's first line, and for
+    /// [`Want::Stable`] the stable version's first three lines too (its
+    /// header and a value of up to 144 bytes).
     #[inline]
-    fn prefetch(self, want: Want) {
-        if want == Want::Nothing {
-            return;
-        }
-        super::prefetch(slab::block_addr(self.0 as u32));
+    fn prefetch(self, want: Want, names: slab::Names) {
+        super::prefetch(names.addr(self.0 as u32));
         let s = (self.0 >> 32) as u32;
         if want == Want::Stable && s != 0 && s != self.0 as u32 {
-            let p = slab::block_addr(s);
+            let p = names.addr(s);
             super::prefetch(p);
             super::prefetch(p.wrapping_add(64));
             super::prefetch(p.wrapping_add(128));
@@ -383,7 +381,8 @@ impl Table {
     /// prefetching the versions `want` names.
     #[inline]
     fn slot_of(&self, key: &[u8], hash: u64, want: Want) -> Option<(&Slot, u64)> {
-        self.probe(hash, want, |w| {
+        let names = (want != Want::Nothing).then(slab::names);
+        self.probe(self.home(hash), hash, want, names, |w| {
             // SAFETY: nodes are freed only when the index drops, and the
             // caller borrows the index.
             let n = unsafe { &*node_of(w) };
@@ -392,46 +391,69 @@ impl Table {
         })
     }
 
-    /// The first slot of `hash`'s probe sequence whose tag matches, as a
-    /// candidate (its node and the versions `want` names prefetched);
-    /// `None` if an empty slot comes first. Touches slots only.
-    #[inline]
-    fn first_match(&self, hash: u64, want: Want) -> Option<Candidate> {
-        self.probe(hash, want, |w| {
+    /// The first slot of `hash`'s probe sequence (starting at its `home`)
+    /// whose tag matches, as a candidate (its node and the versions `want`
+    /// names prefetched, at `names`); `None` if an empty slot comes first.
+    /// Touches slots only.
+    #[inline(always)]
+    fn first_match(
+        &self,
+        home: usize,
+        hash: u64,
+        want: Want,
+        names: Option<slab::Names>,
+    ) -> Option<Candidate> {
+        self.probe(home, hash, want, names, |w| {
             super::prefetch(node_of(w));
             true
         })
         .map(|(_, w)| Candidate(node_of(w)))
     }
 
-    /// Walks `hash`'s probe sequence to the first slot whose tag matches
-    /// and whose word `accept` takes, prefetching the versions `want` names
-    /// in each slot whose tag matches (before `accept`, which may wait for
-    /// the node); `None` if an empty slot comes first.
-    #[inline]
+    /// Walks `hash`'s probe sequence from `home` (`self.home(hash)`) to the
+    /// first slot whose tag matches and whose word `accept` takes,
+    /// prefetching the versions `want` names, at `names` (`None`: none,
+    /// for [`Want::Nothing`]), in each slot whose tag matches (before
+    /// `accept`, which may wait for the node); `None` if an empty slot
+    /// comes first.
+    #[inline(always)]
     fn probe(
         &self,
+        home: usize,
         hash: u64,
         want: Want,
+        names: Option<slab::Names>,
         mut accept: impl FnMut(u64) -> bool,
     ) -> Option<(&Slot, u64)> {
-        let mut i = self.home(hash);
+        // The slice and the tag once, outside the loop (the Acquire loads
+        // would otherwise have them loaded again each step).
+        let slots = &self.slots[..];
+        // A word's tag bits shifted down, compared with the hash's:
+        // `w & !ADDR_MASK == tag(hash)`, in fewer instructions.
+        let tag = hash >> ADDR_BITS;
+        // From `home` to the last slot, then on from the first: a table is
+        // at most three quarters full, so an empty slot ends the walk.
+        let mut from = home;
         loop {
-            let slot = &self.slots[i];
-            // Acquire, required: pairs with the Release slot store in
-            // `Table::place` (the node's key and entry; loom `hash_index`).
-            let w = slot.word.load(Ordering::Acquire);
-            if w == 0 {
-                return None;
-            }
-            if w & !ADDR_MASK == tag(hash) {
-                // Relaxed: hints, only prefetched (see `Slot`).
-                Hints(slot.hints.load(Ordering::Relaxed)).prefetch(want);
-                if accept(w) {
-                    return Some((slot, w));
+            for slot in &slots[from..] {
+                // Acquire, required: pairs with the Release slot store in
+                // `Table::place` (the node's key and entry; loom
+                // `hash_index`).
+                let w = slot.word.load(Ordering::Acquire);
+                if w == 0 {
+                    return None;
+                }
+                if w >> ADDR_BITS == tag {
+                    if let Some(names) = names {
+                        // Relaxed: hints, only prefetched (see `Slot`).
+                        Hints(slot.hints.load(Ordering::Relaxed)).prefetch(want, names);
+                    }
+                    if accept(w) {
+                        return Some((slot, w));
+                    }
                 }
             }
-            i = self.next(i);
+            from = 0;
         }
     }
 
@@ -576,9 +598,16 @@ impl HashIndex {
         (n, true, SlotAt::NONE)
     }
 
+    /// `key`'s hash: its bytes alone, without the length prefix `Hash`
+    /// for `[u8]` writes (foldhash mixes the length into a write of bytes
+    /// already; under loom SipHash does too, at its end), nor a
+    /// finishing round for it.
     #[inline]
     pub(crate) fn hash(&self, key: &[u8]) -> u64 {
-        self.hasher.hash_one(key)
+        use std::hash::Hasher as _;
+        let mut h = self.hasher.build_hasher();
+        h.write(key);
+        h.finish()
     }
 
     /// The current table, loaded under `_guard`.
@@ -661,57 +690,120 @@ impl HashIndex {
         }
     }
 
-    /// Batched lookups, first step: starts loading the slot where `hash`'s
-    /// probe sequence begins (in both tables while a migration runs).
-    /// Loads only.
+    /// A batch of lookups' hold on the index ([`Batch`]): the current
+    /// table, the one still migrating into it and the slab's [`slab::Names`],
+    /// each loaded once for the batch, not once a key. Loads only.
     #[inline]
-    pub(crate) fn prefetch_slot(&self, hash: u64, guard: &Guard) {
+    pub(crate) fn batch<'s, 'g>(&'s self, want: Want, guard: &'g Guard) -> Batch<'s, 'g> {
         let t = self.current(guard);
-        super::prefetch(&t.slots[t.home(hash)]);
+        // Loaded before `t` is probed (module docs, "Orderings"), as in
+        // `in_either`: once, before every probe of the batch.
         let prev = t.prev();
-        if !prev.is_null() {
-            // SAFETY: as in `in_either`.
-            let p = unsafe { &*prev };
-            super::prefetch(&p.slots[p.home(hash)]);
+        // SAFETY: as in `in_either`: linked from `t` when loaded, and
+        // `guard`, under which `t` was loaded, keeps it alive for `'g`.
+        let prev = unsafe { prev.as_ref() };
+        Batch {
+            index: std::marker::PhantomData,
+            t,
+            prev,
+            want,
+            names: (want != Want::Nothing).then(slab::names),
+        }
+    }
+}
+
+/// Batched lookups (`Index::get_batch`) of keys whose hashes the caller
+/// computed ([`HashIndex::hash`]), in three steps, each taken for every key
+/// of the batch before the next, so their cache misses overlap:
+/// [`prefetch_slot`](Batch::prefetch_slot), [`candidate`](Batch::candidate),
+/// [`resolve`](Batch::resolve). The tables are the ones
+/// [`HashIndex::batch`] loaded: a key inserted since may be missed, as by
+/// a lookup that ran just before the insert.
+pub(crate) struct Batch<'s, 'g> {
+    /// Nodes found live as long as this borrow of the index.
+    index: std::marker::PhantomData<&'s HashIndex>,
+    t: &'g Table,
+    prev: Option<&'g Table>,
+    want: Want,
+    names: Option<slab::Names>,
+}
+
+impl Batch<'_, '_> {
+    /// First step: starts loading the slot where `hash`'s probe sequence
+    /// begins (in both tables while a migration runs), and returns that
+    /// slot's position in the current table (the `home` of
+    /// [`candidate`](Batch::candidate)). Loads only.
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, hash: u64) -> usize {
+        let home = self.t.home(hash);
+        // `home` is below the table's length: a prefetch of its slot.
+        super::prefetch(self.t.slots.as_ptr().wrapping_add(home));
+        if let Some(p) = self.prev {
+            super::prefetch(p.slots.as_ptr().wrapping_add(p.home(hash)));
+        }
+        home
+    }
+
+    /// Second step: the node of the first slot in `hash`'s probe sequence
+    /// (from `home`, [`prefetch_slot`](Batch::prefetch_slot)'s) whose hash
+    /// matches (null if an empty slot comes first, in the table migrating
+    /// into this one as well), and starts loading it and the slot's hinted
+    /// versions. Touches slots only, never a node, so a batch's node misses
+    /// overlap.
+    #[inline(always)]
+    pub(crate) fn candidate(&self, hash: u64, home: usize) -> Candidate {
+        if let Some(c) = self.t.first_match(home, hash, self.want, self.names) {
+            return c;
+        }
+        match self.prev {
+            None => Candidate::NONE,
+            Some(p) => self.candidate_in_prev(p, hash),
         }
     }
 
-    /// Batched lookups, second step: the node of the first slot in
-    /// `hash`'s probe sequence whose hash matches (null if an empty slot
-    /// comes first, in the table migrating into this one as well), and
-    /// starts loading it. Touches slots only, never a node, so a batch's
-    /// node misses overlap.
-    #[inline]
-    pub(crate) fn candidate(&self, hash: u64, want: Want, guard: &Guard) -> Candidate {
-        Self::in_either(self.current(guard), |t| t.first_match(hash, want))
+    /// [`candidate`](Batch::candidate) in the table migrating into the
+    /// current one (while a migration runs only).
+    #[cold]
+    #[inline(never)]
+    fn candidate_in_prev(&self, p: &Table, hash: u64) -> Candidate {
+        p.first_match(p.home(hash), hash, self.want, self.names)
             .unwrap_or(Candidate::NONE)
     }
+}
 
-    /// Batched lookups, last step: the node for `key` given its
-    /// [`candidate`](Self::candidate), probing on (as [`get`](Self::get))
-    /// only when the candidate holds another key with the same hash.
-    #[inline]
-    pub(crate) fn resolve<'s>(
-        &'s self,
-        key: &[u8],
-        hash: u64,
-        c: Candidate,
-        guard: &Guard,
-    ) -> Option<&'s Node> {
+impl<'s> Batch<'s, '_> {
+    /// Last step: the node for `key` given its
+    /// [`candidate`](Batch::candidate), probing on (as [`HashIndex::get`],
+    /// in the batch's tables) only when the candidate holds another key
+    /// with the same tag.
+    #[inline(always)]
+    pub(crate) fn resolve(&self, key: &[u8], hash: u64, c: Candidate) -> Option<&'s Node> {
         if c.0.is_null() {
             return None;
         }
         // SAFETY: a candidate is a node pointer found in a slot; nodes are
-        // freed only when the index drops, which the `'s` borrow rules out.
+        // freed only when the index drops, which the `'s` borrow of the
+        // index rules out.
         let n = unsafe { &*c.0 };
         n.witness.check();
         if n.key() == key {
-            Some(n)
-        } else {
-            self.get(key, hash, Want::Head, guard)
+            return Some(n);
         }
+        self.probe_on(key, hash)
     }
 
+    /// [`resolve`](Batch::resolve) when the candidate holds another key.
+    #[cold]
+    #[inline(never)]
+    fn probe_on(&self, key: &[u8], hash: u64) -> Option<&'s Node> {
+        let look = |t: &Table| t.slot_of(key, hash, Want::Head).map(|(_, w)| node_of(w));
+        let w = look(self.t).or_else(|| self.prev.and_then(look))?;
+        // SAFETY: a node pointer found in a slot, as in `resolve`.
+        Some(unsafe { &*w })
+    }
+}
+
+impl HashIndex {
     /// Builds a node for `key` (not yet inserted) in the arena. It lives
     /// until the index drops, inserted or not.
     ///
@@ -959,9 +1051,9 @@ mod tests {
         for i in 0..3000 {
             let h = hints_of(&ix, &(i as u64).to_be_bytes(), &g);
             assert_eq!(h, hints(i), "key {i}");
-            assert_eq!(slab::block_addr(h.0 as u32), v(2 * i).cast::<u8>());
+            assert_eq!(slab::names().addr(h.0 as u32), v(2 * i).cast::<u8>());
             assert_eq!(
-                slab::block_addr((h.0 >> 32) as u32),
+                slab::names().addr((h.0 >> 32) as u32),
                 v(2 * i + 1).cast::<u8>()
             );
         }
@@ -1006,7 +1098,7 @@ mod tests {
         let outside = Box::new(0u64);
         let p: *const u64 = &*outside;
         assert_eq!(Hints::new(p.cast(), ptr::null()), Hints::NONE);
-        assert!(slab::block_addr(0).is_null());
+        assert!(slab::names().addr(0).is_null());
     }
 
     #[test]
@@ -1176,9 +1268,9 @@ mod tests {
             let k = n.to_be_bytes();
             let h = ix.hash(&k);
             let plain = ix.get(&k, h, Want::Head, &g).map(|n| n as *const Node);
-            ix.prefetch_slot(h, &g);
-            let c = ix.candidate(h, Want::Head, &g);
-            let batched = ix.resolve(&k, h, c, &g).map(|n| n as *const Node);
+            let b = ix.batch(Want::Head, &g);
+            let c = b.candidate(h, b.prefetch_slot(h));
+            let batched = b.resolve(&k, h, c).map(|n| n as *const Node);
             assert_eq!(plain, batched, "key {n}: the batched lookup agrees");
             plain.is_some()
         };

@@ -563,26 +563,29 @@ impl Index {
         use super::hashindex::Candidate;
         const BATCH: usize = 16;
         for (c, chunk) in keys.chunks(BATCH).enumerate() {
-            let mut hs = [0u64; BATCH];
-            for (h, k) in hs.iter_mut().zip(chunk) {
-                *h = self.hash.hash(k.as_ref());
-                self.hash.prefetch_slot(*h, guard);
+            let b = self.hash.batch(want(bound), guard);
+            // At most `BATCH`, so the arrays' bound checks fold away.
+            let n = chunk.len().min(BATCH);
+            // Each key's hash and its home slot in the batch's table.
+            let mut hs = [(0u64, 0usize); BATCH];
+            for i in 0..n {
+                let hash = self.hash.hash(chunk[i].as_ref());
+                hs[i] = (hash, b.prefetch_slot(hash));
             }
             let mut cs = [Candidate::NONE; BATCH];
-            for (c, &h) in cs.iter_mut().zip(&hs[..chunk.len()]) {
-                *c = self.hash.candidate(h, want(bound), guard);
+            for i in 0..n {
+                cs[i] = b.candidate(hs[i].0, hs[i].1);
             }
             let mut es: [Option<&'s KeyEntry>; BATCH] = [None; BATCH];
-            for (i, k) in chunk.iter().enumerate() {
-                es[i] = self
-                    .hash
-                    .resolve(k.as_ref(), hs[i], cs[i], guard)
+            for i in 0..n {
+                es[i] = b
+                    .resolve(chunk[i].as_ref(), hs[i].0, cs[i])
                     .map(|n| &n.entry);
                 if let Some(e) = es[i] {
                     e.prefetch_for(bound);
                 }
             }
-            for (i, e) in es[..chunk.len()].iter().enumerate() {
+            for (i, e) in es[..n].iter().enumerate() {
                 if !f(c * BATCH + i, *e) {
                     return false;
                 }

@@ -70,7 +70,7 @@ pub(crate) use global::stats;
 pub use global::SlabStats;
 pub(crate) use global::{alloc, free};
 #[cfg(not(loom))]
-pub(crate) use global::{block_addr, block_name};
+pub(crate) use global::{block_name, names, Names};
 
 /// Under loom versions come from the global allocator: no block has a
 /// name, so the index's hint slots stay empty.
@@ -79,10 +79,23 @@ pub(crate) fn block_name(_p: *const u8) -> u32 {
     0
 }
 
-/// Under loom: the address of no name.
+/// Under loom: no name points anywhere.
 #[cfg(loom)]
-pub(crate) fn block_addr(_n: u32) -> *const u8 {
-    std::ptr::null()
+#[derive(Clone, Copy)]
+pub(crate) struct Names;
+
+/// Under loom: see [`Names`].
+#[cfg(loom)]
+pub(crate) fn names() -> Names {
+    Names
+}
+
+#[cfg(loom)]
+impl Names {
+    /// Under loom: null.
+    pub(crate) fn addr(self, _n: u32) -> *const u8 {
+        std::ptr::null()
+    }
 }
 use region::{LazyRegion, Region};
 

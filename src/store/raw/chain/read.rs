@@ -77,7 +77,7 @@ impl KeyEntry {
 
     /// The newest version `view` accepts, adding the number of versions it
     /// examined (status words loaded) to `examined`. No read-modify-write.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn read_counted<'g>(
         &'g self,
         view: &ReadView<'_>,

@@ -233,7 +233,7 @@ pub(crate) unsafe fn free(p: NonNull<u8>, bytes: usize) {
     }
 }
 
-/// The region's base address for [`block_name`] and [`block_addr`] (0:
+/// The region's base address for [`block_name`] and [`Names`] (0:
 /// not reserved yet, or not known here yet): copied from the region by
 /// the first `block_name` after it exists, so neither function passes the
 /// slab's `OnceLock`s. Relaxed, loads and store: it publishes a number, not
@@ -266,16 +266,31 @@ fn hint_base() -> u64 {
     base
 }
 
-/// The address block name `n` stands for (null for 0): only to prefetch,
-/// never to read (a stale name may stand for a freed or reused block), so
-/// it carries no provenance.
+/// Where block names ([`block_name`]) point: the region's base, loaded
+/// once for many names (a batch of lookups' hints) rather than once a
+/// name. The region, once reserved, never moves; a base not known yet
+/// names nothing (a prefetch skipped).
+#[derive(Clone, Copy)]
+pub(crate) struct Names(u64);
+
+/// The region's [`Names`] now.
 #[inline]
-pub(crate) fn block_addr(n: u32) -> *const u8 {
-    let base = HINT_BASE.load(Ordering::Relaxed);
-    if n == 0 || base == 0 {
-        return std::ptr::null();
+pub(crate) fn names() -> Names {
+    Names(HINT_BASE.load(Ordering::Relaxed))
+}
+
+impl Names {
+    /// The address block name `n` stands for (null for 0): only to
+    /// prefetch, never to read (a stale name may stand for a freed or
+    /// reused block), so it carries no provenance.
+    #[inline]
+    pub(crate) fn addr(self, n: u32) -> *const u8 {
+        if n == 0 || self.0 == 0 {
+            std::ptr::null()
+        } else {
+            std::ptr::without_provenance((self.0 + u64::from(n - 1) * GRANULE as u64) as usize)
+        }
     }
-    std::ptr::without_provenance((base + u64::from(n - 1) * GRANULE as u64) as usize)
 }
 
 /// The process's version slab's figures now.
