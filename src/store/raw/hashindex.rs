@@ -548,6 +548,9 @@ impl HashIndex {
     /// node is handed to `on_new` (under the insert mutex, before readers
     /// of this table can find it) and the second value is true. Nodes live
     /// until the index drops, hence the `'s` borrow.
+    // The store inserts through `get_or_insert_at`; the tests, the loom
+    // model and the bench hooks through this.
+    #[cfg_attr(not(any(test, loom, feature = "bench-hooks")), allow(dead_code))]
     pub(crate) fn get_or_insert<'s>(
         &'s self,
         key: &[u8],
