@@ -370,7 +370,7 @@ impl Table {
     /// required where a lookup relies on a null (`find`): pairs with the
     /// Release unlinking store in `HashIndex::migrate`, so a reader that
     /// sees null sees every slot moved here. Stronger than needed for
-    /// `hint_head`, whose miss only leaves a stale hint.
+    /// `hint`, whose miss only leaves a stale hint.
     #[inline]
     fn prev(&self) -> *mut Table {
         self.prev
