@@ -171,6 +171,23 @@ impl<'s, 'm, M: Machinery> Transaction<'s, 'm, M> {
     /// See [`Transaction::read_view`](crate::machinery::Transaction::read_view).
     #[inline]
     pub fn read_view(&mut self) -> Result<ReadView<'_>> {
+        // The common case inline (an active transaction that has its view
+        // and need not refresh it); the rest, which takes a snapshot or
+        // refreshes one, out of line, so this one saves no registers.
+        let c = &self.sess.cur;
+        if c.state == State::Active
+            && c.snapped
+            && (c.opts.isolation != Isolation::ReadCommitted || c.stable.is_some())
+        {
+            return Ok(self.view());
+        }
+        self.read_view_slow()
+    }
+
+    /// [`read_view`](Self::read_view) when the view must be taken or
+    /// refreshed, or the transaction is not active.
+    #[inline(never)]
+    fn read_view_slow(&mut self) -> Result<ReadView<'_>> {
         self.check_usable()?;
         if !self.sess.cur.snapped {
             self.take_snapshot_now();
