@@ -385,10 +385,14 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
     }
 
     /// See [`Txn::rollback`](crate::Txn::rollback).
+    #[inline]
     pub fn rollback(mut self) {
         self.rollback_in_place();
     }
 
+    /// Inline: a read-only transaction's rollback is a few checks and
+    /// stores (the machinery's writer rollback stays out of line).
+    #[inline]
     pub(super) fn rollback_in_place(&mut self) {
         let writes = &mut self.session.writes;
         let mut unlinked = 0;

@@ -42,6 +42,10 @@ impl LockFree {
         }
     }
 
+    /// Inline: the first pass of its loop is a lazy reader's whole
+    /// begin at a read timestamp (a call would cost its register saves
+    /// and the `Result` through memory).
+    #[inline]
     pub(super) fn begin_at_read_ts(
         &self,
         slot: usize,

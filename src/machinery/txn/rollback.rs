@@ -26,6 +26,10 @@ impl<M: Machinery> Transaction<'_, '_, M> {
         self.rollback_slow(flip)
     }
 
+    /// [`rollback`](Self::rollback) of a transaction that wrote or
+    /// announced, or has ended: out of line, so the read-only rollback
+    /// inlined into its callers stays small.
+    #[inline(never)]
     fn rollback_slow(&mut self, flip: impl FnOnce(&Completion<'_>)) -> Result<()> {
         if matches!(self.sess.cur.state, State::Finished | State::Poisoned) {
             return Err(Error::TransactionFinished);

@@ -17,6 +17,17 @@ impl<'s, 'm, M: Machinery> Transaction<'s, 'm, M> {
         opts: &TxnOptions,
     ) -> Result<Self> {
         let opts = *opts;
+        if opts.read_timestamp.is_some() || opts.read_at_stable {
+            return Self::begin_with_view(sess, opts);
+        }
+        // The common begin (a lazy snapshot) inline; the options that
+        // take a view at begin out of line.
+        Ok(Self::begin_lazy(sess, opts))
+    }
+
+    /// [`begin`](Self::begin) with `read_timestamp` or `read_at_stable`.
+    #[inline(never)]
+    fn begin_with_view(sess: &'s mut TxnSession<'m, M>, opts: TxnOptions) -> Result<Self> {
         if let Some(ts) = opts.read_timestamp {
             check_ts(TimestampRole::Read, ts)?;
             if opts.read_at_stable {
@@ -26,29 +37,9 @@ impl<'s, 'm, M: Machinery> Transaction<'s, 'm, M> {
                 });
             }
         }
-        if sess.open.live {
-            recover_leaked(sess, |_| {});
-        }
-        sess.open.live = true;
-        let rmw_at_begin = crate::sync::thread_rmw_count().unwrap_or(0);
-        let mgr = sess.mgr;
-        let ctr = sess.ctr();
-        ctr.begins.bump(1);
-        // Field by field, in place in the session (no struct built on the
-        // stack and copied).
-        let c = &mut sess.cur;
-        c.opts = opts;
-        c.state = State::Active;
-        c.id = 0;
-        c.read_ts = Timestamp::NONE;
-        c.commit_ts = Timestamp::NONE;
-        c.prepare_ts = Timestamp::NONE;
-        c.durable_ts = Timestamp::NONE;
-        c.stable = None;
-        c.snapped = false;
-        c.pinned = false;
-        c.rmw_at_begin = rmw_at_begin;
-        let mut t = Transaction { sess };
+        let mut t = Self::begin_lazy(sess, opts);
+        let mgr = t.sess.mgr;
+        let ctr = t.sess.ctr();
         if opts.read_at_stable {
             let sv = mgr.machinery.begin_at_stable(t.sess.slot, ctr);
             t.sess.cur.pinned = true;
@@ -75,6 +66,34 @@ impl<'s, 'm, M: Machinery> Transaction<'s, 'm, M> {
             t.set_read_timestamp(ts)?;
         }
         Ok(t)
+    }
+
+    /// Opens the transaction with no view yet (taken lazily): the whole
+    /// of a begin without `read_timestamp` or `read_at_stable`.
+    #[inline(always)]
+    fn begin_lazy(sess: &'s mut TxnSession<'m, M>, opts: TxnOptions) -> Self {
+        if sess.open.live {
+            recover_leaked(sess, |_| {});
+        }
+        sess.open.live = true;
+        let rmw_at_begin = crate::sync::thread_rmw_count().unwrap_or(0);
+        let ctr = sess.ctr();
+        ctr.begins.bump(1);
+        // Field by field, in place in the session (no struct built on the
+        // stack and copied).
+        let c = &mut sess.cur;
+        c.opts = opts;
+        c.state = State::Active;
+        c.id = 0;
+        c.read_ts = Timestamp::NONE;
+        c.commit_ts = Timestamp::NONE;
+        c.prepare_ts = Timestamp::NONE;
+        c.durable_ts = Timestamp::NONE;
+        c.stable = None;
+        c.snapped = false;
+        c.pinned = false;
+        c.rmw_at_begin = rmw_at_begin;
+        Transaction { sess }
     }
 
     /// Takes the snapshot and publishes its pin (handshake 1).
@@ -171,6 +190,23 @@ impl<'s, 'm, M: Machinery> Transaction<'s, 'm, M> {
     /// See [`Transaction::read_view`](crate::machinery::Transaction::read_view).
     #[inline]
     pub fn read_view(&mut self) -> Result<ReadView<'_>> {
+        // The common case inline (an active transaction that has its view
+        // and need not refresh it); the rest, which takes a snapshot or
+        // refreshes one, out of line, so this one saves no registers.
+        let c = &self.sess.cur;
+        if c.state == State::Active
+            && c.snapped
+            && (c.opts.isolation != Isolation::ReadCommitted || c.stable.is_some())
+        {
+            return Ok(self.view());
+        }
+        self.read_view_slow()
+    }
+
+    /// [`read_view`](Self::read_view) when the view must be taken or
+    /// refreshed, or the transaction is not active.
+    #[inline(never)]
+    fn read_view_slow(&mut self) -> Result<ReadView<'_>> {
         self.check_usable()?;
         if !self.sess.cur.snapped {
             self.take_snapshot_now();

@@ -112,6 +112,59 @@ impl KeyBytes {
             KeyBytes::Heap(b) => b,
         }
     }
+
+    /// Are these bytes `key`? An inline key compares with a few
+    /// fixed-width loads ([`short_eq`]), not a call to `memcmp`.
+    #[inline(always)]
+    fn is(&self, key: &[u8]) -> bool {
+        match self {
+            KeyBytes::Inline(n, b) => {
+                *n as usize == key.len() && b.get(..key.len()).is_some_and(|b| short_eq(b, key))
+            }
+            KeyBytes::Heap(b) => **b == *key,
+        }
+    }
+}
+
+/// `a == b` for slices of the same length: up to 24 bytes with two or
+/// three overlapping loads of up to 8 bytes from each side (the first and
+/// the last bytes, and the middle ones for 17 to 24), longer ones with
+/// the slice comparison. Nothing but a point read's key comparison needs
+/// it inline: `memcmp` costs a call and its register saves for an 8-byte
+/// key.
+#[inline(always)]
+fn short_eq(a: &[u8], b: &[u8]) -> bool {
+    /// The `N` bytes of `s` from `i` (`i + N <= s.len()`: the callers'
+    /// length tests let the compiler drop the bounds checks).
+    #[inline(always)]
+    fn word<const N: usize>(s: &[u8], i: usize) -> [u8; N] {
+        let mut w = [0; N];
+        w.copy_from_slice(&s[i..i + N]);
+        w
+    }
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n >= 8 {
+        let ends = |i| u64::from_ne_bytes(word(a, i)) ^ u64::from_ne_bytes(word(b, i));
+        if n <= 16 {
+            return ends(0) | ends(n - 8) == 0;
+        }
+        if n <= 24 {
+            return ends(0) | ends(8) | ends(n - 8) == 0;
+        }
+        return a == b;
+    }
+    if n >= 4 {
+        let ends = |i| u32::from_ne_bytes(word(a, i)) ^ u32::from_ne_bytes(word(b, i));
+        return ends(0) | ends(n - 4) == 0;
+    }
+    if n >= 2 {
+        let ends = |i| u16::from_ne_bytes(word(a, i)) ^ u16::from_ne_bytes(word(b, i));
+        return ends(0) | ends(n - 2) == 0;
+    }
+    a.first() == b.first()
 }
 
 /// A table slot. `word`: the node pointer in the low [`ADDR_BITS`] bits
@@ -387,7 +440,7 @@ impl Table {
             // caller borrows the index.
             let n = unsafe { &*node_of(w) };
             n.witness.check();
-            n.key() == key
+            n.key.is(key)
         })
     }
 
@@ -637,16 +690,23 @@ impl HashIndex {
     fn in_either<'g, R>(t: &'g Table, look: impl Fn(&'g Table) -> Option<R>) -> Option<R> {
         // Loaded before `t` is probed (module docs, "Orderings").
         let prev = t.prev();
-        if let Some(r) = look(t) {
-            return Some(r);
+        // One call site of `look` (`t`, then `prev`), so it is inlined
+        // once, not out of line for two.
+        let (mut t, mut next) = (t, prev);
+        loop {
+            if let Some(r) = look(t) {
+                return Some(r);
+            }
+            if next.is_null() {
+                return None;
+            }
+            // SAFETY: `prev` was linked from `t` when loaded, so it had not
+            // been retired then (it is retired only after it is unlinked),
+            // and the caller's guard, under which `t` was loaded, keeps it
+            // alive.
+            t = unsafe { &*next };
+            next = ptr::null_mut();
         }
-        if prev.is_null() {
-            return None;
-        }
-        // SAFETY: `prev` was linked from `t` when loaded, so it had not
-        // been retired then (it is retired only after it is unlinked), and
-        // the caller's guard, under which `t` was loaded, keeps it alive.
-        look(unsafe { &*prev })
     }
 
     /// The slot holding `key`'s node, and its word: in `t`, or in the
@@ -789,7 +849,7 @@ impl<'s> Batch<'s, '_> {
         // index rules out.
         let n = unsafe { &*c.0 };
         n.witness.check();
-        if n.key() == key {
+        if n.key.is(key) {
             return Some(n);
         }
         self.probe_on(key, hash)
@@ -1013,6 +1073,34 @@ mod tests {
         let (n, new) = ix.get_or_insert(key, collector, &g, |_| {});
         assert!(new, "a fresh key");
         assert_eq!(n.key(), key);
+    }
+
+    #[test]
+    fn short_keys_compare_by_every_byte() {
+        for n in 0..=40usize {
+            let a: Vec<u8> = (0..n).map(|i| i as u8 ^ 0x5a).collect();
+            let stored = KeyBytes::new(&a);
+            assert!(short_eq(&a, &a.clone()), "len {n}: equal");
+            assert!(stored.is(&a), "len {n}: stored equal");
+            for at in [0, n / 2, n.saturating_sub(1)] {
+                if n == 0 {
+                    break;
+                }
+                let mut b = a.clone();
+                b[at] ^= 0x80;
+                assert!(!short_eq(&a, &b), "len {n}: byte {at} differs");
+                assert!(!short_eq(&b, &a), "len {n}: byte {at} differs");
+                assert!(!stored.is(&b), "len {n}: stored, byte {at} differs");
+            }
+            // A prefix or an extension is another key.
+            if n > 0 {
+                assert!(!short_eq(&a, &a[..n - 1]), "len {n}: prefix");
+                assert!(!stored.is(&a[..n - 1]), "len {n}: stored, prefix");
+            }
+            let mut longer = a.clone();
+            longer.push(0);
+            assert!(!stored.is(&longer), "len {n}: stored, extended by a zero");
+        }
     }
 
     #[test]
