@@ -10,7 +10,7 @@ use crate::config::TxnOptions;
 use crate::error::{Error, Result};
 use crate::machinery::with_machinery::{LockFree, Machinery, Transaction, TxnSession};
 use crate::machinery::Count;
-use crate::store::{Found, Tb};
+use crate::store::{Found, KeyEntry, Tb};
 use crate::ts::{Timestamp, TxnId};
 
 /// The generic form of [`Txn`](crate::Txn), on snapshot protocol `M`
@@ -244,14 +244,23 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
     ) -> Result<()> {
         let view = self.inner.read_view()?;
         let bounds = range.bounds();
-        let store = &self.session.engine.store;
+        let d = &mut *self.session;
+        let engine = d.engine;
+        let store = &engine.store;
+        let track = d.serial.track;
+        // A tracked scan reads the index the write set holds for its table
+        // (as a tracked point read does) and keeps the entries it visits
+        // for its validation (`Tracker::visit`).
+        let held = match (track, tb) {
+            (false, _) => None,
+            (true, Tb::Default) => Some(&store.index),
+            (true, Tb::Named(_)) => Some(d.writes.hold(tb, false)?),
+        };
         let guard = store.collector.pin();
-        let index = tb.index(store, &guard)?;
         let mut conflict: Option<Vec<u8>> = None;
         let (mut reads, mut examined) = (0, 0);
-        let track = self.session.serial.track;
         let mut stopped: Option<Vec<u8>> = None;
-        index.range(bounds, true, &guard, |k, e| {
+        let mut each = |k: &[u8], e: &KeyEntry| {
             reads += 1;
             match e.read_counted(&view, &guard, &mut examined) {
                 Found::Value(v) => {
@@ -267,11 +276,24 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
                     false
                 }
             }
-        });
-        drop(guard);
-        if track {
-            let at = conflict.as_deref().or(stopped.as_deref());
-            self.session.serial.note_scan(tb, bounds, at);
+        };
+        match held {
+            Some(index) => {
+                let serial = &mut d.serial;
+                let mut keeping = serial.scan_starts(index);
+                index.range(bounds, true, &guard, |k, e| {
+                    serial.visit(&mut keeping, k, e);
+                    each(k, e)
+                });
+                drop(guard);
+                let at = conflict.as_deref().or(stopped.as_deref());
+                serial.note_scan(tb, bounds, at, keeping);
+            }
+            None => {
+                let index = tb.index(store, &guard)?;
+                index.range(bounds, true, &guard, each);
+                drop(guard);
+            }
         }
         self.inner.count(Count::Reads, reads);
         self.inner.count(Count::VersionsRead, examined);
