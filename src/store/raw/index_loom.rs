@@ -42,8 +42,9 @@ impl Index {
 
     /// As the real index's: the keys created so far, loaded before a scan.
     pub(crate) fn created_before_scan(&self) -> u64 {
-        // Acquire, required: pairs with the Release store in
-        // `get_or_insert`, as in the real index.
+        // Acquire, as in the real index (where it is required): pairs with
+        // the Release store in `count_one`. Stronger than needed here: the
+        // map's mutex, taken by the walk after it, orders it too.
         self.created.load(Ordering::Acquire)
     }
 
@@ -119,8 +120,9 @@ impl Index {
         // Relaxed load: creators store it under the map's mutex here (the
         // twin's stray store aside, which changes nothing in its models).
         let n = self.created.load(Ordering::Relaxed) + 1;
-        // Release, required: pairs with the Acquire load in
-        // `created_before_scan`.
+        // Release, as in the real index (where it is required): pairs with
+        // the Acquire load in `created_before_scan`. Stronger than needed
+        // here, as that load's comment says.
         self.created.store(n, Ordering::Release);
     }
 
