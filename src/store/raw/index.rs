@@ -498,9 +498,6 @@ impl Index {
     /// freezes `delta` for one when it is due, places a few keys of one
     /// under way, publishes the merged base when one ends. Called under the
     /// hash index's insert mutex only, so there is one caller at a time.
-    /// Inlined into the creation path as it was before the creation count
-    /// grew it (out of line, a creation took about 66 instructions more).
-    #[inline]
     fn add_ordered(&self, n: &Node, collector: &Collector, guard: &Guard) {
         self.graveyard.free_one();
         let o = self.ordered(guard);
