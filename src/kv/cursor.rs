@@ -211,9 +211,10 @@ pub struct Cursor<'t, 's, 'e, M: Machinery = LockFree> {
     tb: Tb<'t>,
     /// The table's index: the store's own for the default table, or a
     /// named table's, which the transaction's write set holds until the
-    /// transaction ends (so its keys may be lent for `'t`); `None`: the
-    /// table was dropped.
-    index: Option<&'t Index>,
+    /// transaction ends (so its keys may be lent for `'t`, and its entries
+    /// kept for the transaction's validation); `None`: the table was
+    /// dropped.
+    index: Option<&'e Index>,
     /// The caller's bounds and the sought keys, which positions name.
     keys: Owned,
     /// The caller's lower bound.
@@ -475,7 +476,14 @@ impl<'t, 's, 'e, M: Machinery> Cursor<'t, 's, 'e, M> {
         let mut last: Option<&'t [u8]> = None;
         let mut conflict = None;
         let mut exhausted = true;
-        let mut visit = |k: &'t [u8], e: &crate::store::raw::chain::KeyEntry| {
+        // A tracked refill keeps the entries it visits for the
+        // transaction's validation (`Tracker::visit`).
+        let serial = &mut self.txn.session.serial;
+        let mut keeping = serial.track.then(|| serial.scan_starts(index));
+        let mut visit = |k: &'e [u8], e: &'e crate::store::raw::chain::KeyEntry| {
+            if let Some(keeping) = keeping.as_mut() {
+                serial.visit(keeping, k, e);
+            }
             examined += 1;
             last = Some(k);
             match e.read_counted(&view, &guard, &mut versions) {
@@ -501,9 +509,9 @@ impl<'t, 's, 'e, M: Machinery> Cursor<'t, 's, 'e, M> {
         self.txn.inner.count(Count::Reads, examined as u64);
         self.txn.inner.count(Count::VersionsRead, versions);
         batch.done = exhausted;
-        if self.txn.session.serial.track {
+        if let Some(keeping) = keeping {
             let track = &mut self.txn.session.serial;
-            track.note_refill(self.tb, bounds, forward, exhausted, last);
+            track.note_refill(self.tb, bounds, forward, exhausted, last, keeping);
         }
         if let Some(key) = conflict {
             self.txn.inner.count(Count::PrepareConflicts, 1);

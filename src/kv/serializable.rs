@@ -13,6 +13,14 @@
 //! keeps the entry it found for its key (keys are never removed, so a
 //! lookup at validation would find the same one): validation checks it
 //! without looking the key up again; a key that had no entry is looked up.
+//! A tracked scan (or cursor refill) likewise keeps the entries it visited,
+//! up to [`KEEP_ENTRIES`] a range, with its index's count of created keys
+//! loaded before its walk ([`Index::created_before_scan`]): while that
+//! count is unchanged no key was created in the index since, so those
+//! entries are still every key of the range, and validation checks them
+//! without walking the range again; a range whose count moved (a key
+//! created anywhere in its table, a phantom perhaps) or that visited more
+//! is walked again.
 //!
 //! Its writes are installed as versions before commit, as every
 //! transaction's are (first updater wins). At commit, a transaction that
@@ -77,6 +85,15 @@
 //! holder's raised value (and its check sees that holder's commit), or
 //! that holder raised it later, before an unlock the committer's lock
 //! follows (and the committer checks again under the gate); never neither.
+//!
+//! An index's count of created keys is raised (Release) by each creator
+//! after its key is in the ordered view, and loaded (Acquire) by a tracked
+//! scan before its walk, so the walk finds every key the loaded count
+//! counts. A creation a validation must see (that of a gated commit before
+//! it, or its own) happens-before the validation through the gate's
+//! sequence or mutex as that commit's flips do, so the validation's
+//! (Relaxed) load of the count sees it: a count found unchanged means no
+//! such key was created after the scan's load.
 
 use super::engine::SessionData;
 use super::txn::Txn;
@@ -85,7 +102,7 @@ use crate::error::{Error, Result};
 use crate::machinery::epoch::Guard;
 use crate::machinery::with_machinery::Machinery;
 use crate::machinery::ReadView;
-use crate::store::{KeyEntry, Store, TableState, Tb};
+use crate::store::{Index, KeyEntry, Store, TableState, Tb};
 use crate::sync::{
     mutant as m, mutant_on, ordering_or_mutant, AtomicU64, Condvar, Mutex, MutexGuard, Ordering,
 };
@@ -100,6 +117,34 @@ const KEEP_BYTES: usize = 64 * 1024;
 /// Has `v` grown past [`KEEP_BYTES`]?
 fn past_keep<T>(v: &Vec<T>) -> bool {
     v.capacity() * std::mem::size_of::<T>() > KEEP_BYTES
+}
+
+/// Entries a tracked scan keeps for one range, at most: validation checks
+/// a range whose scan visited more by walking it again.
+const KEEP_ENTRIES: usize = 32;
+
+/// What the scan of a tracked range kept for its validation: the index it
+/// walked, the keys created in that index before its walk
+/// ([`Index::created_before_scan`]), and the entries it visited
+/// (`Tracker::visited[from..to]`), every key of the range then. While the
+/// index's count is unchanged no key was created since, so these are still
+/// every key of the range: validation checks them and walks nothing.
+#[derive(Clone, Copy)]
+struct Scanned<'e> {
+    /// `None`: nothing kept (more than [`KEEP_ENTRIES`] entries).
+    index: Option<&'e Index>,
+    created: u64,
+    from: u32,
+    to: u32,
+}
+
+/// A tracked scan under way: what it keeps (`Tracker::scan_starts`).
+pub(crate) struct Keeping<'e> {
+    index: &'e Index,
+    created: u64,
+    from: usize,
+    /// It visited more than [`KEEP_ENTRIES`]: it keeps nothing.
+    full: bool,
 }
 
 /// One end of a tracked range: offsets of its key in the read set's bytes.
@@ -268,6 +313,11 @@ pub(crate) struct Tracker<'e> {
     /// index (`WriteSet::hold`), which every tracked read of a named
     /// table takes.
     reads: ReadSet<Option<&'e KeyEntry>>,
+    /// For each tracked range of `reads`, in order, what its scan kept.
+    scanned: Vec<Scanned<'e>>,
+    /// The entries the tracked scans kept, with their keys, for their
+    /// ranges' validation (`Scanned`); alive as `reads`' entries are.
+    visited: Vec<(&'e [u8], &'e KeyEntry)>,
     /// A durable serializable commit's written keys, copied from the write
     /// set when it leaves the gate at append and lent to the gate's
     /// `committing` list until it completes (`LogTurn`); kept, emptied,
@@ -289,6 +339,8 @@ impl<'e> Tracker<'e> {
             track: false,
             serializable: false,
             reads: ReadSet::default(),
+            scanned: Vec::new(),
+            visited: Vec::new(),
             lent: ReadSet::default(),
             tables: Vec::new(),
             owner: crate::sync::unique_id(),
@@ -343,7 +395,21 @@ impl<'e> Tracker<'e> {
         self.track = false;
         self.serializable = false;
         self.reads.clear();
+        self.clear_scanned();
         self.tables.clear();
+    }
+
+    /// Forgets what the tracked scans kept; frees its buffers if they grew
+    /// past [`KEEP_BYTES`].
+    #[inline]
+    fn clear_scanned(&mut self) {
+        if past_keep(&self.scanned) || past_keep(&self.visited) {
+            self.scanned = Vec::new();
+            self.visited = Vec::new();
+        } else {
+            self.scanned.clear();
+            self.visited.clear();
+        }
     }
 
     /// Does it hold anything of a transaction: tracking on, a serializable
@@ -412,24 +478,67 @@ impl<'e> Tracker<'e> {
         }
     }
 
-    /// Records what a scan of `bounds` covered: all of it, or (`stopped`)
-    /// up to and including the key where it stopped.
+    /// A tracked scan of `index` (the one the write set holds for its
+    /// table) starts: loads the keys created in it so far, before the walk.
+    #[inline]
+    pub(crate) fn scan_starts(&self, index: &'e Index) -> Keeping<'e> {
+        Keeping {
+            index,
+            created: index.created_before_scan(),
+            from: self.visited.len(),
+            full: false,
+        }
+    }
+
+    /// The scan `k` visited `key`'s `entry` (every entry its walk met, in
+    /// the range it will record).
+    #[inline]
+    pub(crate) fn visit(&mut self, k: &mut Keeping<'e>, key: &'e [u8], entry: &'e KeyEntry) {
+        if k.full {
+            return;
+        }
+        if self.visited.len() - k.from == KEEP_ENTRIES {
+            k.full = true;
+            self.visited.truncate(k.from);
+            return;
+        }
+        self.visited.push((key, entry));
+    }
+
+    /// Records the range a scan that kept `k` covered, with what it kept.
+    fn add_scanned(&mut self, t: u32, lo: Bound<&[u8]>, hi: Bound<&[u8]>, k: Keeping<'e>) {
+        self.reads.add_range(t, lo, hi);
+        // `from` and `to` fit: a range keeps at most KEEP_ENTRIES entries,
+        // and a read set past u32::MAX of them is not kept.
+        let fits = u32::try_from(self.visited.len()).is_ok();
+        self.scanned.push(Scanned {
+            index: (!k.full && fits).then_some(k.index),
+            created: k.created,
+            from: k.from as u32,
+            to: self.visited.len() as u32,
+        });
+    }
+
+    /// Records what a scan of `bounds` that kept `k` covered: all of it,
+    /// or (`stopped`) up to and including the key where it stopped.
     #[inline(never)]
     pub(crate) fn note_scan(
         &mut self,
         tb: Tb<'_>,
         bounds: (Bound<&[u8]>, Bound<&[u8]>),
         stopped: Option<&[u8]>,
+        k: Keeping<'e>,
     ) {
         let t = self.note_table(tb);
         match stopped {
-            None => self.reads.add_range(t, bounds.0, bounds.1),
-            Some(k) => self.reads.add_range(t, bounds.0, Bound::Included(k)),
+            None => self.add_scanned(t, bounds.0, bounds.1, k),
+            Some(s) => self.add_scanned(t, bounds.0, Bound::Included(s), k),
         }
     }
 
-    /// Records what one cursor refill between `bounds` covered: all of it
-    /// (`exhausted`), or from its starting end up to and including `last`.
+    /// Records what one cursor refill between `bounds` that kept `k`
+    /// covered: all of it (`exhausted`), or from its starting end up to and
+    /// including `last`.
     #[inline(never)]
     pub(crate) fn note_refill(
         &mut self,
@@ -438,12 +547,13 @@ impl<'e> Tracker<'e> {
         forward: bool,
         exhausted: bool,
         last: Option<&[u8]>,
+        k: Keeping<'e>,
     ) {
         let t = self.note_table(tb);
         match (exhausted, last) {
-            (false, Some(k)) if forward => self.reads.add_range(t, bounds.0, Bound::Included(k)),
-            (false, Some(k)) => self.reads.add_range(t, Bound::Included(k), bounds.1),
-            _ => self.reads.add_range(t, bounds.0, bounds.1),
+            (false, Some(l)) if forward => self.add_scanned(t, bounds.0, Bound::Included(l), k),
+            (false, Some(l)) => self.add_scanned(t, Bound::Included(l), bounds.1, k),
+            _ => self.add_scanned(t, bounds.0, bounds.1, k),
         }
     }
 
@@ -703,8 +813,38 @@ fn validate_store<M: Machinery>(
             }));
         }
     }
-    for (t, (lo, hi)) in reads.ranges() {
-        if let Some(key) = changed_in(store, d.serial.table(t), (lo, hi), &view)? {
+    for (i, (t, (lo, hi))) in reads.ranges().enumerate() {
+        let tb = d.serial.table(t);
+        // A range whose scan kept its entries, with no key created in its
+        // index since: those are still every key of the range (never
+        // removed), checked directly. Else (or its index no longer held) it
+        // is walked again.
+        let kept = match d.serial.scanned.get(i) {
+            Some(&Scanned {
+                index: Some(index),
+                created,
+                from,
+                to,
+            }) if d.writes.holds(tb) => {
+                if let Tb::Named(s) = tb {
+                    if s.is_dropped() {
+                        return Err(Box::new(s.dropped()));
+                    }
+                }
+                let unchanged =
+                    index.created_now() == created || mutant_on(m::SERIALIZABLE_SCAN_KEPT_TRUSTED);
+                unchanged.then(|| &d.serial.visited[from as usize..to as usize])
+            }
+            _ => None,
+        };
+        let hit = match kept {
+            Some(entries) => entries
+                .iter()
+                .find(|(_, e)| e.changed_since(&view, guard))
+                .map(|(k, _)| k.to_vec()),
+            None => changed_in(store, tb, (lo, hi), &view, guard)?,
+        };
+        if let Some(key) = hit {
             return Err(Box::new(Error::RangeConflict {
                 start: owned(lo),
                 end: owned(hi),
@@ -734,7 +874,7 @@ fn changed(
 }
 
 /// The first key in `range` a write by `view`'s transaction would conflict
-/// on now.
+/// on now. `guard` is held by the caller.
 ///
 /// # Errors
 /// [`Error::TableDropped`]: the table it read was dropped since.
@@ -743,6 +883,7 @@ fn changed_in(
     tb: Tb<'_>,
     range: (Bound<&[u8]>, Bound<&[u8]>),
     view: &ReadView<'_>,
+    guard: &Guard,
 ) -> Result<Option<Vec<u8>>> {
     // No key lies in an empty range (and the index's range walk requires
     // `lo <= hi`).
@@ -754,11 +895,10 @@ fn changed_in(
             return Ok(None);
         }
     }
-    let guard = store.collector.pin();
-    let index = tb.index(store, &guard)?;
+    let index = tb.index(store, guard)?;
     let mut hit = None;
-    index.range(range, true, &guard, |k, e| {
-        if e.changed_since(view, &guard) {
+    index.range(range, true, guard, |k, e| {
+        if e.changed_since(view, guard) {
             hit = Some(k.to_vec());
             return false;
         }
@@ -1190,6 +1330,7 @@ pub(super) fn gated_prepare<'s, 'e, M: Machinery>(
                 owner: t.owner,
                 reads: t.reads.take_plain(),
             });
+            t.clear_scanned();
             t.registered = true;
         }
     }
@@ -1255,7 +1396,7 @@ mod tests {
 
     use crate::machinery::epoch::{OUTER_PINS, RETIRE_BATCH};
     use crate::machinery::{COMPLETION_FLUSHES, DESCRIPTOR_ALLOCS};
-    use crate::store::raw::index::LOOKUPS;
+    use crate::store::raw::index::{LOOKUPS, RANGE_WALKS};
     use crate::{CommitOptions, Engine, Isolation, TableOptions, TxnOptions};
 
     fn ser() -> TxnOptions {
@@ -1295,6 +1436,118 @@ mod tests {
         let before = lookups();
         t.commit(CommitOptions::default()).unwrap();
         assert_eq!(lookups() - before, 1, "lookups made by the commit");
+    }
+
+    fn walks() -> u64 {
+        RANGE_WALKS.with(std::cell::Cell::get)
+    }
+
+    /// An engine with keys `k00` to `k39`.
+    fn forty_keys() -> Engine {
+        let e = Engine::default();
+        {
+            let mut s = e.session().unwrap();
+            let mut t = s.begin(&TxnOptions::default()).unwrap();
+            for i in 0..40 {
+                t.put(format!("k{i:02}"), "1").unwrap();
+            }
+            t.commit(CommitOptions::default()).unwrap();
+        }
+        e
+    }
+
+    /// A serializable writer whose scans (whole, stopped early, a cursor's
+    /// refills either way, in a named table) visited at most
+    /// `KEEP_ENTRIES` keys each, with no key created since: validation
+    /// walks none of their ranges, it checks the entries they kept. A
+    /// range past the cap, or any range once a key was created in its
+    /// table, is walked again.
+    #[test]
+    fn validation_walks_only_the_ranges_whose_scans_kept_nothing_current() {
+        let e = forty_keys();
+        let x = e.create_table("x", TableOptions::default()).unwrap();
+        let mut s = e.session().unwrap();
+        let mut t = s.begin(&TxnOptions::default()).unwrap();
+        t.table(&x).unwrap().put("a", "1").unwrap();
+        t.commit(CommitOptions::default()).unwrap();
+
+        let mut t = s.begin(&ser()).unwrap();
+        assert_eq!(t.range("k00".."k10").unwrap().len(), 10);
+        t.scan("k10".., |k, _| k != b"k12").unwrap();
+        assert_eq!(t.iter("k20".."k30").count(), 10);
+        assert_eq!(t.iter("k20".."k30").rev().count(), 10);
+        assert_eq!(t.table(&x).unwrap().range(..).unwrap().len(), 1);
+        t.put("k00", "2").unwrap();
+        let before = walks();
+        t.commit(CommitOptions::default()).unwrap();
+        assert_eq!(walks() - before, 0, "walks made by the commit");
+
+        let mut t = s.begin(&ser()).unwrap();
+        assert_eq!(t.range("k00".."k10").unwrap().len(), 10);
+        assert_eq!(t.range(..).unwrap().len(), 40);
+        t.put("k00", "3").unwrap();
+        let before = walks();
+        t.commit(CommitOptions::default()).unwrap();
+        assert_eq!(walks() - before, 1, "a range past the cap");
+
+        // A key created in another table leaves these ranges' kept entries
+        // current; one created in their own table does not.
+        let mut t = s.begin(&ser()).unwrap();
+        assert_eq!(t.range("k00".."k10").unwrap().len(), 10);
+        assert_eq!(t.range("k10".."k20").unwrap().len(), 10);
+        t.table(&x).unwrap().put("new", "1").unwrap();
+        let before = walks();
+        t.commit(CommitOptions::default()).unwrap();
+        assert_eq!(walks() - before, 0, "a key created in another table");
+        let mut t = s.begin(&ser()).unwrap();
+        assert_eq!(t.range("k00".."k10").unwrap().len(), 10);
+        assert_eq!(t.range("k10".."k20").unwrap().len(), 10);
+        t.put("new", "1").unwrap();
+        let before = walks();
+        t.commit(CommitOptions::default()).unwrap();
+        assert_eq!(walks() - before, 2, "a key created in the same table");
+    }
+
+    /// A key another transaction created inside a scanned range after the
+    /// scan and committed: the range's validation walks it again and
+    /// finds the key, a phantom. `trust`: the broken twin checks only the
+    /// entries the scan kept, and misses it.
+    fn phantom(trust: bool) {
+        let e = forty_keys();
+        let (mut s, mut s2) = (e.session().unwrap(), e.session().unwrap());
+        let mut t = s.begin(&ser()).unwrap();
+        assert_eq!(t.range("k10".."k20").unwrap().len(), 10);
+        t.put("k00", "2").unwrap();
+        let mut o = s2.begin(&ser()).unwrap();
+        o.put("k15a", "1").unwrap();
+        o.commit(CommitOptions::default()).unwrap();
+        if trust {
+            crate::sync::mutant::set_for_thread(
+                crate::sync::mutant::SERIALIZABLE_SCAN_KEPT_TRUSTED,
+            );
+        }
+        let r = t.commit(CommitOptions::default());
+        crate::sync::mutant::set_for_thread(crate::sync::mutant::NONE);
+        assert_eq!(
+            r,
+            Err(crate::Error::RangeConflict {
+                start: std::ops::Bound::Included(b"k10".to_vec()),
+                end: std::ops::Bound::Excluded(b"k20".to_vec()),
+                key: b"k15a".to_vec(),
+            }),
+            "a phantom committed"
+        );
+    }
+
+    #[test]
+    fn a_key_created_inside_a_scanned_range_since_the_scan_is_a_range_conflict() {
+        phantom(false);
+    }
+
+    #[test]
+    #[should_panic(expected = "a phantom committed")]
+    fn mutant_serializable_scan_kept_trusted() {
+        phantom(true);
     }
 
     fn completion_flushes() -> u64 {

@@ -8,9 +8,10 @@ use super::engine::SessionData;
 use super::range::KeyRange;
 use crate::config::TxnOptions;
 use crate::error::{Error, Result};
+use crate::machinery::epoch::Guard;
 use crate::machinery::with_machinery::{LockFree, Machinery, Transaction, TxnSession};
-use crate::machinery::Count;
-use crate::store::{Found, Tb};
+use crate::machinery::{Count, ReadView};
+use crate::store::{Found, KeyEntry, Tb};
 use crate::ts::{Timestamp, TxnId};
 
 /// The generic form of [`Txn`](crate::Txn), on snapshot protocol `M`
@@ -244,34 +245,56 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
     ) -> Result<()> {
         let view = self.inner.read_view()?;
         let bounds = range.bounds();
-        let store = &self.session.engine.store;
+        let d = &mut *self.session;
+        let engine = d.engine;
+        let store = &engine.store;
+        let track = d.serial.track;
+        // A tracked scan reads the index the write set holds for its table
+        // (as a tracked point read does) and keeps the entries it visits
+        // for its validation (`Tracker::visit`).
+        let held = match (track, tb) {
+            (false, _) => None,
+            (true, Tb::Default) => Some(&store.index),
+            (true, Tb::Named(_)) => Some(d.writes.hold(tb, false)?),
+        };
         let guard = store.collector.pin();
-        let index = tb.index(store, &guard)?;
-        let mut conflict: Option<Vec<u8>> = None;
-        let (mut reads, mut examined) = (0, 0);
-        let track = self.session.serial.track;
-        let mut stopped: Option<Vec<u8>> = None;
-        index.range(bounds, true, &guard, |k, e| {
-            reads += 1;
-            match e.read_counted(&view, &guard, &mut examined) {
-                Found::Value(v) => {
-                    let go = f(k, v);
-                    if !go && track {
-                        stopped = Some(k.to_vec());
-                    }
-                    go
-                }
-                Found::Deleted | Found::Absent => true,
-                Found::PrepareConflict => {
-                    conflict = Some(k.to_vec());
-                    false
-                }
+        let mut v = Visiting {
+            view: &view,
+            guard: &guard,
+            f: &mut f,
+            track,
+            reads: 0,
+            examined: 0,
+            stopped: None,
+            conflict: None,
+        };
+        let keeping = match held {
+            Some(index) => {
+                let serial = &mut d.serial;
+                let mut keeping = serial.scan_starts(index);
+                index.range(bounds, true, &guard, |k, e| {
+                    serial.visit(&mut keeping, k, e);
+                    v.visit(k, e)
+                });
+                Some(keeping)
             }
-        });
+            None => {
+                let index = tb.index(store, &guard)?;
+                index.range(bounds, true, &guard, |k, e| v.visit(k, e));
+                None
+            }
+        };
+        let Visiting {
+            reads,
+            examined,
+            stopped,
+            conflict,
+            ..
+        } = v;
         drop(guard);
-        if track {
+        if let Some(keeping) = keeping {
             let at = conflict.as_deref().or(stopped.as_deref());
-            self.session.serial.note_scan(tb, bounds, at);
+            d.serial.note_scan(tb, bounds, at, keeping);
         }
         self.inner.count(Count::Reads, reads);
         self.inner.count(Count::VersionsRead, examined);
@@ -447,4 +470,41 @@ pub(crate) fn recover_leaked<M: Machinery>(
     msess.recover_leaked(|done| unlinked = writes.complete(done).unlinked);
     d.writes.clear();
     msess.count(Count::VersionsPruned, unlinked);
+}
+
+/// A scan's visit of each entry its walk meets: reads it at `view`, hands
+/// a visible value to `f`, and counts.
+struct Visiting<'a, F> {
+    view: &'a ReadView<'a>,
+    guard: &'a Guard,
+    f: &'a mut F,
+    /// The scan is tracked: note where `f` stopped it.
+    track: bool,
+    reads: u64,
+    examined: u64,
+    stopped: Option<Vec<u8>>,
+    conflict: Option<Vec<u8>>,
+}
+
+impl<F: FnMut(&[u8], &[u8]) -> bool> Visiting<'_, F> {
+    /// Visits `key`'s `entry`; false: stop the walk. Inlined into each
+    /// walk's closure, tracked or not, as one closure of its own would be.
+    #[inline(always)]
+    fn visit(&mut self, key: &[u8], entry: &KeyEntry) -> bool {
+        self.reads += 1;
+        match entry.read_counted(self.view, self.guard, &mut self.examined) {
+            Found::Value(v) => {
+                let go = (self.f)(key, v);
+                if !go && self.track {
+                    self.stopped = Some(key.to_vec());
+                }
+                go
+            }
+            Found::Deleted | Found::Absent => true,
+            Found::PrepareConflict => {
+                self.conflict = Some(key.to_vec());
+                false
+            }
+        }
+    }
 }

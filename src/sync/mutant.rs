@@ -210,6 +210,18 @@ pub const DEPOT_TAKE_SPLIT: u32 = 60;
 /// before the retirement still reads it (invariant 11; loom `slab/reuse`
 /// and `store/raw/slab/tests.rs`).
 pub const FREE_SKIPS_EPOCH: u32 = 61;
+/// A serializable validation checks a scanned range on the entries its
+/// scan kept even when the index's creation count moved since, so it
+/// misses a key created inside the range meanwhile (a phantom:
+/// `kv/serializable.rs`).
+pub const SERIALIZABLE_SCAN_KEPT_TRUSTED: u32 = 62;
+/// A key creation raises the index's creation count before the key is in
+/// the index, so a scan can load the raised count and miss the key, and a
+/// validation that finds the count unchanged trusts that scan's entries
+/// (the loom stand-in index, `store/raw/index_loom.rs`, as the real one's
+/// order).
+#[cfg_attr(not(loom), allow(dead_code))]
+pub const KEY_COUNTED_BEFORE_INSERT: u32 = 63;
 
 #[cfg(loom)]
 static ACTIVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(NONE);

@@ -932,3 +932,87 @@ fn a_tracked_read_of_a_rolled_back_transaction_is_not_validated_by_the_next() {
     o.commit(CommitOptions::default()).unwrap();
     assert_eq!(t.commit(CommitOptions::default()), Ok(()));
 }
+
+/// A serializable writer's scanned ranges are validated on the entries its
+/// scans kept while no key was created in the table since, and walked
+/// again otherwise (a key created anywhere in the table, or more keys in
+/// the range than a scan keeps): either way a change inside a range it
+/// covered is a conflict, and one outside is not.
+#[test]
+fn validation_of_scanned_ranges_sees_every_change_inside_them() {
+    let e = Engine::default();
+    let x = e.create_table("x", TableOptions::default()).unwrap();
+    let keys: Vec<String> = (0..40).map(|i| format!("k{i:02}")).collect();
+    let mut pairs: Vec<(&str, &str)> = keys.iter().map(|k| (k.as_str(), "1")).collect();
+    pairs.extend([("w", "1"), ("y", "1")]);
+    load(&e, &pairs);
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    for k in ["a", "b", "c"] {
+        t.table(&x).unwrap().put(k, "1").unwrap();
+    }
+    t.commit(CommitOptions::default()).unwrap();
+    let conflict = |lo: &str, hi: &str, k: &str| {
+        Err(Error::RangeConflict {
+            start: Bound::Included(lo.into()),
+            end: Bound::Excluded(hi.into()),
+            key: k.into(),
+        })
+    };
+    let scan = |lo: &'static str, hi: &'static str, n: usize| {
+        move |t: &mut Txn<'_, '_>| assert_eq!(t.range(lo..hi).unwrap().len(), n)
+    };
+
+    // An update, and a delete, of a key the scan visited.
+    let r = read_then_change(&e, scan("k00", "k05", 5), |o| o.put("k03", "2").unwrap());
+    assert_eq!(r, conflict("k00", "k05", "k03"));
+    let r = read_then_change(&e, scan("k10", "k15", 5), |o| o.delete("k10").unwrap());
+    assert_eq!(r, conflict("k10", "k15", "k10"));
+    // An update just past the range.
+    let r = read_then_change(&e, scan("k00", "k05", 5), |o| o.put("k05", "2").unwrap());
+    assert_eq!(r, Ok(()));
+    // Cursors, forwards and backwards, keep their refills' entries too.
+    let r = read_then_change(
+        &e,
+        |t| assert_eq!(t.iter("k20".."k25").count(), 5),
+        |o| o.put("k24", "2").unwrap(),
+    );
+    assert_eq!(r, conflict("k20", "k25", "k24"));
+    let r = read_then_change(
+        &e,
+        |t| assert_eq!(t.iter("k20".."k25").rev().count(), 5),
+        |o| o.put("k21", "2").unwrap(),
+    );
+    assert_eq!(r, conflict("k20", "k25", "k21"));
+    // More keys than a scan keeps: walked again.
+    let r = read_then_change(&e, scan("k00", "k99", 39), |o| o.put("k38", "2").unwrap());
+    assert_eq!(r, conflict("k00", "k99", "k38"));
+    let r = read_then_change(&e, scan("k00", "k99", 39), |o| o.put("y", "2").unwrap());
+    assert_eq!(r, Ok(()));
+    // A key created inside the range since the scan (a phantom), and one
+    // created outside it (the range is walked again and passes).
+    let r = read_then_change(&e, scan("k30", "k35", 5), |o| o.put("k31a", "1").unwrap());
+    assert_eq!(r, conflict("k30", "k35", "k31a"));
+    let r = read_then_change(&e, scan("k30", "k35", 6), |o| o.put("zz", "1").unwrap());
+    assert_eq!(r, Ok(()));
+    // A key the transaction itself creates inside the range it scanned.
+    let mut t = s.begin(&ser()).unwrap();
+    assert_eq!(t.range("k10".."k15").unwrap().len(), 4);
+    t.put("k12a", "1").unwrap();
+    assert_eq!(t.commit(CommitOptions::default()), Ok(()));
+    // A named table: an update inside the range, then the table dropped.
+    let r = read_then_change(
+        &e,
+        |t| assert_eq!(t.table(&x).unwrap().range("a".."c").unwrap().len(), 2),
+        |o| o.table(&x).unwrap().put("b", "2").unwrap(),
+    );
+    assert_eq!(r, conflict("a", "c", "b"));
+    let mut t = s.begin(&ser()).unwrap();
+    assert_eq!(t.table(&x).unwrap().range("a".."c").unwrap().len(), 2);
+    t.put("w", "4").unwrap();
+    e.drop_table("x").unwrap();
+    assert_eq!(
+        t.commit(CommitOptions::default()),
+        Err(Error::TableDropped { name: "x".into() })
+    );
+}

@@ -42,7 +42,7 @@ use super::chain::KeyEntry;
 use super::hashindex::{HashIndex, Hints, Node, SlotAt, Want};
 use super::SendPtr;
 use crate::machinery::epoch::{Collector, Guard};
-use crate::sync::{AtomicPtr, Mutex, Ordering};
+use crate::sync::{AtomicPtr, AtomicU64, Mutex, Ordering};
 use crossbeam_skiplist::base::RefEntry;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -404,6 +404,12 @@ pub(crate) struct Index {
     /// The merge under way, if any. Locked only by key creators, who hold
     /// the hash index's insert mutex already, so it is never contended.
     merging: Mutex<Option<Merge>>,
+    /// Keys created so far, each counted once it is in the ordered view
+    /// (creators only, under the insert mutex: a load and a store). A
+    /// serializable validation that finds it unchanged since a scan knows
+    /// no key was created in the scanned range meanwhile
+    /// ([`Index::created_before_scan`]).
+    created: AtomicU64,
     /// Shared with the deferred destructors that park retired views.
     graveyard: Arc<Graveyard>,
     hash: HashIndex,
@@ -414,6 +420,8 @@ thread_local! {
     /// The [`Index::get`] calls this thread made: a unit test counts the
     /// lookups a path makes.
     pub(crate) static LOOKUPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// The [`Index::range`] walks this thread made, as `LOOKUPS`.
+    pub(crate) static RANGE_WALKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 impl Drop for Index {
@@ -444,6 +452,7 @@ impl Index {
         Index {
             ordered: AtomicPtr::new(Box::into_raw(Box::new(empty))),
             merging: Mutex::new(None),
+            created: AtomicU64::new(0),
             graveyard: Arc::default(),
             hash,
         }
@@ -495,6 +504,13 @@ impl Index {
         o.delta
             .insert(NodeKey(n as *const Node), (), guard)
             .release(guard);
+        // Relaxed load: only creators store it, and the insert mutex orders
+        // them.
+        let created = self.created.load(Ordering::Relaxed) + 1;
+        // Release, required: after the insert above; pairs with the Acquire
+        // load in `created_before_scan`, so a scan that loads this count
+        // finds this key in the view it walks.
+        self.created.store(created, Ordering::Release);
         let mut merging = self.merging.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = merging.as_mut() {
             if m.step(MERGE_STEPS, guard) {
@@ -519,6 +535,25 @@ impl Index {
             delta: new_list(),
         };
         self.publish(o, frozen, collector, guard);
+    }
+
+    /// The keys created so far, loaded before a scan walks the index: the
+    /// walk finds every key it counts (keys are never removed).
+    #[inline]
+    pub(crate) fn created_before_scan(&self) -> u64 {
+        // Acquire, required: pairs with the Release store in `add_ordered`
+        // (the counted keys' insertion into the ordered view).
+        self.created.load(Ordering::Acquire)
+    }
+
+    /// The keys created so far, loaded by a serializable validation: a
+    /// creation it must see happens-before it already (through the commit
+    /// gate: `kv/serializable.rs`).
+    #[inline]
+    pub(crate) fn created_now(&self) -> u64 {
+        // Relaxed: the gate's sequence (Acquire) or mutex orders this load
+        // after every creation a validation must see.
+        self.created.load(Ordering::Relaxed)
     }
 
     /// The entry for `key`, if the key was ever written. Loads only.
@@ -620,14 +655,17 @@ impl Index {
     }
 
     /// Visits the entries with keys in `range`, in ascending key order if
-    /// `forward`, else descending, until `f` returns false.
+    /// `forward`, else descending, until `f` returns false. Keys and
+    /// entries are lent for as long as the index (never removed).
     pub(crate) fn range<'s: 'g, 'g>(
         &'s self,
         range: (Bound<&[u8]>, Bound<&[u8]>),
         forward: bool,
         guard: &'g Guard,
-        mut f: impl FnMut(&'s [u8], &'g KeyEntry) -> bool,
+        mut f: impl FnMut(&'s [u8], &'s KeyEntry) -> bool,
     ) {
+        #[cfg(test)]
+        RANGE_WALKS.with(|n| n.set(n.get() + 1));
         let visit = |k: NodeKey| {
             // SAFETY: nodes are freed only when the index drops (after the
             // current view), which the `'s` borrow of `self` rules out, so the node

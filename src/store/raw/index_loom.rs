@@ -8,18 +8,23 @@
 use super::chain::KeyEntry;
 use super::hashindex::SlotAt;
 use crate::machinery::epoch::{Collector, Guard};
+use crate::sync::{mutant as m, mutant_on, Ordering};
 use std::ops::Bound;
 
 /// Keys to boxed entries behind one mutex; entries live until the index
 /// drops, as in the real index.
 pub(crate) struct Index {
     map: crate::sync::Mutex<std::collections::BTreeMap<Box<[u8]>, Box<KeyEntry>>>,
+    /// Keys created so far, as the real index's count: raised once the
+    /// key is in the map.
+    created: crate::sync::AtomicU64,
 }
 
 impl Index {
     pub(crate) fn new() -> Index {
         Index {
             map: crate::sync::Mutex::new(Default::default()),
+            created: crate::sync::AtomicU64::new(0),
         }
     }
 
@@ -33,6 +38,22 @@ impl Index {
         // the index drops, which needs `&mut self`; every `'g` borrow is
         // bounded by a borrow of the index.
         unsafe { &*(e as *const KeyEntry) }
+    }
+
+    /// As the real index's: the keys created so far, loaded before a scan.
+    pub(crate) fn created_before_scan(&self) -> u64 {
+        // Acquire, as in the real index (where it is required): pairs with
+        // the Release store in `count_one`. Stronger than needed here: the
+        // map's mutex, taken by the walk after it, orders it too.
+        self.created.load(Ordering::Acquire)
+    }
+
+    /// As the real index's: the keys created so far, loaded by a
+    /// validation.
+    pub(crate) fn created_now(&self) -> u64 {
+        // Relaxed: the commit gate orders this load after every creation
+        // a validation must see, as in the real index.
+        self.created.load(Ordering::Relaxed)
     }
 
     pub(crate) fn get<'s>(&'s self, key: &[u8], _guard: &Guard) -> Option<&'s KeyEntry> {
@@ -74,9 +95,18 @@ impl Index {
         _collector: &Collector,
         _guard: &Guard,
     ) -> (&'s [u8], &'s KeyEntry, SlotAt) {
+        // The broken twin counts the key before it is in the map, so a scan
+        // can load the raised count and then miss the key.
+        let early = mutant_on(m::KEY_COUNTED_BEFORE_INSERT);
+        if early && !self.map.lock().unwrap().contains_key(key) {
+            self.count_one();
+        }
         let mut m = self.map.lock().unwrap();
         if !m.contains_key(key) {
             m.insert(key.into(), Box::new(KeyEntry::new()));
+            if !early {
+                self.count_one();
+            }
         }
         let (k, b) = m.get_key_value(key).expect("inserted above");
         // SAFETY: as in `extend`: boxed keys are never removed while the
@@ -85,12 +115,23 @@ impl Index {
         (k, Self::extend(b), SlotAt::NONE)
     }
 
+    /// Counts a created key (creators only, one at a time).
+    fn count_one(&self) {
+        // Relaxed load: creators store it under the map's mutex here (the
+        // twin's stray store aside, which changes nothing in its models).
+        let n = self.created.load(Ordering::Relaxed) + 1;
+        // Release, as in the real index (where it is required): pairs with
+        // the Acquire load in `created_before_scan`. Stronger than needed
+        // here, as that load's comment says.
+        self.created.store(n, Ordering::Release);
+    }
+
     pub(crate) fn range<'s: 'g, 'g>(
         &'s self,
         range: (Bound<&[u8]>, Bound<&[u8]>),
         forward: bool,
         _guard: &'g Guard,
-        mut f: impl FnMut(&'s [u8], &'g KeyEntry) -> bool,
+        mut f: impl FnMut(&'s [u8], &'s KeyEntry) -> bool,
     ) {
         let items: Vec<(*const [u8], *const KeyEntry)> = self
             .map
