@@ -1113,9 +1113,10 @@ fn rw_mix_scan_variant_tracks_each_scan_as_one_range() {
 
     // The writer asserts that each scan returned all its keys (a panic
     // exits non-zero above). Under serializable a scan is tracked as one
-    // range whatever its length, and point reads as one entry per key:
-    // the tracked bytes do not grow with --rmw-scan and differ from the
-    // point variant's; snapshot isolation tracks nothing.
+    // range, with the entries its scan kept for the validation (up to 32:
+    // a longer scan keeps none), and point reads as one entry per key: the
+    // tracked bytes do not grow with --rmw-scan; snapshot isolation tracks
+    // nothing.
     let short = rw_mix_json(&["--rmw-scan", "4"]);
     let long = rw_mix_json(&["--rmw-scan", "40"]);
     let point = rw_mix_json(&["--rmw-reads", "4"]);
@@ -1141,11 +1142,10 @@ fn rw_mix_scan_variant_tracks_each_scan_as_one_range() {
         tracked(&long, "serializable"),
         tracked(&point, "serializable"),
     );
-    assert!(s > 0.0, "{short}");
-    assert_eq!(s, l, "a scan of 40 keys tracks what one of 4 does");
+    assert!(s > 0.0 && l > 0.0 && p > 0.0, "{short} {long} {point}");
     assert!(
-        p > s,
-        "4 point reads ({p} B) track more than one range ({s} B)"
+        l < s,
+        "a scan of 40 keys, past the cap, keeps no entries ({l} B): less than one of 4 ({s} B)"
     );
     // Point reads never give a range conflict.
     let r = &point["configs"][0]["engines"]["lock-free"]["serializable"][0];

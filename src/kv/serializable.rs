@@ -557,11 +557,13 @@ impl<'e> Tracker<'e> {
         }
     }
 
-    /// The bytes the open transaction's tracking holds now (its reads;
-    /// its writes are the write set's records, which every transaction
-    /// keeps).
+    /// The bytes the open transaction's tracking holds now: its reads and
+    /// what its scans kept for their validation (its writes are the write
+    /// set's records, which every transaction keeps).
     pub(crate) fn tracked_bytes(&self) -> usize {
         self.reads.tracked_bytes()
+            + self.scanned.len() * std::mem::size_of::<Scanned<'_>>()
+            + self.visited.len() * std::mem::size_of::<(&[u8], &KeyEntry)>()
     }
 }
 

@@ -64,9 +64,10 @@ impl Txn<'_, '_> {
     }
 
     /// The bytes this transaction's serializable tracking holds now: the
-    /// keys and range bounds it read, with their entries (the keys it
-    /// wrote are checked from its write set, which every transaction
-    /// keeps). 0 for a snapshot-isolation transaction
+    /// keys and range bounds it read, with their entries, and the entries
+    /// each scanned range kept for its validation, up to 32 a range (the
+    /// keys it wrote are checked from its write set, which every
+    /// transaction keeps). 0 for a snapshot-isolation transaction
     /// with no [`Txn::get_for_update`]. Freed (kept for the session's next
     /// transaction, up to 64 KiB) when the transaction ends.
     #[inline]
