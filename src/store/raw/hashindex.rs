@@ -206,20 +206,41 @@ impl Hints {
         Hints(h | s << 32)
     }
 
-    /// Starts loading the versions `want` asks for (not [`Want::Nothing`]),
-    /// at the addresses `names` gives: the head's first line, and for
-    /// [`Want::Stable`] the stable version's first three lines too (its
-    /// header and a value of up to 144 bytes).
+    /// Starts loading the versions `p` asks for: the head's first line,
+    /// and for [`Want::Stable`] the stable version's first three lines too
+    /// (its header and a value of up to 144 bytes).
     #[inline]
-    fn prefetch(self, want: Want, names: slab::Names) {
+    fn prefetch(self, p: Prefetch) {
+        let names = p.names;
         super::prefetch(names.addr(self.0 as u32));
         let s = (self.0 >> 32) as u32;
-        if want == Want::Stable && s != 0 && s != self.0 as u32 {
+        if p.stable && s != 0 && s != self.0 as u32 {
             let p = names.addr(s);
             super::prefetch(p);
             super::prefetch(p.wrapping_add(64));
             super::prefetch(p.wrapping_add(128));
         }
+    }
+}
+
+/// What a probe prefetches in each slot whose tag matches: the versions a
+/// [`Want`] other than [`Want::Nothing`] asks for, at the slab's
+/// [`slab::Names`] (loaded once, by [`Prefetch::of`]).
+#[derive(Clone, Copy)]
+struct Prefetch {
+    /// [`Want::Stable`]: the stable version as well as the head.
+    stable: bool,
+    names: slab::Names,
+}
+
+impl Prefetch {
+    /// What `want` asks a probe to prefetch (`None`: nothing).
+    #[inline]
+    fn of(want: Want) -> Option<Prefetch> {
+        (want != Want::Nothing).then(|| Prefetch {
+            stable: want == Want::Stable,
+            names: slab::names(),
+        })
     }
 }
 
@@ -438,8 +459,7 @@ impl Table {
     /// prefetching the versions `want` names.
     #[inline]
     fn slot_of(&self, key: &[u8], hash: u64, want: Want) -> Option<(&Slot, u64)> {
-        let names = (want != Want::Nothing).then(slab::names);
-        self.probe(self.home(hash), hash, want, names, |w| {
+        self.probe(self.home(hash), hash, Prefetch::of(want), |w| {
             // SAFETY: nodes are freed only when the index drops, and the
             // caller borrows the index.
             let n = unsafe { &*node_of(w) };
@@ -449,18 +469,12 @@ impl Table {
     }
 
     /// The first slot of `hash`'s probe sequence (starting at its `home`)
-    /// whose tag matches, as a candidate (its node and the versions `want`
-    /// names prefetched, at `names`); `None` if an empty slot comes first.
+    /// whose tag matches, as a candidate (its node and the versions
+    /// `prefetch` asks for started); `None` if an empty slot comes first.
     /// Touches slots only.
     #[inline(always)]
-    fn first_match(
-        &self,
-        home: usize,
-        hash: u64,
-        want: Want,
-        names: Option<slab::Names>,
-    ) -> Option<Candidate> {
-        self.probe(home, hash, want, names, |w| {
+    fn first_match(&self, home: usize, hash: u64, prefetch: Option<Prefetch>) -> Option<Candidate> {
+        self.probe(home, hash, prefetch, |w| {
             super::prefetch(node_of(w));
             true
         })
@@ -469,17 +483,15 @@ impl Table {
 
     /// Walks `hash`'s probe sequence from `home` (`self.home(hash)`) to the
     /// first slot whose tag matches and whose word `accept` takes,
-    /// prefetching the versions `want` names, at `names` (`None`: none,
-    /// for [`Want::Nothing`]), in each slot whose tag matches (before
-    /// `accept`, which may wait for the node); `None` if an empty slot
-    /// comes first.
+    /// prefetching what `prefetch` asks for (`None`: nothing) in each slot
+    /// whose tag matches (before `accept`, which may wait for the node);
+    /// `None` if an empty slot comes first.
     #[inline(always)]
     fn probe(
         &self,
         home: usize,
         hash: u64,
-        want: Want,
-        names: Option<slab::Names>,
+        prefetch: Option<Prefetch>,
         mut accept: impl FnMut(u64) -> bool,
     ) -> Option<(&Slot, u64)> {
         // The slice and the tag once, outside the loop (the Acquire loads
@@ -501,9 +513,9 @@ impl Table {
                     return None;
                 }
                 if w >> ADDR_BITS == tag {
-                    if let Some(names) = names {
+                    if let Some(p) = prefetch {
                         // Relaxed: hints, only prefetched (see `Slot`).
-                        Hints(slot.hints.load(Ordering::Relaxed)).prefetch(want, names);
+                        Hints(slot.hints.load(Ordering::Relaxed)).prefetch(p);
                     }
                     if accept(w) {
                         return Some((slot, w));
@@ -773,8 +785,7 @@ impl HashIndex {
             index: std::marker::PhantomData,
             t,
             prev,
-            want,
-            names: (want != Want::Nothing).then(slab::names),
+            prefetch: Prefetch::of(want),
         }
     }
 }
@@ -791,8 +802,7 @@ pub(crate) struct Batch<'s, 'g> {
     index: std::marker::PhantomData<&'s HashIndex>,
     t: &'g Table,
     prev: Option<&'g Table>,
-    want: Want,
-    names: Option<slab::Names>,
+    prefetch: Option<Prefetch>,
 }
 
 impl Batch<'_, '_> {
@@ -819,7 +829,7 @@ impl Batch<'_, '_> {
     /// overlap.
     #[inline(always)]
     pub(crate) fn candidate(&self, hash: u64, home: usize) -> Candidate {
-        if let Some(c) = self.t.first_match(home, hash, self.want, self.names) {
+        if let Some(c) = self.t.first_match(home, hash, self.prefetch) {
             return c;
         }
         match self.prev {
@@ -833,7 +843,7 @@ impl Batch<'_, '_> {
     #[cold]
     #[inline(never)]
     fn candidate_in_prev(&self, p: &Table, hash: u64) -> Candidate {
-        p.first_match(p.home(hash), hash, self.want, self.names)
+        p.first_match(p.home(hash), hash, self.prefetch)
             .unwrap_or(Candidate::NONE)
     }
 }
