@@ -800,11 +800,7 @@ fn validate_store<M: Machinery>(
         // an insert since created it.
         let hit = match *kept {
             Some(e) if d.writes.holds(tb) => {
-                if let Tb::Named(s) = tb {
-                    if s.is_dropped() {
-                        return Err(Box::new(s.dropped()));
-                    }
-                }
+                not_dropped(tb)?;
                 e.changed_since(&view, guard)
             }
             _ => changed(store, tb, key(), &view, guard)?,
@@ -828,11 +824,7 @@ fn validate_store<M: Machinery>(
                 from,
                 to,
             }) if d.writes.holds(tb) => {
-                if let Tb::Named(s) = tb {
-                    if s.is_dropped() {
-                        return Err(Box::new(s.dropped()));
-                    }
-                }
+                not_dropped(tb)?;
                 let unchanged =
                     index.created_now() == created || mutant_on(m::SERIALIZABLE_SCAN_KEPT_TRUSTED);
                 unchanged.then(|| &d.serial.visited[from as usize..to as usize])
@@ -855,6 +847,16 @@ fn validate_store<M: Machinery>(
         }
     }
     Ok(())
+}
+
+/// `Err(TableDropped)` if `tb` was dropped: a validation that checks an
+/// entry its read kept (the index held, so still there) reports the drop
+/// as a lookup would.
+fn not_dropped(tb: Tb<'_>) -> Result<(), Box<Error>> {
+    match tb {
+        Tb::Named(s) if s.is_dropped() => Err(Box::new(s.dropped())),
+        _ => Ok(()),
+    }
 }
 
 /// Would a write of `key` of table `tb` by `view`'s transaction conflict
