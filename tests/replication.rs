@@ -1385,6 +1385,15 @@ fn free_addr() -> SocketAddr {
     panic!("no free port of 127.0.0.1 in 20000..32000");
 }
 
+/// This test process's cluster name: its nodes refuse every frame of a
+/// cluster another test process runs on a port `free_addr` probed here.
+fn tcp_config() -> TcpConfig {
+    TcpConfig {
+        cluster: format!("replication-tests-{}", std::process::id()),
+        ..TcpConfig::default()
+    }
+}
+
 /// Three `TcpNode`s on their directories under `dir`, node 1 initializing
 /// the cluster.
 fn tcp_cluster(dir: &TestDir) -> Vec<TcpNode> {
@@ -1403,7 +1412,7 @@ fn tcp_cluster(dir: &TestDir) -> Vec<TcpNode> {
                 data_dir: dir.0.join(format!("n{id}")),
                 init: id == 1,
                 replica: config(),
-                tcp: TcpConfig::default(),
+                tcp: tcp_config(),
             })
             .unwrap()
         })
@@ -1428,7 +1437,7 @@ fn tcp_leader(nodes: &[TcpNode]) -> &TcpNode {
 }
 
 fn tcp_client(n: &TcpNode) -> TcpClient {
-    TcpClient::new(n.addr(), TcpConfig::default()).unwrap()
+    TcpClient::new(n.addr(), tcp_config()).unwrap()
 }
 
 /// `req`'s answer, which must not be a transport error.

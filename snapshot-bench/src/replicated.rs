@@ -784,7 +784,12 @@ fn tcp_node_config(
         data_dir: dir.join(format!("n{id}")),
         init: id == 1,
         replica,
-        tcp: TcpConfig::default(),
+        // This run's own cluster: a node of another run that takes one of
+        // these ports (`free_addrs`) acts on none of this run's frames.
+        tcp: TcpConfig {
+            cluster: format!("snapshot-bench-{}", std::process::id()),
+            ..TcpConfig::default()
+        },
     }
 }
 

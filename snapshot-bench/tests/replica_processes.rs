@@ -56,6 +56,21 @@ fn free_addr() -> SocketAddr {
     panic!("no free port of 127.0.0.1 in 20000..32000");
 }
 
+/// This test process's cluster: its nodes and clients refuse every frame
+/// of a cluster another test process runs, should one of its nodes take a
+/// port this process's nodes were told of (the probe in `free_addr` and
+/// the node's bind are not one step).
+fn cluster_name() -> String {
+    format!("replica-processes-{}", std::process::id())
+}
+
+fn tcp_config() -> TcpConfig {
+    TcpConfig {
+        cluster: cluster_name(),
+        ..TcpConfig::default()
+    }
+}
+
 /// A test's own directory for its nodes (removed when dropped).
 struct TestDir(PathBuf);
 
@@ -80,9 +95,10 @@ impl Drop for TestDir {
 fn start(dir: &TestDir, id: u64, addrs: &BTreeMap<u64, SocketAddr>, init: bool) -> Node {
     let dir = &dir.0;
     let mut cfg = format!(
-        "id = {id}\naddr = {}\ndata_dir = {}\ninit = {init}\n",
+        "id = {id}\naddr = {}\ndata_dir = {}\ninit = {init}\ncluster = {}\n",
         addrs[&id],
-        dir.join(format!("n{id}")).display()
+        dir.join(format!("n{id}")).display(),
+        cluster_name()
     );
     for (&p, a) in addrs {
         if p != id {
@@ -121,7 +137,7 @@ impl Drop for StopOnDrop<'_> {
 }
 
 fn client(addr: SocketAddr) -> TcpClient {
-    TcpClient::new(addr, TcpConfig::default()).unwrap()
+    TcpClient::new(addr, tcp_config()).unwrap()
 }
 
 fn status(addr: SocketAddr) -> Option<(u64, Option<u64>, bool)> {
@@ -487,6 +503,7 @@ fn bad_configs_and_unreachable_peers_are_typed_errors() {
             "own id",
         ),
         ("id = 1\ncolour = blue\n", "unknown key `colour`"),
+        ("id = 1\ncluster = a b\n", "line 2: cluster name `a b`"),
         (
             "id = 1\npeer = 2@127.0.0.1:2\npeer = 2@127.0.0.1:3\n",
             "listed twice",
@@ -499,7 +516,7 @@ fn bad_configs_and_unreachable_peers_are_typed_errors() {
     }
     let bad = TcpConfig {
         max_frame_bytes: 10,
-        ..TcpConfig::default()
+        ..tcp_config()
     };
     let e = TcpClient::new(free_addr(), bad).err().expect("refused");
     assert!(e.to_string().contains("max_frame_bytes 10"), "{e}");
@@ -514,7 +531,7 @@ fn bad_configs_and_unreachable_peers_are_typed_errors() {
     // its size and the bound.
     let small = TcpConfig {
         max_frame_bytes: 4096,
-        ..TcpConfig::default()
+        ..tcp_config()
     };
     let mut c = TcpClient::new(free_addr(), small.clone()).unwrap();
     match c.call(ClientRequest::Write {

@@ -27,6 +27,14 @@ pub(crate) fn encode_after<T: Serialize + ?Sized>(
     postcard::to_extend(value, prefix)
 }
 
+/// Decodes one `T` from the front of `bytes`: it and the bytes after it.
+///
+/// # Errors
+/// postcard's reason (a truncation, a bad tag or varint, invalid UTF-8).
+pub(crate) fn take<T: DeserializeOwned>(bytes: &[u8]) -> Result<(T, &[u8]), String> {
+    postcard::take_from_bytes(bytes).map_err(|e| e.to_string())
+}
+
 /// Decodes one `T` that fills `bytes` exactly.
 ///
 /// # Errors

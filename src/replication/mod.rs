@@ -116,6 +116,6 @@ pub use state_machine::StateMachine;
 pub use tcp::{
     ClientError, ClientRequest, ClientResponse, NodeConfig, Op, Request, Response, TableInfo,
     TableKeys, TableOps, TcpClient, TcpConfig, TcpNetwork, TcpNetworkFactory, TcpNode,
-    TransportError, MAX_FRAME_BOUND, MIN_FRAME_BYTES, WIRE_VERSION,
+    TransportError, MAX_CLUSTER_NAME, MAX_FRAME_BOUND, MIN_FRAME_BYTES, WIRE_VERSION,
 };
 pub use writes::{PendingWrite, WriteOptions, WriteTable, WriteTxn};

@@ -374,9 +374,9 @@ fn a_tcp_scan_pages_within_the_frame_bound() {
 }
 
 /// A node answers a frame of another wire version (version 1's, an
-/// untagged bincode 1.3 message laid out by hand, and version 3's, a
-/// postcard status request without tables) with a refusal naming that
-/// version, and goes on answering frames of its own.
+/// untagged bincode 1.3 message laid out by hand, and versions 3's and
+/// 4's, a postcard status request without the cluster's name) with a
+/// refusal naming that version, and goes on answering frames of its own.
 #[test]
 fn a_tcp_node_refuses_a_frame_of_another_wire_version_by_name() {
     use super::{ClientRequest, ClientResponse, Response, TcpClient, TcpConfig};
@@ -389,7 +389,8 @@ fn a_tcp_node_refuses_a_frame_of_another_wire_version_by_name() {
     // postcard varints.
     let v1 = vec![3u8, 0, 0, 0, 0, 0, 0, 0];
     let v3 = vec![b'R', 3, 3, 0];
-    for (version, frame) in [(1, v1), (3, v3)] {
+    let v4 = vec![b'R', 4, 3, 0];
+    for (version, frame) in [(1, v1), (3, v3), (4, v4)] {
         s.write_all(&(frame.len() as u32).to_be_bytes()).unwrap();
         s.write_all(&frame).unwrap();
         let mut len = [0u8; 4];
@@ -401,8 +402,9 @@ fn a_tcp_node_refuses_a_frame_of_another_wire_version_by_name() {
             [b'R', super::WIRE_VERSION],
             "answered in its own"
         );
-        match super::codec::decode::<Response>(&body[2..]) {
-            Ok(Response::Refused(what)) => {
+        match super::codec::decode::<(String, Response)>(&body[2..]) {
+            Ok((cluster, Response::Refused(what))) => {
+                assert_eq!(cluster, "default", "it names its cluster");
                 assert!(what.contains(&format!("wire version {version}")), "{what}")
             }
             Ok(_) => panic!("a version-{version} frame was answered"),
@@ -415,6 +417,102 @@ fn a_tcp_node_refuses_a_frame_of_another_wire_version_by_name() {
         Ok(ClientResponse::Status { id: 1, .. })
     ));
     drop(node);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A node of one cluster acts on no frame of another: a client named for
+/// another cluster is refused with `ForeignCluster` (and its write is not
+/// applied), a raft vote from a node of another cluster is refused too,
+/// and a node does not start on a data directory of another cluster; the
+/// node goes on serving its own.
+#[test]
+fn a_tcp_node_acts_on_no_frame_of_another_cluster() {
+    use super::{ClientRequest, ClientResponse, Op, ReplicaError, TcpClient, TcpConfig};
+    use super::{NodeConfig, TcpNode, TransportError};
+    use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+    let ours = TcpConfig {
+        cluster: "east-1".to_string(),
+        ..TcpConfig::default()
+    };
+    let theirs = TcpConfig {
+        cluster: "west-1".to_string(),
+        ..TcpConfig::default()
+    };
+    let (node, dir) = tcp_leader("foreign-cluster", ours.clone());
+    let put = |value: &[u8]| ClientRequest::Write {
+        ops: vec![Op::Put {
+            key: b"k".to_vec(),
+            value: value.to_vec(),
+        }],
+    };
+    let mut own = TcpClient::new(node.addr(), ours.clone()).unwrap();
+    let Ok(ClientResponse::Written { ts }) = own.call(put(b"east")) else {
+        panic!("a write of the node's own cluster");
+    };
+    let mut foreign = TcpClient::new(node.addr(), theirs.clone()).unwrap();
+    assert_eq!(
+        foreign.call(put(b"west")).err(),
+        Some(TransportError::ForeignCluster {
+            ours: "west-1".to_string(),
+            theirs: "east-1".to_string(),
+        })
+    );
+    // A vote request of a node of the other cluster, at a term far above
+    // this one's: refused, so the node's term and leadership stand.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut factory = super::TcpNetworkFactory::new(theirs.clone()).unwrap();
+    let voted = rt.block_on(async {
+        let mut net = factory
+            .new_client(1, &openraft::BasicNode::new(node.addr().to_string()))
+            .await;
+        let vote = openraft::Vote::new(1_000, 2);
+        net.vote(
+            openraft::raft::VoteRequest::new(vote, None),
+            RPCOption::new(LONG),
+        )
+        .await
+    });
+    let err = voted.expect_err("a foreign vote is not answered");
+    assert!(err.to_string().contains("cluster"), "{err}");
+    assert!(node.replica().is_leader_ready(), "the node is still leader");
+    match own.call(ClientRequest::Read {
+        keys: vec![b"k".to_vec()],
+        at_least: ts,
+        wait_ms: 10_000,
+    }) {
+        Ok(ClientResponse::Read { values, .. }) => assert_eq!(
+            values,
+            [Some(b"east".to_vec())],
+            "the foreign write was not applied"
+        ),
+        other => panic!("read: {other:?}"),
+    }
+    drop(node);
+    // The directory is east-1's now.
+    let start = |tcp: TcpConfig| {
+        TcpNode::start(NodeConfig {
+            id: 1,
+            addr: "127.0.0.1:0".parse().unwrap(),
+            peers: Default::default(),
+            data_dir: dir.clone(),
+            init: true,
+            replica: config(),
+            tcp,
+        })
+    };
+    match start(theirs) {
+        Err(ReplicaError::BadConfig { what }) => assert!(
+            what.contains("belongs to cluster `east-1`, not `west-1`"),
+            "{what}"
+        ),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("a node of west-1 started on east-1's directory"),
+    }
+    let again = start(ours).expect("east-1 restarts on its directory");
+    drop(again);
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -8,6 +8,7 @@
 //! peer = 3@127.0.0.1:7003
 //! data_dir = /tmp/node1
 //! init = true      # exactly one node of a new cluster
+//! cluster = bank   # the same on every node and client of the cluster
 //! ```
 //!
 //! `replica_node CONFIG` prints `ready ADDR` once it listens, then serves
@@ -22,7 +23,9 @@ use snapshot_engine::replication::{NodeConfig, TcpNode};
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let (Some(path), None) = (args.next(), args.next()) else {
-        eprintln!("usage: replica_node CONFIG (id, addr, peer = ID@ADDR lines, data_dir, init)");
+        eprintln!(
+            "usage: replica_node CONFIG (id, addr, peer = ID@ADDR lines, data_dir, init, cluster)"
+        );
         return ExitCode::from(2);
     };
     let text = match std::fs::read_to_string(&path) {

@@ -14,6 +14,17 @@ use crate::replication::error::ReplicaError;
 /// Settings of the TCP transport.
 #[derive(Clone, Debug)]
 pub struct TcpConfig {
+    /// The cluster's name (default `"default"`): every frame carries it,
+    /// and a node or client refuses a frame of another cluster
+    /// ([`TransportError::ForeignCluster`](super::TransportError::ForeignCluster)),
+    /// so an address that now names a node of another cluster (a stale
+    /// config, a port reused) is never written to or voted with. A node
+    /// records it in its data directory and refuses to start there under
+    /// another name. Every node and client of one cluster must use the same
+    /// name; give each cluster that can meet another on the network its
+    /// own. 1 to [`MAX_CLUSTER_NAME`] bytes of ASCII letters, digits, `-`,
+    /// `_` and `.`.
+    pub cluster: String,
     /// The largest frame sent or accepted, in bytes (at most 1 GiB).
     pub max_frame_bytes: usize,
     /// How long connecting to a peer may take.
@@ -30,9 +41,13 @@ pub const MIN_FRAME_BYTES: usize = 1024 + BATCH_FRAME_SLACK;
 /// The largest [`TcpConfig::max_frame_bytes`].
 pub const MAX_FRAME_BOUND: usize = 1 << 30;
 
+/// The longest [`TcpConfig::cluster`], in bytes.
+pub const MAX_CLUSTER_NAME: usize = 64;
+
 impl Default for TcpConfig {
     fn default() -> Self {
         TcpConfig {
+            cluster: "default".to_string(),
             max_frame_bytes: 64 << 20,
             connect_timeout: Duration::from_secs(1),
             rpc_timeout: Duration::from_secs(5),
@@ -46,6 +61,7 @@ impl TcpConfig {
     /// # Errors
     /// [`ReplicaError::BadConfig`] naming the setting and its range.
     pub(super) fn validate(&self) -> Result<(), ReplicaError> {
+        check_cluster_name(&self.cluster).map_err(bad_config)?;
         if self.max_frame_bytes < MIN_FRAME_BYTES || self.max_frame_bytes > MAX_FRAME_BOUND {
             return Err(bad_config(format!(
                 "max_frame_bytes {} is out of range: want {MIN_FRAME_BYTES} to {MAX_FRAME_BOUND}",
@@ -59,6 +75,21 @@ impl TcpConfig {
         }
         Ok(())
     }
+}
+
+/// Checks a cluster's name against [`TcpConfig::cluster`]'s rules: what
+/// is wrong with it.
+fn check_cluster_name(name: &str) -> Result<(), String> {
+    let ok = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.');
+    if name.is_empty() || name.len() > MAX_CLUSTER_NAME || !name.bytes().all(ok) {
+        return Err(format!(
+            "cluster name `{}` ({} bytes) is not 1 to {MAX_CLUSTER_NAME} bytes of ASCII \
+             letters, digits, `-`, `_` and `.`",
+            name.escape_debug(),
+            name.len()
+        ));
+    }
+    Ok(())
 }
 
 /// A [`ReplicaError::BadConfig`] saying `what`.
@@ -91,16 +122,19 @@ pub struct NodeConfig {
 
 impl NodeConfig {
     /// Reads a config of `key = value` lines: `id`, `addr`, `data_dir`,
-    /// `init` (`true`/`false`, default false), and one `peer = ID@ADDR` line
-    /// per other voter; `#` starts a comment. Everything else keeps its
-    /// default.
+    /// `init` (`true`/`false`, default false), `cluster` (the cluster's
+    /// name, [`TcpConfig::cluster`]; default `default`), and one
+    /// `peer = ID@ADDR` line per other voter; `#` starts a comment.
+    /// Everything else keeps its default.
     ///
     /// # Errors
     /// [`ReplicaError::BadConfig`] naming the line and what was wrong: an
     /// unknown key, a missing `id`/`addr`/`data_dir`, an id of 0 or a peer
-    /// with this node's id or listed twice, an address that does not parse.
+    /// with this node's id or listed twice, an address that does not parse,
+    /// a cluster name outside its rules.
     pub fn parse(text: &str) -> Result<NodeConfig, ReplicaError> {
         let (mut id, mut addr, mut dir, mut init) = (None, None, None, false);
+        let mut tcp = TcpConfig::default();
         let mut peers = BTreeMap::new();
         for (n, line) in text.lines().enumerate() {
             let line = line.split('#').next().unwrap_or("").trim();
@@ -124,6 +158,10 @@ impl NodeConfig {
                 "id" => id = Some(parse_id(v)?),
                 "addr" => addr = Some(parse_addr(v)?),
                 "data_dir" => dir = Some(PathBuf::from(v)),
+                "cluster" => {
+                    check_cluster_name(v).map_err(at)?;
+                    tcp.cluster = v.to_string();
+                }
                 "init" => {
                     init = v
                         .parse::<bool>()
@@ -140,7 +178,7 @@ impl NodeConfig {
                 }
                 _ => {
                     return Err(at(format!(
-                        "unknown key `{k}` (want id, addr, data_dir, init, peer)"
+                        "unknown key `{k}` (want id, addr, data_dir, init, cluster, peer)"
                     )))
                 }
             }
@@ -157,7 +195,7 @@ impl NodeConfig {
             data_dir: dir.ok_or_else(|| need("data_dir"))?,
             init,
             replica: ReplicaConfig::default(),
-            tcp: TcpConfig::default(),
+            tcp,
         })
     }
 }

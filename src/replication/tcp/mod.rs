@@ -39,7 +39,7 @@ mod server;
 mod transport;
 
 pub use client::TcpClient;
-pub use config::{NodeConfig, TcpConfig, MAX_FRAME_BOUND, MIN_FRAME_BYTES};
+pub use config::{NodeConfig, TcpConfig, MAX_CLUSTER_NAME, MAX_FRAME_BOUND, MIN_FRAME_BYTES};
 pub use message::{
     ClientError, ClientRequest, ClientResponse, Op, Request, Response, TableInfo, TableKeys,
     TableOps,

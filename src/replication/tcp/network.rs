@@ -57,9 +57,9 @@ type RpcErr<E = openraft::error::Infallible> = RPCError<NodeId, BasicNode, RaftE
 
 fn rpc_err<E: std::error::Error>(e: TransportError) -> RpcErr<E> {
     match e {
-        TransportError::BadMessage { .. } | TransportError::UnsupportedVersion { .. } => {
-            RPCError::Network(NetworkError::new(&e))
-        }
+        TransportError::BadMessage { .. }
+        | TransportError::UnsupportedVersion { .. }
+        | TransportError::ForeignCluster { .. } => RPCError::Network(NetworkError::new(&e)),
         _ => RPCError::Unreachable(Unreachable::new(&e)),
     }
 }

@@ -72,7 +72,16 @@ impl TcpNode {
             net,
             rt.handle().clone(),
         )?);
-        rt.spawn(serve(listener, replica.clone(), cfg.tcp.max_frame_bytes));
+        // With the directory's lock held (`Replica::open`) and before this
+        // node answers anyone.
+        claim_dir(&cfg.data_dir, &cfg.tcp.cluster)?;
+        let cluster: Arc<str> = cfg.tcp.cluster.as_str().into();
+        rt.spawn(serve(
+            listener,
+            replica.clone(),
+            cfg.tcp.max_frame_bytes,
+            cluster,
+        ));
         if cfg.init && replica.recovery().is_some_and(|r| r.fresh) {
             let mut members: BTreeMap<NodeId, BasicNode> = cfg
                 .peers
@@ -113,39 +122,95 @@ impl Drop for TcpNode {
     }
 }
 
-async fn serve(listener: TcpListener, replica: Arc<Replica>, max: usize) {
+/// The file in a node's data directory that names its cluster.
+const CLUSTER_FILE: &str = "cluster";
+
+/// Records `cluster` as the cluster of the node in `dir`, or checks that
+/// the directory is that cluster's: a directory that already names
+/// another is refused, so a node never joins a second cluster with the
+/// log and vote of a first. A directory without the file (new, or made by
+/// a build before the file existed) takes the name: written to a
+/// temporary file, synced, renamed, and the directory synced.
+///
+/// # Errors
+/// [`ReplicaError::BadConfig`] naming both clusters, or the file and the
+/// OS error.
+fn claim_dir(dir: &std::path::Path, cluster: &str) -> Result<(), ReplicaError> {
+    let path = dir.join(CLUSTER_FILE);
+    let io = |what: &str, p: &std::path::Path, e: std::io::Error| {
+        bad_config(format!("{what} {}: {e}", p.display()))
+    };
+    match std::fs::read(&path) {
+        Ok(b) => {
+            let recorded = String::from_utf8_lossy(&b);
+            let recorded = recorded.trim_end_matches('\n');
+            if recorded == cluster {
+                Ok(())
+            } else {
+                Err(bad_config(format!(
+                    "data_dir {} belongs to cluster `{}`, not `{cluster}`",
+                    dir.display(),
+                    recorded.escape_debug()
+                )))
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            use std::io::Write;
+            let tmp = dir.join(format!("{CLUSTER_FILE}.tmp"));
+            let mut f = std::fs::File::create(&tmp).map_err(|e| io("create", &tmp, e))?;
+            f.write_all(format!("{cluster}\n").as_bytes())
+                .and_then(|()| f.sync_all())
+                .map_err(|e| io("write", &tmp, e))?;
+            drop(f);
+            std::fs::rename(&tmp, &path).map_err(|e| io("rename", &tmp, e))?;
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| io("sync", dir, e))
+        }
+        Err(e) => Err(io("read", &path, e)),
+    }
+}
+
+async fn serve(listener: TcpListener, replica: Arc<Replica>, max: usize, cluster: Arc<str>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             // Out of descriptors or similar: try again shortly.
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
-        tokio::spawn(connection(framed(stream, max), replica.clone(), max));
+        tokio::spawn(connection(
+            framed(stream, max),
+            replica.clone(),
+            max,
+            cluster.clone(),
+        ));
     }
 }
 
 /// Answers one connection's requests in turn until it closes or breaks (an
-/// oversized frame closes it after a `Refused` answer naming the bound).
-async fn connection(mut conn: Conn, replica: Arc<Replica>, max: usize) {
+/// oversized frame closes it after a `Refused` answer naming the bound). A
+/// frame of another cluster is answered `Refused`, in a frame naming this
+/// node's cluster, so the sender reports the mismatch too.
+async fn connection(mut conn: Conn, replica: Arc<Replica>, max: usize, cluster: Arc<str>) {
     while let Some(frame) = conn.next().await {
         let resp = match frame {
             // The codec's only data error: a frame above the bound.
             Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
                 let msg = format!("frame refused (bound {max} bytes): {e}");
-                if let Ok(b) = encode(&Response::Refused(msg), max) {
+                if let Ok(b) = encode(&Response::Refused(msg), &cluster, max) {
                     let _ = conn.send(&b[..]).await;
                 }
                 return;
             }
             Err(_) => return,
-            Ok(frame) => match decode::<Request>(&frame) {
+            Ok(frame) => match decode::<Request>(&frame, &cluster) {
                 Err(e) => Response::Refused(e.to_string()),
                 Ok(req) => answer(&replica, req, max).await,
             },
         };
-        let body = match encode(&resp, max) {
+        let body = match encode(&resp, &cluster, max) {
             Ok(b) => b,
-            Err(e) => match encode(&Response::Refused(e.to_string()), max) {
+            Err(e) => match encode(&Response::Refused(e.to_string()), &cluster, max) {
                 Ok(b) => b,
                 Err(_) => return,
             },
@@ -557,8 +622,9 @@ mod tests {
         for (e, want) in cases {
             let got = client_error(ReplicaError::Engine(e));
             assert_eq!(got, want);
-            let frame = encode(&Response::Client(ClientResponse::Failed(got)), 1 << 20).unwrap();
-            match decode::<Response>(&frame) {
+            let frame =
+                encode(&Response::Client(ClientResponse::Failed(got)), "c", 1 << 20).unwrap();
+            match decode::<Response>(&frame, "c") {
                 Ok(Response::Client(ClientResponse::Failed(back))) => assert_eq!(back, want),
                 _ => panic!("{want:?} does not come back"),
             }

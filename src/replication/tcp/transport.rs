@@ -16,13 +16,15 @@ use super::message::{Request, Response};
 use crate::replication::codec;
 use crate::replication::error::ReplicaError;
 
-/// The wire version this build speaks: 4, entries whose writes carry
-/// their table id, table creates and drops, and client requests that name
-/// tables (with the engine's table and bound errors typed in
-/// [`ClientError`](super::ClientError)). Version 1 sent bincode 1.3
-/// messages; version 2, postcard entries without tables; version 3, those
-/// entries but client requests of the default table only.
-pub const WIRE_VERSION: u8 = 4;
+/// The wire version this build speaks: 5, every frame naming its sender's
+/// cluster ([`TcpConfig::cluster`]) before its message; entries whose
+/// writes carry their table id, table creates and drops, and client
+/// requests that name tables (with the engine's table and bound errors
+/// typed in [`ClientError`](super::ClientError)). Version 1 sent bincode
+/// 1.3 messages; version 2, postcard entries without tables; version 3,
+/// those entries but client requests of the default table only; version
+/// 4, version 5's messages without the cluster's name.
+pub const WIRE_VERSION: u8 = 5;
 
 /// The first byte of every frame's body; the wire version follows it. A
 /// version-1 frame (a bincode 1.3 message, untagged) opens with its
@@ -59,6 +61,16 @@ pub enum TransportError {
         /// What was wrong.
         what: String,
     },
+    /// A frame from a node or client of another cluster: an address that
+    /// names a node of another cluster (a stale config, a port reused), or
+    /// a client configured for another one. Nothing in the frame was acted
+    /// on.
+    ForeignCluster {
+        /// This end's cluster ([`TcpConfig::cluster`]).
+        ours: String,
+        /// The cluster the frame names.
+        theirs: String,
+    },
     /// A frame of a wire version this build does not speak: the peer runs
     /// another version of the engine.
     UnsupportedVersion {
@@ -86,11 +98,15 @@ impl fmt::Display for TransportError {
                 write!(f, "peer {addr} did not answer within {waited:?}")
             }
             TransportError::BadMessage { what } => write!(f, "bad message: {what}"),
+            TransportError::ForeignCluster { ours, theirs } => write!(
+                f,
+                "a frame of cluster `{theirs}`; this end belongs to cluster `{ours}`"
+            ),
             TransportError::UnsupportedVersion { version, supported } => write!(
                 f,
                 "a frame of wire version {version} (1: bincode 1.3, 2: entries without \
-                 tables, 3: client requests without tables); this build speaks only \
-                 version {supported}"
+                 tables, 3: client requests without tables, 4: frames without the \
+                 cluster's name); this build speaks only version {supported}"
             ),
         }
     }
@@ -162,9 +178,13 @@ fn codec(max: usize) -> LengthDelimitedCodec {
 }
 
 /// Encodes `msg` as one frame's body of at most `bound` bytes: the tag,
-/// the wire version, then the message.
-pub(super) fn encode<T: Serialize>(msg: &T, bound: usize) -> Result<Vec<u8>, TransportError> {
-    let b = codec::encode_after(vec![WIRE_TAG, WIRE_VERSION], msg).map_err(|e| {
+/// the wire version, the sender's `cluster`, then the message.
+pub(super) fn encode<T: Serialize>(
+    msg: &T,
+    cluster: &str,
+    bound: usize,
+) -> Result<Vec<u8>, TransportError> {
+    let b = codec::encode_after(vec![WIRE_TAG, WIRE_VERSION], &(cluster, msg)).map_err(|e| {
         TransportError::BadMessage {
             what: e.to_string(),
         }
@@ -179,15 +199,28 @@ pub(super) fn encode<T: Serialize>(msg: &T, bound: usize) -> Result<Vec<u8>, Tra
 }
 
 /// Decodes one frame's body (its length already checked against the
-/// bound by the codec).
+/// bound by the codec) sent to a member of `cluster`. The cluster's name
+/// is checked before the message is decoded.
 ///
 /// # Errors
 /// [`TransportError::UnsupportedVersion`] for a frame of another wire
-/// version, [`TransportError::BadMessage`] for one that does not decode.
-pub(super) fn decode<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T, TransportError> {
+/// version, [`TransportError::ForeignCluster`] for one of another cluster,
+/// [`TransportError::BadMessage`] for one that does not decode.
+pub(super) fn decode<T: for<'de> Deserialize<'de>>(
+    b: &[u8],
+    cluster: &str,
+) -> Result<T, TransportError> {
+    let bad = |what| TransportError::BadMessage { what };
     match b {
-        [WIRE_TAG, WIRE_VERSION, msg @ ..] => {
-            codec::decode(msg).map_err(|what| TransportError::BadMessage { what })
+        [WIRE_TAG, WIRE_VERSION, rest @ ..] => {
+            let (theirs, msg) = codec::take::<String>(rest).map_err(bad)?;
+            if theirs != cluster {
+                return Err(TransportError::ForeignCluster {
+                    ours: cluster.to_string(),
+                    theirs,
+                });
+            }
+            codec::decode(msg).map_err(bad)
         }
         [WIRE_TAG, version, ..] => Err(TransportError::UnsupportedVersion {
             version: *version,
@@ -230,7 +263,7 @@ impl Link {
 
     /// Sends `req` and waits (within the rpc timeout) for the answer.
     pub(super) async fn call(&mut self, req: &Request) -> Result<Response, TransportError> {
-        let body = encode(req, self.cfg.max_frame_bytes)?;
+        let body = encode(req, &self.cfg.cluster, self.cfg.max_frame_bytes)?;
         let res = tokio::time::timeout(self.cfg.rpc_timeout, self.exchange(body)).await;
         match res {
             Ok(Ok(r)) => Ok(r),
@@ -261,7 +294,7 @@ impl Link {
             .await
             .map_err(|e| io_err(&self.addr, e))?;
         match conn.next().await {
-            Some(Ok(frame)) => decode(&frame),
+            Some(Ok(frame)) => decode(&frame, &self.cfg.cluster),
             Some(Err(e)) => Err(io_err(&self.addr, e)),
             None => Err(io_err(&self.addr, "connection closed")),
         }
@@ -281,9 +314,9 @@ mod tests {
                 value: vec![9; 300],
             }],
         });
-        let body = encode(&req, 1 << 20).unwrap();
+        let body = encode(&req, "east", 1 << 20).unwrap();
         assert_eq!(body[..2], [b'R', WIRE_VERSION]);
-        match decode::<Request>(&body) {
+        match decode::<Request>(&body, "east") {
             Ok(Request::Client(ClientRequest::Write { ops })) => assert_eq!(
                 ops,
                 [Op::Put {
@@ -300,15 +333,15 @@ mod tests {
             version: 1,
             supported: WIRE_VERSION,
         };
-        assert_eq!(decode::<Request>(&v1).err(), Some(refused.clone()));
+        assert_eq!(decode::<Request>(&v1, "east").err(), Some(refused.clone()));
         assert!(refused.to_string().contains("wire version 1"), "{refused}");
-        assert_eq!(decode::<Request>(&[]).err(), Some(refused));
+        assert_eq!(decode::<Request>(&[], "east").err(), Some(refused));
         // Earlier and later versions' frames.
-        for version in [2, 3, 5] {
+        for version in [2, 3, 4, 6] {
             let mut other = body.clone();
             other[1] = version;
             assert_eq!(
-                decode::<Request>(&other).err(),
+                decode::<Request>(&other, "east").err(),
                 Some(TransportError::UnsupportedVersion {
                     version,
                     supported: WIRE_VERSION
@@ -319,7 +352,7 @@ mod tests {
         for bad in [&body[..body.len() - 1], &[&body[..], &[0]].concat()[..]] {
             assert!(
                 matches!(
-                    decode::<Request>(bad),
+                    decode::<Request>(bad, "east"),
                     Err(TransportError::BadMessage { .. })
                 ),
                 "{} bytes",
@@ -327,11 +360,44 @@ mod tests {
             );
         }
         assert_eq!(
-            encode(&req, 100).err(),
+            encode(&req, "east", 100).err(),
             Some(TransportError::FrameTooLarge {
                 size: body.len(),
                 bound: 100
             })
         );
+    }
+
+    #[test]
+    fn a_frame_of_another_cluster_is_refused_before_its_message_is_read() {
+        let req = Request::Client(ClientRequest::Status);
+        let body = encode(&req, "east", 1 << 20).unwrap();
+        let foreign = TransportError::ForeignCluster {
+            ours: "west".to_string(),
+            theirs: "east".to_string(),
+        };
+        assert_eq!(
+            decode::<Request>(&body, "west").err(),
+            Some(foreign.clone())
+        );
+        assert!(
+            foreign.to_string().contains("cluster `east`")
+                && foreign.to_string().contains("cluster `west`"),
+            "{foreign}"
+        );
+        // A name that is a prefix of ours is another cluster too.
+        assert!(matches!(
+            decode::<Request>(&body, "eas"),
+            Err(TransportError::ForeignCluster { .. })
+        ));
+        // The name is checked first: a foreign frame whose message would
+        // not decode here is still reported as foreign.
+        let mut damaged = body.clone();
+        damaged.truncate(body.len() - 1);
+        damaged.push(0xff);
+        assert!(matches!(
+            decode::<Request>(&damaged, "west"),
+            Err(TransportError::ForeignCluster { .. })
+        ));
     }
 }
