@@ -25,22 +25,29 @@ fn config() -> ReplicaConfig {
 /// with `tcp` and waited for until it leads; its directory, for removal.
 fn tcp_leader(test: &str, tcp: super::TcpConfig) -> (super::TcpNode, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("se-{test}-{}", std::process::id()));
-    let node = super::TcpNode::start(super::NodeConfig {
-        id: 1,
-        addr: "127.0.0.1:0".parse().unwrap(),
-        peers: Default::default(),
-        data_dir: dir.clone(),
-        init: true,
-        replica: config(),
-        tcp,
-    })
-    .unwrap();
+    let node = tcp_start(&dir, tcp).unwrap();
     let t = Instant::now();
     while !node.replica().is_leader_ready() {
         assert!(t.elapsed() < LONG, "a one-node cluster elects itself");
         std::thread::sleep(Duration::from_millis(5));
     }
     (node, dir)
+}
+
+/// Starts (or restarts) node 1 alone on `dir`, initializing its cluster.
+fn tcp_start(
+    dir: &std::path::Path,
+    tcp: super::TcpConfig,
+) -> Result<super::TcpNode, super::ReplicaError> {
+    super::TcpNode::start(super::NodeConfig {
+        id: 1,
+        addr: "127.0.0.1:0".parse().unwrap(),
+        peers: Default::default(),
+        data_dir: dir.to_path_buf(),
+        init: true,
+        replica: config(),
+        tcp,
+    })
 }
 
 fn leader(c: &LocalCluster) -> &Replica {
@@ -427,8 +434,8 @@ fn a_tcp_node_refuses_a_frame_of_another_wire_version_by_name() {
 /// node goes on serving its own.
 #[test]
 fn a_tcp_node_acts_on_no_frame_of_another_cluster() {
+    use super::TransportError;
     use super::{ClientRequest, ClientResponse, Op, ReplicaError, TcpClient, TcpConfig};
-    use super::{NodeConfig, TcpNode, TransportError};
     use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
     let ours = TcpConfig {
         cluster: "east-1".to_string(),
@@ -492,18 +499,7 @@ fn a_tcp_node_acts_on_no_frame_of_another_cluster() {
     }
     drop(node);
     // The directory is east-1's now.
-    let start = |tcp: TcpConfig| {
-        TcpNode::start(NodeConfig {
-            id: 1,
-            addr: "127.0.0.1:0".parse().unwrap(),
-            peers: Default::default(),
-            data_dir: dir.clone(),
-            init: true,
-            replica: config(),
-            tcp,
-        })
-    };
-    match start(theirs) {
+    match tcp_start(&dir, theirs) {
         Err(ReplicaError::BadConfig { what }) => assert!(
             what.contains("belongs to cluster `east-1`, not `west-1`"),
             "{what}"
@@ -511,7 +507,7 @@ fn a_tcp_node_acts_on_no_frame_of_another_cluster() {
         Err(e) => panic!("{e}"),
         Ok(_) => panic!("a node of west-1 started on east-1's directory"),
     }
-    let again = start(ours).expect("east-1 restarts on its directory");
+    let again = tcp_start(&dir, ours).expect("east-1 restarts on its directory");
     drop(again);
     let _ = std::fs::remove_dir_all(dir);
 }
