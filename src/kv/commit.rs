@@ -127,7 +127,16 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
     /// See [`Txn::try_commit`](crate::Txn::try_commit).
     #[inline]
     pub fn try_commit(mut self, opts: CommitOptions) -> Result<(), CommitError<'s, 'e, M>> {
-        match super::serializable::gated(&mut self, opts, Self::commit_in_place) {
+        // A closure inlined where `gated` calls it: into this function for
+        // an ungated commit, into the gated commit's path rather than
+        // called from it (a call there costs the result's copies).
+        let gated = super::serializable::gated(
+            &mut self,
+            opts,
+            #[inline(always)]
+            |t, opts, turn| t.commit_in_place(opts, turn),
+        );
+        match gated {
             Ok(()) => Ok(()),
             Err(error) => {
                 let txn = self.inner.is_open().then(|| Box::new(self));
@@ -138,8 +147,9 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
 
     /// The commit itself; `turn`: a gated commit's hold on the gate, let go
     /// once the completion is installed (`kv/serializable.rs`,
-    /// [`LogTurn`]).
-    #[inline]
+    /// [`LogTurn`]). Inlined into each of its callers' paths, the gated
+    /// one's included.
+    #[inline(always)]
     fn commit_in_place(
         &mut self,
         opts: CommitOptions,
@@ -153,7 +163,11 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         // commit pays one pin's fence (and crossbeam's periodic collection
         // at most once) rather than one per step. It waits for no log, so
         // the guard holds reclamation back only for the commit's own work.
-        let _pinned = self.session.engine.store.collector.pin();
+        // A gated commit (`turn`) runs inside its caller's guard, pinned
+        // before the gate: it needs none of its own.
+        let _pinned = turn
+            .is_none()
+            .then(|| self.session.engine.store.collector.pin());
         self.refuse_dropped()?;
         let id = self.inner.id();
         let prepared = self.prepared();

@@ -155,13 +155,50 @@ enum Edge {
     Excluded(Range<usize>),
 }
 
-/// What a transaction read: keys and ranges, each with its table's id,
-/// their bytes in one buffer. Each key carries an `E`: the tracker's, the
-/// entry its read found (`Tracker::reads`); `()` elsewhere.
+/// Keys up to this many bytes are kept in their record ([`KeyRec`]), not
+/// in the read set's buffer: a short key's read copies it with no call.
+const INLINE_KEY: usize = 16;
+
+/// One key of a [`ReadSet`], with its table's id and its `E`.
+#[derive(Clone, Copy)]
+struct KeyRec<E> {
+    table: u32,
+    /// The key's length: below 2 GiB ([`EngineConfig::MAX_KEY_LEN`](crate::EngineConfig::MAX_KEY_LEN)).
+    len: u32,
+    /// The key's bytes if it is at most [`INLINE_KEY`] long; else its
+    /// offset in the set's buffer, in the first 8 bytes (native order).
+    data: [u8; INLINE_KEY],
+    entry: E,
+}
+
+/// `key` (at most [`INLINE_KEY`] bytes) in a zero-padded array: two
+/// overlapping fixed-size copies where it has 4 bytes or more, so no call
+/// to `memcpy`.
+#[inline]
+fn inline_key(key: &[u8]) -> [u8; INLINE_KEY] {
+    let n = key.len();
+    debug_assert!(n <= INLINE_KEY);
+    let mut b = [0u8; INLINE_KEY];
+    if n >= 8 {
+        b[..8].copy_from_slice(&key[..8]);
+        b[n - 8..n].copy_from_slice(&key[n - 8..]);
+    } else if n >= 4 {
+        b[..4].copy_from_slice(&key[..4]);
+        b[n - 4..n].copy_from_slice(&key[n - 4..]);
+    } else {
+        b[..n].copy_from_slice(key);
+    }
+    b
+}
+
+/// What a transaction read: keys and ranges, each with its table's id;
+/// short keys in their records, the others and the ranges' bounds in one
+/// buffer. Each key carries an `E`: the tracker's, the entry its read
+/// found (`Tracker::reads`); `()` elsewhere.
 #[derive(Default)]
 pub(crate) struct ReadSet<E = ()> {
     bytes: Vec<u8>,
-    keys: Vec<(u32, Range<usize>, E)>,
+    keys: Vec<KeyRec<E>>,
     ranges: Vec<(u32, Edge, Edge)>,
 }
 
@@ -180,14 +217,49 @@ impl<E: Copy + Default> ReadSet<E> {
         }
     }
 
-    fn add_key(&mut self, table: u32, key: &[u8]) {
-        let r = self.push(key);
-        self.keys.push((table, r, E::default()));
+    /// The record of `key` of table `table` with `entry`; a long key's
+    /// bytes go to the buffer.
+    #[inline]
+    fn rec(&mut self, table: u32, key: &[u8], entry: E) -> KeyRec<E> {
+        let data = if key.len() <= INLINE_KEY {
+            inline_key(key)
+        } else {
+            let mut d = [0u8; INLINE_KEY];
+            d[..8].copy_from_slice(&self.push(key).start.to_ne_bytes());
+            d
+        };
+        // Lossless: a key is shorter than 2 GiB (`max_key_len`).
+        let len = key.len() as u32;
+        KeyRec {
+            table,
+            len,
+            data,
+            entry,
+        }
+    }
+
+    fn add_key(&mut self, table: u32, key: &[u8], entry: E) {
+        let r = self.rec(table, key, entry);
+        self.keys.push(r);
     }
 
     fn add_range(&mut self, table: u32, lo: Bound<&[u8]>, hi: Bound<&[u8]>) {
         let (lo, hi) = (self.edge(lo), self.edge(hi));
         self.ranges.push((table, lo, hi));
+    }
+
+    /// The bytes of the key `r` (a record of this set).
+    #[inline]
+    fn key<'a>(&'a self, r: &'a KeyRec<E>) -> &'a [u8] {
+        let n = r.len as usize;
+        if n <= INLINE_KEY {
+            &r.data[..n]
+        } else {
+            let mut at = [0u8; 8];
+            at.copy_from_slice(&r.data[..8]);
+            let at = usize::from_ne_bytes(at);
+            &self.bytes[at..at + n]
+        }
     }
 
     fn bound(&self, e: &Edge) -> Bound<&[u8]> {
@@ -199,9 +271,7 @@ impl<E: Copy + Default> ReadSet<E> {
     }
 
     fn keys(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
-        self.keys
-            .iter()
-            .map(|(t, r, _)| (*t, &self.bytes[r.clone()]))
+        self.keys.iter().map(|r| (r.table, self.key(r)))
     }
 
     #[allow(clippy::type_complexity)]
@@ -244,7 +314,12 @@ impl<E: Copy + Default> ReadSet<E> {
         let keys = self
             .keys
             .iter()
-            .map(|(t, r, _)| (*t, r.clone(), ()))
+            .map(|r| KeyRec {
+                table: r.table,
+                len: r.len,
+                data: r.data,
+                entry: (),
+            })
             .collect();
         self.keys.clear();
         ReadSet {
@@ -257,7 +332,7 @@ impl<E: Copy + Default> ReadSet<E> {
     /// The bytes this read set holds: keys, range bounds and their entries.
     fn tracked_bytes(&self) -> usize {
         self.bytes.len()
-            + self.keys.len() * std::mem::size_of::<(u32, Range<usize>, E)>()
+            + self.keys.len() * std::mem::size_of::<KeyRec<E>>()
             + self.ranges.len() * std::mem::size_of::<(u32, Edge, Edge)>()
     }
 
@@ -301,6 +376,10 @@ fn owned(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
 /// registered at the gate (prepared). Cleared at begin and at the end of
 /// every transaction that used it.
 pub(crate) struct Tracker<'e> {
+    /// It holds something of a transaction, to clear at its end: set by a
+    /// serializable begin and by [`Txn::get_for_update`], which every
+    /// tracked read, registration and spill follows.
+    used: bool,
     /// Record reads now (a serializable transaction outside
     /// [`Txn::get_untracked`], or [`Txn::get_for_update`]).
     pub(crate) track: bool,
@@ -330,12 +409,18 @@ pub(crate) struct Tracker<'e> {
     owner: u64,
     /// A prepared transaction's read set is registered at the gate.
     registered: bool,
+    /// The open transaction tracked more than short point reads of the
+    /// default table within the records' capacity (a long key, a named
+    /// table, a scan, a buffer grown): [`Tracker::end`] has more to clear
+    /// than the records.
+    spilled: bool,
     gate: &'e Gate,
 }
 
 impl<'e> Tracker<'e> {
     pub(crate) fn new(gate: &'e Gate) -> Tracker<'e> {
         Tracker {
+            used: false,
             track: false,
             serializable: false,
             reads: ReadSet::default(),
@@ -345,6 +430,7 @@ impl<'e> Tracker<'e> {
             tables: Vec::new(),
             owner: crate::sync::unique_id(),
             registered: false,
+            spilled: false,
             gate,
         }
     }
@@ -360,7 +446,7 @@ impl<'e> Tracker<'e> {
     /// that did not see it), with [`Isolation::Serializable`].
     #[inline]
     pub(crate) fn begin(&mut self, opts: &TxnOptions) -> Result<()> {
-        if self.in_use() {
+        if self.used {
             self.end();
         }
         if opts.isolation == Isolation::Serializable {
@@ -376,6 +462,7 @@ impl<'e> Tracker<'e> {
                     second: "prepare_conflicts",
                 });
             }
+            self.used = true;
             self.serializable = true;
             self.track = true;
         }
@@ -386,14 +473,29 @@ impl<'e> Tracker<'e> {
     /// registration, if any, and its read set.
     #[inline]
     pub(crate) fn end(&mut self) {
+        self.used = false;
+        self.track = false;
+        self.serializable = false;
+        if self.registered || self.spilled {
+            self.end_spilled();
+        } else {
+            // Short point reads of the default table only: records with
+            // nothing to free, within a capacity `end_spilled` kept.
+            self.reads.keys.clear();
+        }
+    }
+
+    /// [`Tracker::end`] for a transaction that registered its read set or
+    /// tracked more than short point reads.
+    #[inline(never)]
+    fn end_spilled(&mut self) {
         if self.registered {
             let mut state = self.gate.lock();
             state.prepared.retain(|p| p.owner != self.owner);
             self.gate.release(state);
             self.registered = false;
         }
-        self.track = false;
-        self.serializable = false;
+        self.spilled = false;
         self.reads.clear();
         self.clear_scanned();
         self.tables.clear();
@@ -412,18 +514,17 @@ impl<'e> Tracker<'e> {
         }
     }
 
-    /// Does it hold anything of a transaction: tracking on, a serializable
-    /// one, a registration, or the tracked reads (`get_for_update`) of a
-    /// snapshot-isolation one?
+    /// Does it hold anything of a transaction: a serializable one, or the
+    /// tracked reads (`get_for_update`) of a snapshot-isolation one?
     #[inline]
     fn in_use(&self) -> bool {
-        self.track || self.serializable || self.registered || !self.reads.is_empty()
+        self.used
     }
 
     /// Does the open transaction need the gated commit?
     #[inline]
     fn active(&self) -> bool {
-        self.serializable || self.registered || !self.reads.is_empty()
+        self.used && (self.serializable || self.registered || !self.reads.is_empty())
     }
 
     /// Notes table `tb` among those the sets name; returns its id.
@@ -447,41 +548,64 @@ impl<'e> Tracker<'e> {
         }
     }
 
-    /// Records a point read of `key` in `tb` (while `track` is set);
-    /// returns its place for [`Tracker::keep`].
-    #[inline(never)]
-    pub(crate) fn note_key(&mut self, tb: Tb<'_>, key: &[u8]) -> usize {
-        let t = self.note_table(tb);
-        self.reads.add_key(t, key);
-        self.reads.keys.len() - 1
+    /// Records a point read (while `track` is set) of `key` in `tb` that
+    /// found `entry` (`None`: no entry) in the index the write set holds
+    /// for its table. A short key of the default table within the
+    /// records' capacity is one record written here; anything else goes
+    /// out of line.
+    #[inline]
+    pub(crate) fn note_key(&mut self, tb: Tb<'_>, key: &[u8], entry: Option<&'e KeyEntry>) {
+        let keys = &mut self.reads.keys;
+        if matches!(tb, Tb::Default) && key.len() <= INLINE_KEY && keys.len() < keys.capacity() {
+            keys.push(KeyRec {
+                table: 0,
+                // Lossless: at most INLINE_KEY.
+                len: key.len() as u32,
+                data: inline_key(key),
+                entry,
+            });
+        } else {
+            self.note_key_spilled(tb, key, entry);
+        }
     }
 
-    /// Records a batch of point reads in `tb` (while `track` is set);
-    /// returns the first one's place for [`Tracker::keep`] (the rest
-    /// follow it in order).
+    /// [`Tracker::note_key`]'s other cases: a named table, a long key, or
+    /// records to grow.
+    #[cold]
+    #[inline(never)]
+    fn note_key_spilled(&mut self, tb: Tb<'_>, key: &[u8], entry: Option<&'e KeyEntry>) {
+        self.spilled = true;
+        let t = self.note_table(tb);
+        self.reads.add_key(t, key, entry);
+    }
+
+    /// Records a batch of point reads in `tb` (while `track` is set), each
+    /// with no entry yet; returns the first one's place for
+    /// [`Tracker::keep`] (the rest follow it in order).
     #[inline(never)]
     pub(crate) fn note_keys<K: AsRef<[u8]>>(&mut self, tb: Tb<'_>, keys: &[K]) -> usize {
-        let t = self.note_table(tb);
         let at = self.reads.keys.len();
         for k in keys {
-            self.reads.add_key(t, k.as_ref());
+            self.note_key(tb, k.as_ref(), None);
         }
         at
     }
 
-    /// The read of the tracked key at `at` found `entry` (`None`: no
-    /// entry) in the index the write set holds for its table.
+    /// The read of the tracked key at `at` (noted by
+    /// [`Tracker::note_keys`]) found `entry` (`None`: no entry) in the
+    /// index the write set holds for its table.
     #[inline]
     pub(crate) fn keep(&mut self, at: usize, entry: Option<&'e KeyEntry>) {
         if let Some(k) = self.reads.keys.get_mut(at) {
-            k.2 = entry;
+            k.entry = entry;
         }
     }
 
     /// A tracked scan of `index` (the one the write set holds for its
     /// table) starts: loads the keys created in it so far, before the walk.
     #[inline]
-    pub(crate) fn scan_starts(&self, index: &'e Index) -> Keeping<'e> {
+    pub(crate) fn scan_starts(&mut self, index: &'e Index) -> Keeping<'e> {
+        self.spilled = true;
         Keeping {
             index,
             created: index.created_before_scan(),
@@ -507,6 +631,7 @@ impl<'e> Tracker<'e> {
 
     /// Records the range a scan that kept `k` covered, with what it kept.
     fn add_scanned(&mut self, t: u32, lo: Bound<&[u8]>, hi: Bound<&[u8]>, k: Keeping<'e>) {
+        self.spilled = true;
         self.reads.add_range(t, lo, hi);
         // `from` and `to` fit: a range keeps at most KEEP_ENTRIES entries,
         // and a read set past u32::MAX of them is not kept.
@@ -764,7 +889,10 @@ fn validate<M: Machinery>(
 /// Validates `txn`'s tracked keys and ranges against the store: each one's
 /// newest version neither aborted nor in progress is its own or one its
 /// view sees. Its lookups run within `pinned` if given (the commit's epoch
-/// guard), else within a guard of its own.
+/// guard), else within a guard of its own. Inlined where it is called: a
+/// kept entry of the default table is checked here, every other key and
+/// every range out of line.
+#[inline(always)]
 fn validate_store<M: Machinery>(
     txn: &mut Txn<'_, '_, M>,
     pinned: Option<&Guard>,
@@ -789,29 +917,69 @@ fn validate_store<M: Machinery>(
             &own
         }
     };
-    // The key's bytes are sliced out only where needed: a lookup, or a
-    // conflict's error.
-    for (t, r, kept) in &reads.keys {
-        let tb = d.serial.table(*t);
-        let key = || &reads.bytes[r.clone()];
+    for r in &reads.keys {
         // The entry the read found is the one a lookup would find now
-        // (one node a key, never removed): checked directly, if it had one
-        // and its index is still held. A key that had none is looked up:
-        // an insert since created it.
-        let hit = match *kept {
-            Some(e) if d.writes.holds(tb) => {
-                not_dropped(tb)?;
-                e.changed_since(&view, guard)
-            }
-            _ => changed(store, tb, key(), &view, guard)?,
+        // (one node a key, never removed): checked directly. The default
+        // table's index lives as long as the engine.
+        let hit = match r.entry {
+            Some(e) if r.table == 0 => e.changed_since(&view, guard),
+            _ => key_changed(d, r, &view, guard)?,
         };
         if hit {
-            return Err(Box::new(Error::SerializationConflict {
-                key: key().to_vec(),
-            }));
+            return Err(key_conflict(reads.key(r)));
         }
     }
-    for (i, (t, (lo, hi))) in reads.ranges().enumerate() {
+    if reads.ranges.is_empty() {
+        return Ok(());
+    }
+    ranges_changed(d, &view, guard)
+}
+
+/// A tracked key changed since `view`'s snapshot, a conflict.
+#[cold]
+#[inline(never)]
+fn key_conflict(key: &[u8]) -> Box<Error> {
+    Box::new(Error::SerializationConflict { key: key.to_vec() })
+}
+
+/// Would a write of the tracked key `r` (of a named table, or with no
+/// entry kept) by `view`'s transaction conflict now? [`validate_store`]'s
+/// other keys.
+#[inline(never)]
+fn key_changed<M: Machinery>(
+    d: &SessionData<'_, M>,
+    r: &KeyRec<Option<&KeyEntry>>,
+    view: &ReadView<'_>,
+    guard: &Guard,
+) -> Result<bool, Box<Error>> {
+    let tb = d.serial.table(r.table);
+    // A kept entry is good while its index is held; a key that had none is
+    // looked up: an insert since created it.
+    match r.entry {
+        Some(e) if d.writes.holds(tb) => {
+            not_dropped(tb)?;
+            Ok(e.changed_since(view, guard))
+        }
+        _ => Ok(changed(
+            &d.engine.store,
+            tb,
+            d.serial.reads.key(r),
+            view,
+            guard,
+        )?),
+    }
+}
+
+/// [`validate_store`]'s tracked ranges: each one's keys, kept or walked
+/// again, against `view`.
+#[inline(never)]
+fn ranges_changed<M: Machinery>(
+    d: &SessionData<'_, M>,
+    view: &ReadView<'_>,
+    guard: &Guard,
+) -> Result<(), Box<Error>> {
+    let store = &d.engine.store;
+    for (i, (t, (lo, hi))) in d.serial.reads.ranges().enumerate() {
         let tb = d.serial.table(t);
         // A range whose scan kept its entries, with no key created in its
         // index since: those are still every key of the range (never
@@ -834,9 +1002,9 @@ fn validate_store<M: Machinery>(
         let hit = match kept {
             Some(entries) => entries
                 .iter()
-                .find(|(_, e)| e.changed_since(&view, guard))
+                .find(|(_, e)| e.changed_since(view, guard))
                 .map(|(k, _)| k.to_vec()),
-            None => changed_in(store, tb, (lo, hi), &view, guard)?,
+            None => changed_in(store, tb, (lo, hi), view, guard)?,
         };
         if let Some(key) = hit {
             return Err(Box::new(Error::RangeConflict {
@@ -1027,7 +1195,7 @@ fn gated_slow<'s, 'e, M: Machinery, R>(
         let d = &mut *txn.session;
         let mut lent = std::mem::take(&mut d.serial.lent);
         for (t, k) in d.writes.keys() {
-            lent.add_key(t, k);
+            lent.add_key(t, k, ());
         }
         turn.writes = Some(lent);
     }
@@ -1377,6 +1545,7 @@ impl<M: Machinery> Txn<'_, '_, M> {
                 second: "get_for_update",
             });
         }
+        self.session.serial.used = true;
         let track = std::mem::replace(&mut self.session.serial.track, true);
         let r = self.get_with_in(tb, key, |v| v.map(<[u8]>::to_vec));
         self.session.serial.track = track;
@@ -1552,6 +1721,62 @@ mod tests {
     #[should_panic(expected = "a phantom committed")]
     fn mutant_serializable_scan_kept_trusted() {
         phantom(true);
+    }
+
+    /// A tracked key of any length, kept in its record (up to
+    /// `INLINE_KEY` bytes) or in the read set's buffer, is the key a
+    /// conflict names and the one a prepared read set covers; a session
+    /// reuses its records from one transaction to the next (one that
+    /// spilled, then one that did not, then one that did).
+    #[test]
+    fn a_tracked_key_of_any_length_is_validated_and_named_whole() {
+        use crate::Error;
+        let e = Engine::default();
+        let (mut s, mut s2) = (e.session().unwrap(), e.session().unwrap());
+        for n in [0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 40, 300] {
+            // Distinct bytes at every position: a copy that dropped or
+            // moved one would name another key.
+            let key: Vec<u8> = (0..n).map(|i| (i * 7 + n) as u8).collect();
+            let other: Vec<u8> = match n {
+                0 => vec![0x80],
+                _ => key.iter().map(|b| b ^ 0x80).collect(),
+            };
+            let mut t = s.begin(&ser()).unwrap();
+            assert_eq!(t.get(&key).unwrap(), None);
+            assert_eq!(t.get(&other).unwrap(), None);
+            t.put("w", "1").unwrap();
+            let mut o = s2.begin(&ser()).unwrap();
+            o.put(&key, "x").unwrap();
+            o.commit(CommitOptions::default()).unwrap();
+            assert_eq!(
+                t.commit(CommitOptions::default()),
+                Err(Error::SerializationConflict { key: key.clone() }),
+                "a key of {n} bytes"
+            );
+
+            // Read (now with an entry) and prepared: a serializable writer
+            // of that key is refused while it is registered; of another
+            // key (of the same length, but for the empty one), not.
+            let mut t = s.begin(&ser()).unwrap();
+            assert!(t.get(&key).unwrap().is_some());
+            t.put("w", "2").unwrap();
+            t.prepare(100 + n as u64).unwrap();
+            let mut o = s2.begin(&ser()).unwrap();
+            o.put(&other, "y").unwrap();
+            o.commit(CommitOptions::default()).unwrap();
+            let mut o = s2.begin(&ser()).unwrap();
+            o.put(&key, "y").unwrap();
+            assert_eq!(
+                o.commit(CommitOptions::default()),
+                Err(Error::PreparedReadConflict { key: key.clone() }),
+                "a prepared read of {n} bytes"
+            );
+            t.rollback();
+            // The tracking ended with it: the next transaction starts empty.
+            let t = s.begin(&ser()).unwrap();
+            assert_eq!(t.tracked_bytes(), 0);
+            t.rollback();
+        }
     }
 
     fn completion_flushes() -> u64 {

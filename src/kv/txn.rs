@@ -112,7 +112,6 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
         let (r, examined) = if self.session.serial.track {
             // A tracked read keeps the key's entry, so its validation
             // checks the key without looking it up again.
-            let at = self.session.serial.note_key(tb, key);
             let view = self.inner.read_view()?;
             let d = &mut *self.session;
             // The default table's index lives as long as the engine: no
@@ -124,7 +123,7 @@ impl<'s, 'e, M: Machinery> Txn<'s, 'e, M> {
             d.engine
                 .store
                 .read_in(index, key, &view, |found, n, entry| {
-                    d.serial.keep(at, entry);
+                    d.serial.note_key(tb, key, entry);
                     (judge(found), n)
                 })
         } else {
