@@ -784,10 +784,17 @@ fn tcp_node_config(
         data_dir: dir.join(format!("n{id}")),
         init: id == 1,
         replica,
-        // This run's own cluster: a node of another run that takes one of
-        // these ports (`free_addrs`) acts on none of this run's frames.
+        // This run's own cluster, named after its directory (the driver's
+        // pid and the round, the same in the node processes it spawns): a
+        // node of another run that takes one of these ports
+        // (`free_addrs`) acts on none of this run's frames.
         tcp: TcpConfig {
-            cluster: format!("snapshot-bench-{}", std::process::id()),
+            cluster: dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .filter(|n| n.len() <= 64)
+                .unwrap_or("snapshot-bench")
+                .to_string(),
             ..TcpConfig::default()
         },
     }
