@@ -238,6 +238,7 @@ impl<E: Copy + Default> ReadSet<E> {
         }
     }
 
+    #[inline]
     fn add_key(&mut self, table: u32, key: &[u8], entry: E) {
         let r = self.rec(table, key, entry);
         self.keys.push(r);
@@ -446,7 +447,7 @@ impl<'e> Tracker<'e> {
     /// that did not see it), with [`Isolation::Serializable`].
     #[inline]
     pub(crate) fn begin(&mut self, opts: &TxnOptions) -> Result<()> {
-        if self.used {
+        if self.in_use() {
             self.end();
         }
         if opts.isolation == Isolation::Serializable {
@@ -555,15 +556,9 @@ impl<'e> Tracker<'e> {
     /// out of line.
     #[inline]
     pub(crate) fn note_key(&mut self, tb: Tb<'_>, key: &[u8], entry: Option<&'e KeyEntry>) {
-        let keys = &mut self.reads.keys;
+        let keys = &self.reads.keys;
         if matches!(tb, Tb::Default) && key.len() <= INLINE_KEY && keys.len() < keys.capacity() {
-            keys.push(KeyRec {
-                table: 0,
-                // Lossless: at most INLINE_KEY.
-                len: key.len() as u32,
-                data: inline_key(key),
-                entry,
-            });
+            self.reads.add_key(tb.id(), key, entry);
         } else {
             self.note_key_spilled(tb, key, entry);
         }
