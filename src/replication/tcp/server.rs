@@ -136,11 +136,13 @@ const CLUSTER_FILE: &str = "cluster";
 /// [`ReplicaError::BadConfig`] naming both clusters, or the file and the
 /// OS error.
 fn claim_dir(dir: &std::path::Path, cluster: &str) -> Result<(), ReplicaError> {
+    use crate::durability::{Fs, StdFs};
+    let fs = StdFs;
     let path = dir.join(CLUSTER_FILE);
     let io = |what: &str, p: &std::path::Path, e: std::io::Error| {
         bad_config(format!("{what} {}: {e}", p.display()))
     };
-    match std::fs::read(&path) {
+    match fs.read(&path) {
         Ok(b) => {
             let recorded = String::from_utf8_lossy(&b);
             let recorded = recorded.trim_end_matches('\n');
@@ -155,17 +157,14 @@ fn claim_dir(dir: &std::path::Path, cluster: &str) -> Result<(), ReplicaError> {
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            use std::io::Write;
             let tmp = dir.join(format!("{CLUSTER_FILE}.tmp"));
-            let mut f = std::fs::File::create(&tmp).map_err(|e| io("create", &tmp, e))?;
-            f.write_all(format!("{cluster}\n").as_bytes())
-                .and_then(|()| f.sync_all())
+            let mut f = fs.create(&tmp).map_err(|e| io("create", &tmp, e))?;
+            f.append(format!("{cluster}\n").as_bytes())
+                .and_then(|()| f.sync())
                 .map_err(|e| io("write", &tmp, e))?;
             drop(f);
-            std::fs::rename(&tmp, &path).map_err(|e| io("rename", &tmp, e))?;
-            std::fs::File::open(dir)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| io("sync", dir, e))
+            fs.rename(&tmp, &path).map_err(|e| io("rename", &tmp, e))?;
+            fs.sync_dir(dir).map_err(|e| io("sync", dir, e))
         }
         Err(e) => Err(io("read", &path, e)),
     }
