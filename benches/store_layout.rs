@@ -241,10 +241,10 @@ fn class(size: usize) -> usize {
 
 fn prototypes(shape: Shape) {
     let (k, v) = (shape.key, shape.value);
-    // Today: a version is a 48-byte header and the value; the key's node is
-    // one 64-byte line from 4 KiB chunks (an out-of-line key past 22 bytes).
+    // Today: a version is a 48-byte header and the value; the key's node
+    // (entry, length, key) is carved exact-size from 4 KiB chunks.
     let today = class(48 + v);
-    let heap_key = if k > 22 { class(k) } else { 0 };
+    let node = (44 + k).next_multiple_of(8);
     // A 16-byte header (status word and one link; writer id and length
     // elsewhere) and the value.
     let compact = class(16 + v);
@@ -253,7 +253,7 @@ fn prototypes(shape: Shape) {
     // allocation.
     let inline = 40 + k + 16 + 8 + v;
     println!(
-        "classes {k}/{v}: version today {}+{v} -> {today} B (+{heap_key} B key block); 16-byte header {} -> {compact} B; entry+key+newest version {inline} -> {} B, exact in a slab {} B",
+        "classes {k}/{v}: version today {}+{v} -> {today} B (+{node} B node); 16-byte header {} -> {compact} B; entry+key+newest version {inline} -> {} B, exact in a slab {} B",
         48,
         16 + v,
         class(inline),
@@ -280,16 +280,19 @@ fn held_by<H>(shape: Shape, n: u64, make: impl FnOnce() -> H, insert: impl Fn(&H
     bytes
 }
 
-/// Today's index alone: the hash index (nodes, slots, heap keys), then the
-/// whole index (and the ordered view), bytes a key.
+/// Today's index alone: the hash index (nodes and slots), then the whole
+/// index (and the ordered view), bytes a key.
 fn index_today(shape: Shape, n: u64) {
     let hash = held_by(shape, n, HashIndexHook::new, |h, k| {
         h.insert(k);
     });
     let whole = held_by(shape, n, IndexHook::new, IndexHook::insert);
-    let nodes = 64 * n as i64;
+    // A node: the 40-byte entry, a 4-byte length and the key, in 8-byte
+    // granules, carved from 4 KiB chunks.
+    let node = (44 + shape.key).next_multiple_of(8);
+    let nodes = (node * n as usize) as i64;
     println!(
-        "index today {}/{} keys={n}: {:.1} B a key: nodes 64.0, slots and heap keys {:.1}, ordered view {:.1}",
+        "index today {}/{} keys={n}: {:.1} B a key: nodes {node}.0, slots and chunk ends {:.1}, ordered view {:.1}",
         shape.key,
         shape.value,
         whole as f64 / n as f64,

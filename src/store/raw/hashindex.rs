@@ -56,74 +56,77 @@ use std::cell::UnsafeCell;
 use std::hash::BuildHasher;
 use std::ptr;
 
-/// One key: allocated when the key is first written, freed when the store
+/// One key: its [`KeyEntry`], then the key's length and bytes, in one
+/// exact-size block of the index's arena ([`Arena`]): [`KEY_AT`] + the key's
+/// length, rounded up to 8 bytes (56 bytes for an 8-byte key, 72 for a
+/// 24-byte one). Built when the key is first written, freed when the index
 /// drops. The ordered view (scans) and the hash table (point reads) both
 /// point here.
 ///
-/// One cache line: a point read's key comparison and its loads of the
-/// entry's summary, head and finger touch only this line (the hash lives
-/// in the table slot, not here). `repr(C)`: the key bytes first, then the
-/// entry, 24 + 40 = 64 bytes, 64-aligned (pinned by a unit test). Nodes
-/// are carved from 4 KiB chunks ([`Arena`]) rather than one `malloc`
-/// each: 64 bytes per key with no allocator header, and 64-aligned.
-#[repr(C, align(64))]
+/// The type is the node's head; the key bytes follow `len` at [`KEY_AT`]
+/// (inside the type's trailing padding and past it), written once before
+/// the node is published and read through [`Node::key`]. A point read's
+/// key comparison and its loads of the entry's summary, head and finger
+/// touch only the node: no second block for a key of any length. A node
+/// is 8-aligned and may cross a cache line; a batched lookup prefetches
+/// both lines ([`prefetch_node`]).
+#[repr(C)]
 pub(crate) struct Node {
-    key: KeyBytes,
     pub(crate) entry: KeyEntry,
     /// Zero-sized but under loom, where a reader that finds the node checks
     /// that its building happens-before (the loom model `hash_index`).
     witness: Witness,
+    /// The key's length (below 2 GiB: `EngineConfig::MAX_KEY_LEN`).
+    len: u32,
 }
+
+/// Where a node's key bytes start: right after its `len`.
+const KEY_AT: usize = std::mem::offset_of!(Node, len) + std::mem::size_of::<u32>();
+
+/// The bytes of the block that holds a node for a key of `key_len` bytes:
+/// at least the head type's size, a multiple of 8 (the arena's alignment).
+#[inline]
+fn node_bytes(key_len: usize) -> usize {
+    (KEY_AT + key_len)
+        .max(std::mem::size_of::<Node>())
+        .next_multiple_of(NODE_ALIGN)
+}
+
+/// A node's alignment, and the granule of the arena's bump.
+const NODE_ALIGN: usize = 8;
+const _: () = assert!(
+    std::mem::align_of::<Node>() <= NODE_ALIGN,
+    "an 8-aligned block is aligned enough for a node"
+);
 
 impl Node {
     /// The key's bytes.
     #[inline]
     pub(crate) fn key(&self) -> &[u8] {
-        self.key.as_slice()
-    }
-}
-
-/// Key bytes, inline up to `INLINE` bytes (no extra cache miss per lookup
-/// for short keys such as the benchmarks' 8-byte integers).
-enum KeyBytes {
-    Inline(u8, [u8; INLINE]),
-    Heap(Box<[u8]>),
-}
-
-const INLINE: usize = 22;
-
-impl KeyBytes {
-    fn new(key: &[u8]) -> KeyBytes {
-        // Equivalent mutant (`<`: a key of exactly INLINE bytes goes to the
-        // heap; same bytes).
-        if key.len() <= INLINE {
-            let mut b = [0; INLINE];
-            b[..key.len()].copy_from_slice(key);
-            KeyBytes::Inline(key.len() as u8, b)
-        } else {
-            KeyBytes::Heap(key.into())
-        }
+        let at = (self as *const Node).expose_provenance() + KEY_AT;
+        // SAFETY: the node's block holds `len` key bytes at `KEY_AT`,
+        // written by `HashIndex::new_node` before the node was published
+        // and never written again; the block lives as long as the index
+        // (which `&self` borrows). The address takes the provenance of the
+        // block's arena chunk, which `new_node` exposed when it built the
+        // node (the head type's reference covers only the head).
+        unsafe { std::slice::from_raw_parts(ptr::with_exposed_provenance(at), self.len as usize) }
     }
 
-    #[inline]
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            KeyBytes::Inline(n, b) => &b[..*n as usize],
-            KeyBytes::Heap(b) => b,
-        }
-    }
-
-    /// Are these bytes `key`? An inline key compares with a few
+    /// Is this node's key `key`? A short key compares with a few
     /// fixed-width loads ([`short_eq`]), not a call to `memcmp`.
     #[inline(always)]
     fn is(&self, key: &[u8]) -> bool {
-        match self {
-            KeyBytes::Inline(n, b) => {
-                *n as usize == key.len() && b.get(..key.len()).is_some_and(|b| short_eq(b, key))
-            }
-            KeyBytes::Heap(b) => **b == *key,
-        }
+        self.len as usize == key.len() && short_eq(self.key(), key)
     }
+}
+
+/// Starts loading a node's first 64 bytes (one or two cache lines: a node
+/// is 8-aligned), which hold its entry and a key of up to 20 bytes.
+#[inline(always)]
+fn prefetch_node(n: *const Node) {
+    super::prefetch(n);
+    super::prefetch(n.cast::<u8>().wrapping_add(63));
 }
 
 /// `a == b` for slices of the same length: up to 24 bytes with two or
@@ -464,7 +467,7 @@ impl Table {
             // caller borrows the index.
             let n = unsafe { &*node_of(w) };
             n.witness.check();
-            n.key.is(key)
+            n.is(key)
         })
     }
 
@@ -475,7 +478,7 @@ impl Table {
     #[inline(always)]
     fn first_match(&self, home: usize, hash: u64, prefetch: Option<Prefetch>) -> Option<Candidate> {
         self.probe(home, hash, prefetch, |w| {
-            super::prefetch(node_of(w));
+            prefetch_node(node_of(w));
             true
         })
         .map(|(_, w)| Candidate(node_of(w)))
@@ -550,20 +553,69 @@ impl Table {
     }
 }
 
-/// Nodes per arena chunk: 64 nodes of 64 bytes, one 4 KiB allocation.
-const CHUNK: usize = 64;
+/// Bytes of an arena chunk (the global allocator's 4 KiB class: no
+/// rounding). A node of more than [`ALONE`] bytes gets a block of its own.
+const CHUNK_BYTES: usize = 4096;
+/// The largest node carved from a chunk: a larger one would leave up to
+/// its size unused at a chunk's end.
+const ALONE: usize = CHUNK_BYTES / 8;
 
-/// Where nodes live: chunks of [`CHUNK`] nodes, filled in order and freed
-/// only when the index drops (keys are never removed).
+/// Where nodes live: exact-size blocks carved in order from chunks of
+/// [`CHUNK_BYTES`] (a node never spans two), or, past [`ALONE`] bytes, a
+/// block each; freed only when the index drops (keys are never removed).
 struct Arena {
-    chunks: Vec<*mut Node>,
-    /// Nodes written in the last chunk ([`CHUNK`]: full, or no chunk yet).
-    used: usize,
+    /// Every chunk with the bytes carved from it (the last one's grow).
+    chunks: Vec<(*mut u8, usize)>,
+    /// The nodes of more than [`ALONE`] bytes, each its own block.
+    alone: Vec<*mut Node>,
 }
 
 #[inline]
 fn chunk_layout() -> Layout {
-    Layout::array::<Node>(CHUNK).expect("a fixed, small size")
+    Layout::from_size_align(CHUNK_BYTES, NODE_ALIGN).expect("a fixed, small size")
+}
+
+/// The layout of a node with a key of `key_len` bytes.
+#[inline]
+fn node_layout(key_len: usize) -> Layout {
+    Layout::from_size_align(node_bytes(key_len), NODE_ALIGN)
+        .expect("a key is below 2 GiB (`EngineConfig::MAX_KEY_LEN`)")
+}
+
+impl Arena {
+    /// A block for a node of `bytes` (a multiple of [`NODE_ALIGN`]).
+    fn carve(&mut self, bytes: usize) -> *mut Node {
+        if bytes > ALONE {
+            let layout = Layout::from_size_align(bytes, NODE_ALIGN)
+                .expect("a key is below 2 GiB (`EngineConfig::MAX_KEY_LEN`)");
+            // SAFETY: the layout has a non-zero size.
+            let p = unsafe { alloc::alloc(layout) }.cast::<Node>();
+            if p.is_null() {
+                alloc::handle_alloc_error(layout);
+            }
+            self.alone.push(p);
+            return p;
+        }
+        if self
+            .chunks
+            .last()
+            .is_none_or(|&(_, used)| used + bytes > CHUNK_BYTES)
+        {
+            let layout = chunk_layout();
+            // SAFETY: the layout has a non-zero size.
+            let p = unsafe { alloc::alloc(layout) };
+            if p.is_null() {
+                alloc::handle_alloc_error(layout);
+            }
+            self.chunks.push((p, 0));
+        }
+        let (chunk, used) = self.chunks.last_mut().expect("a chunk with room exists");
+        // `used + bytes <= CHUNK_BYTES`: in bounds of the chunk, and
+        // 8-aligned (`used` is a sum of multiples of 8).
+        let p = chunk.wrapping_add(*used).cast::<Node>();
+        *used += bytes;
+        p
+    }
 }
 
 /// The hash side of the index.
@@ -606,7 +658,7 @@ impl HashIndex {
             moved: std::cell::Cell::new(0),
             arena: UnsafeCell::new(Arena {
                 chunks: Vec::new(),
-                used: CHUNK,
+                alone: Vec::new(),
             }),
             hasher: Hasher::default(),
             inserting: crate::sync::Mutex::new(()),
@@ -863,7 +915,7 @@ impl<'s> Batch<'s, '_> {
         // index rules out.
         let n = unsafe { &*c.0 };
         n.witness.check();
-        if n.key.is(key) {
+        if n.is(key) {
             return Some(n);
         }
         self.probe_on(key, hash)
@@ -890,29 +942,20 @@ impl HashIndex {
         // SAFETY: the caller holds the insert mutex, so no other thread
         // touches the arena now.
         let a = unsafe { &mut *self.arena.get() };
-        if a.used == CHUNK {
-            let layout = chunk_layout();
-            // SAFETY: the layout has a non-zero size.
-            let p = unsafe { alloc::alloc(layout) } as *mut Node;
-            if p.is_null() {
-                alloc::handle_alloc_error(layout);
-            }
-            a.chunks.push(p);
-            a.used = 0;
-        }
-        let chunk = *a.chunks.last().expect("a chunk with room exists");
-        // SAFETY: `used < CHUNK`: a slot of the last chunk never written.
-        let n = unsafe { chunk.add(a.used) };
-        // SAFETY: as above; in bounds of the chunk's allocation and aligned
-        // (the chunk is an array of nodes).
+        let len = u32::try_from(key.len()).expect("a key is below 2 GiB (`MAX_KEY_LEN`)");
+        let n = a.carve(node_bytes(key.len()));
+        // SAFETY: `carve` gave a fresh block of `node_bytes(key.len())`
+        // bytes, 8-aligned (enough for a node): the head fits, then the
+        // key's bytes from `KEY_AT` (the head's padding is not written
+        // after them: nothing stores the head whole again).
         unsafe {
             n.write(Node {
-                key: KeyBytes::new(key),
                 entry: KeyEntry::new(),
                 witness: Witness::new(),
-            })
-        };
-        a.used += 1;
+                len,
+            });
+            ptr::copy_nonoverlapping(key.as_ptr(), n.cast::<u8>().add(KEY_AT), key.len());
+        }
         assert!(
             n.expose_provenance() as u64 & !ADDR_MASK == 0,
             "a node address above {ADDR_BITS} bits cannot be tagged in a slot word"
@@ -1012,7 +1055,7 @@ impl HashIndex {
             // Relaxed: only the inserter (us) writes slots.
             let w = s.word.load(Ordering::Relaxed);
             if w != 0 {
-                super::prefetch(node_of(w));
+                prefetch_node(node_of(w));
             }
         }
         for s in words {
@@ -1052,17 +1095,30 @@ impl HashIndex {
 impl Drop for HashIndex {
     fn drop(&mut self) {
         let a = self.arena.get_mut();
-        let chunks = a.chunks.len();
-        for (i, &c) in a.chunks.iter().enumerate() {
-            let written = if i + 1 == chunks { a.used } else { CHUNK };
-            for j in 0..written {
-                // SAFETY: written once by `new_node` and dropped only here;
-                // the table and the ordered view (freed first) hold no
-                // ownership, and `&mut self` means no one else can reach it.
-                unsafe { ptr::drop_in_place(c.add(j)) };
+        for &(c, used) in &a.chunks {
+            let mut at = 0;
+            while at < used {
+                let n = c.wrapping_add(at).cast::<Node>();
+                // SAFETY: the chunk's first `used` bytes are nodes carved
+                // in order by `new_node`, each written once and dropped
+                // only here; the table and the ordered view (freed first)
+                // hold no ownership, and `&mut self` means no one else can
+                // reach them. A node's size follows from its key length.
+                unsafe {
+                    at += node_bytes((*n).len as usize);
+                    ptr::drop_in_place(n);
+                }
             }
-            // SAFETY: allocated by `new_node` with this layout, freed once.
-            unsafe { alloc::dealloc(c as *mut u8, chunk_layout()) };
+            // SAFETY: allocated by `Arena::carve` with this layout, freed once.
+            unsafe { alloc::dealloc(c, chunk_layout()) };
+        }
+        for &n in &a.alone {
+            // SAFETY: as above, a node of its own block.
+            unsafe {
+                let layout = node_layout((*n).len as usize);
+                ptr::drop_in_place(n);
+                alloc::dealloc(n.cast(), layout);
+            }
         }
         let t = self.table.get_mut_ptr();
         // SAFETY: the current table, and the table still migrating into it
@@ -1091,9 +1147,12 @@ mod tests {
 
     #[test]
     fn short_keys_compare_by_every_byte() {
+        let c = Collector::new();
+        let ix = HashIndex::new();
+        let g = c.pin();
         for n in 0..=40usize {
             let a: Vec<u8> = (0..n).map(|i| i as u8 ^ 0x5a).collect();
-            let stored = KeyBytes::new(&a);
+            let (stored, _) = ix.get_or_insert(&a, &c, &g, |_| {});
             assert!(short_eq(&a, &a.clone()), "len {n}: equal");
             assert!(stored.is(&a), "len {n}: stored equal");
             for at in [0, n / 2, n.saturating_sub(1)] {
@@ -1118,13 +1177,61 @@ mod tests {
     }
 
     #[test]
+    fn keys_of_every_length_keep_their_bytes_across_chunks_and_blocks_of_their_own() {
+        let c = Collector::new();
+        let ix = HashIndex::new();
+        let key = |n: usize, salt: u8| -> Vec<u8> { (0..n).map(|i| (i as u8) ^ salt).collect() };
+        // Lengths around a chunk's fill and the `ALONE` bound (a node of
+        // `node_bytes(n)` bytes), and keys several chunks long.
+        let mut lens: Vec<usize> = (0..=600).step_by(7).collect();
+        let edge = ALONE - KEY_AT;
+        lens.extend([
+            edge - 8,
+            edge - 1,
+            edge,
+            edge + 1,
+            edge + 8,
+            CHUNK_BYTES,
+            3 * CHUNK_BYTES + 5,
+        ]);
+        lens.sort_unstable();
+        lens.dedup();
+        for round in 0..3u8 {
+            for &n in &lens {
+                let g = c.pin();
+                let (node, new) = ix.get_or_insert(&key(n, round), &c, &g, |_| {});
+                assert_eq!(
+                    new,
+                    n > 0 || round == 0,
+                    "len {n}, round {round}: fresh but `[]`"
+                );
+                assert_eq!(node.key(), key(n, round), "len {n}: its bytes");
+            }
+        }
+        let g = c.pin();
+        for round in 0..3u8 {
+            for &n in &lens {
+                let k = key(n, round);
+                let found = ix.get(&k, ix.hash(&k), Want::Nothing, &g).expect("present");
+                assert_eq!(found.key(), k, "len {n}, round {round}: found whole");
+                let addr = (found as *const Node).addr();
+                assert_eq!(addr % NODE_ALIGN, 0, "len {n}: 8-aligned");
+            }
+        }
+        drop(g);
+        drop(ix);
+    }
+
+    #[test]
     #[cfg(target_pointer_width = "64")]
-    fn a_key_node_is_one_cache_line() {
-        // Key bytes (tag, length, 22 inline bytes, or a boxed slice) and
-        // the key's entry (head, summary, finger, floor, two flags).
-        assert_eq!(std::mem::size_of::<KeyBytes>(), 24);
-        assert_eq!(std::mem::size_of::<Node>(), 64);
-        assert_eq!(std::mem::align_of::<Node>(), 64);
+    fn a_key_node_is_its_entry_and_its_key() {
+        // The key's entry (head, summary, finger, floor, hint), the key's
+        // length, the key, rounded up to 8 bytes.
+        assert_eq!(KEY_AT, 44);
+        assert_eq!(node_bytes(0), 48);
+        assert_eq!(node_bytes(4), 48);
+        assert_eq!(node_bytes(8), 56);
+        assert_eq!(node_bytes(24), 72);
         // A slot: the node address with the hash's tag, and two hints.
         assert_eq!(std::mem::size_of::<Slot>(), 16);
     }
