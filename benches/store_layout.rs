@@ -14,7 +14,7 @@
 //!   through `snapshot_engine::bench_api`) splits today's bytes a key.
 //!   Then the same allocator's bytes for `N` single allocations of the
 //!   sizes candidate layouts would make, to show its size-class rounding
-//!   (the prototypes: a version with today's 48-byte header, with a
+//!   (the prototypes: a version with today's 40-byte header, with a
 //!   16-byte header, and one allocation holding the key's entry, key and
 //!   newest version).
 //! * **reads at stable**: the `read-ts` steady state, single-threaded and
@@ -241,9 +241,9 @@ fn class(size: usize) -> usize {
 
 fn prototypes(shape: Shape) {
     let (k, v) = (shape.key, shape.value);
-    // Today: a version is a 48-byte header and the value; the key's node
+    // Today: a version is a 40-byte header and the value; the key's node
     // (entry, length, key) is carved exact-size from 4 KiB chunks.
-    let today = class(48 + v);
+    let today = class(40 + v);
     let node = (44 + k).next_multiple_of(8);
     // A 16-byte header (status word and one link; writer id and length
     // elsewhere) and the value.
@@ -254,7 +254,7 @@ fn prototypes(shape: Shape) {
     let inline = 40 + k + 16 + 8 + v;
     println!(
         "classes {k}/{v}: version today {}+{v} -> {today} B (+{node} B node); 16-byte header {} -> {compact} B; entry+key+newest version {inline} -> {} B, exact in a slab {} B",
-        48,
+        40,
         16 + v,
         class(inline),
         inline.next_multiple_of(8),

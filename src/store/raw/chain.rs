@@ -119,8 +119,29 @@ pub(crate) use write::Conflict;
 
 /// `stop` before a newer committed version is linked.
 const NO_STOP: u64 = u64::MAX;
-/// `len` of a tombstone.
+/// The value length of a tombstone, as [`Version::alloc`] takes it.
 const TOMBSTONE: usize = usize::MAX;
+/// Bits of a version's address in its `newer` word (user-space addresses
+/// on the targets this builds for fit: checked for every version in
+/// [`Version::alloc`]); the length code sits above them.
+const LINK_BITS: u32 = hint::ADDR_BITS;
+const LINK_MASK: u64 = (1 << LINK_BITS) - 1;
+/// The length code of a tombstone.
+const CODE_TOMBSTONE: u64 = 0xFFFE;
+/// The length code of a value of [`CODE_LONG`] bytes or more: its length is
+/// the 8-byte word right after the header, its bytes after that.
+const CODE_LONG: u64 = 0xFFFF;
+
+/// The length code for a value of `len` bytes (or [`TOMBSTONE`]).
+#[inline]
+fn len_code(len: usize) -> u64 {
+    match len {
+        TOMBSTONE => CODE_TOMBSTONE,
+        n if (n as u64) < CODE_TOMBSTONE => n as u64,
+        _ => CODE_LONG,
+    }
+}
+
 /// The finger word's low bit: a prune of this key is under way (the key's
 /// pruning lock; versions are 8-aligned, so an address never has it).
 const PRUNING: usize = 1;
@@ -137,22 +158,25 @@ fn locked(p: *mut Version) -> *mut Version {
     p.map_addr(|a| a | PRUNING)
 }
 
-/// One version of one key: this header, then `len` value bytes in the same
-/// slab block (`slab.rs`; made by [`Version::alloc`], freed by
-/// [`free_version`]).
+/// One version of one key: this 40-byte header, then the value in the
+/// same slab block (`slab.rs`; made by [`Version::alloc`], freed by
+/// [`free_version`]). The value's length is a 16-bit code in the top of
+/// the `newer` word: the length itself below [`CODE_TOMBSTONE`], a
+/// tombstone, or [`CODE_LONG`], when an 8-byte length word sits between
+/// the header and the bytes (values of 64 KiB less 2 bytes or more).
 #[repr(C)]
 pub(crate) struct Version {
     /// The writer and the packed state/timestamp word.
     pub(crate) status: VersionStatus,
     next: AtomicPtr<Version>,
-    /// The next newer committed version (null: none linked yet). Written
-    /// once, by that version's committer before its status flip.
-    newer: AtomicPtr<Version>,
+    /// The next newer committed version's address in the low
+    /// [`LINK_BITS`] (0: none linked yet), written once, by that version's
+    /// committer before its status flip; and the value's length code above
+    /// them, fixed at allocation.
+    newer: AtomicU64,
     /// The commit timestamp of `newer` ([`NO_STOP`] until it is linked):
     /// this version is the one visible at timestamps in `[cts, stop)`.
     stop: AtomicU64,
-    /// Value length, or [`TOMBSTONE`].
-    len: usize,
 }
 
 /// A version not yet shared: frees itself on drop.
@@ -174,13 +198,23 @@ impl OwnedVersion {
     }
 }
 
+/// Where a value with length code `code` starts, from the version's start.
+#[inline]
+fn value_at(code: u64) -> usize {
+    std::mem::size_of::<Version>() + if code == CODE_LONG { 8 } else { 0 }
+}
+
+/// The block of a version holding a value of `len` bytes (or
+/// [`TOMBSTONE`]).
 #[inline]
 fn layout_for(len: usize) -> Layout {
     let bytes = if len == TOMBSTONE { 0 } else { len };
-    let (l, _) = Layout::new::<Version>()
-        .extend(Layout::array::<u8>(bytes).expect("value length is bounded by the config"))
-        .expect("value length is bounded by the config");
-    l.pad_to_align()
+    Layout::from_size_align(
+        value_at(len_code(len)) + bytes,
+        std::mem::align_of::<Version>(),
+    )
+    .expect("value length is bounded by the config")
+    .pad_to_align()
 }
 
 const _: () = assert!(
@@ -204,36 +238,73 @@ impl Version {
             "a version's address fits in {} bits",
             hint::ADDR_BITS
         );
+        let code = len_code(len);
         // SAFETY: `p` is a fresh 8-aligned block of `layout_for(len)`'s
         // size (no version needs more alignment: the assertion below
-        // `layout_for`), which starts with a `Version` and has `len` bytes
-        // after it.
+        // `layout_for`): a `Version`, for a long value its 8-byte length,
+        // and the value's bytes from `value_at(code)`.
         unsafe {
             p.write(Version {
                 status,
                 next: AtomicPtr::new(ptr::null_mut()),
-                newer: AtomicPtr::new(ptr::null_mut()),
+                newer: AtomicU64::new(code << LINK_BITS),
                 stop: AtomicU64::new(NO_STOP),
-                len,
             });
             if let Some(v) = value {
-                ptr::copy_nonoverlapping(v.as_ptr(), p.add(1) as *mut u8, v.len());
+                if code == CODE_LONG {
+                    p.add(1).cast::<u64>().write(v.len() as u64);
+                }
+                ptr::copy_nonoverlapping(v.as_ptr(), p.cast::<u8>().add(value_at(code)), v.len());
             }
         }
         OwnedVersion(nn)
     }
 
+    /// The value's length code (immutable: any load gives it).
+    #[inline]
+    fn code(&self) -> u64 {
+        // Relaxed: the code's bits never change after `alloc`, which
+        // happens-before any use of the version (its publication).
+        self.newer.load(Ordering::Relaxed) >> LINK_BITS
+    }
+
     /// The value (`None`: a tombstone).
     #[inline]
     pub(crate) fn value(&self) -> Option<&[u8]> {
-        if self.len == TOMBSTONE {
+        let code = self.code();
+        if code == CODE_TOMBSTONE {
             return None;
         }
-        // SAFETY: `Version::alloc` wrote `len` bytes right after the header in
-        // the same block; they are never written again.
+        let base = (self as *const Version).cast::<u8>();
+        // SAFETY: `Version::alloc` wrote the value (and for a long one its
+        // length word right after the header) at `value_at(code)` in the
+        // same block; they are never written again.
         Some(unsafe {
-            std::slice::from_raw_parts((self as *const Version).add(1) as *const u8, self.len)
+            let len = if code == CODE_LONG {
+                base.add(std::mem::size_of::<Version>())
+                    .cast::<u64>()
+                    .read() as usize
+            } else {
+                code as usize
+            };
+            std::slice::from_raw_parts(base.add(value_at(code)), len)
         })
+    }
+
+    /// The value's length as [`Version::alloc`] took it ([`TOMBSTONE`]
+    /// for a tombstone).
+    #[inline]
+    fn len(&self) -> usize {
+        self.value().map_or(TOMBSTONE, <[u8]>::len)
+    }
+
+    /// Links `v` as the next newer committed version (`stop` apart),
+    /// keeping the length code: the store is `order`.
+    #[inline]
+    fn set_newer(&self, v: *mut Version, order: Ordering) {
+        let link = v.expose_provenance() as u64;
+        debug_assert_eq!(link & !LINK_MASK, 0, "checked in `alloc`");
+        self.newer.store(self.code() << LINK_BITS | link, order);
     }
 
     #[inline]
@@ -254,7 +325,9 @@ impl Version {
     fn newer_ptr(&self) -> *mut Version {
         // Acquire, required: pairs with the Release `newer` store in
         // `link_committed` (the newer version's contents; loom `prune_race`).
-        self.newer.load(Ordering::Acquire)
+        let w = self.newer.load(Ordering::Acquire);
+        // The address `set_newer` exposed, with its block's provenance.
+        ptr::with_exposed_provenance_mut((w & LINK_MASK) as usize)
     }
 }
 
@@ -267,7 +340,7 @@ unsafe fn free_version(p: *mut Version) {
     // SAFETY: the caller guarantees exclusive ownership; `len` is
     // immutable; the block came from `slab::alloc` with this size.
     unsafe {
-        let bytes = layout_for((*p).len).size();
+        let bytes = layout_for((*p).len()).size();
         ptr::drop_in_place(p);
         slab::free(NonNull::new_unchecked(p.cast()), bytes);
     }

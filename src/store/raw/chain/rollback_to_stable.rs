@@ -163,7 +163,7 @@ impl KeyEntry {
                 Some(j) => (kept[j].0, kept[j].2),
                 None => (ptr::null_mut(), NO_STOP),
             };
-            v.newer.store(above, R);
+            v.set_newer(above, R);
             v.stop.store(stop, R);
         }
         for (i, &(_, v)) in dropped.iter().enumerate() {

@@ -304,12 +304,23 @@ fn an_untimestamped_commit_over_timestamped_ones_is_read_from_the_head() {
 #[test]
 #[cfg(target_pointer_width = "64")]
 fn memory_per_version_and_per_key_entry() {
-    // A version: 48-byte header (status 16, next, newer, stop, len) +
-    // the value, one allocation. A key's entry (inside its index node,
-    // which is one 64-byte line with the key bytes): head, summary,
-    // finger, floor, two flags.
-    assert_eq!(std::mem::size_of::<Version>(), 48);
-    assert_eq!(layout_for(100).size(), 152);
+    // A version: 40-byte header (status 16, next, newer with the length
+    // code, stop) + the value, one block in 8-byte granules. A key's entry
+    // (inside its index node, beside the key): head, summary, finger,
+    // floor, hint.
+    assert_eq!(std::mem::size_of::<Version>(), 40);
+    assert_eq!(layout_for(100).size(), 144);
+    assert_eq!(layout_for(150).size(), 192);
+    assert_eq!(layout_for(TOMBSTONE).size(), 40);
+    // A long value pays its 8-byte length word.
+    assert_eq!(
+        layout_for(0xFFFD).size(),
+        (40 + 0xFFFD_usize).next_multiple_of(8)
+    );
+    assert_eq!(
+        layout_for(0xFFFE).size(),
+        (48 + 0xFFFE_usize).next_multiple_of(8)
+    );
     assert_eq!(std::mem::size_of::<KeyEntry>(), 40);
 }
 
@@ -332,6 +343,24 @@ fn a_value_lives_in_its_version_allocation() {
     let empty = Version::alloc(status(), Some(&[][..]));
     // SAFETY: as above.
     assert_eq!(unsafe { empty.0.as_ref() }.value(), Some(&[][..]));
+    // Lengths about the length code's bounds: each value whole, its length
+    // kept when a newer version is linked above it, and (tombstones aside)
+    // never mistaken for a tombstone.
+    let above = Version::alloc(status(), Some(&[7][..]));
+    for len in [
+        1, 0xFFF0, 0xFFFC, 0xFFFD, 0xFFFE, 0xFFFF, 0x1_0000, 0x1_0001, 300_001,
+    ] {
+        let bytes: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
+        let v = Version::alloc(status(), Some(&bytes));
+        // SAFETY: as above.
+        let r = unsafe { v.0.as_ref() };
+        assert_eq!(r.value(), Some(&bytes[..]), "len {len}");
+        assert_eq!(r.len(), len, "len {len}");
+        r.set_newer(above.0.as_ptr(), Ordering::Relaxed);
+        assert_eq!(r.newer_ptr(), above.0.as_ptr(), "len {len}: the link");
+        assert_eq!(r.value(), Some(&bytes[..]), "len {len}: linked");
+        assert_eq!(layout_for(len).size(), layout_for(r.len()).size());
+    }
 }
 
 /// The value of the version `p` (for the hint tests).

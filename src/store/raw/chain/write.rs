@@ -210,7 +210,7 @@ impl KeyEntry {
             // above, but `collect()`'s prune reaches versions through the
             // floor and `newer` alone.
             // Loom model `prune_race` (RELAXED_NEWER_STORE) races that prune.
-            u.newer.store(
+            u.set_newer(
                 v,
                 ordering_or_mutant(Ordering::Release, m::RELAXED_NEWER_STORE),
             );

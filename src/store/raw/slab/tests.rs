@@ -21,7 +21,7 @@ fn classes_round_to_granules() {
     assert_eq!(granules(1), 1);
     assert_eq!(granules(8), 1);
     assert_eq!(granules(9), 2);
-    // Today's version header (48 bytes) with a 100- and a 150-byte value.
+    // Blocks of 148 and 198 bytes: 19 and 25 granules.
     assert_eq!(granules(148) * GRANULE, 152);
     assert_eq!(granules(198) * GRANULE, 200);
     let s = slab(4);
