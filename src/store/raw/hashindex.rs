@@ -121,12 +121,16 @@ impl Node {
     }
 }
 
-/// Starts loading a node's first 64 bytes (one or two cache lines: a node
-/// is 8-aligned), which hold its entry and a key of up to 20 bytes.
+/// Starts loading the line of a node that holds its entry and, when they
+/// run into the next line (a node is 8-aligned), the line holding an
+/// 8-byte key's bytes too.
 #[inline(always)]
 fn prefetch_node(n: *const Node) {
     super::prefetch(n);
-    super::prefetch(n.cast::<u8>().wrapping_add(63));
+    let last = n.cast::<u8>().wrapping_add(KEY_AT + 7);
+    if (n.addr() ^ last.addr()) >= 64 {
+        super::prefetch(last);
+    }
 }
 
 /// `a == b` for slices of the same length: up to 24 bytes with two or
