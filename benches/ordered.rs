@@ -7,9 +7,10 @@
 //!
 //! Keys are read-ts keys, 8-byte big-endian integers, created in random order. The
 //! crates are used as the store would use them: each holds a pointer per
-//! key to a 56-byte node (the store's size for an 8-byte key) holding the
-//! key's bytes (allocated in creation order before the measurement, as the
-//! store's arena does), and compares through it.
+//! key to a 64-byte node that starts with the key's bytes (the store's
+//! node for an 8-byte key: 56 bytes, started on a line; allocated in
+//! creation order before the measurement, as the store's arena does), and
+//! compares through it.
 //!
 //! * Before the timings, one line per structure and size: the bytes it
 //!   holds per key (requested sizes, counted by a wrapper around the system
@@ -41,7 +42,7 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// A key node as the store has it, reduced to what ordering reads.
-type Node = [u8; 56];
+type Node = [u8; 64];
 
 /// What the crates hold per key: a pointer to its node, ordered by the key.
 #[derive(Clone, Copy)]
@@ -193,7 +194,7 @@ fn main() {
         let nodes: Vec<Box<Node>> = keys
             .iter()
             .map(|k| {
-                let mut b = Box::new([0; 56]);
+                let mut b = Box::new([0; 64]);
                 b[..8].copy_from_slice(&k.to_be_bytes());
                 b
             })

@@ -242,9 +242,9 @@ fn class(size: usize) -> usize {
 fn prototypes(shape: Shape) {
     let (k, v) = (shape.key, shape.value);
     // Today: a version is a 40-byte header and the value; the key's node
-    // (entry, length, key) is carved exact-size from 4 KiB chunks.
+    // (length, key, entry) is carved exact-size from 4 KiB chunks.
     let today = class(40 + v);
-    let node = (44 + k).next_multiple_of(8);
+    let node = (4 + k).next_multiple_of(8) + 40;
     // A 16-byte header (status word and one link; writer id and length
     // elsewhere) and the value.
     let compact = class(16 + v);
@@ -287,16 +287,12 @@ fn index_today(shape: Shape, n: u64) {
         h.insert(k);
     });
     let whole = held_by(shape, n, IndexHook::new, IndexHook::insert);
-    // A node: the 40-byte entry, a 4-byte length and the key, in 8-byte
-    // granules, carved from 4 KiB chunks.
-    let node = (44 + shape.key).next_multiple_of(8);
-    let nodes = (node * n as usize) as i64;
     println!(
-        "index today {}/{} keys={n}: {:.1} B a key: nodes {node}.0, slots and chunk ends {:.1}, ordered view {:.1}",
+        "index today {}/{} keys={n}: {:.1} B a key: hash index (nodes, slots) {:.1}, ordered view {:.1}",
         shape.key,
         shape.value,
         whole as f64 / n as f64,
-        (hash - nodes) as f64 / n as f64,
+        hash as f64 / n as f64,
         (whole - hash) as f64 / n as f64,
     );
 }

@@ -56,61 +56,84 @@ use std::cell::UnsafeCell;
 use std::hash::BuildHasher;
 use std::ptr;
 
-/// One key: its [`KeyEntry`], then the key's length and bytes, in one
-/// exact-size block of the index's arena ([`Arena`]): [`KEY_AT`] + the key's
-/// length, rounded up to 8 bytes (56 bytes for an 8-byte key, 72 for a
-/// 24-byte one). Built when the key is first written, freed when the index
-/// drops. The ordered view (scans) and the hash table (point reads) both
-/// point here.
+/// One key: its length and bytes, then its [`KeyEntry`] at the next
+/// 8-byte boundary, in one exact-size block of the index's arena
+/// ([`Arena`]): 56 bytes for an 8-byte key, 72 for a 24-byte one. Built
+/// when the key is first written, freed when the index drops. The ordered
+/// view (scans) and the hash table (point reads) both point here.
 ///
-/// The type is the node's head; the key bytes follow `len` at [`KEY_AT`]
-/// (inside the type's trailing padding and past it), written once before
-/// the node is published and read through [`Node::key`]. A point read's
-/// key comparison and its loads of the entry's summary, head and finger
-/// touch only the node: no second block for a key of any length. A node
-/// is 8-aligned and may cross a cache line; a batched lookup prefetches
-/// both lines ([`prefetch_node`]).
+/// The type is the node's head; the key bytes follow it at [`KEY_AT`] and
+/// the entry at [`entry_at`] of the key's length, written once before the
+/// node is published ([`HashIndex::new_node`]) and reached through
+/// [`Node::key`] and [`Node::entry`]. The key comes first: a scan's or a
+/// merge's comparisons read the node's first bytes only. A point read's
+/// key comparison and its loads of the entry touch this block only: no
+/// second block for a key of any length. A node is 8-aligned and may cross
+/// a cache line; lookups and scans prefetch the lines their first touch
+/// reads ([`prefetch_node`]).
 #[repr(C)]
 pub(crate) struct Node {
-    pub(crate) entry: KeyEntry,
+    /// The key's length (below 2 GiB: `EngineConfig::MAX_KEY_LEN`).
+    len: u32,
     /// Zero-sized but under loom, where a reader that finds the node checks
     /// that its building happens-before (the loom model `hash_index`).
     witness: Witness,
-    /// The key's length (below 2 GiB: `EngineConfig::MAX_KEY_LEN`).
-    len: u32,
 }
 
-/// Where a node's key bytes start: right after its `len`.
-const KEY_AT: usize = std::mem::offset_of!(Node, len) + std::mem::size_of::<u32>();
+/// Where a node's key bytes start: right after its head.
+const KEY_AT: usize = std::mem::size_of::<Node>();
 
-/// The bytes of the block that holds a node for a key of `key_len` bytes:
-/// at least the head type's size, a multiple of 8 (the arena's alignment).
+/// Where a node's entry starts for a key of `key_len` bytes: after the key,
+/// at the next multiple of 8.
+#[inline]
+fn entry_at(key_len: usize) -> usize {
+    (KEY_AT + key_len).next_multiple_of(NODE_ALIGN)
+}
+
+/// The bytes of the block that holds a node for a key of `key_len` bytes
+/// (a multiple of 8, the arena's alignment).
 #[inline]
 fn node_bytes(key_len: usize) -> usize {
-    (KEY_AT + key_len)
-        .max(std::mem::size_of::<Node>())
-        .next_multiple_of(NODE_ALIGN)
+    entry_at(key_len) + std::mem::size_of::<KeyEntry>()
 }
 
 /// A node's alignment, and the granule of the arena's bump.
 const NODE_ALIGN: usize = 8;
 const _: () = assert!(
-    std::mem::align_of::<Node>() <= NODE_ALIGN,
-    "an 8-aligned block is aligned enough for a node"
+    std::mem::align_of::<Node>() <= NODE_ALIGN
+        && std::mem::align_of::<KeyEntry>() <= NODE_ALIGN
+        && std::mem::size_of::<KeyEntry>().is_multiple_of(NODE_ALIGN),
+    "an 8-aligned block is aligned enough for a node and its entry"
 );
 
 impl Node {
+    /// The address `at` bytes into this node's block, with the provenance
+    /// of the block's arena chunk (the head type's reference covers only
+    /// the head), which `HashIndex::new_node` exposed when it built the
+    /// node.
+    #[inline(always)]
+    fn at<T>(&self, at: usize) -> *const T {
+        ptr::with_exposed_provenance((self as *const Node).addr() + at)
+    }
+
     /// The key's bytes.
     #[inline]
     pub(crate) fn key(&self) -> &[u8] {
-        let at = (self as *const Node).expose_provenance() + KEY_AT;
         // SAFETY: the node's block holds `len` key bytes at `KEY_AT`,
         // written by `HashIndex::new_node` before the node was published
         // and never written again; the block lives as long as the index
-        // (which `&self` borrows). The address takes the provenance of the
-        // block's arena chunk, which `new_node` exposed when it built the
-        // node (the head type's reference covers only the head).
-        unsafe { std::slice::from_raw_parts(ptr::with_exposed_provenance(at), self.len as usize) }
+        // (which `&self` borrows).
+        unsafe { std::slice::from_raw_parts(self.at(KEY_AT), self.len as usize) }
+    }
+
+    /// The key's entry.
+    #[inline]
+    pub(crate) fn entry(&self) -> &KeyEntry {
+        // SAFETY: the node's block holds an initialized `KeyEntry` at
+        // `entry_at(len)`, 8-aligned, written by `HashIndex::new_node`
+        // before the node was published and dropped only with the index
+        // (which `&self` borrows); it is shared through atomics only.
+        unsafe { &*self.at::<KeyEntry>(entry_at(self.len as usize)) }
     }
 
     /// Is this node's key `key`? A short key compares with a few
@@ -121,11 +144,11 @@ impl Node {
     }
 }
 
-/// Starts loading the line of a node that holds its entry and, when they
-/// run into the next line (a node is 8-aligned), the line holding an
-/// 8-byte key's bytes too.
+/// Starts loading what a lookup's or a scan's first touch of a node reads:
+/// the line of its first byte and, when it is another line (a node is
+/// 8-aligned), the line of an 8-byte key's last byte.
 #[inline(always)]
-fn prefetch_node(n: *const Node) {
+pub(super) fn prefetch_node(n: *const Node) {
     super::prefetch(n);
     let last = n.cast::<u8>().wrapping_add(KEY_AT + 7);
     if (n.addr() ^ last.addr()) >= 64 {
@@ -565,8 +588,9 @@ const CHUNK_BYTES: usize = 4096;
 const ALONE: usize = CHUNK_BYTES / 8;
 
 /// Where nodes live: exact-size blocks carved in order from chunks of
-/// [`CHUNK_BYTES`] (a node never spans two), or, past [`ALONE`] bytes, a
-/// block each; freed only when the index drops (keys are never removed).
+/// [`CHUNK_BYTES`] (a node never spans two, and its head and first key
+/// bytes never span two lines: [`node_start`]), or, past [`ALONE`] bytes,
+/// a block each; freed only when the index drops (keys are never removed).
 struct Arena {
     /// Every chunk with the bytes carved from it (the last one's grow).
     chunks: Vec<(*mut u8, usize)>,
@@ -576,7 +600,26 @@ struct Arena {
 
 #[inline]
 fn chunk_layout() -> Layout {
-    Layout::from_size_align(CHUNK_BYTES, NODE_ALIGN).expect("a fixed, small size")
+    Layout::from_size_align(CHUNK_BYTES, LINE).expect("a fixed, small size")
+}
+
+/// A cache line; chunks are aligned to one.
+const LINE: usize = 64;
+
+/// Bytes at a node's start that stay in one line: its head and 8 key bytes,
+/// what a scan's comparison reads.
+const HEAD_IN_LINE: usize = KEY_AT + 8;
+
+/// Where the node carved at offset `at` of a chunk starts: `at`, or the
+/// next line when the node's first [`HEAD_IN_LINE`] bytes would cross one
+/// (one start in eight for 56- and 72-byte nodes: a byte a key).
+#[inline]
+fn node_start(at: usize) -> usize {
+    if at % LINE + HEAD_IN_LINE > LINE {
+        at.next_multiple_of(LINE)
+    } else {
+        at
+    }
 }
 
 /// The layout of a node with a key of `key_len` bytes.
@@ -603,7 +646,7 @@ impl Arena {
         if self
             .chunks
             .last()
-            .is_none_or(|&(_, used)| used + bytes > CHUNK_BYTES)
+            .is_none_or(|&(_, used)| node_start(used) + bytes > CHUNK_BYTES)
         {
             let layout = chunk_layout();
             // SAFETY: the layout has a non-zero size.
@@ -614,10 +657,11 @@ impl Arena {
             self.chunks.push((p, 0));
         }
         let (chunk, used) = self.chunks.last_mut().expect("a chunk with room exists");
-        // `used + bytes <= CHUNK_BYTES`: in bounds of the chunk, and
-        // 8-aligned (`used` is a sum of multiples of 8).
-        let p = chunk.wrapping_add(*used).cast::<Node>();
-        *used += bytes;
+        let at = node_start(*used);
+        // `at + bytes <= CHUNK_BYTES`: in bounds of the chunk, and
+        // 8-aligned (`at` is a sum of multiples of 8).
+        let p = chunk.wrapping_add(at).cast::<Node>();
+        *used = at + bytes;
         p
     }
 }
@@ -949,16 +993,18 @@ impl HashIndex {
         let len = u32::try_from(key.len()).expect("a key is below 2 GiB (`MAX_KEY_LEN`)");
         let n = a.carve(node_bytes(key.len()));
         // SAFETY: `carve` gave a fresh block of `node_bytes(key.len())`
-        // bytes, 8-aligned (enough for a node): the head fits, then the
-        // key's bytes from `KEY_AT` (the head's padding is not written
-        // after them: nothing stores the head whole again).
+        // bytes, 8-aligned (enough for a node and its entry): the head,
+        // the key's bytes from `KEY_AT`, the entry at `entry_at`.
         unsafe {
             n.write(Node {
-                entry: KeyEntry::new(),
-                witness: Witness::new(),
                 len,
+                witness: Witness::new(),
             });
-            ptr::copy_nonoverlapping(key.as_ptr(), n.cast::<u8>().add(KEY_AT), key.len());
+            let b = n.cast::<u8>();
+            ptr::copy_nonoverlapping(key.as_ptr(), b.add(KEY_AT), key.len());
+            b.add(entry_at(key.len()))
+                .cast::<KeyEntry>()
+                .write(KeyEntry::new());
         }
         assert!(
             n.expose_provenance() as u64 & !ADDR_MASK == 0,
@@ -1096,12 +1142,33 @@ impl HashIndex {
     }
 }
 
+/// Drops what `HashIndex::new_node` wrote in a node's block: its entry
+/// and its head (the key's bytes need no drop).
+///
+/// # Safety
+/// `n` is a node built by `new_node`, not yet dropped, that no one else
+/// can reach.
+unsafe fn drop_node(n: *mut Node) {
+    // SAFETY: as the caller guarantees; the entry sits at `entry_at(len)`
+    // of the node's block.
+    unsafe {
+        let e = n
+            .cast::<u8>()
+            .add(entry_at((*n).len as usize))
+            .cast::<KeyEntry>();
+        ptr::drop_in_place(e);
+        ptr::drop_in_place(n);
+    }
+}
+
 impl Drop for HashIndex {
     fn drop(&mut self) {
         let a = self.arena.get_mut();
         for &(c, used) in &a.chunks {
             let mut at = 0;
             while at < used {
+                // Where `carve` put the node that follows.
+                at = node_start(at);
                 let n = c.wrapping_add(at).cast::<Node>();
                 // SAFETY: the chunk's first `used` bytes are nodes carved
                 // in order by `new_node`, each written once and dropped
@@ -1110,7 +1177,7 @@ impl Drop for HashIndex {
                 // reach them. A node's size follows from its key length.
                 unsafe {
                     at += node_bytes((*n).len as usize);
-                    ptr::drop_in_place(n);
+                    drop_node(n);
                 }
             }
             // SAFETY: allocated by `Arena::carve` with this layout, freed once.
@@ -1120,7 +1187,7 @@ impl Drop for HashIndex {
             // SAFETY: as above, a node of its own block.
             unsafe {
                 let layout = node_layout((*n).len as usize);
-                ptr::drop_in_place(n);
+                drop_node(n);
                 alloc::dealloc(n.cast(), layout);
             }
         }
@@ -1188,7 +1255,10 @@ mod tests {
         // Lengths around a chunk's fill and the `ALONE` bound (a node of
         // `node_bytes(n)` bytes), and keys several chunks long.
         let mut lens: Vec<usize> = (0..=600).step_by(7).collect();
-        let edge = ALONE - KEY_AT;
+        let edge = (0..ALONE)
+            .take_while(|&n| node_bytes(n) <= ALONE)
+            .last()
+            .unwrap();
         lens.extend([
             edge - 8,
             edge - 1,
@@ -1220,6 +1290,12 @@ mod tests {
                 assert_eq!(found.key(), k, "len {n}, round {round}: found whole");
                 let addr = (found as *const Node).addr();
                 assert_eq!(addr % NODE_ALIGN, 0, "len {n}: 8-aligned");
+                if node_bytes(n) <= ALONE {
+                    assert!(
+                        addr % LINE + HEAD_IN_LINE <= LINE,
+                        "len {n}: head in one line"
+                    );
+                }
             }
         }
         drop(g);
@@ -1229,11 +1305,12 @@ mod tests {
     #[test]
     #[cfg(target_pointer_width = "64")]
     fn a_key_node_is_its_entry_and_its_key() {
-        // The key's entry (head, summary, finger, floor, hint), the key's
-        // length, the key, rounded up to 8 bytes.
-        assert_eq!(KEY_AT, 44);
+        // The key's length, the key up to a multiple of 8 bytes, the key's
+        // entry (head, summary, finger, floor, hint).
+        assert_eq!(KEY_AT, 4);
         assert_eq!(node_bytes(0), 48);
         assert_eq!(node_bytes(4), 48);
+        assert_eq!(node_bytes(5), 56);
         assert_eq!(node_bytes(8), 56);
         assert_eq!(node_bytes(24), 72);
         // A slot: the node address with the hash's tag, and two hints.

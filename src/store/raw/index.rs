@@ -39,7 +39,7 @@
 //! protocol the models check.
 
 use super::chain::KeyEntry;
-use super::hashindex::{HashIndex, Hints, Node, SlotAt, Want};
+use super::hashindex::{prefetch_node, HashIndex, Hints, Node, SlotAt, Want};
 use super::SendPtr;
 use crate::machinery::epoch::{Collector, Guard};
 use crate::sync::{AtomicPtr, AtomicU64, Mutex, Ordering};
@@ -202,7 +202,7 @@ impl Merge {
             let d = *c.key();
             if let Some(&b) = base.get(self.at).filter(|b| goes_first(b, &d, true)) {
                 if let Some(p) = base.get(self.at + AHEAD) {
-                    super::prefetch(p.0);
+                    prefetch_node(p.0);
                 }
                 self.next.push(b);
                 self.at += 1;
@@ -291,7 +291,7 @@ fn merge(
             i.checked_sub(AHEAD)
         };
         if let Some(p) = ahead.and_then(|a| base.get(a)) {
-            super::prefetch(p.0);
+            prefetch_node(p.0);
         }
         let b = base[i];
         while let Some(d) = recent.next_if(|d| goes_first(d, &b, forward)) {
@@ -576,7 +576,7 @@ impl Index {
         #[cfg(test)]
         LOOKUPS.with(|n| n.set(n.get() + 1));
         let h = self.hash.hash(key);
-        self.hash.get(key, h, want(bound), guard).map(|n| &n.entry)
+        self.hash.get(key, h, want(bound), guard).map(|n| n.entry())
     }
 
     /// Reads a batch of keys with their cache misses overlapped: every
@@ -615,7 +615,7 @@ impl Index {
             for i in 0..n {
                 es[i] = b
                     .resolve(chunk[i].as_ref(), hs[i].0, cs[i])
-                    .map(|n| &n.entry);
+                    .map(|n| n.entry());
                 if let Some(e) = es[i] {
                     e.prefetch_for(bound);
                 }
@@ -651,7 +651,7 @@ impl Index {
         let (n, _, at) = self.hash.get_or_insert_at(key, collector, guard, |n| {
             self.add_ordered(n, collector, guard)
         });
-        (n.key(), &n.entry, at)
+        (n.key(), n.entry(), at)
     }
 
     /// Visits the entries with keys in `range`, in ascending key order if
@@ -672,7 +672,7 @@ impl Index {
             // and its key outlive `'s` (keys are never removed), not only
             // the guard.
             let n: &'s Node = unsafe { &*k.0 };
-            f(n.key(), &n.entry)
+            f(n.key(), n.entry())
         };
         let o = self.ordered(guard);
         let base = o.base_span(range);
@@ -699,7 +699,7 @@ impl Index {
         let recent = lists.flat_map(|l| l.iter(guard)).map(|e| *e.key());
         for k in o.base.iter().copied().chain(recent) {
             // SAFETY: as in `range`.
-            f(unsafe { &(*k.0).entry });
+            f(unsafe { (*k.0).entry() });
         }
     }
 }
