@@ -151,6 +151,8 @@ impl Node {
 pub(super) fn prefetch_node(n: *const Node) {
     super::prefetch(n);
     let last = n.cast::<u8>().wrapping_add(KEY_AT + 7);
+    // Different lines when the addresses differ above their low 6 bits;
+    // `>` is equivalent: 11 bytes apart, their XOR is never exactly 64.
     if (n.addr() ^ last.addr()) >= 64 {
         super::prefetch(last);
     }
@@ -615,6 +617,8 @@ const HEAD_IN_LINE: usize = KEY_AT + 8;
 /// (one start in eight for 56- and 72-byte nodes: a byte a key).
 #[inline]
 fn node_start(at: usize) -> usize {
+    // `>=` is equivalent: `at` is a multiple of 8 and the head 12 bytes, so
+    // the head never ends exactly at a line's end.
     if at % LINE + HEAD_IN_LINE > LINE {
         at.next_multiple_of(LINE)
     } else {
@@ -632,6 +636,8 @@ fn node_layout(key_len: usize) -> Layout {
 impl Arena {
     /// A block for a node of `bytes` (a multiple of [`NODE_ALIGN`]).
     fn carve(&mut self, bytes: usize) -> *mut Node {
+        // `>=` is equivalent: a node of exactly `ALONE` bytes is as sound
+        // alone as in a chunk (a choice of where, not of what).
         if bytes > ALONE {
             let layout = Layout::from_size_align(bytes, NODE_ALIGN)
                 .expect("a key is below 2 GiB (`EngineConfig::MAX_KEY_LEN`)");
@@ -643,6 +649,9 @@ impl Arena {
             self.alone.push(p);
             return p;
         }
+        // A new chunk when this one has no room; `>=` is equivalent: a node
+        // that would end exactly at the chunk's end goes to a new one (8 to
+        // 72 bytes left unused, nothing read differently).
         if self
             .chunks
             .last()
