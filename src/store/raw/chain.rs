@@ -337,8 +337,9 @@ impl Version {
 /// `p` was made by [`Version::alloc`], no other thread can reach it, and it is
 /// freed nowhere else.
 unsafe fn free_version(p: *mut Version) {
-    // SAFETY: the caller guarantees exclusive ownership; `len` is
-    // immutable; the block came from `slab::alloc` with this size.
+    // SAFETY: the caller guarantees exclusive ownership; the length code
+    // (and a long value's length word) is immutable; the block came from
+    // `slab::alloc` with this size.
     unsafe {
         let bytes = layout_for((*p).len()).size();
         ptr::drop_in_place(p);

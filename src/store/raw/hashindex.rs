@@ -54,7 +54,7 @@ use crate::sync::{mutant as m, ordering_or_mutant, AtomicPtr, AtomicU64, Orderin
 use std::alloc::{self, Layout};
 use std::cell::UnsafeCell;
 use std::hash::BuildHasher;
-use std::ptr;
+use std::ptr::{self, NonNull};
 
 /// One key: its length and bytes, then its [`KeyEntry`] at the next
 /// 8-byte boundary, in one exact-size block of the index's arena
@@ -97,8 +97,9 @@ fn node_bytes(key_len: usize) -> usize {
     entry_at(key_len) + std::mem::size_of::<KeyEntry>()
 }
 
-/// A node's alignment, and the granule of the arena's bump.
-const NODE_ALIGN: usize = 8;
+/// A node's alignment, and the granule of the arena's bump: the slab's,
+/// whose global-allocator blocks hold the nodes too large for a chunk.
+const NODE_ALIGN: usize = slab::GRANULE;
 const _: () = assert!(
     std::mem::align_of::<Node>() <= NODE_ALIGN
         && std::mem::align_of::<KeyEntry>() <= NODE_ALIGN
@@ -626,26 +627,15 @@ fn node_start(at: usize) -> usize {
     }
 }
 
-/// The layout of a node with a key of `key_len` bytes.
-#[inline]
-fn node_layout(key_len: usize) -> Layout {
-    Layout::from_size_align(node_bytes(key_len), NODE_ALIGN)
-        .expect("a key is below 2 GiB (`EngineConfig::MAX_KEY_LEN`)")
-}
-
 impl Arena {
     /// A block for a node of `bytes` (a multiple of [`NODE_ALIGN`]).
     fn carve(&mut self, bytes: usize) -> *mut Node {
         // `>=` is equivalent: a node of exactly `ALONE` bytes is as sound
         // alone as in a chunk (a choice of where, not of what).
         if bytes > ALONE {
-            let layout = Layout::from_size_align(bytes, NODE_ALIGN)
-                .expect("a key is below 2 GiB (`EngineConfig::MAX_KEY_LEN`)");
-            // SAFETY: the layout has a non-zero size.
-            let p = unsafe { alloc::alloc(layout) }.cast::<Node>();
-            if p.is_null() {
-                alloc::handle_alloc_error(layout);
-            }
+            let p = slab::global_alloc(bytes / NODE_ALIGN)
+                .as_ptr()
+                .cast::<Node>();
             self.alone.push(p);
             return p;
         }
@@ -1009,11 +999,8 @@ impl HashIndex {
                 len,
                 witness: Witness::new(),
             });
-            let b = n.cast::<u8>();
-            ptr::copy_nonoverlapping(key.as_ptr(), b.add(KEY_AT), key.len());
-            b.add(entry_at(key.len()))
-                .cast::<KeyEntry>()
-                .write(KeyEntry::new());
+            ptr::copy_nonoverlapping(key.as_ptr(), n.cast::<u8>().add(KEY_AT), key.len());
+            entry_of(n).write(KeyEntry::new());
         }
         assert!(
             n.expose_provenance() as u64 & !ADDR_MASK == 0,
@@ -1151,6 +1138,16 @@ impl HashIndex {
     }
 }
 
+/// The entry's place in the block of node `n`, whose head is written.
+///
+/// # Safety
+/// `n` points at a node's block from `Arena::carve` with its head written.
+unsafe fn entry_of(n: *mut Node) -> *mut KeyEntry {
+    // SAFETY: the head holds the key's length; the block has room for the
+    // entry at `entry_at` of it (`node_bytes`).
+    unsafe { n.cast::<u8>().add(entry_at((*n).len as usize)).cast() }
+}
+
 /// Drops what `HashIndex::new_node` wrote in a node's block: its entry
 /// and its head (the key's bytes need no drop).
 ///
@@ -1158,14 +1155,9 @@ impl HashIndex {
 /// `n` is a node built by `new_node`, not yet dropped, that no one else
 /// can reach.
 unsafe fn drop_node(n: *mut Node) {
-    // SAFETY: as the caller guarantees; the entry sits at `entry_at(len)`
-    // of the node's block.
+    // SAFETY: as the caller guarantees.
     unsafe {
-        let e = n
-            .cast::<u8>()
-            .add(entry_at((*n).len as usize))
-            .cast::<KeyEntry>();
-        ptr::drop_in_place(e);
+        ptr::drop_in_place(entry_of(n));
         ptr::drop_in_place(n);
     }
 }
@@ -1193,11 +1185,12 @@ impl Drop for HashIndex {
             unsafe { alloc::dealloc(c, chunk_layout()) };
         }
         for &n in &a.alone {
-            // SAFETY: as above, a node of its own block.
+            // SAFETY: as above, a node of its own block, from
+            // `slab::global_alloc` with its granules (`Arena::carve`).
             unsafe {
-                let layout = node_layout((*n).len as usize);
+                let granules = node_bytes((*n).len as usize) / NODE_ALIGN;
                 drop_node(n);
-                alloc::dealloc(n.cast(), layout);
+                slab::global_free(NonNull::new_unchecked(n.cast()), granules);
             }
         }
         let t = self.table.get_mut_ptr();

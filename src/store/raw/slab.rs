@@ -138,8 +138,9 @@ fn global_layout(g: usize) -> std::alloc::Layout {
         .expect("a block's size is bounded by the config")
 }
 
-/// A block of `g` granules from the global allocator.
-fn global_alloc(g: usize) -> std::ptr::NonNull<u8> {
+/// A block of `g` granules from the global allocator (also the index's
+/// nodes too large for its chunks).
+pub(super) fn global_alloc(g: usize) -> std::ptr::NonNull<u8> {
     let l = global_layout(g);
     // SAFETY: `l` has a non-zero size (at least one granule).
     let p = unsafe { std::alloc::alloc(l) };
@@ -150,7 +151,7 @@ fn global_alloc(g: usize) -> std::ptr::NonNull<u8> {
 ///
 /// # Safety
 /// `p` came from `global_alloc(g)` with the same `g` and is freed once.
-unsafe fn global_free(p: std::ptr::NonNull<u8>, g: usize) {
+pub(super) unsafe fn global_free(p: std::ptr::NonNull<u8>, g: usize) {
     // SAFETY: the caller's contract: allocated with this layout.
     unsafe { std::alloc::dealloc(p.as_ptr(), global_layout(g)) };
 }
