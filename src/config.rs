@@ -44,6 +44,21 @@ pub struct EngineConfig {
     /// [`Engine::asymmetric_fences`](crate::Engine::asymmetric_fences) says
     /// which pair an engine got.
     pub asymmetric_fences: bool,
+    /// Move fingers up as the stable timestamp passes commits (the *stable
+    /// sweep*): each session keeps the default-table keys its timestamped
+    /// commits wrote above stable and, at its later commits, prunes again
+    /// (at most two per key the commit wrote) those stable has passed
+    /// since and a newer commit superseded. A read at a stable timestamp
+    /// then finds its version in one step instead of climbing from the
+    /// finger the key's last commit left (DESIGN.md, "Version chains and
+    /// the index"). **Off by default**: it costs writers about one more
+    /// prune of a cold key per write (a quarter to a half of their
+    /// throughput in the driver's `read-ts`, which gains a fifth or more
+    /// in reads per CPU-second: BENCHMARKS.md). Worth it where reads at
+    /// stable (`read_at_stable`, or read timestamps that follow stable)
+    /// far outnumber writes and keys are rewritten within stable's lag.
+    /// A session keeps at most 2^20 keys (16 bytes each).
+    pub stable_sweep: bool,
 }
 
 impl EngineConfig {
@@ -58,7 +73,7 @@ impl EngineConfig {
     /// [`Engine::new`](crate::Engine::new) and
     /// [`TxnManager::with_config`](crate::machinery::TxnManager::with_config)
     /// call it, so no value builds an engine that aborts or panics later.
-    /// `asymmetric_fences` takes either value.
+    /// `asymmetric_fences` and `stable_sweep` take either value.
     ///
     /// ```
     /// # use snapshot_engine::{EngineConfig, Error};
@@ -105,6 +120,7 @@ impl Default for EngineConfig {
             max_value_len: 16 * 1024 * 1024,
             horizon_refresh_commits: 64,
             asymmetric_fences: false,
+            stable_sweep: false,
         }
     }
 }

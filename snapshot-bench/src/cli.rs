@@ -222,6 +222,10 @@ pub struct Cli {
     /// read-ts/tail timekeeper: oldest = stable - this (0 to 2^48).
     #[arg(long, default_value_t = 100_000, value_parser = int_range(0..=MAX_LAG as i64))]
     pub oldest_lag: u64,
+    /// read-ts/tail: build each engine with `EngineConfig::stable_sweep`
+    /// (writers move fingers up as stable passes their commits).
+    #[arg(long)]
+    pub stable_sweep: bool,
     /// tail: how many of the slowest transactions to list, 0 to 10,000.
     #[arg(long, default_value_t = 20, value_parser = int_range(0..=MAX_WORST as i64))]
     pub worst: u64,
@@ -464,6 +468,7 @@ pub struct Plan {
     pub rounds: usize,
     pub stable_lag: u64,
     pub oldest_lag: u64,
+    pub stable_sweep: bool,
     pub worst: usize,
     /// The swept axis when the configurations came from `--sweep`.
     pub sweep: Option<Axis>,
@@ -800,6 +805,12 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
             ));
         }
     }
+    if cli.stable_sweep && !matches!(workload, Workload::ReadTs | Workload::Tail) {
+        return Err(Refusal(format!(
+            "error: '--stable-sweep' configures read-ts and tail engines only, not '{}'",
+            workload.name()
+        )));
+    }
     let plot = match &cli.plot {
         None => None,
         Some(path) => {
@@ -868,6 +879,7 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
         rounds: cli.rounds.map_or(def_rounds, |r| r as usize),
         stable_lag: cli.stable_lag,
         oldest_lag: cli.oldest_lag,
+        stable_sweep: cli.stable_sweep,
         worst: cli.worst as usize,
         sweep: cli.sweep.as_ref().map(|s| s.axis),
         json: cli.json,

@@ -209,6 +209,7 @@ fn read_ts(plan: &Plan) {
                     seconds,
                     stable_lag: plan.stable_lag,
                     oldest_lag: plan.oldest_lag,
+                    stable_sweep: plan.stable_sweep,
                     worst: if tail { plan.worst } else { 0 },
                     round: r,
                 };
@@ -287,7 +288,7 @@ fn read_ts(plan: &Plan) {
                 return;
             }
             let title = format!(
-                "{}: {readers} readers / {writers} writers, {} keys of {} bytes, {}-byte values, {}{seconds} s measured after {}, {}, engine order alternating, fresh engine per run, allocator {}\n{warm_line}",
+                "{}: {readers} readers / {writers} writers, {} keys of {} bytes, {}-byte values, {}{seconds} s measured after {}, {}, engine order alternating, fresh engine per run{}, allocator {}\n{warm_line}",
                 if tail { "tail" } else { "read-ts" },
                 fmt::fmt_int(plan.keys as f64),
                 plan.key_size,
@@ -295,6 +296,11 @@ fn read_ts(plan: &Plan) {
                 batch_words(plan.batch),
                 warmup_words(warmup),
                 fmt::plural(rounds as u64, "round"),
+                if plan.stable_sweep {
+                    ", stable sweep on"
+                } else {
+                    ""
+                },
                 ALLOCATOR
             );
             report::print_read_ts(&title, &per, &cmps);

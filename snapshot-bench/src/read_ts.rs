@@ -36,6 +36,8 @@ pub struct Params {
     pub seconds: f64,
     pub stable_lag: u64,
     pub oldest_lag: u64,
+    /// `EngineConfig::stable_sweep`.
+    pub stable_sweep: bool,
     /// Keep the N slowest transactions (tail); 0 for none.
     pub worst: usize,
     pub round: usize,
@@ -285,6 +287,7 @@ fn finish(m: Meter, txns: u64, aborts: u64, base_rmw: Option<u64>, stats: Stats)
 fn config(p: &Params) -> EngineConfig {
     EngineConfig {
         max_sessions: p.readers + p.writers + 8,
+        stable_sweep: p.stable_sweep,
         ..EngineConfig::default()
     }
 }

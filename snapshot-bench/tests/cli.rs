@@ -156,6 +156,7 @@ fn every_other_flag_out_of_range_is_refused() {
     refused(&["frob"], "WORKLOAD", "frob");
     refused(&["--plot", "picture.png"], "--plot", "picture.png");
     refused(&["begin", "--plot", "b.svg"], "--plot", "b.svg");
+    refused(&["begin", "--stable-sweep"], "--stable-sweep", "begin");
     refused(
         &["--plot", "/nonexistent-dir/w1.svg"],
         "--plot",

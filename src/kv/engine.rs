@@ -55,7 +55,7 @@ impl<M: Machinery> Engine<M> {
     pub fn with_machinery(config: EngineConfig) -> Result<Engine<M>> {
         Ok(Engine {
             mgr: TxnManager::with_config(&config)?,
-            store: Store::new(),
+            store: Store::new(config.stable_sweep),
             config,
             durable: None,
             prepared_durable: Default::default(),

@@ -27,11 +27,16 @@ pub(crate) struct Store {
     pub(crate) index: Index,
     pub(crate) collector: Collector,
     pub(crate) freed: std::sync::Arc<crate::sync::AtomicU64>,
+    /// Committers keep their keys for the stable sweep
+    /// (`EngineConfig::stable_sweep`, `raw/sweep.rs`).
+    pub(crate) stable_sweep: bool,
 }
 
 impl Store {
-    pub(crate) fn new() -> Store {
+    /// A store; `stable_sweep`: see [`Store::stable_sweep`].
+    pub(crate) fn new(stable_sweep: bool) -> Store {
         Store {
+            stable_sweep,
             index: Index::new(),
             collector: Collector::new(),
             freed: std::sync::Arc::new(crate::sync::AtomicU64::new(0)),

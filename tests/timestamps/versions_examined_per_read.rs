@@ -79,3 +79,84 @@ fn old_reads_on<M: Machinery>() {
         "commits examined {per_commit:.2} versions each"
     );
 }
+
+#[test]
+fn a_read_at_a_stable_that_passed_a_key_s_commits_examines_one_version() {
+    on_every_machinery!(stable_passed_on);
+}
+
+/// Versions `f` examined through `e`'s counters, and the reads it made.
+fn examined_by<M: Machinery>(e: &Engine<M>, f: impl FnOnce()) -> (u64, u64) {
+    let before = e.stats();
+    f();
+    let after = e.stats();
+    (
+        after.versions_read - before.versions_read,
+        after.reads - before.reads,
+    )
+}
+
+fn stable_passed_on<M: Machinery>() {
+    // With the sweep off (the default) the same reads climb.
+    let (examined, reads) = stable_passed_reads::<M>(false);
+    assert!(
+        examined > reads,
+        "without the stable sweep, {examined} versions for {reads} reads"
+    );
+    let (examined, reads) = stable_passed_reads::<M>(true);
+    assert_eq!(
+        examined, reads,
+        "reads at a stable that passed every key's commits since its finger \
+         should examine one version each"
+    );
+}
+
+/// Versions examined and reads made by a read of every key at a stable
+/// that passed half of their commits, with `stable_sweep` on or off.
+fn stable_passed_reads<M: Machinery>(stable_sweep: bool) -> (u64, u64) {
+    let e = Engine::<M>::with_machinery(EngineConfig {
+        stable_sweep,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let mut s = e.session().unwrap();
+    let mut t = s.begin(&TxnOptions::default()).unwrap();
+    for k in 0..KEYS {
+        t.put(key(k), b"load").unwrap();
+    }
+    t.commit(CommitOptions::at(1)).unwrap();
+    e.set_timestamps(set(Some(1), Some(1), None)).unwrap();
+    // Every key written at 2 + round * KEYS + k, stable left at the load:
+    // each commit prunes with stable 1, so each finger stays at the load.
+    let at = |round: u64, k: u64| 2 + round * KEYS + k;
+    for round in 0..VERSIONS {
+        for k in 0..KEYS {
+            let mut t = s.begin(&TxnOptions::default()).unwrap();
+            t.put(key(k), format!("v{round}").as_bytes()).unwrap();
+            t.commit(CommitOptions::at(at(round, k))).unwrap();
+        }
+    }
+    // Stable moves to the middle of the writes; none of those keys is
+    // written again. The session's later commits (of another key) prune
+    // again the keys stable has passed, oldest first, two a write, so a
+    // read at stable finds each key's version there at its finger, not by
+    // a climb from the load's.
+    let mid = VERSIONS / 2;
+    let stable = at(mid, KEYS - 1);
+    e.set_timestamps(set(None, Some(stable), None)).unwrap();
+    let ticks = KEYS * (mid + 1) / 2;
+    for i in 0..ticks {
+        let mut t = s.begin(&TxnOptions::default()).unwrap();
+        t.put(b"tick", b"t").unwrap();
+        t.commit(CommitOptions::at(at(VERSIONS, i))).unwrap();
+    }
+    let (examined, reads) = examined_by(&e, || {
+        for k in 0..KEYS {
+            let mut t = s.begin(&read_at(stable)).unwrap();
+            let want = format!("v{mid}");
+            assert_eq!(t.get(key(k)).unwrap().as_deref(), Some(want.as_bytes()));
+        }
+    });
+    assert_eq!(reads, KEYS);
+    (examined, reads)
+}

@@ -137,6 +137,15 @@ impl Node {
         unsafe { &*self.at::<KeyEntry>(entry_at(self.len as usize)) }
     }
 
+    /// The node whose key bytes `key` is (as [`Node::key`] lent them):
+    /// `KEY_AT` bytes before them, with the provenance `new_node` exposed.
+    /// Only an address here; [`Index::key_of`](super::index::Index::key_of)
+    /// dereferences it under the contract that makes it a node.
+    #[inline]
+    pub(crate) fn of_key(key: &[u8]) -> *const Node {
+        ptr::with_exposed_provenance(key.as_ptr().addr().wrapping_sub(KEY_AT))
+    }
+
     /// Is this node's key `key`? A short key compares with a few
     /// fixed-width loads ([`short_eq`]), not a call to `memcmp`.
     #[inline(always)]
@@ -866,6 +875,16 @@ impl HashIndex {
             // Relaxed: hints, never dereferenced.
             slot.hints.store(hints.0, Ordering::Relaxed);
         }
+    }
+
+    /// Starts loading the home slot of `key` in the current table (a
+    /// batch's [`HashIndex::hint`] then probes from a loaded line). Loads
+    /// only.
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, key: &[u8], guard: &Guard) {
+        let t = self.current(guard);
+        // `home` is below the table's length: a prefetch of its slot.
+        super::prefetch(t.slots.as_ptr().wrapping_add(t.home(self.hash(key))));
     }
 
     /// A batch of lookups' hold on the index ([`Batch`]): the current

@@ -47,6 +47,22 @@ use crossbeam_skiplist::base::RefEntry;
 use std::ops::Bound;
 use std::sync::Arc;
 
+/// A key of an index named in 8 bytes ([`Index::key_ref`]): its node's
+/// address. Only [`Index::key_of`] of the same index turns it back into
+/// the key and its entry.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeyRef(*const Node);
+
+// SAFETY: a `KeyRef` is an address; it is dereferenced only by
+// `Index::key_of` of the index it came from, whose nodes are Sync (read
+// through atomics and immutable key bytes) and live as long as the index.
+unsafe impl Send for KeyRef {}
+
+impl KeyRef {
+    /// Names nothing: a batch's unused place, never passed to `key_of`.
+    pub(crate) const NONE: KeyRef = KeyRef(std::ptr::null());
+}
+
 /// An ordered-view key: a pointer to the key's node, ordered by the key
 /// bytes.
 #[derive(Clone, Copy)]
@@ -627,6 +643,38 @@ impl Index {
             }
         }
         true
+    }
+
+    /// Names `key` (the index's own bytes, as [`Index::get_or_insert`]
+    /// lent them) in 8 bytes, for [`Index::key_of`]: its node's address.
+    #[inline]
+    pub(crate) fn key_ref(&self, key: &[u8]) -> KeyRef {
+        KeyRef(Node::of_key(key))
+    }
+
+    /// Starts loading the node `r` names (its first lines), for a batch.
+    #[inline]
+    pub(crate) fn prefetch_key(&self, r: KeyRef) {
+        prefetch_node(r.0);
+    }
+
+    /// Starts loading `key`'s home slot, for a batch of [`Index::hint`]s.
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, key: &[u8], guard: &Guard) {
+        self.hash.prefetch_slot(key, guard);
+    }
+
+    /// The key bytes and entry `r` names.
+    ///
+    /// # Safety
+    /// `r` came from [`Index::key_ref`] of this index (nodes live until
+    /// the index drops, which the `'s` borrow rules out).
+    #[inline]
+    pub(crate) unsafe fn key_of(&self, r: KeyRef) -> (&[u8], &KeyEntry) {
+        // SAFETY: the caller's contract: `r.0` is a node of this index,
+        // built in full before its key bytes were lent.
+        let n = unsafe { &*r.0 };
+        (n.key(), n.entry())
     }
 
     /// Tells the index `entry`'s head and its version at stable (a

@@ -11,6 +11,20 @@ use crate::machinery::epoch::{Collector, Guard};
 use crate::sync::{mutant as m, mutant_on, Ordering};
 use std::ops::Bound;
 
+/// As the real index's: a key named for [`Index::key_of`] (here the map's
+/// boxed key bytes).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeyRef(*const [u8]);
+
+// SAFETY: as the real index's: an address, read only by `key_of` of its
+// index, whose boxed keys are immutable and live as long as the index.
+unsafe impl Send for KeyRef {}
+
+impl KeyRef {
+    /// As the real index's: names nothing.
+    pub(crate) const NONE: KeyRef = KeyRef(std::ptr::slice_from_raw_parts(std::ptr::null(), 0));
+}
+
 /// Keys to boxed entries behind one mutex; entries live until the index
 /// drops, as in the real index.
 pub(crate) struct Index {
@@ -70,6 +84,34 @@ impl Index {
     }
 
     pub(crate) fn hint(&self, _key: &[u8], _entry: &KeyEntry, _at: SlotAt, _guard: &Guard) {}
+
+    /// As the real index's: names `key` (the map's own boxed bytes).
+    pub(crate) fn key_ref(&self, key: &[u8]) -> KeyRef {
+        KeyRef(key)
+    }
+
+    /// As the real index's: a prefetch, here of the key's bytes.
+    pub(crate) fn prefetch_key(&self, r: KeyRef) {
+        crate::store::raw::prefetch(r.0.cast::<u8>());
+    }
+
+    /// As the real index's: the stand-in has no slots.
+    pub(crate) fn prefetch_slot(&self, _key: &[u8], _guard: &Guard) {}
+
+    /// As the real index's: the key bytes and entry `r` names.
+    ///
+    /// # Safety
+    /// `r` came from [`Index::key_ref`] of this index.
+    pub(crate) unsafe fn key_of(&self, r: KeyRef) -> (&[u8], &KeyEntry) {
+        // SAFETY: the caller's contract: the map's boxed key bytes, never
+        // removed while the index lives.
+        let key: &[u8] = unsafe { &*r.0 };
+        let b = self.map.lock().unwrap();
+        (
+            key,
+            Self::extend(b.get(key).expect("a named key is in the map")),
+        )
+    }
 
     /// The stand-in's map never migrates.
     pub(crate) fn finish_migration(&self, _collector: &Collector, _guard: &Guard) {}

@@ -35,6 +35,7 @@ pub(crate) mod index;
 // model `slab` drives the slab.
 #[cfg_attr(loom, allow(dead_code))]
 pub(crate) mod slab;
+pub(crate) mod sweep;
 pub(crate) mod table;
 pub(crate) mod writes;
 

@@ -34,6 +34,7 @@
 use super::chain::{tails, Conflict, KeyEntry, Pruned, Tails, Version};
 use super::hashindex::SlotAt;
 use super::index::Index;
+use super::sweep::{Sweep, PER_WRITE};
 use super::table::TableIndex;
 use crate::machinery::epoch::RETIRE_BATCH;
 use crate::machinery::{Completion, Horizon, ReadView, VersionState, VersionStatus};
@@ -83,6 +84,12 @@ pub(crate) struct WriteSet<'s> {
     /// A commit began flipping: the versions are shared now (other writers
     /// may prune them), so only the key entries of `recs` are used.
     released: bool,
+    /// The timestamp the last commit's versions were flipped to (0: none
+    /// or untimestamped), for the stable sweep.
+    committed: u64,
+    /// Default-table keys committed above the stable they were pruned to,
+    /// pruned again once stable passes them (`sweep.rs`).
+    sweep: Sweep,
     tails: Tails,
 }
 
@@ -105,6 +112,8 @@ impl<'s> WriteSet<'s> {
             recs: Vec::new(),
             held: Vec::new(),
             released: false,
+            committed: 0,
+            sweep: Sweep::default(),
             tails: tails(),
         }
     }
@@ -248,6 +257,7 @@ impl<'s> WriteSet<'s> {
                 // Released before the first flip: from it on, our versions
                 // may be pruned by other writers.
                 self.released = true;
+                self.committed = cts.get();
                 let guard = store.collector.pin();
                 for w in &self.recs {
                     // SAFETY: ownership invariant (module docs): `released`
@@ -387,10 +397,12 @@ impl<'s> WriteSet<'s> {
     }
 
     /// After a commit: prunes the chains written to `horizon`, moves their
-    /// fingers up to `stable`, refreshes their slots' hints, hands full
-    /// batches of cut tails to the collector, and empties the set for the
-    /// next transaction. Returns the work done (nothing if no commit
-    /// completed).
+    /// fingers up to `stable`, refreshes their slots' hints, keeps the
+    /// default-table keys committed above `stable` and prunes again those
+    /// of earlier commits that `stable` has passed since (the stable sweep,
+    /// `sweep.rs`), hands full batches of cut tails to the collector, and
+    /// empties the set for the next transaction. Returns the work done (nothing if no
+    /// commit completed).
     pub(crate) fn prune_committed(
         &mut self,
         horizon: Horizon,
@@ -411,7 +423,26 @@ impl<'s> WriteSet<'s> {
             w.index.hint(w.key, w.entry, w.at, &guard);
             out.cut += n.cut;
             out.examined += n.examined;
+            // Equivalent mutant (`>=`: a commit exactly at stable is kept,
+            // and the sweep's prune of it moves nothing).
+            if store.stable_sweep && w.table == 0 && self.committed > stable {
+                self.sweep.note(w.index.key_ref(w.key), self.committed);
+            }
         }
+        // SAFETY: the store's default index, the only one whose keys were
+        // noted just above (`w.table == 0`).
+        let (_, n) = unsafe {
+            self.sweep.run(
+                &store.index,
+                horizon,
+                stable,
+                PER_WRITE * self.recs.len(),
+                &mut self.tails,
+                &guard,
+            )
+        };
+        out.cut += n.cut;
+        out.examined += n.examined;
         // Equivalent mutant (`>`: one tail more per flush; a batch size,
         // not a safety bound).
         if self.tails.len() >= RETIRE_BATCH {
@@ -429,6 +460,7 @@ impl<'s> WriteSet<'s> {
     pub(crate) fn clear(&mut self) {
         self.recs.clear();
         self.released = false;
+        self.committed = 0;
         // After the records, which borrow these indexes. Most transactions
         // hold none: skip the call that drops them.
         if !self.held.is_empty() {

@@ -211,6 +211,48 @@ impl KeyEntry {
         out
     }
 
+    /// Starts loading what a prune of this key reads next, so a batch of
+    /// prunes (the stable sweep, `sweep.rs`) overlaps its misses. `first`:
+    /// the floor's and the finger's versions; else (once those lines are
+    /// in) the versions right above them, where both climbs go next.
+    // Under loom no batch runs (the sweep prunes one key at a time there).
+    #[cfg_attr(loom, allow(dead_code))]
+    #[inline]
+    pub(crate) fn prefetch_prune(&self, first: bool, _guard: &Guard) {
+        // Relaxed, all of them: these loads only choose what to prefetch,
+        // and a prefetch never dereferences; the prune that follows loads
+        // each word again under the lock.
+        let floor = self.floor.load(Ordering::Relaxed);
+        let finger = finger_of(self.finger.load(Ordering::Relaxed));
+        for v in [floor, finger] {
+            if v.is_null() {
+                continue;
+            }
+            if first {
+                crate::store::raw::prefetch(v);
+                continue;
+            }
+            // SAFETY: the floor and the finger point at linked versions,
+            // or (one loaded just before a cut moved it) at versions
+            // retired after `_guard` was pinned, as a reader's starts
+            // (invariants 11, 13).
+            let w = unsafe { &*v }.newer.load(Ordering::Relaxed);
+            crate::store::raw::prefetch(ptr::without_provenance::<u8>(
+                (w & super::LINK_MASK) as usize,
+            ));
+        }
+    }
+
+    /// Is the key's head committed at `cts` with nothing unfinished above
+    /// it (the head summary, invariant 16)? Then a read at `cts` or later
+    /// takes the head and no finger (the stable sweep's test, `sweep.rs`).
+    /// Relaxed: a hint; a stale answer costs a read a climb or the sweep a
+    /// prune, never a wrong read.
+    #[inline]
+    pub(crate) fn newest_at(&self, cts: u64) -> bool {
+        self.summary.load(Ordering::Relaxed) == cts
+    }
+
     /// The key's head and the version a read at the stable timestamp of
     /// its last prune starts from (the finger, else the floor; none for an
     /// unordered key, whose readers walk from the head): the index slot's
