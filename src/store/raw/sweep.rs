@@ -73,7 +73,7 @@ impl Sweep {
     /// above the stable it was pruned to; nothing past [`CAP`].
     #[inline]
     pub(crate) fn note(&mut self, key: KeyRef, cts: u64) {
-        // Equivalent mutant (`>`: one item more at the cap).
+        // Equivalent mutant (`<=`: one item more kept at the cap).
         if self.items.len() < CAP {
             self.items.push_back(Item { key, cts });
         }
@@ -101,6 +101,8 @@ impl Sweep {
     ) -> (usize, super::chain::Pruned) {
         let mut out = super::chain::Pruned::default();
         let mut n = 0;
+        // Equivalent mutant (`<=`: one group more a commit; a pace, not
+        // a bound anything relies on).
         while n < budget {
             let mut group = [Item::NONE; GROUP];
             let mut len = 0;
@@ -108,6 +110,9 @@ impl Sweep {
             // waits behind the one before it (it is swept a little late).
             while len < GROUP {
                 match self.items.front() {
+                    // Equivalent mutant (`<`: an item exactly at stable
+                    // waits for the next stable; a read there climbs one
+                    // version more meanwhile, same answer).
                     Some(it) if it.cts <= stable => {}
                     _ => break,
                 }
