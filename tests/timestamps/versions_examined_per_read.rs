@@ -20,17 +20,29 @@ fn an_old_read_timestamp_examines_at_most_two_versions() {
     on_every_machinery!(old_reads_on);
 }
 
-fn old_reads_on<M: Machinery>() {
-    let e = Engine::<M>::with_machinery(EngineConfig::default()).unwrap();
+/// A fresh engine (`stable_sweep` as given) with every key loaded at 1 and
+/// stable and oldest left there (read-ts: stable lags the newest commit by
+/// far more than a run writes).
+fn loaded<M: Machinery>(stable_sweep: bool) -> Engine<M> {
+    let e = Engine::<M>::with_machinery(EngineConfig {
+        stable_sweep,
+        ..EngineConfig::default()
+    })
+    .unwrap();
     let mut s = e.session().unwrap();
-    // Load every key at 1; stable and oldest stay there (read-ts: stable lags
-    // the newest commit by far more than a run writes).
     let mut t = s.begin(&TxnOptions::default()).unwrap();
     for k in 0..KEYS {
         t.put(key(k), b"load").unwrap();
     }
     t.commit(CommitOptions::at(1)).unwrap();
+    drop(s);
     e.set_timestamps(set(Some(1), Some(1), None)).unwrap();
+    e
+}
+
+fn old_reads_on<M: Machinery>() {
+    let e = loaded::<M>(false);
+    let mut s = e.session().unwrap();
     let mut next = 2;
     for round in 0..VERSIONS {
         for k in 0..KEYS {
@@ -114,18 +126,8 @@ fn stable_passed_on<M: Machinery>() {
 /// Versions examined and reads made by a read of every key at a stable
 /// that passed half of their commits, with `stable_sweep` on or off.
 fn stable_passed_reads<M: Machinery>(stable_sweep: bool) -> (u64, u64) {
-    let e = Engine::<M>::with_machinery(EngineConfig {
-        stable_sweep,
-        ..EngineConfig::default()
-    })
-    .unwrap();
+    let e = loaded::<M>(stable_sweep);
     let mut s = e.session().unwrap();
-    let mut t = s.begin(&TxnOptions::default()).unwrap();
-    for k in 0..KEYS {
-        t.put(key(k), b"load").unwrap();
-    }
-    t.commit(CommitOptions::at(1)).unwrap();
-    e.set_timestamps(set(Some(1), Some(1), None)).unwrap();
     // Every key written at 2 + round * KEYS + k, stable left at the load:
     // each commit prunes with stable 1, so each finger stays at the load.
     let at = |round: u64, k: u64| 2 + round * KEYS + k;
