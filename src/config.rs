@@ -47,16 +47,16 @@ pub struct EngineConfig {
     /// Move fingers up as the stable timestamp passes commits (the *stable
     /// sweep*): each session keeps the default-table keys its timestamped
     /// commits wrote above stable and, at its later commits, prunes again
-    /// (at most two per key the commit wrote) those stable has passed
-    /// since and a newer commit superseded. A read at a stable timestamp
-    /// then finds its version in one step instead of climbing from the
-    /// finger the key's last commit left (DESIGN.md, "Version chains and
-    /// the index"). **Off by default**: it costs writers about one more
-    /// prune of a cold key per write (a quarter to a half of their
-    /// throughput in the driver's `read-ts`, which gains a fifth or more
-    /// in reads per CPU-second: BENCHMARKS.md). Worth it where reads at
-    /// stable (`read_at_stable`, or read timestamps that follow stable)
-    /// far outnumber writes and keys are rewritten within stable's lag.
+    /// (two per key the commit wrote, in groups of eight) those stable has
+    /// passed since and a newer commit superseded. A read at a stable
+    /// timestamp then finds its version in one step instead of climbing
+    /// from the finger the key's last commit left (DESIGN.md, "Version
+    /// chains and the index"). **Off by default**: it costs writers about
+    /// one more prune of a cold key per write, for fewer misses in reads
+    /// at stable (both measured in BENCHMARKS.md, `read-ts`). Worth it
+    /// where reads at stable (`read_at_stable`, or read timestamps that
+    /// follow stable) far outnumber writes and keys are rewritten within
+    /// stable's lag.
     /// A session keeps at most 2^20 keys (16 bytes each).
     pub stable_sweep: bool,
 }

@@ -806,10 +806,11 @@ pub fn plan(cli: Cli) -> Result<Plan, Refusal> {
         }
     }
     if cli.stable_sweep && !matches!(workload, Workload::ReadTs | Workload::Tail) {
-        return Err(Refusal(format!(
-            "error: '--stable-sweep' configures read-ts and tail engines only, not '{}'",
-            workload.name()
-        )));
+        return Err(invalid(
+            "--stable-sweep",
+            workload.name(),
+            "configures read-ts and tail engines only",
+        ));
     }
     let plot = match &cli.plot {
         None => None,

@@ -668,7 +668,7 @@ impl Index {
     ///
     /// # Safety
     /// `r` came from [`Index::key_ref`] of this index (nodes live until
-    /// the index drops, which the `'s` borrow rules out).
+    /// the index drops, which the borrow of `self` rules out).
     #[inline]
     pub(crate) unsafe fn key_of(&self, r: KeyRef) -> (&[u8], &KeyEntry) {
         // SAFETY: the caller's contract: `r.0` is a node of this index,

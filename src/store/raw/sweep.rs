@@ -8,9 +8,9 @@
 //! a later stable climbs from it past every version stable has passed
 //! since. So, with `EngineConfig::stable_sweep`, each session keeps the
 //! default-table keys its timestamped commits wrote above the stable they
-//! were pruned to ([`Item`], 16 bytes, in commit order), and each of its later commits, after pruning its own
-//! keys, prunes again the oldest of them that stable has passed since
-//! ([`Sweep::run`]: [`KeyEntry::cut`](super::chain::KeyEntry::cut) moves
+//! were pruned to ([`Item`], 16 bytes, in commit order), and each of its
+//! later commits, after pruning its own keys, prunes again the oldest of
+//! them that stable has passed since ([`Sweep::run`]: [`KeyEntry::cut`](super::chain::KeyEntry::cut) moves
 //! the finger up to stable and refreshes the hint under the key's pruning
 //! lock, invariants 13 and 18) and refreshes their slots' hints. A read at
 //! stable then starts at its own version, which the slot prefetches beside
@@ -22,10 +22,9 @@
 //! about one more prune of a cold key per write. A commit sweeps
 //! [`PER_WRITE`] keys per key it wrote, rounded up to a group of
 //! [`GROUP`] whose misses overlap, so a backlog drains without one commit
-//! paying for it. A session keeps at
-//! most [`CAP`] items (past it, new ones are not kept: those keys keep
-//! their older fingers, as without the sweep). Its items are dropped with
-//! it.
+//! paying for it. A session keeps at most [`CAP`] items (past it, new ones
+//! are not kept: those keys keep their older fingers, as without the
+//! sweep). Its items are dropped with it.
 
 use super::chain::{KeyEntry, Tails};
 use super::hashindex::SlotAt;
@@ -85,8 +84,7 @@ impl Sweep {
     /// and refreshing each key's slot hints. Keys go in groups whose cache
     /// misses overlap: every node, then every floor, finger and home slot,
     /// then the versions above floor and finger are requested before the
-    /// first prune. Returns
-    /// the keys pruned and their pruning's work.
+    /// first prune. Returns the pruning's work.
     ///
     /// # Safety
     /// `index` is the store's default index, whose keys every `note` named.
@@ -98,7 +96,7 @@ impl Sweep {
         budget: usize,
         tails: &mut Tails,
         guard: &Guard,
-    ) -> (usize, super::chain::Pruned) {
+    ) -> super::chain::Pruned {
         let mut out = super::chain::Pruned::default();
         let mut n = 0;
         // Equivalent mutant (`<=`: one group more a commit; a pace, not
@@ -149,6 +147,6 @@ impl Sweep {
                 out.examined += p.examined;
             }
         }
-        (n, out)
+        out
     }
 }

@@ -401,8 +401,8 @@ impl<'s> WriteSet<'s> {
     /// default-table keys committed above `stable` and prunes again those
     /// of earlier commits that `stable` has passed since (the stable sweep,
     /// `sweep.rs`), hands full batches of cut tails to the collector, and
-    /// empties the set for the next transaction. Returns the work done (nothing if no
-    /// commit completed).
+    /// empties the set for the next transaction. Returns the work done
+    /// (nothing if no commit completed).
     pub(crate) fn prune_committed(
         &mut self,
         horizon: Horizon,
@@ -429,20 +429,22 @@ impl<'s> WriteSet<'s> {
                 self.sweep.note(w.index.key_ref(w.key), self.committed);
             }
         }
-        // SAFETY: the store's default index, the only one whose keys were
-        // noted just above (`w.table == 0`).
-        let (_, n) = unsafe {
-            self.sweep.run(
-                &store.index,
-                horizon,
-                stable,
-                PER_WRITE * self.recs.len(),
-                &mut self.tails,
-                &guard,
-            )
-        };
-        out.cut += n.cut;
-        out.examined += n.examined;
+        if store.stable_sweep {
+            // SAFETY: the store's default index, the only one whose keys
+            // were noted just above (`w.table == 0`).
+            let n = unsafe {
+                self.sweep.run(
+                    &store.index,
+                    horizon,
+                    stable,
+                    PER_WRITE * self.recs.len(),
+                    &mut self.tails,
+                    &guard,
+                )
+            };
+            out.cut += n.cut;
+            out.examined += n.examined;
+        }
         // Equivalent mutant (`>`: one tail more per flush; a batch size,
         // not a safety bound).
         if self.tails.len() >= RETIRE_BATCH {

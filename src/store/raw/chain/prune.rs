@@ -215,8 +215,6 @@ impl KeyEntry {
     /// prunes (the stable sweep, `sweep.rs`) overlaps its misses. `first`:
     /// the floor's and the finger's versions; else (once those lines are
     /// in) the versions right above them, where both climbs go next.
-    // Under loom no batch runs (the sweep prunes one key at a time there).
-    #[cfg_attr(loom, allow(dead_code))]
     #[inline]
     pub(crate) fn prefetch_prune(&self, first: bool, _guard: &Guard) {
         // Relaxed, all of them: these loads only choose what to prefetch,
